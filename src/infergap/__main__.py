@@ -1,0 +1,5 @@
+"""``python -m infergap`` runs the command line."""
+
+from infergap.cli import main
+
+main()

@@ -1,0 +1,62 @@
+"""The ``infergap`` command line (Typer). Thin: parse options, call the library, render.
+
+Each command lives in its own module of this package and registers itself on :data:`app`.
+Errors from bad input (:class:`infergap.errors.UserError`, snapshot errors) become one line on
+stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import typer
+
+from infergap import __version__
+
+app = typer.Typer(
+    name="infergap",
+    help="Find and close the gap between what an LLM inference host should deliver and what it does.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"infergap {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages to stderr."),
+) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+
+def fail(message: str) -> "typer.Exit":
+    """Print ``infergap: error: <message>`` on stderr and return the exit (status 2) to raise."""
+    typer.echo(f"infergap: error: {message}", err=True)
+    return typer.Exit(2)
+
+
+# Command modules register themselves on `app` when imported.
+from infergap.cli import audit as _audit  # noqa: E402,F401
+
+
+def main() -> None:
+    """Console-script entry point: run the app, turning input errors into one line and exit 2."""
+    from infergap.errors import UserError
+    from infergap.snapshot import SnapshotError
+
+    try:
+        app()
+    except (UserError, SnapshotError) as e:
+        typer.echo(f"infergap: error: {e}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        typer.echo("infergap: interrupted", err=True)
+        sys.exit(130)

@@ -1,0 +1,144 @@
+"""The finding model: what every investigator returns and every renderer reads.
+
+The JSON shape is the contract in the project's DESIGN document ("Finding (contract)"):
+one finding per check id and subject, with its status, evidence, expected value, impact and,
+for actionable findings, a remedy with commands, their persistent form and the exact revert.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Status(str, Enum):
+    """Triage outcome of one check.
+
+    ``ok`` ruled out; ``actionable`` something to change; ``expected`` looks wrong but is a hardware
+    limit or normal for the platform (negative knowledge); ``unknown`` the evidence is missing or
+    unreadable; ``not_applicable`` the check does not apply to this host (one GPU has no NVLink peer).
+    """
+
+    ok = "ok"
+    actionable = "actionable"
+    expected = "expected"
+    unknown = "unknown"
+    not_applicable = "not_applicable"
+
+
+class Severity(str, Enum):
+    """Impact rank of an actionable finding: P0 (likely costs throughput now) to P2 (hygiene)."""
+
+    P0 = "P0"
+    P1 = "P1"
+    P2 = "P2"
+
+
+class FixKind(str, Enum):
+    """How a remedy takes effect.
+
+    runtime: now, lost on reboot unless persisted; reboot: kernel command line, module or kernel;
+    bios: firmware setup; hardware: a physical change; software: upgrade or replace a package.
+    """
+
+    runtime = "runtime"
+    reboot = "reboot"
+    bios = "bios"
+    hardware = "hardware"
+    software = "software"
+
+
+#: Ranking of fix kinds in the report: what can be done now comes first.
+FIX_KIND_ORDER = {FixKind.runtime: 0, FixKind.software: 1, FixKind.reboot: 2, FixKind.bios: 3, FixKind.hardware: 4}
+SEVERITY_ORDER = {Severity.P0: 0, Severity.P1: 1, Severity.P2: 2}
+
+
+class Evidence(BaseModel):
+    """One observed value and where it was read (a snapshot path such as
+    ``files/proc/sys/vm/swappiness`` or ``cmds/nvsmi_qx.out``, or a probe name)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str
+    value: str
+
+
+class Action(BaseModel):
+    """A machine-executable remedy step, declared by the check catalog (never taken from input).
+
+    ``type`` selects the code path in :mod:`infergap.remedy` that applies and reverts it:
+
+    - ``sysctl``: ``target`` is the sysctl key (``vm.swappiness``), ``value`` the new value,
+      ``previous`` the value read at audit time.
+    - ``setpci``: ``target`` is a PCI BDF, ``register`` the setpci register expression
+      (``CAP_EXP+8.w``), ``value``/``mask`` hex words, ``previous`` the word read at audit time.
+    - ``modprobe``: ``target`` is a kernel module to load.
+    - ``cpuidle``: ``target`` is a cpuidle state name whose ``disable`` is set on every CPU.
+    - ``nvidia_persistence``: ``target`` is a GPU BDF.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["sysctl", "setpci", "modprobe", "cpuidle", "nvidia_persistence"]
+    target: str
+    value: str | None = None
+    previous: str | None = None
+    register: str | None = None
+    mask: str | None = None
+
+
+class Remedy(BaseModel):
+    """What to run to fix a finding, how to make it survive a reboot, and how to undo it exactly.
+
+    ``host_controlled`` is set when the audit ran inside a container and the setting belongs to the
+    host: the commands are then meant for the host, not for the container.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    commands: list[str] = Field(default_factory=list)
+    persist: list[str] = Field(default_factory=list)
+    revert: list[str] = Field(default_factory=list)
+    actions: list[Action] = Field(default_factory=list)
+    host_controlled: bool = False
+    note: str | None = None
+
+
+class Finding(BaseModel):
+    """The result of one check on one subject (the host, a GPU, a PCI function).
+
+    ``subject`` distinguishes several findings of one check id (``0000:01:00.0`` for a per-GPU
+    check); it is ``None`` for host-wide checks. ``severity`` and ``fix_kind`` are set only when the
+    status is actionable.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    investigator: str
+    status: Status
+    title: str
+    subject: str | None = None
+    severity: Severity | None = None
+    fix_kind: FixKind | None = None
+    evidence: list[Evidence] = Field(default_factory=list)
+    expected_value: str | None = None
+    impact: str | None = None
+    remedy: Remedy | None = None
+    references: list[str] = Field(default_factory=list)
+    details: dict[str, Any] = Field(default_factory=dict)
+
+    def key(self) -> tuple[str, str]:
+        """Identity of the finding across runs: (check id, subject or "")."""
+        return (self.id, self.subject or "")
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract JSON of this finding (enums as strings, empty optional fields dropped)."""
+        return self.model_dump(mode="json", exclude_none=True, exclude_defaults=False)
+
+
+def ev(source: str, value: object) -> Evidence:
+    """Shorthand for an :class:`Evidence` with the value rendered as text."""
+    return Evidence(source=source, value=str(value))

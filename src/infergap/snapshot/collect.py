@@ -1,0 +1,153 @@
+"""``infergap collect``: write a snapshot of this host (directory or ``.tar.gz``).
+
+Every source of :mod:`infergap.snapshot.sources` is read in parallel, each command with its
+timeout; a missing command or unreadable file is recorded in ``meta.json`` (rc, error), never
+fatal. Output is scrubbed of serial numbers, UUIDs, the hostname and non-GPU environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import tarfile
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from infergap import __version__
+from infergap.snapshot.core import LiveSnapshot, filter_env, run_command
+from infergap.snapshot.probes import PROBES
+from infergap.snapshot.sources import COMMANDS, FILE_GLOBS
+
+SCHEMA = "infergap.snapshot/1"
+
+_UUID = re.compile(r"\b(GPU-|MIG-)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+_SERIAL_XML = re.compile(r"(<(?:serial|uuid|chassis_serial_number|board_serial)>)[^<]*(</)")
+_SERIAL_TEXT = re.compile(r"(?im)^(\s*(?:Serial Number|Serial|GPU UUID|UUID|Chassis Serial Number)\s*:\s*)(\S.*)$")
+_MAC = re.compile(r"\b([0-9a-f]{2}:){5}[0-9a-f]{2}\b", re.I)
+
+
+def scrub(text: str, hostnames: tuple[str, ...] = ()) -> str:
+    """Replace serial numbers, UUIDs, MAC addresses and the given host names in ``text``.
+
+    UUIDs become ``00000000-0000-0000-0000-000000000000`` (keeping a ``GPU-`` prefix), serial fields
+    ``REDACTED``, host names ``redacted-host``. Idempotent.
+    """
+    text = _SERIAL_XML.sub(r"\1REDACTED\2", text)
+    text = _SERIAL_TEXT.sub(lambda m: m.group(1) + "REDACTED", text)
+    text = _UUID.sub(lambda m: (m.group(1) or "") + "00000000-0000-0000-0000-000000000000", text)
+    text = _MAC.sub("00:00:00:00:00:00", text)
+    for h in hostnames:
+        if h and len(h) >= 2 and h not in ("localhost",):
+            text = re.sub(rf"\b{re.escape(h)}\b", "redacted-host", text)
+    return text
+
+
+def _hostnames() -> tuple[str, ...]:
+    names = {socket.gethostname()}
+    try:
+        names.add(socket.getfqdn())
+    except OSError:
+        pass
+    short = {n.split(".")[0] for n in names}
+    return tuple(sorted(names | short, key=len, reverse=True))
+
+
+def _scrub_environ(data: bytes) -> bytes:
+    """/proc/1/environ: keep ``container=`` (container detection) and GPU/CUDA/NCCL variables."""
+    keep = []
+    for item in data.split(b"\0"):
+        k, _, v = item.decode("utf-8", "replace").partition("=")
+        if k == "container" or filter_env({k: v}):
+            keep.append(item)
+    return b"\0".join(keep)
+
+
+def collect(output: str | os.PathLike[str], root: str = "/") -> dict[str, Any]:
+    """Collect this host into ``output`` (a directory, or a ``.tar.gz`` when the name ends so).
+
+    Returns the meta dict written to ``meta.json``. Raises OSError only when ``output`` itself
+    cannot be written. ``root`` redirects file reads (tests); commands always run on this host.
+    """
+    out = Path(output)
+    archive = out.name.endswith((".tar.gz", ".tgz"))
+    workdir = Path(tempfile.mkdtemp(prefix="infergap-collect-")) if archive else out
+    workdir.mkdir(parents=True, exist_ok=True)
+    hosts = _hostnames()
+    live = LiveSnapshot(root=root)
+    started = time.monotonic()
+    sources: dict[str, dict[str, Any]] = {}
+
+    def write(rel: str, data: bytes) -> None:
+        p = workdir / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+
+    def do_cmd(name: str) -> None:
+        res = run_command(name)
+        text_out = scrub(res.stdout, hosts)
+        write(f"cmds/{name}.out", text_out.encode())
+        write(f"cmds/{name}.err", scrub(res.stderr, hosts).encode())
+        write(f"cmds/{name}.rc", f"{res.rc if res.rc is not None else ''}\n".encode())
+        sources[f"cmds/{name}"] = {"duration_s": round(res.duration_s, 4), "rc": res.rc, "error": res.error}
+
+    def do_probe(name: str) -> None:
+        fn, _timeout = PROBES[name]
+        t0 = time.monotonic()
+        try:
+            data = fn()
+            err = data.get("error") if isinstance(data, dict) else None
+        except Exception as e:  # third-party library: record, do not crash collection
+            data, err = {"available": False, "error": f"{type(e).__name__}: {e}"}, f"{type(e).__name__}: {e}"
+        write(f"probes/{name}.json", scrub(json.dumps(data, indent=1), hosts).encode())
+        sources[f"probes/{name}"] = {"duration_s": round(time.monotonic() - t0, 4), "error": err}
+
+    def do_files() -> None:
+        t0 = time.monotonic()
+        n = 0
+        for pattern in FILE_GLOBS:
+            for path in live.glob(pattern):
+                data = live.read_bytes(path)
+                if data is None:
+                    sources["files" + path] = {"error": "unreadable"}
+                    continue
+                if path == "/proc/1/environ":
+                    data = _scrub_environ(data)
+                elif not path.endswith("config.hex"):
+                    data = scrub(data.decode("utf-8", "replace"), hosts).encode()
+                write("files" + path, data)
+                n += 1
+        sources["files"] = {"duration_s": round(time.monotonic() - t0, 4), "count": n}
+
+    with ThreadPoolExecutor(max_workers=16, thread_name_prefix="infergap-collect") as pool:
+        futs = [pool.submit(do_cmd, n) for n in [*COMMANDS, "env"]]
+        futs += [pool.submit(do_probe, n) for n in PROBES]
+        futs.append(pool.submit(do_files))
+        for f in futs:
+            f.result()
+    live.close()
+
+    meta = {
+        "schema": SCHEMA,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "infergap_version": __version__,
+        "duration_s": round(time.monotonic() - started, 3),
+        "root": root,
+        "uid": os.geteuid() if hasattr(os, "geteuid") else None,
+        "sources": dict(sorted(sources.items())),
+        "failed": sorted(k for k, v in sources.items() if v.get("error") or (v.get("rc") not in (None, 0))),
+    }
+    (workdir / "meta.json").write_text(json.dumps(meta, indent=1))
+    if archive:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(out, "w:gz") as tf:
+            tf.add(workdir, arcname=out.name.removesuffix(".tar.gz").removesuffix(".tgz"))
+        import shutil
+
+        shutil.rmtree(workdir, ignore_errors=True)
+    return meta

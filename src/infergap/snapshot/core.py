@@ -1,0 +1,472 @@
+"""One read API over a live host, a snapshot directory and a ``.tar.gz`` snapshot.
+
+Paths are absolute host paths (``/proc/sys/vm/swappiness``); the snapshot maps them to
+``files/<path>``. Two virtual file kinds keep live and captured hosts identical:
+``<pci function>/config.hex`` (PCI config space as ``od -An -tx1 -v`` text) and ``<name>.link``
+(the target of a symlink). Commands are read by name (:data:`infergap.snapshot.sources.COMMANDS`);
+on a live host they run on first use, in parallel, each with its timeout.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import logging
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from infergap.snapshot.sources import COMMANDS, ENV_PREFIXES, ENV_SECRET_WORDS
+
+log = logging.getLogger(__name__)
+
+#: Bytes read at most from one file (a runaway sysfs/procfs file must not exhaust memory).
+MAX_FILE_BYTES = 16 * 1024 * 1024
+
+
+class SnapshotError(Exception):
+    """The snapshot path is missing, unreadable, or not a snapshot. The message is one line."""
+
+
+@dataclass
+class CmdResult:
+    """Output of a named command: stdout/stderr text, exit status (None when it never ran),
+    ``error`` (why it did not run or was cut: "not found", "timed out after 10 s"), duration."""
+
+    name: str
+    stdout: str = ""
+    stderr: str = ""
+    rc: int | None = None
+    error: str | None = None
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when the command ran and exited 0."""
+        return self.rc == 0 and self.error is None
+
+    @property
+    def source(self) -> str:
+        """The snapshot path of its stdout, used as evidence source."""
+        return f"cmds/{self.name}.out"
+
+
+def od_hex(data: bytes) -> str:
+    """Format bytes like ``od -An -tx1 -v``: 16 bytes a line, each `` xx``."""
+    lines = []
+    for i in range(0, len(data), 16):
+        lines.append("".join(f" {b:02x}" for b in data[i : i + 16]))
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def filter_env(env: dict[str, str]) -> dict[str, str]:
+    """Keep only GPU/CUDA/NCCL variables (prefixes in :data:`ENV_PREFIXES`), minus secret-looking names."""
+    return {
+        k: v
+        for k, v in env.items()
+        if k.startswith(ENV_PREFIXES) and not any(w in k.upper() for w in ENV_SECRET_WORDS)
+    }
+
+
+class Snapshot:
+    """Abstract read API. Subclasses implement ``_read_bytes``, ``_listdir``, ``_cmd``, ``_probe``."""
+
+    kind: str = "abstract"
+    label: str = ""
+
+    # -- files -------------------------------------------------------------------------------
+    def read_bytes(self, path: str) -> bytes | None:
+        """The bytes of host file ``path`` (absolute), or None when absent or unreadable."""
+        try:
+            return self._read_bytes(path)
+        except (OSError, ValueError) as e:  # unreadable counts as absent, with a log line
+            log.debug("read %s: %s", path, e)
+            return None
+
+    def read(self, path: str) -> str | None:
+        """The text of host file ``path`` (UTF-8, undecodable bytes replaced), or None."""
+        data = self.read_bytes(path)
+        if data is None:
+            return None
+        return data.decode("utf-8", errors="replace")
+
+    def read_value(self, path: str) -> str | None:
+        """The stripped one-line text of a sysfs/procfs value file, or None."""
+        text = self.read(path)
+        return None if text is None else text.strip()
+
+    def exists(self, path: str) -> bool:
+        """Whether host file or directory ``path`` is present in this snapshot."""
+        return self.read_bytes(path) is not None or self.listdir(path) is not None
+
+    def listdir(self, path: str) -> list[str] | None:
+        """Sorted entry names of host directory ``path``, or None when it is absent."""
+        try:
+            return self._listdir(path)
+        except OSError:
+            return None
+
+    def glob(self, pattern: str) -> list[str]:
+        """Host paths matching ``pattern`` (``*`` and ``?`` within one path component), sorted."""
+        parts = [p for p in pattern.split("/") if p]
+        found = [""]
+        for i, part in enumerate(parts):
+            nxt = []
+            for base in found:
+                if any(ch in part for ch in "*?["):
+                    names = self.listdir(base or "/") or []
+                    nxt.extend(f"{base}/{n}" for n in names if fnmatch.fnmatchcase(n, part))
+                else:
+                    nxt.append(f"{base}/{part}")
+            found = nxt
+        return sorted(p for p in found if self.exists(p))
+
+    def source_of(self, path: str) -> str:
+        """The evidence source label of a host path (``files/proc/...``)."""
+        return "files" + path
+
+    # -- commands and probes -----------------------------------------------------------------
+    def cmd(self, name: str) -> CmdResult | None:
+        """The result of named command ``name``, or None when this snapshot has no record of it."""
+        return self._cmd(name)
+
+    def probe(self, name: str) -> Any | None:
+        """The JSON of in-process probe ``name`` (``probes/<name>.json``), or None."""
+        return self._probe(name)
+
+    def meta(self) -> dict[str, Any]:
+        """The snapshot's ``meta.json`` (empty when absent)."""
+        return {}
+
+    # -- to be implemented -------------------------------------------------------------------
+    def _read_bytes(self, path: str) -> bytes | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _listdir(self, path: str) -> list[str] | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _cmd(self, name: str) -> CmdResult | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _probe(self, name: str) -> Any | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release temporary files (archives) and worker threads (live)."""
+
+    def __enter__(self) -> "Snapshot":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class DirSnapshot(Snapshot):
+    """A snapshot directory in the layout ``files/``, ``cmds/``, ``probes/``, ``meta.json``.
+
+    Raises :class:`SnapshotError` when ``root`` does not exist or is not a directory. A directory
+    without any of the layout's parts is accepted only if it holds loose evidence files elsewhere;
+    an empty directory is a valid, empty snapshot (everything reads as absent).
+    """
+
+    kind = "directory"
+
+    def __init__(self, root: str | os.PathLike[str], label: str | None = None) -> None:
+        self.root = Path(root)
+        if not self.root.exists():
+            raise SnapshotError(f"snapshot {root}: no such file or directory")
+        if not self.root.is_dir():
+            raise SnapshotError(f"snapshot {root}: not a directory or .tar.gz archive")
+        self.label = label or str(root)
+        self._meta: dict[str, Any] | None = None
+
+    def _host(self, path: str) -> Path:
+        rel = path.lstrip("/")
+        p = (self.root / "files" / rel).resolve()
+        base = (self.root / "files").resolve()
+        if p != base and base not in p.parents:
+            raise ValueError(f"path escapes snapshot: {path}")
+        return p
+
+    def _read_bytes(self, path: str) -> bytes | None:
+        p = self._host(path)
+        if not p.is_file():
+            return None
+        with open(p, "rb") as f:
+            return f.read(MAX_FILE_BYTES)
+
+    def _listdir(self, path: str) -> list[str] | None:
+        p = self._host(path)
+        if not p.is_dir():
+            return None
+        return sorted(os.listdir(p))
+
+    def _cmd(self, name: str) -> CmdResult | None:
+        base = self.root / "cmds"
+        out, err, rcf = base / f"{name}.out", base / f"{name}.err", base / f"{name}.rc"
+        if not (out.exists() or err.exists() or rcf.exists()):
+            return None
+        res = CmdResult(name=name)
+        if out.exists():
+            res.stdout = out.read_bytes()[:MAX_FILE_BYTES].decode("utf-8", errors="replace")
+        if err.exists():
+            res.stderr = err.read_bytes()[:MAX_FILE_BYTES].decode("utf-8", errors="replace")
+        if rcf.exists():
+            try:
+                res.rc = int(rcf.read_text().strip())
+            except ValueError:
+                res.error = f"unreadable exit status in cmds/{name}.rc"
+        else:
+            res.rc = 0 if out.exists() else None  # a captured output without .rc: assume success
+        info = (self.meta().get("sources") or {}).get(f"cmds/{name}") or {}
+        if info.get("error"):
+            res.error = str(info["error"])
+        elif res.rc == 127:
+            res.error = "command not found"
+        elif res.rc == 124:
+            res.error = "timed out"
+        res.duration_s = float(info.get("duration_s", 0.0) or 0.0)
+        return res
+
+    def _probe(self, name: str) -> Any | None:
+        p = self.root / "probes" / f"{name}.json"
+        if not p.is_file():
+            return None
+        try:
+            return json.loads(p.read_text(errors="replace"))
+        except json.JSONDecodeError as e:
+            return {"error": f"probes/{name}.json is not valid JSON: {e.msg} at line {e.lineno}"}
+
+    def meta(self) -> dict[str, Any]:
+        if self._meta is None:
+            p = self.root / "meta.json"
+            try:
+                m = json.loads(p.read_text()) if p.is_file() else {}
+                self._meta = m if isinstance(m, dict) else {}
+            except (OSError, json.JSONDecodeError):
+                self._meta = {}
+        return self._meta
+
+    def evidence_files(self) -> list[Path]:
+        """Files dropped into the snapshot's ``evidence/`` folder (pasted outputs and logs)."""
+        d = self.root / "evidence"
+        return sorted(p for p in d.rglob("*") if p.is_file()) if d.is_dir() else []
+
+
+class ArchiveSnapshot(DirSnapshot):
+    """A ``.tar.gz`` of one snapshot directory, unpacked into a private temporary directory.
+
+    Raises :class:`SnapshotError` when the file is not a gzip'd tar archive. Members are unpacked
+    with tarfile's ``data`` filter (no absolute paths, links out of the tree or device files).
+    """
+
+    kind = "archive"
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._tmp = tempfile.mkdtemp(prefix="infergap-snap-")
+        try:
+            with tarfile.open(path, "r:*") as tf:
+                tf.extractall(self._tmp, filter="data")
+        except (tarfile.TarError, OSError, EOFError) as e:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise SnapshotError(f"snapshot {path}: not a readable .tar.gz archive ({reason})") from None
+        root = Path(self._tmp)
+        entries = [p for p in root.iterdir()]
+        # A tar of one directory: use that directory as the snapshot root.
+        if len(entries) == 1 and entries[0].is_dir() and not (root / "files").exists():
+            root = entries[0]
+        super().__init__(root, label=str(path))
+
+    def close(self) -> None:
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def _run(argv: tuple[str, ...] | list[str], timeout_s: float, env: dict[str, str] | None = None) -> CmdResult:
+    """Run argv with a timeout; never raises. The process group is killed on timeout."""
+    name = argv[0]
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, "LC_ALL": "C", **(env or {})},
+        )
+    except FileNotFoundError:
+        return CmdResult(name=name, rc=127, error="command not found", stderr=f"{name}: command not found")
+    except OSError as e:
+        return CmdResult(name=name, rc=126, error=f"could not run: {e.strerror}")
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, 9)
+        except OSError:
+            pass
+        out, err = proc.communicate()
+        return CmdResult(
+            name=name,
+            stdout=out.decode("utf-8", "replace"),
+            stderr=err.decode("utf-8", "replace"),
+            rc=124,
+            error=f"timed out after {timeout_s:g} s",
+            duration_s=time.monotonic() - t0,
+        )
+    return CmdResult(
+        name=name,
+        stdout=out[:MAX_FILE_BYTES].decode("utf-8", "replace"),
+        stderr=err[:MAX_FILE_BYTES].decode("utf-8", "replace"),
+        rc=proc.returncode,
+        duration_s=time.monotonic() - t0,
+    )
+
+
+def run_command(name: str, timeout_s: float | None = None) -> CmdResult:
+    """Run the registered command ``name`` (see :data:`COMMANDS`) with its timeout.
+
+    ``env`` is produced in-process (filtered environment), not by a subprocess.
+    Raises KeyError for an unregistered name.
+    """
+    if name == "env":
+        t0 = time.monotonic()
+        text = "".join(f"{k}={v}\n" for k, v in sorted(filter_env(dict(os.environ)).items()))
+        return CmdResult(name="env", stdout=text, rc=0, duration_s=time.monotonic() - t0)
+    c = COMMANDS[name]
+    res = _run(c.argv, timeout_s if timeout_s is not None else c.timeout_s, c.env)
+    res.name = name
+    return res
+
+
+class LiveSnapshot(Snapshot):
+    """The machine infergap runs on. Files are read directly; commands run once, on first use or
+    when :meth:`prefetch` starts them in parallel; probes are in-process functions with timeouts.
+
+    ``root`` lets tests point the file side at a fake root; commands always run on this host.
+    """
+
+    kind = "live"
+
+    def __init__(self, root: str = "/", workers: int = 16, live_only: bool = True) -> None:
+        self.root = root
+        self.label = "live host"
+        self.live_only = live_only
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="infergap-src")
+        self._lock = threading.Lock()
+        self._cmds: dict[str, Future[CmdResult]] = {}
+        self._probes: dict[str, Future[Any]] = {}
+        self.timings: dict[str, float] = {}
+        self.probe_functions: dict[str, tuple[Callable[[], Any], float]] = {}
+        from infergap.snapshot.probes import PROBES
+
+        self.probe_functions.update(PROBES)
+
+    def _real(self, path: str) -> str:
+        return os.path.join(self.root, path.lstrip("/")) if self.root != "/" else path
+
+    def _read_bytes(self, path: str) -> bytes | None:
+        if path.endswith(".link"):
+            real = self._real(path[: -len(".link")])
+            if os.path.islink(real):
+                return os.readlink(real).encode()
+            return None
+        if path.endswith("/config.hex"):
+            real = self._real(path[: -len(".hex")])
+            if os.path.basename(os.path.dirname(real)) and os.path.isfile(real):
+                with open(real, "rb") as f:
+                    return od_hex(f.read(4096)).encode()
+            return None
+        real = self._real(path)
+        if not os.path.isfile(real):
+            return None
+        with open(real, "rb") as f:
+            return f.read(MAX_FILE_BYTES)
+
+    def _listdir(self, path: str) -> list[str] | None:
+        real = self._real(path)
+        if not os.path.isdir(real):
+            return None
+        names = os.listdir(real)
+        extra = []
+        for n in names:
+            full = os.path.join(real, n)
+            if os.path.islink(full):
+                extra.append(n + ".link")
+            if n == "config" and "/sys/bus/pci/devices/" in real + "/":
+                extra.append("config.hex")
+        return sorted(names + extra)
+
+    def prefetch(self, names: list[str] | None = None) -> None:
+        """Start the named commands (default: every live command) and probes in the background."""
+        for n in names if names is not None else [c.name for c in COMMANDS.values() if c.live or not self.live_only]:
+            self._start_cmd(n)
+        for p in self.probe_functions:
+            self._start_probe(p)
+
+    def _start_cmd(self, name: str) -> Future[CmdResult]:
+        with self._lock:
+            fut = self._cmds.get(name)
+            if fut is None:
+                fut = self._pool.submit(run_command, name)
+                self._cmds[name] = fut
+            return fut
+
+    def _cmd(self, name: str) -> CmdResult | None:
+        if name != "env" and name not in COMMANDS:
+            return None
+        if self.live_only and name in COMMANDS and not COMMANDS[name].live and name not in self._cmds:
+            return None
+        return self._start_cmd(name).result()
+
+    def _start_probe(self, name: str) -> Future[Any]:
+        with self._lock:
+            fut = self._probes.get(name)
+            if fut is None:
+                fn, _timeout = self.probe_functions[name]
+                fut = self._pool.submit(fn)
+                self._probes[name] = fut
+            return fut
+
+    def _probe(self, name: str) -> Any | None:
+        if name not in self.probe_functions:
+            return None
+        timeout = self.probe_functions[name][1]
+        try:
+            return self._start_probe(name).result(timeout=timeout)
+        except TimeoutError:
+            return {"error": f"probe {name} timed out after {timeout:g} s"}
+        except Exception as e:  # a probe is third-party code (NVML): its failure is evidence
+            return {"error": f"probe {name} failed: {type(e).__name__}: {e}"}
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def open_snapshot(path: str | os.PathLike[str] | None) -> Snapshot:
+    """Open ``path`` as a snapshot (directory or ``.tar.gz``), or the live host when None.
+
+    Raises :class:`SnapshotError` with a one-line message for a missing path, a file that is not
+    a tar archive, or an unreadable directory.
+    """
+    if path is None:
+        return LiveSnapshot()
+    p = Path(path)
+    if not p.exists():
+        raise SnapshotError(f"snapshot {path}: no such file or directory")
+    if p.is_dir():
+        try:
+            os.listdir(p)
+        except PermissionError:
+            raise SnapshotError(f"snapshot {path}: permission denied") from None
+        return DirSnapshot(p)
+    return ArchiveSnapshot(p)

@@ -1,0 +1,130 @@
+"""In-process probes: NVML (package ``nvidia-ml-py``, module ``pynvml``).
+
+A probe returns JSON-able data and never raises: a missing library or driver becomes
+``{"available": false, "error": "..."}``. Field names follow the NVML API
+(https://docs.nvidia.com/deploy/nvml-api/), units are in the names.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+
+def _call(fn: Callable[..., Any], *args: Any) -> Any:
+    """Call an NVML function; NotSupported/other NVML errors give None (the field is absent)."""
+    import pynvml
+
+    try:
+        return fn(*args)
+    except pynvml.NVMLError:
+        return None
+
+
+def _text(v: Any) -> Any:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def nvml_probe() -> dict[str, Any]:
+    """Query every GPU NVML sees. Returns ``{"available": bool, "driver_version", "cuda_driver_version",
+    "gpus": [{...}], "p2p": {"i,j": status}, "error"?}``.
+
+    Per GPU: ``index, name, pci_bus_id, memory_total_B, bar1_total_B, persistence_mode, compute_mode,
+    mig_current, ecc_current, ecc_pending, ecc_volatile_uncorrected, retired_pages_pending,
+    remap_pending, sm_clock_MHz, sm_clock_max_MHz, mem_clock_MHz, power_W, power_limit_W,
+    power_default_limit_W, power_min_limit_W, power_max_limit_W, temperature_C, temp_slowdown_C,
+    temp_shutdown_C, throttle_reasons, pcie_gen, pcie_gen_max, pcie_width, pcie_width_max,
+    nvlink_active (list of link indices up), cuda_capability, cpu_affinity``.
+    Serial numbers and UUIDs are not collected.
+    """
+    try:
+        import pynvml
+    except ImportError as e:
+        return {"available": False, "error": f"nvidia-ml-py not installed ({e})"}
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as e:
+        return {"available": False, "error": f"NVML init failed: {e}"}
+    try:
+        out: dict[str, Any] = {
+            "available": True,
+            "driver_version": _text(_call(pynvml.nvmlSystemGetDriverVersion)),
+            "cuda_driver_version": _call(pynvml.nvmlSystemGetCudaDriverVersion),
+            "gpus": [],
+            "p2p": {},
+        }
+        n = _call(pynvml.nvmlDeviceGetCount) or 0
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
+        for i, h in enumerate(handles):
+            g: dict[str, Any] = {"index": i, "name": _text(_call(pynvml.nvmlDeviceGetName, h))}
+            pci = _call(pynvml.nvmlDeviceGetPciInfo, h)
+            g["pci_bus_id"] = _text(pci.busId) if pci is not None else None
+            if pci is not None:
+                g["pci_device_id"] = f"{pci.pciDeviceId:08x}"
+            mem = _call(pynvml.nvmlDeviceGetMemoryInfo, h)
+            g["memory_total_B"] = mem.total if mem else None
+            g["memory_used_B"] = mem.used if mem else None
+            bar1 = _call(pynvml.nvmlDeviceGetBAR1MemoryInfo, h)
+            g["bar1_total_B"] = bar1.bar1Total if bar1 else None
+            g["persistence_mode"] = _call(pynvml.nvmlDeviceGetPersistenceMode, h)
+            g["compute_mode"] = _call(pynvml.nvmlDeviceGetComputeMode, h)
+            mig = _call(pynvml.nvmlDeviceGetMigMode, h)
+            g["mig_current"] = mig[0] if mig else None
+            ecc = _call(pynvml.nvmlDeviceGetEccMode, h)
+            g["ecc_current"], g["ecc_pending"] = (ecc[0], ecc[1]) if ecc else (None, None)
+            g["ecc_volatile_uncorrected"] = _call(
+                pynvml.nvmlDeviceGetTotalEccErrors, h, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC
+            )
+            g["retired_pages_pending"] = _call(pynvml.nvmlDeviceGetRetiredPagesPendingStatus, h)
+            rr = _call(pynvml.nvmlDeviceGetRemappedRows, h)
+            g["remap_pending"] = bool(rr[2]) if rr else None
+            g["remap_failed"] = bool(rr[3]) if rr else None
+            g["sm_clock_MHz"] = _call(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_SM)
+            g["sm_clock_max_MHz"] = _call(pynvml.nvmlDeviceGetMaxClockInfo, h, pynvml.NVML_CLOCK_SM)
+            g["mem_clock_MHz"] = _call(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_MEM)
+            mw = _call(pynvml.nvmlDeviceGetPowerUsage, h)
+            g["power_W"] = mw / 1000 if mw is not None else None
+            for key, fn in (
+                ("power_limit_W", pynvml.nvmlDeviceGetEnforcedPowerLimit),
+                ("power_default_limit_W", pynvml.nvmlDeviceGetPowerManagementDefaultLimit),
+            ):
+                v = _call(fn, h)
+                g[key] = v / 1000 if v is not None else None
+            cons = _call(pynvml.nvmlDeviceGetPowerManagementLimitConstraints, h)
+            g["power_min_limit_W"], g["power_max_limit_W"] = (cons[0] / 1000, cons[1] / 1000) if cons else (None, None)
+            g["temperature_C"] = _call(pynvml.nvmlDeviceGetTemperature, h, pynvml.NVML_TEMPERATURE_GPU)
+            g["temp_slowdown_C"] = _call(pynvml.nvmlDeviceGetTemperatureThreshold, h, pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)
+            g["temp_shutdown_C"] = _call(pynvml.nvmlDeviceGetTemperatureThreshold, h, pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)
+            g["throttle_reasons"] = _call(pynvml.nvmlDeviceGetCurrentClocksEventReasons, h)
+            if g["throttle_reasons"] is None:
+                g["throttle_reasons"] = _call(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons, h)
+            g["pcie_gen"] = _call(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h)
+            g["pcie_gen_max"] = _call(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, h)
+            g["pcie_width"] = _call(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h)
+            g["pcie_width_max"] = _call(pynvml.nvmlDeviceGetMaxPcieLinkWidth, h)
+            links = []
+            for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
+                st = _call(pynvml.nvmlDeviceGetNvLinkState, h, link)
+                if st is None:
+                    break
+                if st:
+                    links.append(link)
+            g["nvlink_active"] = links
+            cc = _call(pynvml.nvmlDeviceGetCudaComputeCapability, h)
+            g["cuda_capability"] = f"{cc[0]}.{cc[1]}" if cc else None
+            out["gpus"].append(g)
+        p2p_index = getattr(pynvml, "NVML_P2P_CAPS_INDEX_READ", 0)
+        for i, hi in enumerate(handles):
+            for j, hj in enumerate(handles):
+                if i < j:
+                    st = _call(pynvml.nvmlDeviceGetP2PStatus, hi, hj, p2p_index)
+                    out["p2p"][f"{i},{j}"] = st
+        return out
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError:
+            pass
+
+
+#: name -> (function, timeout in seconds)
+PROBES: dict[str, tuple[Callable[[], Any], float]] = {"nvml": (nvml_probe, 15.0)}
