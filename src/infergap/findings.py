@@ -72,7 +72,7 @@ class Action(BaseModel):
 
     - ``sysctl``: ``target`` is the sysctl key (``vm.swappiness``), ``value`` the new value,
       ``previous`` the value read at audit time.
-    - ``setpci``: ``target`` is a PCI BDF, ``register`` the setpci register expression
+    - ``setpci``: ``target`` is a PCI BDF, ``pci_register`` the setpci register expression
       (``CAP_EXP+8.w``), ``value``/``mask`` hex words, ``previous`` the word read at audit time.
     - ``modprobe``: ``target`` is a kernel module to load.
     - ``cpuidle``: ``target`` is a cpuidle state name whose ``disable`` is set on every CPU.
@@ -85,7 +85,7 @@ class Action(BaseModel):
     target: str
     value: str | None = None
     previous: str | None = None
-    register: str | None = None
+    pci_register: str | None = None
     mask: str | None = None
 
 

@@ -2,11 +2,85 @@
 
 from __future__ import annotations
 
+import sys
+from enum import Enum
 from pathlib import Path
 
 import typer
 
-from infergap.cli import app
+from infergap.cli import app, fail
+
+
+class Fmt(str, Enum):
+    text = "text"
+    json = "json"
+    md = "md"
+
+
+class FailOn(str, Enum):
+    P0 = "P0"
+    P1 = "P1"
+    P2 = "P2"
+
+
+def _write_output(text: str, output: Path | None) -> None:
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
+    try:
+        output.write_text(text if text.endswith("\n") else text + "\n")
+    except OSError as e:
+        raise fail(f"--output {output}: cannot write ({e.strerror or e})")
+
+
+@app.command()
+def audit(
+    snapshot: Path | None = typer.Option(None, "--snapshot", "-s", help="Audit a snapshot directory or .tar.gz instead of this machine."),
+    fmt: Fmt = typer.Option(Fmt.text, "--format", "-f", help="Output format."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
+    fail_on: FailOn | None = typer.Option(None, "--fail-on", help="Exit 1 when an actionable finding of this severity or worse exists."),
+    sequential: bool = typer.Option(False, "--sequential", help="Run investigators one at a time (for comparison)."),
+) -> None:
+    """Audit this machine (or a snapshot) and print a triaged report: confirmed good, actionable
+    (ranked P0-P2; runtime / reboot / BIOS), expected, unknown."""
+    from infergap.audit import run_audit
+    from infergap.render.audit import render_json, render_md, render_text
+    from infergap.snapshot import open_snapshot
+
+    snap = open_snapshot(snapshot)
+    try:
+        interactive = sys.stderr.isatty() and fmt == Fmt.text
+        if interactive:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn
+
+            from infergap.investigators import REGISTRY
+
+            with Progress(TextColumn("[bold]auditing[/]"), BarColumn(), TextColumn("{task.completed}/{task.total} {task.description}"),
+                          console=Console(stderr=True), transient=True) as prog:
+                task = prog.add_task("", total=len(REGISTRY))
+
+                def progress(name: str, state: str) -> None:
+                    if state != "start":
+                        prog.update(task, advance=1, description=name)
+
+                report = run_audit(snap, parallel=not sequential, progress=progress)
+        else:
+            report = run_audit(snap, parallel=not sequential)
+    finally:
+        snap.close()
+    if fmt == Fmt.json:
+        text = render_json(report)
+    elif fmt == Fmt.md:
+        text = render_md(report)
+    else:
+        text = render_text(report, color=output is None and sys.stdout.isatty())
+    _write_output(text, output)
+    if fail_on is not None:
+        order = ["P0", "P1", "P2"]
+        worst = order[: order.index(fail_on.value) + 1]
+        if any(f.severity and f.severity.value in worst for f in report.findings if f.status.value == "actionable"):
+            raise typer.Exit(1)
 
 
 @app.command()
@@ -19,8 +93,6 @@ def collect(
     try:
         meta = do_collect(output)
     except OSError as e:
-        from infergap.cli import fail
-
         raise fail(f"--output {output}: cannot write ({e.strerror or e})")
     failed = meta["failed"]
     typer.echo(f"wrote {output} in {meta['duration_s']:.2f} s ({len(meta['sources'])} sources, {len(failed)} unavailable)")

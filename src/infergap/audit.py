@@ -1,0 +1,82 @@
+"""Run every investigator concurrently over one snapshot and synthesize the report.
+
+Investigators are independent and read shared, memoized :class:`~infergap.facts.Facts`; they run
+in a thread pool (their work is I/O and subprocess waits on a live host). One that raises still
+lets the report render: its error is listed under ``investigators`` and a finding of status
+``unknown`` with id ``<name>.error`` names it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from types import ModuleType
+from typing import Any, Callable
+
+from infergap.facts import Facts
+from infergap.findings import Finding, Status
+from infergap.investigators import REGISTRY
+from infergap.investigators.base import Context
+from infergap.snapshot.core import LiveSnapshot, Snapshot
+from infergap.synthesis import AuditReport, InvestigatorRun, host_summary, synthesize
+
+log = logging.getLogger(__name__)
+
+ProgressFn = Callable[[str, str], None]  # (investigator name, "start" | "done" | "error")
+
+
+def _run_one(mod: ModuleType, ctx: Context, progress: ProgressFn | None) -> tuple[InvestigatorRun, list[Finding]]:
+    name = mod.NAME
+    if progress:
+        progress(name, "start")
+    t0 = time.perf_counter()
+    try:
+        found = list(mod.investigate(ctx))
+        err = None
+    except Exception as e:  # an investigator bug must not take the report down
+        log.debug("investigator %s failed:\n%s", name, traceback.format_exc())
+        err = f"{type(e).__name__}: {e}"
+        found = [Finding(id=f"{name}.error", investigator=name, status=Status.unknown,
+                         title=f"Investigator {name} failed", impact=f"Its checks could not run: {err}")]
+    dt = time.perf_counter() - t0
+    if progress:
+        progress(name, "error" if err else "done")
+    return InvestigatorRun(name=name, duration_s=round(dt, 4), error=err, findings=len(found)), found
+
+
+def run_audit(
+    snap: Snapshot,
+    *,
+    server: Any = None,
+    investigators: list[ModuleType] | None = None,
+    parallel: bool = True,
+    progress: ProgressFn | None = None,
+) -> AuditReport:
+    """Audit ``snap`` with every registered investigator (or the given ones).
+
+    ``parallel=False`` runs them one at a time (the benchmark compares both). On a live host the
+    registered commands are started in the background first so that investigators wait on them
+    concurrently. Returns the synthesized :class:`AuditReport`; never raises for bad evidence.
+    """
+    mods = investigators if investigators is not None else REGISTRY
+    t0 = time.perf_counter()
+    if isinstance(snap, LiveSnapshot) and parallel:
+        snap.prefetch()
+    facts = Facts(snap)
+    ctx = Context(snap=snap, facts=facts, server=server)
+    runs: list[InvestigatorRun] = []
+    findings: list[Finding] = []
+    if parallel:
+        with ThreadPoolExecutor(max_workers=max(1, len(mods)), thread_name_prefix="infergap-inv") as pool:
+            results = list(pool.map(lambda m: _run_one(m, ctx, progress), mods))
+    else:
+        results = [_run_one(m, ctx, progress) for m in mods]
+    for run, found in results:
+        runs.append(run)
+        findings.extend(found)
+    for src, msg in sorted(facts.problems.items()):
+        findings.append(Finding(id="evidence.unreadable", investigator="snapshot", status=Status.unknown, subject=src,
+                                title=f"Unreadable evidence: {src}", impact=msg))
+    return synthesize(findings, runs, host=host_summary(snap, facts), duration_s=time.perf_counter() - t0)

@@ -1,0 +1,612 @@
+"""Typed facts about one host, parsed once from a snapshot and shared by the investigators.
+
+Each accessor is memoized and thread-safe (investigators run concurrently), reads only through
+the :class:`~infergap.snapshot.Snapshot` API, and prefers the most direct source: sysfs/procfs
+over command output, NVML over ``nvidia-smi`` XML over its CSV (checks reference, "Sources to
+prefer").
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, TypeVar
+
+from infergap.parsers import host as hp
+from infergap.parsers.nvsmi import (
+    NvsmiGpu,
+    NvsmiParseError,
+    Topology,
+    csv_to_gpus,
+    nvml_to_gpus,
+    parse_nvsmi_xml,
+    parse_p2p,
+    parse_query_csv,
+    parse_topo,
+)
+from infergap.parsers.pci import ConfigSpace, ConfigSpaceError, LspciDevice, decode_config, parse_lspci_vvv, parse_od_hex, system_pci_ids
+from infergap.snapshot.core import Snapshot
+
+T = TypeVar("T")
+
+NVIDIA = 0x10DE
+MELLANOX = 0x15B3
+ASPEED = 0x1A03
+
+
+def memo(fn: Callable[..., T]) -> Callable[..., T]:
+    """Memoize a zero-argument method per instance, computing it once even under concurrency."""
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def wrapper(self: "Facts") -> T:
+        with self._locks_guard:
+            lock = self._locks.setdefault(name, threading.Lock())
+        with lock:
+            if name not in self._cache:
+                self._cache[name] = fn(self)
+            return self._cache[name]
+
+    return wrapper
+
+
+@dataclass
+class Value:
+    """A value with the snapshot source it was read from (for a finding's evidence)."""
+
+    value: str
+    source: str
+
+
+@dataclass
+class PciFunction:
+    """One PCI function from sysfs, with its decoded config space and ``lspci -vvv`` block when
+    captured. ``parent`` is the upstream bridge's BDF, from the device symlink's path."""
+
+    bdf: str
+    vendor: int | None = None
+    device: int | None = None
+    class_code: int | None = None
+    numa_node: int | None = None
+    local_cpulist: str | None = None
+    cur_speed: str | None = None
+    max_speed: str | None = None
+    cur_width: int | None = None
+    max_width: int | None = None
+    driver: str | None = None
+    parent: str | None = None
+    iommu_group: str | None = None
+    config: ConfigSpace | None = None
+    config_error: str | None = None
+    lspci: LspciDevice | None = None
+    garbage: list[str] = field(default_factory=list)
+
+    @property
+    def is_gpu(self) -> bool:
+        """An NVIDIA display-class function (class 0x03xxxx: VGA or 3D controller)."""
+        return self.vendor == NVIDIA and self.class_code is not None and self.class_code >> 16 == 0x03
+
+    @property
+    def is_bridge(self) -> bool:
+        """A PCI bridge (class 0x0604)."""
+        return self.class_code is not None and self.class_code >> 8 == 0x0604
+
+    @property
+    def source(self) -> str:
+        """Evidence source: the function's sysfs directory in the snapshot."""
+        return f"files/sys/bus/pci/devices/{self.bdf}"
+
+
+@dataclass
+class GpuFacts(NvsmiGpu):
+    """A GPU merged from sysfs, ``nvidia-smi`` CSV/XML and NVML (later sources win per field).
+    ``sources`` lists where its fields came from; ``name_source`` how it was named."""
+
+    sources: list[str] = field(default_factory=list)
+    name_source: str | None = None
+    cuda_capability: str | None = None
+
+
+@dataclass
+class ContainerInfo:
+    """Whether the audit ran inside a container, which kind, and the evidence."""
+
+    kind: str | None
+    evidence: list[Value]
+
+    @property
+    def inside(self) -> bool:
+        return self.kind is not None
+
+
+@dataclass
+class IdleState:
+    """A cpuidle state as seen on CPUs: name, wake latency in µs, CPUs where it is enabled."""
+
+    index: int
+    name: str
+    latency_us: int
+    enabled_cpus: list[int]
+    disabled_cpus: list[int]
+
+
+class Facts:
+    """Memoized, thread-safe facts over one snapshot. Every accessor returns None (or empty) when
+    the evidence is absent, never raises for missing or malformed sources; parse problems are
+    recorded in :attr:`problems` (source -> message) so investigators can report them."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap = snap
+        self._cache: dict[str, Any] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self.problems: dict[str, str] = {}
+
+    # -- generic ---------------------------------------------------------------------------------
+    def value(self, path: str) -> Value | None:
+        """The stripped text of a host file with its source, or None."""
+        v = self.snap.read_value(path)
+        return None if v is None else Value(v, self.snap.source_of(path))
+
+    def cmd_ok(self, name: str) -> Any:
+        """The CmdResult of a command that ran successfully, else None."""
+        r = self.snap.cmd(name)
+        return r if r is not None and r.ok and r.stdout.strip() else None
+
+    @memo
+    def sysctl_all(self) -> dict[str, str]:
+        """``sysctl -a`` output, parsed (empty when absent)."""
+        r = self.cmd_ok("sysctl_all")
+        return hp.parse_sysctl_all(r.stdout) if r else {}
+
+    def sysctl(self, key: str) -> Value | None:
+        """A sysctl from ``/proc/sys/<key with / for .>``, else from ``sysctl -a``."""
+        path = "/proc/sys/" + key.replace(".", "/")
+        v = self.value(path)
+        if v is not None:
+            return Value(re.sub(r"\s+", "\t", v.value), v.source)
+        s = self.sysctl_all().get(key)
+        return Value(re.sub(r"\s+", "\t", s), "cmds/sysctl_all.out") if s is not None else None
+
+    # -- PCI -------------------------------------------------------------------------------------
+    @memo
+    def pci_functions(self) -> dict[str, PciFunction]:
+        """Every PCI function in sysfs (plus those only in ``lspci -vvv``), keyed by BDF."""
+        snap = self.snap
+        lspci = {}
+        r = self.cmd_ok("lspci_vvv")
+        if r:
+            lspci = parse_lspci_vvv(r.stdout)
+        out: dict[str, PciFunction] = {}
+        base = "/sys/bus/pci/devices"
+        names = sorted({n[: -len(".link")] if n.endswith(".link") else n for n in (snap.listdir(base) or [])})
+        for bdf in names:
+            if not re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", bdf):
+                continue
+            f = PciFunction(bdf=bdf)
+            d = f"{base}/{bdf}"
+
+            def hexval(name: str) -> int | None:
+                v = snap.read_value(f"{d}/{name}")
+                if v is None:
+                    return None
+                try:
+                    return int(v, 16)
+                except ValueError:
+                    f.garbage.append(f"{name}: {v[:40]!r}")
+                    return None
+
+            def intval(name: str) -> int | None:
+                v = snap.read_value(f"{d}/{name}")
+                if v is None:
+                    return None
+                try:
+                    return int(v)
+                except ValueError:
+                    f.garbage.append(f"{name}: {v[:40]!r}")
+                    return None
+
+            f.vendor, f.device, f.class_code = hexval("vendor"), hexval("device"), hexval("class")
+            f.numa_node = intval("numa_node")
+            f.local_cpulist = snap.read_value(f"{d}/local_cpulist")
+            f.cur_speed, f.max_speed = snap.read_value(f"{d}/current_link_speed"), snap.read_value(f"{d}/max_link_speed")
+            f.cur_width, f.max_width = intval("current_link_width"), intval("max_link_width")
+            drv = snap.read_value(f"{d}/driver.link")
+            f.driver = drv.rsplit("/", 1)[-1] if drv else None
+            grp = snap.read_value(f"{d}/iommu_group.link")
+            f.iommu_group = grp.rsplit("/", 1)[-1] if grp else None
+            link = snap.read_value(f"{base}/{bdf}.link")
+            if link:
+                parts = [p for p in link.split("/") if re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", p)]
+                if len(parts) >= 2:
+                    f.parent = parts[-2]
+            hx = snap.read(f"{d}/config.hex")
+            if hx is not None:
+                try:
+                    f.config = decode_config(parse_od_hex(hx))
+                except ConfigSpaceError as e:
+                    f.config_error = str(e)
+            f.lspci = lspci.get(bdf)
+            out[bdf] = f
+        for bdf, dev in lspci.items():
+            if bdf not in out:
+                out[bdf] = PciFunction(bdf=bdf, vendor=dev.vendor_id, device=dev.device_id, lspci=dev)
+        return out
+
+    def pci_name(self, f: PciFunction) -> str:
+        """A function's name from the system pci.ids (never guessed): ``vendor device`` or
+        ``<vendor> unknown device 0xdddd``."""
+        db = system_pci_ids()
+        if f.vendor is None:
+            return "unknown device"
+        vn = db.vendor_name(f.vendor) or f"vendor 0x{f.vendor:04x}"
+        dn = db.device_name(f.vendor, f.device) if f.device is not None else None
+        return f"{vn} {dn}" if dn else f"{vn} unknown device 0x{(f.device or 0):04x}"
+
+    # -- GPUs ------------------------------------------------------------------------------------
+    @memo
+    def nvsmi_xml(self) -> Any:
+        """Parsed ``nvidia-smi -q -x`` (NvsmiLog) or None; a parse problem goes to :attr:`problems`."""
+        r = self.cmd_ok("nvsmi_qx")
+        if not r:
+            return None
+        try:
+            return parse_nvsmi_xml(r.stdout)
+        except NvsmiParseError as e:
+            self.problems["cmds/nvsmi_qx.out"] = str(e)
+            return None
+
+    @memo
+    def nvml(self) -> dict[str, Any] | None:
+        """The NVML probe JSON when NVML was available, else None."""
+        p = self.snap.probe("nvml")
+        if isinstance(p, dict) and p.get("available") and isinstance(p.get("gpus"), list):
+            return p
+        return None
+
+    @memo
+    def gpus(self) -> list[GpuFacts]:
+        """NVIDIA GPUs, ordered by BDF, merged from sysfs, nvidia-smi CSV, XML and NVML."""
+        merged: dict[str, GpuFacts] = {}
+        for f in self.pci_functions().values():
+            if f.is_gpu:
+                merged[f.bdf] = GpuFacts(bdf=f.bdf, sources=[f.source])
+        layers: list[tuple[str, list[NvsmiGpu]]] = []
+        r = self.cmd_ok("nvsmi_csv")
+        if r:
+            layers.append(("cmds/nvsmi_csv.out", csv_to_gpus(parse_query_csv(r.stdout))))
+        x = self.nvsmi_xml()
+        if x is not None:
+            layers.append(("cmds/nvsmi_qx.out", x.gpus))
+        n = self.nvml()
+        if n is not None:
+            layers.append(("probes/nvml.json", nvml_to_gpus(n)))
+        for src, gl in layers:
+            for g in gl:
+                if not g.bdf:
+                    continue
+                m = merged.setdefault(g.bdf, GpuFacts(bdf=g.bdf))
+                for k, v in vars(g).items():
+                    if k == "bdf" or v is None or v == []:
+                        continue
+                    setattr(m, k, v)
+                    if k == "name":
+                        m.name_source = src
+                m.sources.append(src)
+        if n is not None:
+            for d in n.get("gpus", []):
+                from infergap.parsers.nvsmi import normalize_bdf
+
+                g2 = merged.get(normalize_bdf(d.get("pci_bus_id") or ""))
+                if g2 is not None and d.get("cuda_capability"):
+                    g2.cuda_capability = d["cuda_capability"]
+        caps = self.torch_info().get("capability") if self.torch_info() else None
+        gl2 = sorted(merged.values(), key=lambda g: g.bdf)
+        if caps and len(caps) == len(gl2):
+            for g, c in zip(gl2, caps):
+                if g.cuda_capability is None and isinstance(c, list) and len(c) == 2:
+                    g.cuda_capability = f"{c[0]}.{c[1]}"
+        for g in gl2:
+            if g.name is None:
+                f = self.pci_functions().get(g.bdf)
+                db = system_pci_ids()
+                dn = db.device_name(NVIDIA, f.device) if f and f.device is not None else None
+                g.name = f"NVIDIA {dn}" if dn else "unknown device"
+                g.name_source = "pci.ids" if dn else None
+        return gl2
+
+    @memo
+    def topology(self) -> Topology | None:
+        """Parsed ``nvidia-smi topo -m`` or None."""
+        r = self.cmd_ok("nvsmi_topo")
+        if not r:
+            return None
+        try:
+            return parse_topo(r.stdout)
+        except NvsmiParseError as e:
+            self.problems["cmds/nvsmi_topo.out"] = str(e)
+            return None
+
+    @memo
+    def p2p(self) -> dict[tuple[str, str], str]:
+        """Pairwise P2P read status from ``topo -p2p r`` (``GPU0``,``GPU1``) -> OK/CNS/…"""
+        r = self.cmd_ok("nvsmi_p2p")
+        return parse_p2p(r.stdout) if r else {}
+
+    @memo
+    def torch_info(self) -> dict[str, Any] | None:
+        """The ``torch`` command's JSON (torch version, CUDA build, arch list, devices), or None."""
+        import json
+
+        r = self.cmd_ok("torch")
+        if not r:
+            return None
+        for line in reversed(r.stdout.strip().splitlines()):
+            try:
+                d = json.loads(line)
+                if isinstance(d, dict):
+                    return d
+            except json.JSONDecodeError:
+                continue
+        self.problems["cmds/torch.out"] = "no JSON line in torch probe output"
+        return None
+
+    @memo
+    def driver_version(self) -> Value | None:
+        """The NVIDIA kernel driver version (``/sys/module/nvidia/version``, NVML, nvidia-smi)."""
+        v = self.value("/sys/module/nvidia/version")
+        if v:
+            return v
+        n = self.nvml()
+        if n and n.get("driver_version"):
+            return Value(n["driver_version"], "probes/nvml.json")
+        x = self.nvsmi_xml()
+        if x and x.driver_version:
+            return Value(x.driver_version, "cmds/nvsmi_qx.out")
+        pv = self.value("/proc/driver/nvidia/version")
+        if pv:
+            m = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", pv.value)
+            if m:
+                return Value(m.group(1), pv.source)
+        return None
+
+    @memo
+    def cuda_driver_version(self) -> Value | None:
+        """Highest CUDA version the driver supports (``13.0``), from NVML or nvidia-smi."""
+        n = self.nvml()
+        if n and n.get("cuda_driver_version"):
+            c = int(n["cuda_driver_version"])
+            return Value(f"{c // 1000}.{(c % 1000) // 10}", "probes/nvml.json")
+        x = self.nvsmi_xml()
+        if x and x.cuda_version:
+            return Value(x.cuda_version, "cmds/nvsmi_qx.out")
+        return None
+
+    # -- host ------------------------------------------------------------------------------------
+    @memo
+    def modules(self) -> set[str] | None:
+        """Loaded kernel modules from /proc/modules (None when not captured)."""
+        t = self.snap.read("/proc/modules")
+        return hp.parse_modules(t) if t is not None else None
+
+    @memo
+    def cmdline(self) -> Value | None:
+        """The kernel command line."""
+        return self.value("/proc/cmdline")
+
+    @memo
+    def kernel_release(self) -> Value | None:
+        """Running kernel release: /proc/sys/kernel/osrelease, ``uname -a``, /proc/version."""
+        v = self.value("/proc/sys/kernel/osrelease")
+        if v:
+            return v
+        r = self.cmd_ok("uname")
+        if r:
+            t = r.stdout.split()
+            if len(t) >= 3:
+                return Value(t[2], "cmds/uname.out")
+        pv = self.value("/proc/version")
+        if pv:
+            m = re.match(r"Linux version (\S+)", pv.value)
+            if m:
+                return Value(m.group(1), pv.source)
+        return None
+
+    @memo
+    def installed_kernels(self) -> tuple[list[str], str] | None:
+        """Kernel releases installed (``/lib/modules`` listing, else ``/boot``), with the source."""
+        for name in ("modules_installed", "boot_ls"):
+            r = self.cmd_ok(name)
+            if r:
+                rels = hp.kernel_releases_from_listing(r.stdout)
+                if rels:
+                    return rels, f"cmds/{name}.out"
+        return None
+
+    @memo
+    def numa_nodes(self) -> dict[int, list[int]] | None:
+        """NUMA node -> CPUs, from /sys/devices/system/node/node*/cpulist (or ``numactl -H``)."""
+        nodes: dict[int, list[int]] = {}
+        for p in self.snap.glob("/sys/devices/system/node/node*/cpulist"):
+            m = re.search(r"/node(\d+)/cpulist$", p)
+            txt = self.snap.read_value(p)
+            if m and txt is not None:
+                try:
+                    nodes[int(m.group(1))] = hp.parse_cpulist(txt)
+                except ValueError:
+                    self.problems["files" + p] = f"unreadable cpulist {txt[:40]!r}"
+        if nodes:
+            return nodes
+        r = self.cmd_ok("numactl")
+        if r:
+            for m in re.finditer(r"^node (\d+) cpus:([\d ]*)$", r.stdout, flags=re.M):
+                nodes[int(m.group(1))] = [int(x) for x in m.group(2).split()]
+            return nodes or None
+        return None
+
+    @memo
+    def limits(self) -> dict[str, Value]:
+        """Process limits: ``memlock_B`` / ``nofile`` (soft) as text (``unlimited`` or a number),
+        from /proc/self/limits, else ``ulimit -a`` (memlock converted from KiB)."""
+        out: dict[str, Value] = {}
+        t = self.snap.read("/proc/self/limits")
+        if t:
+            lim = hp.parse_limits(t)
+            if "Max locked memory" in lim:
+                out["memlock_B"] = Value(lim["Max locked memory"][0], "files/proc/self/limits")
+            if "Max open files" in lim:
+                out["nofile"] = Value(lim["Max open files"][0], "files/proc/self/limits")
+        r = self.cmd_ok("ulimit")
+        if r:
+            u = hp.parse_ulimit(r.stdout)
+            if "memlock_B" not in out and "-l" in u:
+                v = u["-l"]
+                out["memlock_B"] = Value(v if v == "unlimited" else str(int(v) * 1024) if v.isdigit() else v, "cmds/ulimit.out")
+            if "nofile" not in out and "-n" in u:
+                out["nofile"] = Value(u["-n"], "cmds/ulimit.out")
+        return out
+
+    @memo
+    def container(self) -> ContainerInfo:
+        """Container detection: ``systemd-detect-virt -c``, ``container=`` in /proc/1/environ,
+        /.dockerenv, /run/.containerenv, lxcfs mounts, cgroup paths."""
+        ev: list[Value] = []
+        kind: str | None = None
+        r = self.cmd_ok("systemd_detect_virt_c")
+        if r and r.stdout.strip() not in ("", "none"):
+            kind = r.stdout.strip()
+            ev.append(Value(kind, "cmds/systemd_detect_virt_c.out"))
+        env = self.snap.read("/proc/1/environ")
+        if env:
+            c = hp.parse_environ(env).get("container")
+            if c:
+                kind = kind or c
+                ev.append(Value(f"container={c}", "files/proc/1/environ"))
+        if self.snap.read("/.dockerenv") is not None:
+            kind = kind or "docker"
+            ev.append(Value("present", "files/.dockerenv"))
+        if self.snap.read("/run/.containerenv") is not None:
+            kind = kind or "podman"
+            ev.append(Value("present", "files/run/.containerenv"))
+        if kind is None:
+            r = self.cmd_ok("systemd_detect_virt")
+            if r and r.stdout.strip() in ("lxc", "lxc-libvirt", "docker", "podman", "openvz", "systemd-nspawn", "rkt", "wsl", "container-other"):
+                kind = r.stdout.strip()
+                ev.append(Value(kind, "cmds/systemd_detect_virt.out"))
+        mounts = self.snap.read("/proc/mounts") or ""
+        if kind is None and re.search(r"^lxcfs /proc/", mounts, flags=re.M):
+            kind = "lxc"
+            ev.append(Value("lxcfs mounted over /proc", "files/proc/mounts"))
+        return ContainerInfo(kind, ev)
+
+    @memo
+    def virtualization(self) -> Value | None:
+        """Hypervisor (VM) evidence: ``systemd-detect-virt``, the cpuinfo ``hypervisor`` flag, or
+        virtio PCI devices (vendor 0x1af4)."""
+        r = self.cmd_ok("systemd_detect_virt")
+        if r and r.stdout.strip() not in ("none", ""):
+            c = self.container()
+            if not (c.inside and r.stdout.strip() == c.kind):
+                return Value(r.stdout.strip(), "cmds/systemd_detect_virt.out")
+        cpuinfo = self.snap.read("/proc/cpuinfo") or ""
+        if re.search(r"^flags\s*:.*\bhypervisor\b", cpuinfo, flags=re.M):
+            return Value("hypervisor flag", "files/proc/cpuinfo")
+        if any(f.vendor == 0x1AF4 for f in self.pci_functions().values()):
+            return Value("virtio PCI devices", "files/sys/bus/pci/devices")
+        return None
+
+    @memo
+    def cpu_vendor_model(self) -> tuple[str | None, str | None, int | None]:
+        """(vendor_id, model name, CPU family) from /proc/cpuinfo."""
+        t = self.snap.read("/proc/cpuinfo") or ""
+        v = re.search(r"^vendor_id\s*:\s*(.+)$", t, flags=re.M)
+        m = re.search(r"^model name\s*:\s*(.+)$", t, flags=re.M)
+        fam = re.search(r"^cpu family\s*:\s*(\d+)$", t, flags=re.M)
+        return (v.group(1).strip() if v else None, m.group(1).strip() if m else None, int(fam.group(1)) if fam else None)
+
+    @memo
+    def idle_states(self) -> list[IdleState] | None:
+        """cpuidle states aggregated over CPUs; None when the host exposes no cpuidle states."""
+        paths = self.snap.glob("/sys/devices/system/cpu/cpu*/cpuidle/state*/name")
+        if not paths:
+            return None
+        states: dict[int, IdleState] = {}
+        for p in paths:
+            m = re.search(r"/cpu(\d+)/cpuidle/state(\d+)/name$", p)
+            if not m:
+                continue
+            cpu, idx = int(m.group(1)), int(m.group(2))
+            d = p.rsplit("/", 1)[0]
+            name = self.snap.read_value(p) or f"state{idx}"
+            lat_s = self.snap.read_value(d + "/latency") or "0"
+            dis = self.snap.read_value(d + "/disable") or "0"
+            try:
+                lat = int(lat_s)
+            except ValueError:
+                lat = -1
+            st = states.setdefault(idx, IdleState(idx, name, lat, [], []))
+            (st.disabled_cpus if dis.strip() == "1" else st.enabled_cpus).append(cpu)
+        return [states[k] for k in sorted(states)]
+
+    @memo
+    def cpufreq(self) -> dict[str, Any] | None:
+        """cpufreq: ``drivers``/``governors`` ({value: count of CPUs}), plus amd_pstate status,
+        EPP and boost. None when no CPU has a cpufreq directory."""
+        drivers: dict[str, int] = {}
+        govs: dict[str, int] = {}
+        for p in self.snap.glob("/sys/devices/system/cpu/cpu*/cpufreq/scaling_driver"):
+            v = self.snap.read_value(p)
+            if v:
+                drivers[v] = drivers.get(v, 0) + 1
+        for p in self.snap.glob("/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor"):
+            v = self.snap.read_value(p)
+            if v:
+                govs[v] = govs.get(v, 0) + 1
+        if not drivers and not govs:
+            return None
+        return {
+            "drivers": drivers,
+            "governors": govs,
+            "amd_pstate_status": self.snap.read_value("/sys/devices/system/cpu/amd_pstate/status"),
+            "epp": self.snap.read_value("/sys/devices/system/cpu/cpu0/cpufreq/energy_performance_preference"),
+            "boost": self.snap.read_value("/sys/devices/system/cpu/cpufreq/boost"),
+            "available_governors": self.snap.read_value("/sys/devices/system/cpu/cpu0/cpufreq/scaling_available_governors"),
+        }
+
+    @memo
+    def rdma_devices(self) -> list[Value]:
+        """RDMA-capable NICs: /sys/class/infiniband entries and Mellanox network-class PCI functions."""
+        out = [Value(p.split("/")[4], "files" + p) for p in self.snap.glob("/sys/class/infiniband/*/node_type")]
+        if not out:
+            for f in self.pci_functions().values():
+                if f.vendor == MELLANOX and f.class_code is not None and f.class_code >> 16 == 0x02:
+                    out.append(Value(f"{f.bdf} {self.pci_name(f)}", f.source))
+        return out
+
+    @memo
+    def pip_packages(self) -> tuple[dict[str, str], str] | None:
+        """Python packages of the serving environment (``pip list``), with the source."""
+        r = self.cmd_ok("pip_list")
+        if not r:
+            return None
+        pk = hp.parse_pip_list(r.stdout)
+        return (pk, "cmds/pip_list.out") if pk else None
+
+    @memo
+    def env(self) -> dict[str, str] | None:
+        """GPU/CUDA/NCCL environment variables captured in ``cmds/env.out``."""
+        r = self.cmd_ok("env")
+        if r is None:
+            return None
+        out = {}
+        for line in r.stdout.splitlines():
+            k, sep, v = line.partition("=")
+            if sep:
+                out[k.strip()] = v
+        return out
+
+    def gpu_functions(self) -> list[PciFunction]:
+        """PCI functions of NVIDIA GPUs (sysfs), ordered by BDF."""
+        return [f for f in self.pci_functions().values() if f.is_gpu]

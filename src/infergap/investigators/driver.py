@@ -1,0 +1,87 @@
+"""NVIDIA driver and CUDA: driver version vs the CUDA version of the stack; persistence mode.
+
+Minimum drivers per CUDA major (CUDA Toolkit release notes, "CUDA Toolkit and Corresponding
+Driver Versions", Linux): CUDA 11.x >= 450.80.02, 12.x >= 525.60.13, 13.x >= 580.65.06.
+Persistence: NVIDIA driver docs, "Driver Persistence" (without it every new CUDA context
+re-initialises the GPU, seconds each time).
+"""
+
+from __future__ import annotations
+
+import re
+
+from infergap.findings import Action, Finding, FixKind, Remedy, Severity, Status
+from infergap.investigators.base import Context, evidence, finding, unknown
+
+NAME = "driver"
+MIN_DRIVER = {11: (450, 80), 12: (525, 60), 13: (580, 65)}
+
+
+def _ver(s: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", s)[:3])
+
+
+def _stack_cuda(ctx: Context) -> tuple[str, str] | None:
+    """CUDA version the Python stack was built for: torch's CUDA build, else a '+cuXYZ' pip suffix."""
+    t = ctx.facts.torch_info()
+    if t and t.get("cuda"):
+        return str(t["cuda"]), "cmds/torch.out"
+    pk = ctx.facts.pip_packages()
+    if pk and "torch" in pk[0]:
+        m = re.search(r"\+cu(\d+)(\d)$", pk[0]["torch"])
+        if m:
+            return f"{m.group(1)}.{m.group(2)}", pk[1]
+    return None
+
+
+def _cuda_compat(ctx: Context) -> Finding:
+    cid = "driver.cuda_compat"
+    dv = ctx.facts.driver_version()
+    if dv is None:
+        return unknown(cid, NAME, "NVIDIA driver version: not captured", "Needs /sys/module/nvidia/version, NVML or nvidia-smi.")
+    cv = ctx.facts.cuda_driver_version()
+    stack = _stack_cuda(ctx)
+    evs = evidence(dv, cv, stack and (stack[1], f"stack built for CUDA {stack[0]}"))
+    if stack is None:
+        return finding(cid, NAME, Status.ok, f"Driver {dv.value}" + (f" (CUDA {cv.value})" if cv else ""), evidence_=evs,
+                       impact="No CUDA build of the Python stack was captured to compare with.")
+    major = _ver(stack[0])[0]
+    need = MIN_DRIVER.get(major)
+    have = _ver(dv.value)
+    too_old = need is not None and have[:2] < need
+    if cv is not None and _ver(cv.value)[:2] < _ver(stack[0])[:2]:
+        too_old = True
+    if too_old:
+        return finding(cid, NAME, Status.actionable, f"Driver {dv.value} is older than CUDA {stack[0]} needs",
+                       severity=Severity.P0, fix_kind=FixKind.software, evidence_=evs,
+                       expected_value=f">= {need[0]}.{need[1]}" if need else f"CUDA >= {stack[0]}",
+                       impact="The stack's CUDA runtime is newer than the driver supports: CUDA fails to initialise or runs through forward-compatibility libraries only.",
+                       remedy=Remedy(note=f"Install an NVIDIA driver >= {need[0]}.{need[1]} (or a torch build for an older CUDA)." if need else "Upgrade the NVIDIA driver."),
+                       references=["CUDA Toolkit release notes: Toolkit and corresponding driver versions"])
+    return finding(cid, NAME, Status.ok, f"Driver {dv.value} supports the stack's CUDA {stack[0]}", evidence_=evs,
+                   expected_value=f">= {need[0]}.{need[1]}" if need else None)
+
+
+def _persistence(ctx: Context) -> list[Finding]:
+    out = []
+    for g in ctx.facts.gpus():
+        cid = "gpu.persistence_mode"
+        if g.persistence_mode is None:
+            out.append(unknown(cid, NAME, f"GPU {g.bdf}: persistence mode not captured", "Needs NVML or nvidia-smi.", subject=g.bdf))
+        elif g.persistence_mode:
+            out.append(finding(cid, NAME, Status.ok, f"GPU {g.bdf}: persistence mode on", subject=g.bdf, evidence_=evidence((g.sources[-1], "Enabled")), expected_value="Enabled"))
+        else:
+            out.append(finding(cid, NAME, Status.actionable, f"GPU {g.bdf}: persistence mode off", severity=Severity.P1, fix_kind=FixKind.runtime,
+                               subject=g.bdf, evidence_=evidence((g.sources[-1], "Disabled")), expected_value="Enabled",
+                               impact="Without persistence the driver tears the GPU down when the last client exits; every new process (engine restart, health check, benchmark) pays seconds of initialisation.",
+                               remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -pm 1"], persist=["systemctl enable --now nvidia-persistenced"], revert=[f"nvidia-smi -i {g.bdf} -pm 0"],
+                                             actions=[Action(type="nvidia_persistence", target=g.bdf, value="1", previous="0")], host_controlled=ctx.in_container),
+                               references=["NVIDIA driver documentation: Driver Persistence"]))
+    return out
+
+
+def investigate(ctx: Context) -> list[Finding]:
+    """driver.cuda_compat, gpu.persistence_mode (per GPU). Nothing when there is no NVIDIA GPU."""
+    if not ctx.facts.gpus() and ctx.facts.driver_version() is None:
+        return []
+    return [_cuda_compat(ctx), *_persistence(ctx)]

@@ -1,0 +1,145 @@
+"""GPU health: ECC and pending repairs, clocks, power limit, throttle reasons, thermals, MIG,
+compute mode. Also the single "no NVIDIA GPU" finding of a host without one.
+
+Sources: NVML (nvml.h: ``nvmlClocksEventReason*`` bits 0x1 idle, 0x4 SW power cap, 0x8 HW slowdown,
+0x20 SW thermal, 0x40 HW thermal, 0x80 HW power brake; temperature thresholds), ``nvidia-smi -q -x``.
+Clocks are judged only when the GPU is busy (idle downclocking is normal): >= 90 % of the maximum SM
+clock under load is ok (the seed host ran at 96-97 %). Thermal headroom < 10 °C to the slowdown
+threshold is flagged.
+"""
+
+from __future__ import annotations
+
+from infergap.facts import GpuFacts
+from infergap.findings import Finding, FixKind, Remedy, Severity, Status
+from infergap.investigators.base import Context, evidence, finding, not_applicable, unknown
+
+NAME = "gpu_health"
+CLOCK_OK_RATIO = 0.90
+THERMAL_HEADROOM_C = 10
+BAD_THROTTLE = {"hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown"}
+
+
+def _src(g: GpuFacts) -> str:
+    return g.sources[-1] if g.sources else "nvidia-smi"
+
+
+def _idle(g: GpuFacts) -> bool:
+    return "gpu_idle" in g.throttle_active or (g.utilization_pct is not None and g.utilization_pct < 5)
+
+
+def _ecc(g: GpuFacts) -> Finding:
+    cid = "gpu.ecc"
+    if g.ecc_current is None:
+        return unknown(cid, NAME, f"GPU {g.bdf}: ECC state not captured", "Needs NVML or nvidia-smi -q.", subject=g.bdf)
+    evs = evidence((_src(g), f"ECC {'Enabled' if g.ecc_current else 'Disabled'}; volatile uncorrectable {g.ecc_volatile_uncorrected}; remap pending {g.remap_pending}; retirement pending {g.retired_pending}"))
+    if (g.ecc_volatile_uncorrected or 0) > 0 or g.remap_pending or g.retired_pending or g.remap_failure:
+        return finding(cid, NAME, Status.actionable, f"GPU {g.bdf}: uncorrectable memory errors or a pending repair", severity=Severity.P0, fix_kind=FixKind.hardware,
+                       subject=g.bdf, evidence_=evs, expected_value="0 uncorrectable, nothing pending",
+                       impact="Pending page retirement / row remapping takes effect only after a GPU reset; until then the faulty memory can corrupt results or crash the engine.",
+                       remedy=Remedy(commands=[f"drain the GPU, then nvidia-smi -r -i {g.bdf}"], note="If errors recur after reset, RMA the GPU."),
+                       references=["NVIDIA GPU memory error management (dynamic page retirement, row remapping)"])
+    if not g.ecc_current:
+        return finding(cid, NAME, Status.actionable, f"GPU {g.bdf}: ECC is disabled", severity=Severity.P2, fix_kind=FixKind.reboot, subject=g.bdf,
+                       evidence_=evs, expected_value="Enabled",
+                       impact="Without ECC a memory error silently corrupts weights or KV cache; the capacity/bandwidth ECC costs is small on HBM GPUs.",
+                       remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -e 1"], note="Takes effect after a GPU reset or reboot.", revert=[f"nvidia-smi -i {g.bdf} -e 0"]))
+    return finding(cid, NAME, Status.ok, f"GPU {g.bdf}: ECC on, no uncorrectable errors, nothing pending", subject=g.bdf, evidence_=evs, expected_value="Enabled")
+
+
+def _clocks(g: GpuFacts) -> Finding:
+    cid = "gpu.clocks"
+    if g.sm_clock_MHz is None or not g.sm_clock_max_MHz:
+        return unknown(cid, NAME, f"GPU {g.bdf}: SM clocks not captured", "Needs NVML or nvidia-smi.", subject=g.bdf)
+    ratio = g.sm_clock_MHz / g.sm_clock_max_MHz
+    evs = evidence((_src(g), f"SM {g.sm_clock_MHz:g} MHz of max {g.sm_clock_max_MHz:g} MHz ({ratio:.0%}); reasons: {', '.join(g.throttle_active) or 'none'}"))
+    if _idle(g):
+        return finding(cid, NAME, Status.expected, f"GPU {g.bdf}: idle, SM clock {ratio:.0%} of max", subject=g.bdf, evidence_=evs,
+                       impact="Idle GPUs lower their clocks; clocks are only meaningful under load (infergap bench samples them while the load runs).")
+    if ratio >= CLOCK_OK_RATIO:
+        return finding(cid, NAME, Status.ok, f"GPU {g.bdf}: SM clock {ratio:.0%} of max under load", subject=g.bdf, evidence_=evs, expected_value=f">= {CLOCK_OK_RATIO:.0%} of max")
+    return finding(cid, NAME, Status.actionable, f"GPU {g.bdf}: SM clock only {ratio:.0%} of max while busy", severity=Severity.P1, fix_kind=FixKind.hardware,
+                   subject=g.bdf, evidence_=evs, expected_value=f">= {CLOCK_OK_RATIO:.0%} of max",
+                   impact="The GPU runs below its boost clock under load; see gpu.throttle and gpu.thermals for the reason.",
+                   remedy=Remedy(note="Check cooling, power delivery and application clocks (nvidia-smi -q -d CLOCK,PERFORMANCE)."))
+
+
+def _power(g: GpuFacts) -> Finding:
+    cid = "gpu.power_limit"
+    if g.power_limit_W is None:
+        return unknown(cid, NAME, f"GPU {g.bdf}: power limit not captured", "Needs NVML or nvidia-smi.", subject=g.bdf)
+    ref = g.power_default_limit_W or g.power_max_limit_W
+    evs = evidence((_src(g), f"limit {g.power_limit_W:g} W, default {g.power_default_limit_W}, max {g.power_max_limit_W}, draw {g.power_W}"))
+    if ref and g.power_limit_W < ref - 1:
+        return finding(cid, NAME, Status.actionable, f"GPU {g.bdf}: power limit {g.power_limit_W:g} W below the default {ref:g} W", severity=Severity.P1, fix_kind=FixKind.runtime,
+                       subject=g.bdf, evidence_=evs, expected_value=f"{ref:g} W",
+                       impact="A lowered power limit caps clocks under load (SW power cap); decode and prefill slow down proportionally once the GPU is compute- or power-bound.",
+                       remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -pl {ref:g}"], revert=[f"nvidia-smi -i {g.bdf} -pl {g.power_limit_W:g}"], note="Leave it if it was lowered on purpose (facility power or cooling)."))
+    return finding(cid, NAME, Status.ok, f"GPU {g.bdf}: power limit {g.power_limit_W:g} W (default)", subject=g.bdf, evidence_=evs, expected_value=f"{ref:g} W" if ref else None)
+
+
+def _throttle(g: GpuFacts) -> Finding:
+    cid = "gpu.throttle"
+    bad = sorted(set(g.throttle_active) & BAD_THROTTLE)
+    evs = evidence((_src(g), "active: " + (", ".join(g.throttle_active) or "none")))
+    if bad:
+        return finding(cid, NAME, Status.actionable, f"GPU {g.bdf}: clocks slowed by {', '.join(bad)}", severity=Severity.P0, fix_kind=FixKind.hardware, subject=g.bdf,
+                       evidence_=evs, expected_value="no thermal or hardware slowdown",
+                       impact="Thermal or hardware slowdown cuts the SM clock far below boost; every kernel runs slower.",
+                       remedy=Remedy(note="Check airflow, fan/coolant, PSU and power-brake signals; nvidia-smi -q -d PERFORMANCE shows the counters."))
+    if "sw_power_cap" in g.throttle_active:
+        return finding(cid, NAME, Status.expected, f"GPU {g.bdf}: at its software power cap", subject=g.bdf, evidence_=evs,
+                       impact="Drawing the full power limit under heavy load is normal for compute-bound work.")
+    return finding(cid, NAME, Status.ok, f"GPU {g.bdf}: no thermal or hardware slowdown", subject=g.bdf, evidence_=evs)
+
+
+def _thermals(g: GpuFacts) -> Finding:
+    cid = "gpu.thermals"
+    if g.temperature_C is None:
+        return unknown(cid, NAME, f"GPU {g.bdf}: temperature not captured", "Needs NVML or nvidia-smi.", subject=g.bdf)
+    evs = evidence((_src(g), f"{g.temperature_C:g} °C, slowdown at {g.temp_slowdown_C}"))
+    if g.temp_slowdown_C is not None and g.temperature_C > g.temp_slowdown_C - THERMAL_HEADROOM_C:
+        return finding(cid, NAME, Status.actionable, f"GPU {g.bdf}: {g.temperature_C:g} °C, within {THERMAL_HEADROOM_C} °C of slowdown", severity=Severity.P1,
+                       fix_kind=FixKind.hardware, subject=g.bdf, evidence_=evs, expected_value=f"< {g.temp_slowdown_C - THERMAL_HEADROOM_C:g} °C",
+                       impact="Close to the slowdown threshold the GPU will throttle under sustained load.", remedy=Remedy(note="Improve cooling."))
+    return finding(cid, NAME, Status.ok, f"GPU {g.bdf}: {g.temperature_C:g} °C", subject=g.bdf, evidence_=evs)
+
+
+def _modes(g: GpuFacts) -> list[Finding]:
+    out = []
+    if g.mig_current is not None:
+        if g.mig_current == "Enabled":
+            out.append(finding("gpu.mig", NAME, Status.actionable, f"GPU {g.bdf}: MIG is enabled", severity=Severity.P2, fix_kind=FixKind.runtime, subject=g.bdf,
+                               evidence_=evidence((_src(g), "MIG Enabled")), impact="An inference server that expects whole GPUs sees only MIG slices.",
+                               remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -mig 0"], revert=[f"nvidia-smi -i {g.bdf} -mig 1"], note="Needs a GPU reset; leave it if slicing is intended.")))
+        else:
+            out.append(finding("gpu.mig", NAME, Status.ok, f"GPU {g.bdf}: MIG {g.mig_current}", subject=g.bdf, evidence_=evidence((_src(g), g.mig_current))))
+    if g.compute_mode is not None:
+        if g.compute_mode in ("Exclusive_Process", "Exclusive_Thread", "Prohibited"):
+            out.append(finding("gpu.compute_mode", NAME, Status.actionable, f"GPU {g.bdf}: compute mode {g.compute_mode}", severity=Severity.P2, fix_kind=FixKind.runtime,
+                               subject=g.bdf, evidence_=evidence((_src(g), g.compute_mode)), impact="Engines that open several contexts per GPU (workers, NCCL, graphs) fail without MPS.",
+                               remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -c DEFAULT"], revert=[f"nvidia-smi -i {g.bdf} -c {g.compute_mode.upper()}"])))
+        else:
+            out.append(finding("gpu.compute_mode", NAME, Status.ok, f"GPU {g.bdf}: compute mode {g.compute_mode}", subject=g.bdf, evidence_=evidence((_src(g), g.compute_mode))))
+    return out
+
+
+def investigate(ctx: Context) -> list[Finding]:
+    """gpu.present (only when absent), and per GPU gpu.ecc, gpu.clocks, gpu.power_limit,
+    gpu.throttle, gpu.thermals, gpu.mig, gpu.compute_mode."""
+    gpus = ctx.facts.gpus()
+    if not gpus:
+        nv = ctx.snap.cmd("nvsmi")
+        why = "No NVIDIA GPU on the PCI bus"
+        if nv is not None and nv.error:
+            why += f"; nvidia-smi: {nv.error}"
+        return [not_applicable("gpu.present", NAME, "No NVIDIA GPU", why + ". GPU, driver and interconnect checks do not apply to this host.",
+                               evidence_=evidence(("files/sys/bus/pci/devices", "no NVIDIA display-class function")))]
+    out: list[Finding] = []
+    for g in gpus:
+        has_data = len(g.sources) > 1 or any(s != f"files/sys/bus/pci/devices/{g.bdf}" for s in g.sources)
+        if not has_data:
+            out.append(unknown("gpu.health", NAME, f"GPU {g.bdf}: no NVML or nvidia-smi data", "The GPU is on the PCI bus but neither NVML nor nvidia-smi output was captured (driver not loaded?).", subject=g.bdf))
+            continue
+        out += [_ecc(g), _clocks(g), _power(g), _throttle(g), _thermals(g), *_modes(g)]
+    return out

@@ -1,0 +1,134 @@
+"""Kernel runtime settings (sysctls) that cost inference hosts latency or throughput.
+
+Thresholds and their sources:
+- ``kernel.numa_balancing``: Documentation/admin-guide/sysctl/kernel.rst ("numa_balancing");
+  the kernel disables it by itself on one-node machines (kernel/sched/fair.c, ``numabalancing_default``).
+- ``kernel.nmi_watchdog``: Documentation/admin-guide/sysctl/kernel.rst; holds one perf counter per CPU.
+- ``kernel.sched_autogroup_enabled``: Documentation/admin-guide/sysctl/kernel.rst (desktop feature).
+- ``vm.swappiness``: Documentation/admin-guide/sysctl/vm.rst; tuned's throughput-performance and
+  accelerator-performance profiles set 10.
+- ``net.core.{r,w}mem_max``, ``net.ipv4.tcp_{r,w}mem``: Documentation/networking/ip-sysctl.rst;
+  tuned's network-throughput profile raises the maxima to 16 MiB (16777216).
+
+Severity model: P1 when the setting acts on every CPU thread feeding the GPUs (NUMA balancing page
+faults); P2 for hygiene items whose public evidence of inference impact is weak; swappiness is P1
+when swap is in use (pages of the serving process can be swapped out), P2 otherwise.
+"""
+
+from __future__ import annotations
+
+from infergap.findings import Finding, FixKind, Severity, Status
+from infergap.investigators.base import Context, evidence, finding, not_applicable, sysctl_remedy, unknown
+from infergap.parsers.host import parse_swaps
+
+NAME = "kernel_runtime"
+SOCKET_BUF_GOOD_B = 16 * 1024 * 1024  # tuned network-throughput profile
+
+
+def numa_balancing(ctx: Context) -> Finding:
+    """kernel.numa_balancing (reported by the numa investigator)."""
+    cid = "kernel.numa_balancing"
+    v = ctx.facts.sysctl("kernel.numa_balancing")
+    nodes = ctx.facts.numa_nodes()
+    if nodes is not None and len(nodes) <= 1:
+        return not_applicable(cid, "numa", "Automatic NUMA balancing does not apply: one NUMA node",
+                              "With a single NUMA node the kernel turns NUMA balancing off by itself; there is nothing to migrate between nodes.",
+                              evidence_=evidence(v, ("files/sys/devices/system/node", f"{len(nodes)} node(s)")))
+    if v is None:
+        return unknown(cid, "numa", "Automatic NUMA balancing: not captured", "Needs /proc/sys/kernel/numa_balancing or sysctl -a.")
+    if v.value == "0":
+        return finding(cid, "numa", Status.ok, "Automatic NUMA balancing is off", evidence_=evidence(v), expected_value="0")
+    return finding(
+        cid, "numa", Status.actionable, "Automatic NUMA balancing is on",
+        severity=Severity.P1, fix_kind=FixKind.runtime, evidence_=evidence(v), expected_value="0",
+        impact="The kernel periodically unmaps pages to sample accesses and migrates them between nodes; the page faults and migrations land on the CPU threads that launch GPU work and on pinned staging buffers.",
+        remedy=sysctl_remedy(ctx, "kernel.numa_balancing", "0", v.value),
+        references=["Documentation/admin-guide/sysctl/kernel.rst#numa-balancing"],
+    )
+
+
+def _simple(ctx: Context, cid: str, key: str, good: str, title_bad: str, title_ok: str, impact: str, ref: str) -> Finding:
+    v = ctx.facts.sysctl(key)
+    if v is None:
+        return unknown(cid, NAME, f"{key}: not captured", f"Needs /proc/sys/{key.replace('.', '/')} or sysctl -a.")
+    if v.value == good:
+        return finding(cid, NAME, Status.ok, title_ok, evidence_=evidence(v), expected_value=good)
+    return finding(cid, NAME, Status.actionable, title_bad, severity=Severity.P2, fix_kind=FixKind.runtime,
+                   evidence_=evidence(v), expected_value=good, impact=impact,
+                   remedy=sysctl_remedy(ctx, key, good, v.value), references=[ref])
+
+
+def _swappiness(ctx: Context) -> Finding:
+    cid = "vm.swappiness"
+    v = ctx.facts.sysctl("vm.swappiness")
+    if v is None:
+        return unknown(cid, NAME, "vm.swappiness: not captured", "Needs /proc/sys/vm/swappiness or sysctl -a.")
+    try:
+        val = int(v.value)
+    except ValueError:
+        return unknown(cid, NAME, "vm.swappiness: unreadable value", f"Value {v.value!r} is not a number.", evidence_=evidence(v))
+    swaps_t = ctx.snap.read("/proc/swaps")
+    swaps = parse_swaps(swaps_t) if swaps_t else None
+    swap_ev = None
+    used = False
+    if swaps is not None:
+        total = sum(int(s.get("Size", 0) or 0) for s in swaps)
+        used = any(int(s.get("Used", 0) or 0) > 0 for s in swaps)
+        swap_ev = ("files/proc/swaps", f"{len(swaps)} swap device(s), {total} KiB" + (", in use" if used else "") if swaps else "no swap configured")
+    if val <= 10:
+        return finding(cid, NAME, Status.ok, f"vm.swappiness is {val}", evidence_=evidence(v, swap_ev), expected_value="<= 10")
+    sev = Severity.P1 if used else Severity.P2
+    return finding(
+        cid, NAME, Status.actionable, f"vm.swappiness is {val}" + (" with swap in use" if used else ""),
+        severity=sev, fix_kind=FixKind.runtime, evidence_=evidence(v, swap_ev), expected_value="<= 10 (tuned throughput profiles: 10)",
+        impact="A high swappiness lets the kernel swap out anonymous pages of the serving process (tokenizer, scheduler, pinned-buffer bookkeeping) to keep page cache; a swapped-in page on the request path costs milliseconds." if swaps else
+        "No swap is configured, so the effect is limited to reclaim balance; set it anyway so a later swap device does not take serving memory.",
+        remedy=sysctl_remedy(ctx, "vm.swappiness", "10", v.value),
+        references=["Documentation/admin-guide/sysctl/vm.rst#swappiness", "tuned: profiles/throughput-performance/tuned.conf"],
+    )
+
+
+def _socket_buffers(ctx: Context) -> Finding:
+    cid = "net.socket_buffers"
+    rmem, wmem = ctx.facts.sysctl("net.core.rmem_max"), ctx.facts.sysctl("net.core.wmem_max")
+    if rmem is None or wmem is None:
+        return unknown(cid, NAME, "Socket buffer limits: not captured", "Needs net.core.rmem_max and wmem_max.")
+    try:
+        r, w = int(rmem.value), int(wmem.value)
+    except ValueError:
+        return unknown(cid, NAME, "Socket buffer limits: unreadable", "Values are not numbers.", evidence_=evidence(rmem, wmem))
+    tr, tw = ctx.facts.sysctl("net.ipv4.tcp_rmem"), ctx.facts.sysctl("net.ipv4.tcp_wmem")
+    evs = evidence(rmem, wmem, tr, tw)
+    if r >= SOCKET_BUF_GOOD_B and w >= SOCKET_BUF_GOOD_B:
+        return finding(cid, NAME, Status.ok, "Socket buffer maxima are raised", evidence_=evs, expected_value=f">= {SOCKET_BUF_GOOD_B}")
+    good = str(SOCKET_BUF_GOOD_B)
+    rem = sysctl_remedy(ctx, "net.core.rmem_max", good, rmem.value)
+    rem2 = sysctl_remedy(ctx, "net.core.wmem_max", good, wmem.value)
+    rem.commands += rem2.commands
+    rem.persist = [f"printf 'net.core.rmem_max = {good}\\nnet.core.wmem_max = {good}\\n' >> /etc/sysctl.d/90-infergap.conf", "sysctl -p /etc/sysctl.d/90-infergap.conf"]
+    rem.revert += rem2.revert
+    rem.actions += rem2.actions
+    if ctx.in_container:
+        rem.host_controlled = True
+        rem.note = "Inside a container the socket buffer maxima of the container's network namespace can differ from the host's; NCCL traffic between containers uses the host's. Apply on the host as well."
+    return finding(
+        cid, NAME, Status.actionable, f"Socket buffer maxima are at kernel defaults ({r} / {w} bytes)",
+        severity=Severity.P2, fix_kind=FixKind.runtime, evidence_=evs, expected_value=f"{SOCKET_BUF_GOOD_B} (tuned network-throughput)",
+        impact="NCCL's socket transport and multi-node TCP are capped by these maxima; the defaults (~208 KiB) limit the window per connection.",
+        remedy=rem, references=["Documentation/networking/ip-sysctl.rst", "tuned: profiles/network-throughput/tuned.conf"],
+    )
+
+
+def investigate(ctx: Context) -> list[Finding]:
+    """kernel.nmi_watchdog, kernel.sched_autogroup, vm.swappiness,
+    net.socket_buffers."""
+    return [
+        _simple(ctx, "kernel.nmi_watchdog", "kernel.nmi_watchdog", "0", "The NMI watchdog is on", "The NMI watchdog is off",
+                "The hard-lockup detector keeps one performance counter per CPU busy and fires periodic NMIs; small cost, but no use on a serving host.",
+                "Documentation/admin-guide/sysctl/kernel.rst#nmi-watchdog"),
+        _simple(ctx, "kernel.sched_autogroup", "kernel.sched_autogroup_enabled", "0", "Scheduler autogroup is on", "Scheduler autogroup is off",
+                "Autogroup groups tasks by session for desktop interactivity; on a server it can skew CPU time between the engine's worker processes.",
+                "Documentation/admin-guide/sysctl/kernel.rst#sched-autogroup-enabled"),
+        _swappiness(ctx),
+        _socket_buffers(ctx),
+    ]

@@ -1,0 +1,52 @@
+"""Memory: GPU BAR1 / Resizable BAR, transparent huge pages, host memory.
+
+THP: public guidance for inference hosts conflicts (some engines want ``madvise``, some vendors
+``never``), so it is reported, not judged (Documentation/admin-guide/mm/transhuge.rst).
+"""
+
+from __future__ import annotations
+
+import re
+
+from infergap.findings import Finding, Status
+from infergap.investigators.base import Context, evidence, finding, unknown
+from infergap.investigators.pcie import bar1
+from infergap.parsers.host import parse_meminfo
+
+NAME = "memory"
+
+
+def _thp(ctx: Context) -> Finding:
+    en = ctx.facts.value("/sys/kernel/mm/transparent_hugepage/enabled")
+    df = ctx.facts.value("/sys/kernel/mm/transparent_hugepage/defrag")
+    if en is None:
+        return unknown("mem.thp", NAME, "Transparent huge pages: not captured", "Needs /sys/kernel/mm/transparent_hugepage/enabled.")
+    sel = re.search(r"\[(\w[\w+]*)\]", en.value)
+    mode = sel.group(1) if sel else en.value
+    return finding("mem.thp", NAME, Status.ok, f"Transparent huge pages: {mode}", evidence_=evidence(en, df),
+                   impact="Reported only: public guidance for inference hosts conflicts (madvise vs never), and engines allocate GPU memory outside THP.")
+
+
+def _host_mem(ctx: Context) -> Finding | None:
+    t = ctx.snap.read("/proc/meminfo")
+    if not t:
+        return None
+    m = parse_meminfo(t)
+    tot = m.get("MemTotal")
+    if not tot:
+        return None
+    gpu_mem = sum(g.memory_total_B or 0 for g in ctx.facts.gpus())
+    txt = f"{tot / 2**30:.0f} GiB host memory" + (f" for {gpu_mem / 2**30:.0f} GiB of GPU memory" if gpu_mem else "")
+    return finding("mem.host", NAME, Status.ok, txt, evidence_=evidence(("files/proc/meminfo", f"MemTotal {tot // 1024} kB, SwapTotal {m.get('SwapTotal', 0) // 1024} kB")),
+                   details={"host_B": tot, "gpu_B": gpu_mem})
+
+
+def investigate(ctx: Context) -> list[Finding]:
+    """pcie.bar1 per GPU, mem.thp, mem.host."""
+    gpus = ctx.facts.gpus()
+    out = [bar1(ctx, g, len(gpus)) for g in gpus]
+    out.append(_thp(ctx))
+    h = _host_mem(ctx)
+    if h:
+        out.append(h)
+    return out

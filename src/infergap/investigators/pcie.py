@@ -1,0 +1,319 @@
+"""PCIe: link speed/width, MaxReadReq (MRRS), MaxPayload (MPS), RCB, ACS, IOMMU mode, BAR1.
+
+Register decoding is in :mod:`infergap.parsers.pci` (PCIe Base Specification §7.5.3, §7.7.8).
+Judgements and their sources:
+- MRRS: 4096 B is what GPU vendors' firmware normally programs; 512 B is a common firmware default.
+  Public evidence of inference impact is thin, so actionable at P1 at most (checks reference).
+- MPS: the in-use value must not exceed what every device on the path supports; 256 B supported is
+  the hardware limit of A100, H100/H200 and Blackwell GPUs (their DevCap), so 256 in use there is
+  expected, never actionable.
+- RCB: reported only (no public evidence of impact).
+- ACS: ReqRedir/CmpltRedir (or SrcValid, per NCCL's troubleshooting guide "PCI Access Control
+  Services") on bare-metal bridges between GPUs force peer traffic through the root complex.
+- IOMMU: ``/sys/kernel/iommu_groups/*/type`` "identity" is passthrough; "DMA"/"DMA-FQ" translate
+  every device access (Documentation/ABI/testing/sysfs-kernel-iommu_groups).
+- BAR1: consumer GPUs default to a 256 MiB BAR1, which blocks BAR1-based P2P; datacenter GPUs map
+  tens of GiB (NVML ``nvmlDeviceGetBAR1MemoryInfo``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from infergap.facts import GpuFacts, PciFunction
+from infergap.findings import Action, Finding, FixKind, Remedy, Severity, Status
+from infergap.investigators.base import Context, evidence, finding, not_applicable, unknown
+
+NAME = "pcie"
+MRRS_GOOD_B = 4096
+SPEED_GTS = re.compile(r"([\d.]+)\s*GT/s")
+
+
+def _gts(s: str | None) -> float | None:
+    m = SPEED_GTS.search(s or "")
+    return float(m.group(1)) if m else None
+
+
+def _gpu_label(ctx: Context, f: PciFunction) -> str:
+    g = next((g for g in ctx.facts.gpus() if g.bdf == f.bdf), None)
+    return f"{f.bdf} ({g.name})" if g and g.name else f.bdf
+
+
+def _link(ctx: Context, f: PciFunction, g: GpuFacts | None) -> Finding:
+    cid = "pcie.link"
+    cur_s, max_s = _gts(f.cur_speed), _gts(f.max_speed)
+    cur_w, max_w = f.cur_width, f.max_width
+    src = f.source
+    evs = []
+    if cur_s is None and f.lspci and f.lspci.link_sta:
+        cur_s, cur_w = f.lspci.link_sta
+        max_s, max_w = f.lspci.link_cap or (None, None)
+        src = "cmds/lspci_vvv.out"
+    if cur_s is None and g is not None and g.pcie_gen is not None:
+        # nvidia-smi / NVML report generations, not GT/s.
+        gen_to = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+        cur_s, max_s = gen_to.get(g.pcie_gen), gen_to.get(g.pcie_gen_max or 0)
+        cur_w, max_w = g.pcie_width, g.pcie_width_max
+        src = g.sources[-1] if g.sources else "nvidia-smi"
+    if cur_s is None or cur_w is None:
+        return unknown(cid, NAME, "PCIe link: not captured", "Needs sysfs current/max_link_speed and width, lspci -vvv, or nvidia-smi.", subject=f.bdf)
+    evs = evidence((src, f"current {cur_s:g} GT/s x{cur_w}"), (src, f"maximum {max_s:g} GT/s x{max_w}" if max_s else "maximum unknown"))
+    gen = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+    label = f"gen{gen.get(cur_s, '?')} x{cur_w}"
+    if max_w and cur_w < max_w:
+        return finding(cid, NAME, Status.actionable, f"GPU {f.bdf}: PCIe link width x{cur_w} below its maximum x{max_w}",
+                       severity=Severity.P0, fix_kind=FixKind.hardware, subject=f.bdf, evidence_=evs, expected_value=f"x{max_w}",
+                       impact="A narrower link divides host<->device and peer bandwidth (weights loading, KV offload, PCIe all-reduce); width does not drop at idle, so this is a seating, riser or slot problem.",
+                       remedy=Remedy(commands=[], note="Reseat the GPU or riser, try another slot, check the slot's bifurcation / lane settings in the BIOS."),
+                       references=["PCIe Base Specification: Link Status register"])
+    if max_s and cur_s < max_s:
+        idle = g is not None and ("gpu_idle" in g.throttle_active or (g.pstate or "").upper() in ("P8", "P12"))
+        if idle or g is None:
+            return finding(cid, NAME, Status.expected, f"GPU {f.bdf}: PCIe link at {cur_s:g} GT/s below {max_s:g} GT/s while idle",
+                           subject=f.bdf, evidence_=evs, expected_value=f"{max_s:g} GT/s under load",
+                           impact="GPUs lower the link speed when idle to save power and raise it under load; sample again while the server is busy before calling it a fault.")
+        return finding(cid, NAME, Status.actionable, f"GPU {f.bdf}: PCIe link at {cur_s:g} GT/s below {max_s:g} GT/s while busy",
+                       severity=Severity.P0, fix_kind=FixKind.bios, subject=f.bdf, evidence_=evs, expected_value=f"{max_s:g} GT/s",
+                       impact="A downtrained link under load halves (or worse) host<->device and peer bandwidth.",
+                       remedy=Remedy(note="Set the slot's PCIe generation to Auto/Gen5 in the BIOS, reseat, check risers and retimers."),
+                       references=["PCIe Base Specification: Link Status register"])
+    return finding(cid, NAME, Status.ok, f"GPU {f.bdf}: PCIe {label} at its maximum", subject=f.bdf, evidence_=evs, expected_value=f"{max_s:g} GT/s x{max_w}" if max_s else None)
+
+
+def _caps(f: PciFunction) -> tuple[dict[str, int | None], str] | None:
+    """MPS supported/in use, MRRS, RCB and DevCtl from config space, else from lspci -vvv."""
+    if f.config is not None and f.config.pcie is not None:
+        p = f.config.pcie
+        return {"mps_sup": p.mps_supported_B, "mps": p.mps_B, "mrrs": p.mrrs_B, "rcb": p.rcb_B, "devctl": p.devctl_word}, f"{f.source}/config.hex"
+    if f.lspci is not None and f.lspci.mrrs_B is not None:
+        l = f.lspci
+        return {"mps_sup": l.mps_supported_B, "mps": l.mps_B, "mrrs": l.mrrs_B, "rcb": l.rcb_B, "devctl": None}, "cmds/lspci_vvv.out"
+    return None
+
+
+def _why_no_caps(f: PciFunction) -> str:
+    if f.config_error:
+        return f"PCI config space of {f.bdf} is unreadable ({f.config_error})."
+    if f.config is not None and f.config.pcie is None:
+        return f"Only the first {len(f.config.raw)} bytes of config space were readable (run the capture as root) and lspci -vvv was not captured."
+    return "Needs PCI config space (config.hex, read as root) or lspci -vvv."
+
+
+def _mrrs(ctx: Context, f: PciFunction) -> Finding:
+    cid = "pcie.max_read_request"
+    c = _caps(f)
+    if c is None:
+        return unknown(cid, NAME, f"GPU {f.bdf}: MaxReadReq not captured", _why_no_caps(f), subject=f.bdf)
+    caps, src = c
+    mrrs = caps["mrrs"]
+    evs = evidence((src, f"DevCtl MaxReadReq {mrrs} bytes"))
+    if mrrs is not None and mrrs >= MRRS_GOOD_B:
+        return finding(cid, NAME, Status.ok, f"GPU {f.bdf}: MaxReadReq {mrrs} bytes", subject=f.bdf, evidence_=evs, expected_value=f"{MRRS_GOOD_B}")
+    devctl = caps["devctl"]
+    new_code = 5  # 128 << 5 = 4096 (PCIe Base Spec, DevCtl bits 14:12)
+    prev_bits = f"{devctl & 0x7000:04x}" if devctl is not None else None
+    host = ctx.in_container
+    rem = Remedy(
+        commands=[f"setpci -s {f.bdf} CAP_EXP+8.w={new_code << 12:04x}:7000"],
+        persist=[f"a systemd unit or udev rule running: setpci -s {f.bdf} CAP_EXP+8.w={new_code << 12:04x}:7000 at boot, or the firmware's 'Max Read Request' setting"],
+        revert=[f"setpci -s {f.bdf} CAP_EXP+8.w={prev_bits}:7000"] if prev_bits else [f"setpci -s {f.bdf} CAP_EXP+8.w=<previous bits 14:12>:7000"],
+        actions=[Action(type="setpci", target=f.bdf, pci_register="CAP_EXP+8.w", value=f"{new_code << 12:04x}", mask="7000", previous=prev_bits)],
+        host_controlled=host,
+        note="Inside a container: PCI config space belongs to the host; run this on the host." if host else "setpci writes the live register; save the old word first (the revert above holds it).",
+    )
+    return finding(cid, NAME, Status.actionable, f"GPU {f.bdf}: MaxReadReq {mrrs} bytes, below {MRRS_GOOD_B}",
+                   severity=Severity.P1, fix_kind=FixKind.runtime, subject=f.bdf, evidence_=evs, expected_value=f"{MRRS_GOOD_B} bytes",
+                   impact="Each DMA read the GPU issues is split into requests of at most this size; small requests add TLP overhead on host-to-device copies. Public evidence of end-to-end inference impact is thin.",
+                   remedy=rem, references=["PCIe Base Specification §7.5.3.4 Device Control Register", "pciutils setpci(8): CAP_EXP"])
+
+
+def _path_mps_supported(ctx: Context, f: PciFunction) -> int | None:
+    funcs = ctx.facts.pci_functions()
+    best = None
+    cur = funcs.get(f.parent) if f.parent else None
+    seen = set()
+    while cur is not None and cur.bdf not in seen:
+        seen.add(cur.bdf)
+        c = _caps(cur)
+        if c and c[0]["mps_sup"]:
+            best = c[0]["mps_sup"] if best is None else min(best, c[0]["mps_sup"])
+        cur = funcs.get(cur.parent) if cur.parent else None
+    return best
+
+
+def _mps(ctx: Context, f: PciFunction, g: GpuFacts | None) -> Finding:
+    cid = "pcie.max_payload"
+    c = _caps(f)
+    if c is None:
+        return unknown(cid, NAME, f"GPU {f.bdf}: MaxPayload not captured", _why_no_caps(f), subject=f.bdf)
+    caps, src = c
+    sup, use = caps["mps_sup"], caps["mps"]
+    path = _path_mps_supported(ctx, f)
+    limit = min(x for x in (sup, path) if x) if (sup or path) else None
+    evs = evidence((src, f"DevCap MaxPayload {sup} bytes"), (src, f"DevCtl MaxPayload {use} bytes"))
+    if path:
+        evs += evidence(("upstream bridges", f"smallest MaxPayload supported on the path: {path} bytes"))
+    if use is not None and limit is not None and use < limit:
+        return finding(cid, NAME, Status.actionable, f"GPU {f.bdf}: MaxPayload {use} bytes in use, {limit} supported along the path",
+                       severity=Severity.P2, fix_kind=FixKind.reboot, subject=f.bdf, evidence_=evs, expected_value=f"{limit} bytes",
+                       impact="Smaller payloads mean more TLP headers per byte on writes to the GPU.",
+                       remedy=Remedy(commands=[], persist=["pci=pcie_bus_perf on the kernel command line, or the firmware's MaxPayload setting"], note="MPS must match along the path; the kernel sets it at enumeration."),
+                       references=["Documentation/admin-guide/kernel-parameters.txt: pci=pcie_bus_perf"])
+    if sup is not None and sup <= 256 and use == sup:
+        name = g.name if g and g.name else "this GPU"
+        return finding(cid, NAME, Status.expected, f"GPU {f.bdf}: MaxPayload {use} bytes = the most its DevCap supports",
+                       subject=f.bdf, evidence_=evs, expected_value=f"{sup} bytes",
+                       impact=f"256 bytes is the hardware limit of {name}'s PCIe endpoint (Device Capabilities); no setting can raise it, so do not spend time on it.")
+    return finding(cid, NAME, Status.ok, f"GPU {f.bdf}: MaxPayload {use} bytes", subject=f.bdf, evidence_=evs, expected_value=f"{limit} bytes" if limit else None)
+
+
+def _rcb(ctx: Context, f: PciFunction) -> Finding:
+    cid = "pcie.rcb"
+    c = _caps(f)
+    if c is None or c[0]["rcb"] is None:
+        return unknown(cid, NAME, f"GPU {f.bdf}: RCB not captured", _why_no_caps(f), subject=f.bdf)
+    rcb = c[0]["rcb"]
+    evs = evidence((c[1], f"LnkCtl RCB {rcb} bytes"))
+    if rcb == 64:
+        return finding(cid, NAME, Status.expected, f"GPU {f.bdf}: Read Completion Boundary 64 bytes", subject=f.bdf, evidence_=evs,
+                       impact="RCB only sets where completions may be split; 64 bytes is the common setting and there is no public evidence that it limits GPU throughput. Reported, not a target.")
+    return finding(cid, NAME, Status.ok, f"GPU {f.bdf}: Read Completion Boundary {rcb} bytes", subject=f.bdf, evidence_=evs)
+
+
+def _upstream(ctx: Context, f: PciFunction) -> list[PciFunction]:
+    funcs = ctx.facts.pci_functions()
+    out, seen = [], set()
+    cur = funcs.get(f.parent) if f.parent else None
+    while cur is not None and cur.bdf not in seen:
+        seen.add(cur.bdf)
+        out.append(cur)
+        cur = funcs.get(cur.parent) if cur.parent else None
+    return out
+
+
+def _acs(ctx: Context, gpus: list[PciFunction]) -> list[Finding]:
+    cid = "pcie.acs"
+    rdma = ctx.facts.rdma_devices()
+    if len(gpus) < 2 and not rdma:
+        return [not_applicable(cid, NAME, "ACS: no peer traffic to redirect", "ACS redirection matters for GPU-to-GPU and GPU-to-NIC peer traffic; this host has one GPU and no RDMA NIC.")]
+    vm = ctx.facts.virtualization()
+    bridges: dict[str, PciFunction] = {}
+    for g in gpus:
+        for b in _upstream(ctx, g):
+            bridges[b.bdf] = b
+    if not bridges:
+        return [unknown(cid, NAME, "ACS: bridges above the GPUs not found", "Needs the device symlinks (sysfs) to find the bridges above each GPU, and their config space or lspci -vvv.")]
+    present, redirecting, unread = [], [], []
+    for b in bridges.values():
+        if b.config is not None and b.config.extended_readable:
+            if b.config.acs is not None:
+                present.append(b.bdf)
+                if b.config.acs.redirects or (b.config.acs.ctrl & 0x1 and False):
+                    redirecting.append((b, b.config.acs.ctrl_flags, f"{b.source}/config.hex", f"{b.config.acs.ctrl:04x}"))
+        elif b.lspci is not None and b.lspci.acs_ctl is not None:
+            present.append(b.bdf)
+            flags = [k for k, v in b.lspci.acs_ctl.items() if v]
+            if b.lspci.acs_ctl.get("ReqRedir") or b.lspci.acs_ctl.get("CmpltRedir"):
+                redirecting.append((b, flags, "cmds/lspci_vvv.out", None))
+        elif b.lspci is None and (b.config is None or not b.config.extended_readable):
+            unread.append(b.bdf)
+    if redirecting:
+        out = []
+        for b, flags, src, word in redirecting:
+            if vm is not None:
+                out.append(finding(cid, NAME, Status.expected, f"Bridge {b.bdf}: ACS redirects peer traffic (VM)", subject=b.bdf,
+                                   evidence_=evidence((src, "ACSCtl " + " ".join(f + "+" for f in flags)), vm),
+                                   impact="Inside a VM, ACS isolation is needed for passthrough; peer traffic goes through the root complex by design."))
+                continue
+            host = ctx.in_container
+            out.append(finding(
+                cid, NAME, Status.actionable, f"Bridge {b.bdf}: ACS redirects peer-to-peer traffic ({', '.join(flags)})",
+                severity=Severity.P0, fix_kind=FixKind.runtime, subject=b.bdf,
+                evidence_=evidence((src, "ACSCtl " + " ".join(f + "+" for f in flags))), expected_value="ReqRedir- CmpltRedir-",
+                impact="With request/completion redirect on, GPU peer traffic under this bridge is routed up to the root complex: low P2P bandwidth or NCCL hangs (NCCL troubleshooting guide, PCI ACS).",
+                remedy=Remedy(commands=[f"setpci -s {b.bdf} ECAP_ACS+0x6.w=0000"],
+                              persist=[f"kernel command line pci=disable_acs_redir={b.bdf} (Linux >= 5.1), or disable ACS in the BIOS"],
+                              revert=[f"setpci -s {b.bdf} ECAP_ACS+0x6.w={word}"] if word else [],
+                              actions=[Action(type="setpci", target=b.bdf, pci_register="ECAP_ACS+0x6.w", value="0000", mask="ffff", previous=word)] if word else [],
+                              host_controlled=host),
+                references=["NCCL troubleshooting guide: PCI Access Control Services (ACS)", "Documentation/admin-guide/kernel-parameters.txt: pci=disable_acs_redir"],
+            ))
+        return out
+    if present:
+        return [finding(cid, NAME, Status.ok, f"ACS present on {len(present)} bridge(s) above the GPUs, no peer redirection",
+                        evidence_=evidence(*[(f"files/sys/bus/pci/devices/{b}", "ACSCtl: ReqRedir- CmpltRedir-") for b in present[:4]]),
+                        expected_value="ReqRedir- CmpltRedir-",
+                        details={"bridges": present})]
+    if unread:
+        return [unknown(cid, NAME, "ACS: bridge config space not readable", "Extended config space needs root (or lspci -vvv as root) for bridges " + ", ".join(unread[:4]))]
+    return [finding(cid, NAME, Status.ok, "No ACS capability on the bridges above the GPUs", expected_value="no redirection")]
+
+
+def _iommu(ctx: Context, gpus: list[PciFunction]) -> Finding:
+    cid = "iommu.mode"
+    cl = ctx.facts.cmdline()
+    params = dict(p.partition("=")[::2] for p in (cl.value.split() if cl else []))
+    types = {}
+    for p in ctx.snap.glob("/sys/kernel/iommu_groups/*/type"):
+        t = ctx.snap.read_value(p)
+        if t:
+            types[p.split("/")[4]] = t
+    gpu_types = {g.bdf: types.get(g.iommu_group or "") for g in gpus if g.iommu_group}
+    evs = evidence(cl)
+    if gpu_types:
+        evs += evidence(*[(f"files/sys/kernel/iommu_groups/{g.iommu_group}/type", f"{g.bdf}: {gpu_types[g.bdf]}") for g in gpus if g.iommu_group][:8])
+    elif types:
+        evs += evidence(("files/sys/kernel/iommu_groups", f"{len(types)} groups, types: {', '.join(sorted(set(types.values())))}"))
+    if not types and cl is None:
+        return unknown(cid, NAME, "IOMMU mode: not captured", "Needs /proc/cmdline and /sys/kernel/iommu_groups.")
+    translated = [b for b, t in gpu_types.items() if t and t.startswith("DMA")]
+    if not gpu_types and types:
+        translated = [] if all(t == "identity" for t in types.values()) else (["(groups)"] if any(t.startswith("DMA") for t in types.values()) and gpus else [])
+    if translated:
+        return finding(cid, NAME, Status.actionable, "IOMMU translates GPU DMA (group type DMA)",
+                       severity=Severity.P1, fix_kind=FixKind.reboot, evidence_=evs, expected_value="identity (iommu=pt) or off",
+                       impact="With a translating IOMMU every GPU DMA and peer access goes through IOMMU page tables: lower host<->device and P2P bandwidth, and P2P may fail.",
+                       remedy=Remedy(persist=["add iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX), update-grub, reboot"], revert=["remove iommu=pt from the kernel command line, reboot"], host_controlled=ctx.in_container),
+                       references=["Documentation/admin-guide/kernel-parameters.txt: iommu=pt", "Documentation/ABI/testing/sysfs-kernel-iommu_groups"])
+    if types:
+        mode = "passthrough (identity)" if all(t == "identity" for t in (gpu_types.values() or types.values()) if t) else "mixed"
+        return finding(cid, NAME, Status.ok, f"IOMMU in {mode} mode for the GPUs" + (" (iommu=pt)" if params.get("iommu") == "pt" else ""), evidence_=evs, expected_value="identity or off")
+    return finding(cid, NAME, Status.ok, "No IOMMU groups: the IOMMU is off or absent", evidence_=evs + evidence(("files/sys/kernel/iommu_groups", "no groups")), expected_value="identity or off")
+
+
+def bar1(ctx: Context, g: GpuFacts, n_gpus: int) -> Finding:
+    """pcie.bar1 for one GPU (reported by the memory investigator)."""
+    cid = "pcie.bar1"
+    if g.bar1_total_B is None:
+        return unknown(cid, "memory", f"GPU {g.bdf}: BAR1 size not captured", "Needs NVML or nvidia-smi -q.", subject=g.bdf)
+    gib = g.bar1_total_B / 2**30
+    src = "probes/nvml.json" if "probes/nvml.json" in g.sources else "cmds/nvsmi_qx.out"
+    evs = evidence((src, f"BAR1 total {gib:g} GiB"))
+    if g.bar1_total_B <= 256 * 2**20:
+        sev = Severity.P1 if n_gpus > 1 else Severity.P2
+        return finding(cid, "memory", Status.actionable, f"GPU {g.bdf}: BAR1 is only {g.bar1_total_B // 2**20} MiB (no Resizable BAR)",
+                       severity=sev, fix_kind=FixKind.bios, subject=g.bdf, evidence_=evs, expected_value=">= the GPU's memory size",
+                       impact="A 256 MiB BAR1 blocks BAR1-based peer access and forces staging through host memory.",
+                       remedy=Remedy(note="Enable 'Above 4G decoding' and 'Resizable BAR' in the BIOS."), references=["NVML nvmlDeviceGetBAR1MemoryInfo"])
+    return finding(cid, "memory", Status.ok, f"GPU {g.bdf}: BAR1 {gib:g} GiB", subject=g.bdf, evidence_=evs)
+
+
+def investigate(ctx: Context) -> list[Finding]:
+    """pcie.link, pcie.max_read_request, pcie.max_payload, pcie.rcb per GPU; pcie.acs; iommu.mode."""
+    funcs = ctx.facts.gpu_functions()
+    gpus = ctx.facts.gpus()
+    by_bdf = {g.bdf: g for g in gpus}
+    out: list[Finding] = []
+    if not funcs and not gpus:  # gpu_health reports the absence once
+        return [_iommu(ctx, [])]
+    if not funcs:  # GPUs known only from nvidia-smi / NVML
+        funcs = [PciFunction(bdf=g.bdf) for g in gpus]
+    for f in funcs:
+        g = by_bdf.get(f.bdf)
+        out.append(_link(ctx, f, g))
+        out.append(_mrrs(ctx, f))
+        out.append(_mps(ctx, f, g))
+        out.append(_rcb(ctx, f))
+    out.extend(_acs(ctx, funcs))
+    out.append(_iommu(ctx, funcs))
+    return out

@@ -1,0 +1,116 @@
+"""The serving stack: torch / sglang / vllm / flashinfer / NCCL versions, torch's CUDA arch list
+against the GPUs' compute capability, and NCCL environment variables.
+
+Sources: ``torch.cuda.get_arch_list()`` (a build without the GPU's ``sm_XY`` falls back to PTX JIT
+of a lower ``compute_XY`` or fails: PyTorch "CUDA semantics" / NVIDIA CUDA compatibility guide);
+NCCL environment variables (NCCL documentation "Environment Variables").
+"""
+
+from __future__ import annotations
+
+import re
+
+from infergap.findings import Finding, FixKind, Remedy, Severity, Status
+from infergap.investigators.base import Context, evidence, finding, unknown
+
+NAME = "runtime"
+PACKAGES = ("torch", "sglang", "vllm", "flashinfer-python", "flashinfer", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "transformers", "triton", "llama-cpp-python", "text-generation-server")
+
+
+def _stack(ctx: Context) -> Finding:
+    pk = ctx.facts.pip_packages()
+    t = ctx.facts.torch_info()
+    if pk is None and t is None:
+        return unknown("runtime.stack", NAME, "Python serving stack: not captured", "Needs pip list of the serving environment (or the torch probe of infergap collect).")
+    found = {}
+    if pk:
+        found = {p: pk[0][p] for p in PACKAGES if p in pk[0]}
+    if t and t.get("torch"):
+        found.setdefault("torch", t["torch"])
+    if t and t.get("nccl"):
+        found["nccl (torch)"] = t["nccl"]
+    env = ctx.facts.env() or {}
+    if env.get("NCCL_VERSION"):
+        found["nccl (image)"] = env["NCCL_VERSION"]
+    src = pk[1] if pk else "cmds/torch.out"
+    desc = ", ".join(f"{k} {v}" for k, v in found.items()) or "none of torch, sglang, vllm, flashinfer"
+    return finding("runtime.stack", NAME, Status.ok, f"Serving stack: {desc}", evidence_=evidence((src, desc)), details={"versions": found})
+
+
+def _arch(ctx: Context) -> Finding | None:
+    gpus = ctx.facts.gpus()
+    if not gpus:
+        return None
+    t = ctx.facts.torch_info()
+    caps = sorted({g.cuda_capability for g in gpus if g.cuda_capability})
+    if not t or not t.get("arch_list"):
+        if t and t.get("props"):
+            m = re.findall(r"major=(\d+), minor=(\d+)", " ".join(t["props"]))
+            caps = sorted(set(caps) | {f"{a}.{b}" for a, b in m})
+        return unknown("runtime.torch_arch", NAME, "torch's CUDA arch list: not captured",
+                       "The torch probe (run by infergap collect) records torch.cuda.get_arch_list(); GPU compute capability: " + (", ".join(caps) or "unknown") + ".")
+    archs = t["arch_list"]
+    evs = evidence(("cmds/torch.out", "arch list: " + " ".join(archs)), *[(g.sources[-1], f"{g.bdf}: compute capability {g.cuda_capability}") for g in gpus[:1]])
+    missing = []
+    for cap in caps:
+        num = cap.replace(".", "")
+        have_sm = any(re.fullmatch(rf"sm_{num}[af]?", a) for a in archs)
+        if not have_sm:
+            missing.append(cap)
+    if missing:
+        return finding("runtime.torch_arch", NAME, Status.actionable, f"torch has no kernels built for compute capability {', '.join(missing)}",
+                       severity=Severity.P0, fix_kind=FixKind.software, evidence_=evs, expected_value=" ".join(f"sm_{c.replace('.', '')}" for c in missing),
+                       impact="Without native SASS for the GPU, kernels JIT-compile from PTX of an older architecture (slow start, missing architecture-specific instructions) or fail with 'no kernel image is available'.",
+                       remedy=Remedy(note="Install a torch build whose arch list includes the GPU (e.g. a cu12.8+/cu13 wheel for SM120), and rebuild custom kernels for it."))
+    return finding("runtime.torch_arch", NAME, Status.ok, f"torch is built for the GPUs' compute capability ({', '.join(caps)})", evidence_=evs)
+
+
+BAD_NCCL = {
+    "NCCL_P2P_DISABLE": ("1", "Peer-to-peer is disabled: all-reduce goes through host shared memory or sockets."),
+    "NCCL_SHM_DISABLE": ("1", "The shared-memory transport is disabled: intra-node traffic falls back to sockets."),
+    "NCCL_P2P_LEVEL": ("LOC", "P2P restricted to the same GPU: every peer transfer goes through host memory."),
+}
+
+
+def _nccl_env(ctx: Context) -> Finding:
+    env = ctx.facts.env()
+    conf = ctx.facts.value("/etc/nccl.conf")
+    if env is None and conf is None:
+        return unknown("nccl.env", NAME, "NCCL environment: not captured", "Needs the environment of the serving process (cmds/env.out) or /etc/nccl.conf.")
+    allv = dict(env or {})
+    if conf:
+        for line in conf.value.splitlines():
+            k, sep, v = line.partition("=")
+            if sep and not k.strip().startswith("#"):
+                allv.setdefault(k.strip(), v.strip())
+    nccl = {k: v for k, v in allv.items() if k.startswith("NCCL_")}
+    bad = []
+    for k, (val, why) in BAD_NCCL.items():
+        if nccl.get(k, "").upper() == val:
+            bad.append((k, nccl[k], why))
+    if nccl.get("NCCL_IB_DISABLE") == "1" and ctx.facts.rdma_devices():
+        bad.append(("NCCL_IB_DISABLE", "1", "An RDMA NIC is present but NCCL is told not to use it."))
+    ifn = nccl.get("NCCL_SOCKET_IFNAME", "")
+    if ifn and re.match(r"^(=)?(lo|docker)", ifn):
+        bad.append(("NCCL_SOCKET_IFNAME", ifn, "Sockets bound to loopback/docker bridge: multi-node traffic cannot leave the host."))
+    if nccl.get("NCCL_DEBUG", "").upper() in ("INFO", "TRACE"):
+        bad.append(("NCCL_DEBUG", nccl["NCCL_DEBUG"], "Verbose NCCL logging left on in production adds logging on every communicator setup."))
+    src = "cmds/env.out" if env is not None else "files/etc/nccl.conf"
+    evs = evidence(*[(src, f"{k}={v}") for k, v in nccl.items()]) or evidence((src, "no NCCL_* variables set"))
+    if bad:
+        p2p = ctx.facts.p2p()
+        if all(k == "NCCL_P2P_DISABLE" for k, _, _ in bad) and p2p and all(v in ("CNS", "GNS", "NS") for v in p2p.values()):
+            return finding("nccl.env", NAME, Status.expected, "NCCL_P2P_DISABLE=1 on GPUs that report no P2P support", evidence_=evs,
+                           impact="nvidia-smi reports P2P unsupported for these pairs (CNS/GNS/NS), so disabling it only avoids NCCL probing.")
+        sev = Severity.P0 if any(k in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_P2P_LEVEL", "NCCL_IB_DISABLE") for k, _, _ in bad) else Severity.P2
+        return finding("nccl.env", NAME, Status.actionable, "NCCL variables that degrade collectives: " + ", ".join(f"{k}={v}" for k, v, _ in bad),
+                       severity=sev, fix_kind=FixKind.runtime, evidence_=evs, impact=" ".join(w for _, _, w in bad),
+                       remedy=Remedy(commands=[f"unset {k} in the server's environment (service unit, container env, launch script)" for k, _, _ in bad],
+                                     revert=[f"export {k}={v}" for k, v, _ in bad], note="Takes effect when the server restarts."),
+                       references=["NCCL documentation: Environment Variables"])
+    return finding("nccl.env", NAME, Status.ok, "No NCCL variable that disables a transport" + (f" ({len(nccl)} NCCL_* set)" if nccl else ""), evidence_=evs)
+
+
+def investigate(ctx: Context) -> list[Finding]:
+    """runtime.stack, runtime.torch_arch, nccl.env."""
+    return [f for f in (_stack(ctx), _arch(ctx), _nccl_env(ctx)) if f is not None]

@@ -1,0 +1,1 @@
+"""Parsers: raw text of each source family -> typed facts. Pure functions."""

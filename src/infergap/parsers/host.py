@@ -1,0 +1,189 @@
+"""procfs, sysfs and small command outputs: limits, modules, cmdline, swaps, cgroups, mounts,
+``ulimit -a``, ``sysctl -a``, ``df``, ``pip list``, cpulists and kernel versions.
+
+Formats are the kernel's (Documentation/filesystems/proc.rst, ``fs/proc/base.c`` for limits) and
+the tools' own (bash ``ulimit -a``, procps ``sysctl -a``, coreutils ``df -h``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+
+def parse_limits(text: str) -> dict[str, tuple[str, str, str]]:
+    """``/proc/<pid>/limits`` -> {"Max locked memory": (soft, hard, units)}.
+
+    >>> parse_limits("Limit  Soft Limit  Hard Limit  Units\\nMax locked memory         8388608              8388608              bytes     ")
+    {'Max locked memory': ('8388608', '8388608', 'bytes')}
+    """
+    out = {}
+    for line in text.splitlines()[1:]:
+        m = re.match(r"^(Max [a-z ]+?)\s{2,}(\S+)\s+(\S+)\s*(\S*)", line)
+        if m:
+            out[m.group(1).strip()] = (m.group(2), m.group(3), m.group(4))
+    return out
+
+
+def parse_ulimit(text: str) -> dict[str, str]:
+    """bash ``ulimit -a`` -> {flag: value}, e.g. {"-l": "unlimited", "-n": "20000"}; values in the
+    unit the line names (kbytes for -l)."""
+    out = {}
+    for line in text.splitlines():
+        m = re.search(r"\((?:[^)]*,\s*)?(-\w)\)\s+(\S+)\s*$", line)
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def parse_modules(text: str) -> set[str]:
+    """``/proc/modules`` -> loaded module names."""
+    return {line.split()[0] for line in text.splitlines() if line.strip()}
+
+
+def parse_cmdline(text: str) -> dict[str, str | None]:
+    """``/proc/cmdline`` -> {param: value or None}; repeated params keep the last value."""
+    out: dict[str, str | None] = {}
+    for tok in text.split():
+        k, sep, v = tok.partition("=")
+        out[k] = v if sep else None
+    return out
+
+
+def parse_swaps(text: str) -> list[dict[str, str]]:
+    """``/proc/swaps`` -> entries with Filename, Type, Size (KiB), Used (KiB), Priority."""
+    lines = [l for l in text.splitlines() if l.strip()]
+    if not lines:
+        return []
+    keys = lines[0].split()
+    return [dict(zip(keys, l.split())) for l in lines[1:]]
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """``/proc/meminfo`` -> {key: value in bytes} (kB values multiplied by 1024)."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^(?:Node \d+ )?(\S+):\s+(\d+)(?:\s+kB)?", line)
+        if m:
+            out[m.group(1)] = int(m.group(2)) * (1024 if "kB" in line else 1)
+    return out
+
+
+def parse_sysctl_all(text: str) -> dict[str, str]:
+    """procps ``sysctl -a`` -> {key: value} (``key = value`` lines; whitespace in values collapsed
+    to single tabs as /proc/sys prints them)."""
+    out = {}
+    for line in text.splitlines():
+        k, sep, v = line.partition(" = ")
+        if sep and k.strip() and " " not in k.strip():
+            out[k.strip()] = v.strip()
+    return out
+
+
+def parse_cpulist(text: str) -> list[int]:
+    """Kernel cpulist format (``0-15,32-47``) -> sorted CPU numbers. Raises ValueError on garbage.
+
+    >>> parse_cpulist("0-3,8")
+    [0, 1, 2, 3, 8]
+    """
+    cpus: set[int] = set()
+    text = text.strip()
+    if not text:
+        return []
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        lo, hi = int(a), int(b) if b else int(a)
+        if hi < lo or hi - lo > 65536:
+            raise ValueError(f"bad cpulist range {part!r}")
+        cpus.update(range(lo, hi + 1))
+    return sorted(cpus)
+
+
+def parse_environ(data: str) -> dict[str, str]:
+    """``/proc/<pid>/environ`` (NUL separated) -> dict."""
+    out = {}
+    for item in data.split("\0"):
+        k, sep, v = item.partition("=")
+        if sep and k:
+            out[k] = v
+    return out
+
+
+def parse_df_h(text: str) -> dict[str, dict[str, str]]:
+    """coreutils ``df -h`` -> {mount point: {"size": "64M", "used": …, "avail": …, "fs": …}}."""
+    out = {}
+    for line in text.splitlines()[1:]:
+        t = line.split()
+        if len(t) >= 6:
+            out[t[5]] = {"fs": t[0], "size": t[1], "used": t[2], "avail": t[3]}
+    return out
+
+
+_SIZE = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
+
+
+def human_size_B(s: str) -> int | None:
+    """``df -h`` style size (``64M``, ``128G``, ``1.5T``) -> bytes; None when unreadable."""
+    m = re.fullmatch(r"([\d.]+)([KMGTP]?)i?B?", s.strip(), flags=re.I)
+    if not m:
+        return None
+    return int(float(m.group(1)) * _SIZE[m.group(2).upper()])
+
+
+def parse_pip_list(text: str) -> dict[str, str]:
+    """``pip list --format=json`` (or plain ``pip list`` / ``pip freeze``) -> {normalized name: version}.
+
+    Names are normalized per PEP 503 (lower case, runs of ``-_.`` -> ``-``).
+    """
+    def norm(n: str) -> str:
+        return re.sub(r"[-_.]+", "-", n).lower()
+
+    text = text.strip()
+    if text.startswith("["):
+        try:
+            return {norm(d["name"]): str(d["version"]) for d in json.loads(text) if isinstance(d, dict) and "name" in d}
+        except (json.JSONDecodeError, TypeError, KeyError):
+            pass
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:==|\s+)\s*([0-9][^\s]*)", line.strip())
+        if m:
+            out[norm(m.group(1))] = m.group(2)
+    return out
+
+
+@dataclass(frozen=True, order=True)
+class KernelVersion:
+    """A kernel release string split for comparison: ``6.8.12-4-pve`` -> (6, 8, 12, 4) + flavour."""
+
+    major: int
+    minor: int
+    patch: int
+    abi: int
+    flavour: str
+    release: str
+
+    @classmethod
+    def parse(cls, release: str) -> "KernelVersion | None":
+        """Parse ``uname -r``-style text; None when it does not start with ``X.Y``."""
+        m = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-(\d+))?(?:[-.+_~]?(.*))?$", release.strip())
+        if not m:
+            return None
+        return cls(int(m.group(1)), int(m.group(2)), int(m.group(3) or 0), int(m.group(4) or 0), m.group(5) or "", release.strip())
+
+    def at_least(self, major: int, minor: int) -> bool:
+        """Whether this kernel is major.minor or newer."""
+        return (self.major, self.minor) >= (major, minor)
+
+
+def kernel_releases_from_listing(text: str) -> list[str]:
+    """Kernel releases from ``ls -1 /lib/modules`` or ``ls -1 /boot`` (``vmlinuz-<release>``)."""
+    rels = set()
+    for line in text.split():
+        line = line.strip()
+        if line.startswith("vmlinuz-"):
+            rels.add(line[len("vmlinuz-") :])
+        elif re.match(r"^\d+\.\d+", line):
+            rels.add(line)
+    return sorted(rels)

@@ -1,0 +1,374 @@
+"""nvidia-smi outputs: ``-q -x`` XML, ``topo -m``, ``topo -p2p r`` and ``--query-gpu`` CSV.
+
+The XML follows the DTD nvidia-smi ships (``nvsmi_device_v13.dtd`` for driver 580); element
+names used here are taken from a real capture (tests/fixtures/hosts/h200-1gpu/cmds/nvsmi_qx.out).
+``topo -m`` text is documented by its own legend (X, SYS, NODE, PHB, PXB, PIX, NV#).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from typing import Any
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+class NvsmiParseError(ValueError):
+    """nvidia-smi output that cannot be read at all (one-line message)."""
+
+
+def strip_ansi(text: str) -> str:
+    """Remove ANSI escape sequences (``topo -m`` underlines its header)."""
+    return ANSI.sub("", text)
+
+
+def _num(text: str | None) -> float | None:
+    """First number in an nvidia-smi value (``"700.00 W"`` -> 700.0); None for N/A or absent."""
+    if text is None:
+        return None
+    m = re.search(r"-?\d+(?:\.\d+)?", text)
+    return float(m.group(0)) if m else None
+
+
+def normalize_bdf(bus_id: str) -> str:
+    """nvidia-smi's ``00000000:00:06.0`` -> Linux ``0000:00:06.0`` (lower case)."""
+    bus_id = bus_id.strip().lower()
+    m = re.match(r"^(?:([0-9a-f]+):)?([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$", bus_id)
+    if not m:
+        return bus_id
+    dom = int(m.group(1) or "0", 16)
+    return f"{dom:04x}:{m.group(2)}:{m.group(3)}.{m.group(4)}"
+
+
+@dataclass
+class NvsmiGpu:
+    """One GPU from ``nvidia-smi -q -x``. Units in names; None when N/A or absent."""
+
+    bdf: str
+    name: str | None = None
+    architecture: str | None = None
+    persistence_mode: bool | None = None
+    mig_current: str | None = None
+    compute_mode: str | None = None
+    ecc_current: bool | None = None
+    ecc_pending: bool | None = None
+    ecc_volatile_uncorrected: int | None = None
+    ecc_aggregate_uncorrected: int | None = None
+    retired_pending: bool | None = None
+    remap_pending: bool | None = None
+    remap_failure: bool | None = None
+    memory_total_B: int | None = None
+    bar1_total_B: int | None = None
+    pcie_gen: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width: int | None = None
+    pcie_width_max: int | None = None
+    sm_clock_MHz: float | None = None
+    sm_clock_max_MHz: float | None = None
+    power_W: float | None = None
+    power_limit_W: float | None = None
+    power_default_limit_W: float | None = None
+    power_max_limit_W: float | None = None
+    temperature_C: float | None = None
+    temp_slowdown_C: float | None = None
+    temp_shutdown_C: float | None = None
+    throttle_active: list[str] = field(default_factory=list)
+    pstate: str | None = None
+    fabric_state: str | None = None
+    utilization_pct: float | None = None
+
+
+@dataclass
+class NvsmiLog:
+    """Top of ``nvidia-smi -q -x``: driver, CUDA version and GPUs. ``truncated`` when the XML was
+    incomplete and only whole ``<gpu>`` elements were recovered."""
+
+    driver_version: str | None
+    cuda_version: str | None
+    gpus: list[NvsmiGpu]
+    truncated: bool = False
+
+
+def _t(el: ET.Element, path: str) -> str | None:
+    x = el.find(path)
+    if x is None or x.text is None:
+        return None
+    s = x.text.strip()
+    return None if s in ("N/A", "", "Not Supported", "[N/A]") else s
+
+
+def _yes(v: str | None, yes: tuple[str, ...] = ("Enabled", "Yes", "Active")) -> bool | None:
+    if v is None:
+        return None
+    return v in yes
+
+
+def _mib(v: str | None) -> int | None:
+    n = _num(v)
+    return int(n * 1024 * 1024) if n is not None else None
+
+
+def _gpu(el: ET.Element) -> NvsmiGpu:
+    g = NvsmiGpu(bdf=normalize_bdf(el.get("id", "") or (_t(el, "pci/pci_bus_id") or "")))
+    g.name = _t(el, "product_name")
+    g.architecture = _t(el, "product_architecture")
+    g.persistence_mode = _yes(_t(el, "persistence_mode"))
+    g.mig_current = _t(el, "mig_mode/current_mig")
+    g.compute_mode = _t(el, "compute_mode")
+    g.ecc_current = _yes(_t(el, "ecc_mode/current_ecc"))
+    g.ecc_pending = _yes(_t(el, "ecc_mode/pending_ecc"))
+    vol = [_num(_t(el, f"ecc_errors/volatile/{k}")) for k in ("dram_uncorrectable", "sram_uncorrectable_parity", "sram_uncorrectable_secded", "sram_uncorrectable", "double_bit/total")]
+    agg = [_num(_t(el, f"ecc_errors/aggregate/{k}")) for k in ("dram_uncorrectable", "sram_uncorrectable_parity", "sram_uncorrectable_secded", "sram_uncorrectable", "double_bit/total")]
+    g.ecc_volatile_uncorrected = int(sum(v for v in vol if v is not None)) if any(v is not None for v in vol) else None
+    g.ecc_aggregate_uncorrected = int(sum(v for v in agg if v is not None)) if any(v is not None for v in agg) else None
+    g.retired_pending = _yes(_t(el, "retired_pages/pending_retirement"))
+    g.remap_pending = _yes(_t(el, "remapped_rows/remapped_row_pending"))
+    g.remap_failure = _yes(_t(el, "remapped_rows/remapped_row_failure"))
+    g.memory_total_B = _mib(_t(el, "fb_memory_usage/total"))
+    g.bar1_total_B = _mib(_t(el, "bar1_memory_usage/total"))
+    link = "pci/pci_gpu_link_info"
+    g.pcie_gen = _int(_t(el, f"{link}/pcie_gen/current_link_gen"))
+    g.pcie_gen_max = _int(_t(el, f"{link}/pcie_gen/max_link_gen"))
+    g.pcie_width = _int(_t(el, f"{link}/link_widths/current_link_width"))
+    g.pcie_width_max = _int(_t(el, f"{link}/link_widths/max_link_width"))
+    g.sm_clock_MHz = _num(_t(el, "clocks/sm_clock"))
+    g.sm_clock_max_MHz = _num(_t(el, "max_clocks/sm_clock"))
+    pr = "gpu_power_readings" if el.find("gpu_power_readings") is not None else "power_readings"
+    g.power_W = _num(_t(el, f"{pr}/instant_power_draw")) or _num(_t(el, f"{pr}/power_draw")) or _num(_t(el, f"{pr}/average_power_draw"))
+    g.power_limit_W = _num(_t(el, f"{pr}/current_power_limit")) or _num(_t(el, f"{pr}/power_limit"))
+    g.power_default_limit_W = _num(_t(el, f"{pr}/default_power_limit"))
+    g.power_max_limit_W = _num(_t(el, f"{pr}/max_power_limit"))
+    g.temperature_C = _num(_t(el, "temperature/gpu_temp"))
+    # Absolute thresholds (older drivers); newer drivers give T.Limit-relative values instead.
+    g.temp_slowdown_C = _num(_t(el, "temperature/gpu_temp_slow_threshold"))
+    g.temp_shutdown_C = _num(_t(el, "temperature/gpu_temp_max_threshold"))
+    if g.temp_slowdown_C is None and g.temperature_C is not None:
+        tlimit = _num(_t(el, "temperature/gpu_temp_tlimit"))  # degrees of headroom to T.Limit
+        slow = _num(_t(el, "temperature/gpu_temp_slow_tlimit_threshold"))
+        if tlimit is not None and slow is not None:
+            # headroom to slowdown = headroom to T.Limit - |slowdown offset below T.Limit|
+            g.temp_slowdown_C = g.temperature_C + tlimit + slow
+    reasons = el.find("clocks_event_reasons") or el.find("clocks_throttle_reasons")
+    if reasons is not None:
+        for child in reasons:
+            if (child.text or "").strip() == "Active":
+                g.throttle_active.append(re.sub(r"^clocks_(event|throttle)_reason_", "", child.tag))
+    g.pstate = _t(el, "performance_state")
+    g.fabric_state = _t(el, "fabric/state")
+    g.utilization_pct = _num(_t(el, "utilization/gpu_util"))
+    return g
+
+
+def _int(v: str | None) -> int | None:
+    n = _num(v)
+    return int(n) if n is not None else None
+
+
+def parse_nvsmi_xml(text: str) -> NvsmiLog:
+    """Parse ``nvidia-smi -q -x``. A truncated document yields the complete ``<gpu>`` elements it
+    holds (``truncated=True``). Raises NvsmiParseError when no GPU element can be recovered."""
+    text = text.strip()
+    try:
+        root = ET.fromstring(re.sub(r"<!DOCTYPE[^>]*>", "", text))
+        return NvsmiLog(
+            driver_version=_t(root, "driver_version"),
+            cuda_version=_t(root, "cuda_version"),
+            gpus=[_gpu(g) for g in root.findall("gpu")],
+        )
+    except ET.ParseError as e:
+        blocks = re.findall(r"<gpu id=\"[^\"]*\">.*?</gpu>", text, flags=re.S)
+        gpus = []
+        for b in blocks:
+            try:
+                gpus.append(_gpu(ET.fromstring(b)))
+            except ET.ParseError:
+                continue
+        if not gpus:
+            raise NvsmiParseError(f"nvidia-smi XML is not well-formed ({e}) and holds no complete <gpu> element") from None
+        drv = re.search(r"<driver_version>([^<]*)</driver_version>", text)
+        cuda = re.search(r"<cuda_version>([^<]*)</cuda_version>", text)
+        return NvsmiLog(drv.group(1) if drv else None, cuda.group(1) if cuda else None, gpus, truncated=True)
+
+
+@dataclass
+class Topology:
+    """``nvidia-smi topo -m``: the device names (GPU0…, NIC0…), the link matrix, CPU/NUMA affinity
+    per GPU, and the NIC legend (NIC0 -> mlx5_0)."""
+
+    devices: list[str]
+    matrix: dict[tuple[str, str], str]
+    cpu_affinity: dict[str, str]
+    numa_affinity: dict[str, str]
+    nic_names: dict[str, str]
+
+    @property
+    def gpus(self) -> list[str]:
+        """GPU device names in order (``GPU0``…)."""
+        return [d for d in self.devices if d.startswith("GPU")]
+
+    def link(self, a: str, b: str) -> str | None:
+        """The connection type between two devices (``NV18``, ``SYS``…), None if unknown."""
+        return self.matrix.get((a, b))
+
+    def nvlink_count(self, a: str, b: str) -> int:
+        """Number of bonded NVLinks between a and b (0 when the cell is not ``NV#``)."""
+        m = re.fullmatch(r"NV(\d+)", self.link(a, b) or "")
+        return int(m.group(1)) if m else 0
+
+
+def parse_topo(text: str) -> Topology:
+    """Parse ``nvidia-smi topo -m``. Raises NvsmiParseError when no GPU header line is found."""
+    lines = [strip_ansi(l).rstrip("\r") for l in text.splitlines()]
+    header_idx = None
+    for i, l in enumerate(lines):
+        if re.match(r"^\s*GPU0\b", l.strip()) and not re.match(r"^\s*GPU0\s+X\b", l.strip()):
+            header_idx = i
+            break
+    if header_idx is None:
+        raise NvsmiParseError("no 'GPU0 …' header line in nvidia-smi topo -m output")
+    header = [h.strip() for h in re.split(r"\t+|\s{2,}", lines[header_idx].strip()) if h.strip()]
+    devs = [h for h in header if re.fullmatch(r"(GPU|NIC|mlx\w*)\d*", h)]
+    extra = header[len(devs) :]
+    topo = Topology(devices=devs, matrix={}, cpu_affinity={}, numa_affinity={}, nic_names={})
+    for l in lines[header_idx + 1 :]:
+        s = l.strip()
+        if not s:
+            continue
+        if s.startswith("Legend"):
+            break
+        cells = [c.strip() for c in re.split(r"\t+|\s{2,}|\s(?=\S)", s)]
+        cells = [c for c in re.split(r"\t", l.strip())] if "\t" in l else s.split()
+        cells = [c.strip() for c in cells]
+        row = cells[0]
+        if row not in devs:
+            continue
+        vals = cells[1:]
+        for d, v in zip(devs, vals):
+            topo.matrix[(row, d)] = v
+        rest = vals[len(devs) :]
+        if "CPU Affinity" in extra and rest:
+            topo.cpu_affinity[row] = rest[0]
+        if "NUMA Affinity" in extra and len(rest) > 1:
+            topo.numa_affinity[row] = rest[1]
+    for m in re.finditer(r"^\s*(NIC\d+):\s*(\S+)", "\n".join(lines), flags=re.M):
+        topo.nic_names[m.group(1)] = m.group(2)
+    return topo
+
+
+#: ``nvidia-smi topo -p2p`` legend.
+P2P_LEGEND = {
+    "OK": "supported",
+    "CNS": "chipset not supported",
+    "GNS": "GPU not supported",
+    "TNS": "topology not supported",
+    "NS": "not supported",
+    "DR": "disabled by regkey",
+    "U": "unknown",
+}
+
+
+def parse_p2p(text: str) -> dict[tuple[str, str], str]:
+    """Parse ``nvidia-smi topo -p2p r`` into {(GPUi, GPUj): status} for i != j."""
+    lines = [strip_ansi(l) for l in text.splitlines()]
+    out: dict[tuple[str, str], str] = {}
+    hdr: list[str] = []
+    for l in lines:
+        toks = l.split()
+        if toks and toks[0] == "GPU0" and all(t.startswith("GPU") for t in toks):
+            hdr = toks
+            continue
+        if hdr and toks and toks[0].startswith("GPU") and len(toks) >= len(hdr) + 1:
+            for d, v in zip(hdr, toks[1:]):
+                if d != toks[0]:
+                    out[(toks[0], d)] = v
+        if l.strip().startswith("Legend"):
+            break
+    return out
+
+
+def parse_query_csv(text: str) -> list[dict[str, str]]:
+    """Parse ``nvidia-smi --query-gpu=… --format=csv`` into rows keyed by the header's field names
+    (units in brackets dropped: ``clocks.current.sm [MHz]`` -> ``clocks.current.sm``)."""
+    text = strip_ansi(text).strip()
+    if not text:
+        return []
+    reader = csv.reader(io.StringIO(text), skipinitialspace=True)
+    rows = list(reader)
+    if not rows:
+        return []
+    keys = [re.sub(r"\s*\[.*?\]\s*$", "", k.strip()) for k in rows[0]]
+    return [dict(zip(keys, (v.strip() for v in r))) for r in rows[1:] if len(r) == len(keys)]
+
+
+def csv_to_gpus(rows: list[dict[str, str]]) -> list[NvsmiGpu]:
+    """GPUs from ``--query-gpu`` CSV rows (the columns of :data:`NVSMI_CSV_FIELDS`)."""
+    out = []
+    for r in rows:
+        if "pci.bus_id" not in r:
+            continue
+        g = NvsmiGpu(bdf=normalize_bdf(r["pci.bus_id"]))
+        g.name = r.get("name")
+        g.pstate = r.get("pstate")
+        g.pcie_gen, g.pcie_gen_max = _int(r.get("pcie.link.gen.current")), _int(r.get("pcie.link.gen.max"))
+        g.pcie_width, g.pcie_width_max = _int(r.get("pcie.link.width.current")), _int(r.get("pcie.link.width.max"))
+        g.sm_clock_MHz, g.sm_clock_max_MHz = _num(r.get("clocks.current.sm")), _num(r.get("clocks.max.sm"))
+        g.power_W = _num(r.get("power.draw"))
+        g.power_limit_W = _num(r.get("enforced.power.limit")) or _num(r.get("power.limit"))
+        g.power_max_limit_W = _num(r.get("power.max_limit"))
+        g.temperature_C = _num(r.get("temperature.gpu"))
+        g.ecc_current = _yes(r.get("ecc.mode.current"))
+        g.persistence_mode = _yes(r.get("persistence_mode"))
+        g.compute_mode = r.get("compute_mode")
+        g.mig_current = r.get("mig.mode.current")
+        out.append(g)
+    return out
+
+
+def throttle_names(mask: int) -> list[str]:
+    """Names of NVML clocks-event reason bits (nvml.h ``nvmlClocksEventReason*``)."""
+    names = {
+        0x1: "gpu_idle",
+        0x2: "applications_clocks_setting",
+        0x4: "sw_power_cap",
+        0x8: "hw_slowdown",
+        0x10: "sync_boost",
+        0x20: "sw_thermal_slowdown",
+        0x40: "hw_thermal_slowdown",
+        0x80: "hw_power_brake_slowdown",
+        0x100: "display_clocks_setting",
+    }
+    return [n for bit, n in names.items() if mask & bit]
+
+
+def nvml_to_gpus(probe: dict[str, Any]) -> list[NvsmiGpu]:
+    """GPUs from the NVML probe JSON (``probes/nvml.json``)."""
+    out = []
+    for d in probe.get("gpus", []) or []:
+        g = NvsmiGpu(bdf=normalize_bdf(d.get("pci_bus_id") or ""))
+        g.name = d.get("name")
+        g.persistence_mode = None if d.get("persistence_mode") is None else bool(d["persistence_mode"])
+        g.compute_mode = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}.get(d.get("compute_mode"))
+        g.mig_current = None if d.get("mig_current") is None else ("Enabled" if d["mig_current"] else "Disabled")
+        g.ecc_current = None if d.get("ecc_current") is None else bool(d["ecc_current"])
+        g.ecc_pending = None if d.get("ecc_pending") is None else bool(d["ecc_pending"])
+        g.ecc_volatile_uncorrected = d.get("ecc_volatile_uncorrected")
+        g.retired_pending = None if d.get("retired_pages_pending") is None else bool(d["retired_pages_pending"])
+        g.remap_pending = d.get("remap_pending")
+        g.remap_failure = d.get("remap_failed")
+        g.memory_total_B = d.get("memory_total_B")
+        g.bar1_total_B = d.get("bar1_total_B")
+        g.pcie_gen, g.pcie_gen_max = d.get("pcie_gen"), d.get("pcie_gen_max")
+        g.pcie_width, g.pcie_width_max = d.get("pcie_width"), d.get("pcie_width_max")
+        g.sm_clock_MHz, g.sm_clock_max_MHz = d.get("sm_clock_MHz"), d.get("sm_clock_max_MHz")
+        g.power_W, g.power_limit_W = d.get("power_W"), d.get("power_limit_W")
+        g.power_default_limit_W, g.power_max_limit_W = d.get("power_default_limit_W"), d.get("power_max_limit_W")
+        g.temperature_C = d.get("temperature_C")
+        g.temp_slowdown_C, g.temp_shutdown_C = d.get("temp_slowdown_C"), d.get("temp_shutdown_C")
+        if d.get("throttle_reasons") is not None:
+            g.throttle_active = throttle_names(int(d["throttle_reasons"]))
+        out.append(g)
+    return out

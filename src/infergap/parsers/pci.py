@@ -1,0 +1,357 @@
+"""PCI: config space decoding, ``lspci -vvv`` text, and the system PCI ID database.
+
+Register layouts are from the PCI Express Base Specification (rev. 5.0/6.0), §7.5.3 "PCI Express
+Capability Structure" and §7.7.8 "ACS Extended Capability", as also decoded by pciutils
+(``lib/header.h``, ``ls-caps.c``) and the kernel (``include/uapi/linux/pci_regs.h``):
+
+- PCI Express capability (ID 0x10): Device Capabilities at +0x04 (bits 2:0 Max_Payload_Size
+  Supported), Device Control at +0x08 (bits 7:5 Max_Payload_Size, bits 14:12
+  Max_Read_Request_Size; size = 128 << code), Link Capabilities at +0x0C (bits 3:0 max speed,
+  9:4 max width), Link Control at +0x10 (bit 3 Read Completion Boundary: 0 = 64 B, 1 = 128 B),
+  Link Status at +0x12 (bits 3:0 speed, 9:4 width).
+- ACS extended capability (ID 0x000D): capability word at +0x04, control word at +0x06; bits
+  0 SrcValid, 1 TransBlk, 2 ReqRedir, 3 CmpltRedir, 4 UpstreamFwd, 5 EgressCtrl, 6 DirectTrans.
+- Resizable BAR extended capability (ID 0x0015).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from dataclasses import dataclass, field
+
+#: Link speed code (LnkCap/LnkSta bits 3:0) -> GT/s, PCIe Base Spec "Supported Link Speeds".
+LINK_SPEED_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+#: GT/s -> PCIe generation.
+GEN_OF_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+ACS_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
+
+PCI_IDS_PATHS = ("/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids", "/usr/share/pci.ids")
+
+
+class ConfigSpaceError(ValueError):
+    """The config space text is not hex bytes, or too short for the structure asked."""
+
+
+def parse_od_hex(text: str) -> bytes:
+    """Bytes from ``od -An -tx1 -v`` text (whitespace-separated two-digit hex).
+
+    >>> parse_od_hex(" 86 80 57 0d\\n 00 00")
+    b'\\x86\\x80W\\r\\x00\\x00'
+
+    Raises ConfigSpaceError on a token that is not a hex byte.
+    """
+    out = bytearray()
+    for tok in text.split():
+        if len(tok) != 2:
+            raise ConfigSpaceError(f"not a hex byte: {tok[:16]!r}")
+        try:
+            out.append(int(tok, 16))
+        except ValueError:
+            raise ConfigSpaceError(f"not a hex byte: {tok!r}") from None
+    return bytes(out)
+
+
+def _u16(b: bytes, off: int) -> int:
+    return int.from_bytes(b[off : off + 2], "little")
+
+
+def _u32(b: bytes, off: int) -> int:
+    return int.from_bytes(b[off : off + 4], "little")
+
+
+@dataclass
+class PcieCap:
+    """Decoded PCI Express capability. Sizes in bytes, speeds in GT/s."""
+
+    offset: int
+    port_type: int
+    mps_supported_B: int
+    mps_B: int
+    mrrs_B: int
+    devctl_offset: int
+    devctl_word: int
+    link_speed_max_GTs: float | None
+    link_width_max: int
+    link_speed_GTs: float | None
+    link_width: int
+    rcb_B: int
+
+    @property
+    def port_type_name(self) -> str:
+        """Device/Port Type (PCIe Base Spec, capabilities register bits 7:4)."""
+        return {
+            0: "Endpoint",
+            1: "Legacy Endpoint",
+            4: "Root Port",
+            5: "Upstream Port",
+            6: "Downstream Port",
+            7: "PCIe-to-PCI bridge",
+            8: "PCI-to-PCIe bridge",
+            9: "Root Complex Integrated Endpoint",
+            10: "Root Complex Event Collector",
+        }.get(self.port_type, f"type {self.port_type}")
+
+
+@dataclass
+class AcsCap:
+    """ACS capability and control words, with the names of the set control bits."""
+
+    offset: int
+    cap: int
+    ctrl: int
+
+    @property
+    def ctrl_flags(self) -> list[str]:
+        """Names of the enabled ACS control bits (lspci's ``ACSCtl`` with a ``+``)."""
+        return [n for i, n in enumerate(ACS_BITS) if self.ctrl >> i & 1]
+
+    @property
+    def redirects(self) -> bool:
+        """True when peer requests or completions are redirected upstream (ReqRedir/CmpltRedir)."""
+        return bool(self.ctrl & 0b1100)
+
+
+@dataclass
+class ConfigSpace:
+    """Decoded PCI config space of one function (whatever part of it was readable)."""
+
+    raw: bytes
+    vendor: int
+    device: int
+    header_type: int
+    pcie: PcieCap | None = None
+    acs: AcsCap | None = None
+    rebar: bool = False
+    ext_caps: list[int] = field(default_factory=list)
+
+    @property
+    def extended_readable(self) -> bool:
+        """Whether the extended space (>= 256 bytes) was captured (root reads 4096; users 64)."""
+        return len(self.raw) >= 4096
+
+
+def decode_config(raw: bytes) -> ConfigSpace:
+    """Decode a function's config space.
+
+    ``raw`` may be 64 bytes (non-root sysfs read: header only), 256 (legacy space) or 4096
+    (extended). Raises ConfigSpaceError when shorter than 64 bytes or all 0xff (no device).
+    """
+    if len(raw) < 64:
+        raise ConfigSpaceError(f"config space has {len(raw)} bytes, need at least 64")
+    vendor, device = _u16(raw, 0), _u16(raw, 2)
+    if vendor in (0xFFFF, 0x0000):
+        raise ConfigSpaceError(f"vendor id 0x{vendor:04x}: no device behind this config space")
+    cs = ConfigSpace(raw=raw, vendor=vendor, device=device, header_type=raw[0x0E] & 0x7F)
+    status = _u16(raw, 0x06)
+    if status & 0x10 and len(raw) >= 256:
+        ptr = raw[0x34] & 0xFC
+        seen = set()
+        while ptr and ptr not in seen and ptr + 2 <= len(raw) and ptr >= 0x40:
+            seen.add(ptr)
+            cap_id = raw[ptr]
+            if cap_id == 0x10 and ptr + 0x14 <= len(raw):
+                capreg = _u16(raw, ptr + 2)
+                devcap = _u32(raw, ptr + 4)
+                devctl = _u16(raw, ptr + 8)
+                lnkcap = _u32(raw, ptr + 0x0C)
+                lnkctl = _u16(raw, ptr + 0x10)
+                lnksta = _u16(raw, ptr + 0x12)
+                cs.pcie = PcieCap(
+                    offset=ptr,
+                    port_type=(capreg >> 4) & 0xF,
+                    mps_supported_B=128 << (devcap & 0x7),
+                    mps_B=128 << ((devctl >> 5) & 0x7),
+                    mrrs_B=128 << ((devctl >> 12) & 0x7),
+                    devctl_offset=ptr + 8,
+                    devctl_word=devctl,
+                    link_speed_max_GTs=LINK_SPEED_GTS.get(lnkcap & 0xF),
+                    link_width_max=(lnkcap >> 4) & 0x3F,
+                    link_speed_GTs=LINK_SPEED_GTS.get(lnksta & 0xF),
+                    link_width=(lnksta >> 4) & 0x3F,
+                    rcb_B=128 if lnkctl & 0x8 else 64,
+                )
+            ptr = raw[ptr + 1] & 0xFC
+    if len(raw) >= 4096:
+        off = 0x100
+        seen = set()
+        while off and off not in seen and off + 8 <= len(raw):
+            seen.add(off)
+            hdr = _u32(raw, off)
+            if hdr in (0, 0xFFFFFFFF):
+                break
+            cap_id = hdr & 0xFFFF
+            cs.ext_caps.append(cap_id)
+            if cap_id == 0x000D:
+                cs.acs = AcsCap(offset=off, cap=_u16(raw, off + 4), ctrl=_u16(raw, off + 6))
+            elif cap_id == 0x0015:
+                cs.rebar = True
+            off = (hdr >> 20) & 0xFFC
+            if off < 0x100:
+                break
+    return cs
+
+
+# --- lspci -vvv ---------------------------------------------------------------------------------
+
+_LSPCI_HEAD = re.compile(r"^(?P<bdf>(?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\s+(?P<rest>.*)$", re.I)
+
+
+@dataclass
+class LspciDevice:
+    """One function of ``lspci -vvv [-nn]`` output: the header line and the decoded fields."""
+
+    bdf: str
+    description: str
+    vendor_id: int | None = None
+    device_id: int | None = None
+    mps_supported_B: int | None = None
+    mps_B: int | None = None
+    mrrs_B: int | None = None
+    link_cap: tuple[float, int] | None = None
+    link_sta: tuple[float, int] | None = None
+    link_downgraded: bool = False
+    rcb_B: int | None = None
+    acs_ctl: dict[str, bool] | None = None
+    rebar: bool = False
+    lines: list[str] = field(default_factory=list)
+
+
+def parse_lspci_vvv(text: str) -> dict[str, LspciDevice]:
+    """Parse ``lspci -vvv`` (optionally ``-nn``, ``-D``) text into devices keyed by full BDF.
+
+    A BDF without a domain gets ``0000:``. Unknown lines are kept in ``lines``. Never raises on
+    odd text: what cannot be read stays None.
+    """
+    devices: dict[str, LspciDevice] = {}
+    cur: LspciDevice | None = None
+    for line in text.splitlines():
+        m = _LSPCI_HEAD.match(line)
+        if m and not line[:1].isspace():
+            bdf = m.group("bdf").lower()
+            if bdf.count(":") == 1:
+                bdf = "0000:" + bdf
+            cur = LspciDevice(bdf=bdf, description=m.group("rest"))
+            ids = re.findall(r"\[([0-9a-f]{4}):([0-9a-f]{4})\]", m.group("rest"))
+            if ids:
+                cur.vendor_id, cur.device_id = int(ids[-1][0], 16), int(ids[-1][1], 16)
+            devices[bdf] = cur
+            continue
+        if cur is None:
+            continue
+        s = line.strip()
+        cur.lines.append(s)
+        if s.startswith("DevCap:"):
+            mm = re.search(r"MaxPayload (\d+) bytes", s)
+            if mm:
+                cur.mps_supported_B = int(mm.group(1))
+        elif s.startswith("DevCtl:") or (s.startswith("MaxPayload") and "MaxReadReq" in s):
+            mm = re.search(r"MaxPayload (\d+) bytes, MaxReadReq (\d+) bytes", s)
+            if mm:
+                cur.mps_B, cur.mrrs_B = int(mm.group(1)), int(mm.group(2))
+        elif s.startswith("LnkCap:"):
+            mm = re.search(r"Speed ([\d.]+)GT/s.*?Width x(\d+)", s)
+            if mm:
+                cur.link_cap = (float(mm.group(1)), int(mm.group(2)))
+        elif s.startswith("LnkCtl:"):
+            mm = re.search(r"RCB (\d+) bytes", s)
+            if mm:
+                cur.rcb_B = int(mm.group(1))
+        elif s.startswith("LnkSta:"):
+            mm = re.search(r"Speed ([\d.]+)GT/s.*?Width x(\d+)", s)
+            if mm:
+                cur.link_sta = (float(mm.group(1)), int(mm.group(2)))
+            cur.link_downgraded = "downgraded" in s
+        elif s.startswith("ACSCtl:"):
+            cur.acs_ctl = {k: v == "+" for k, v in re.findall(r"(\w+)([+-])", s[len("ACSCtl:") :])}
+        elif "Resizable BAR" in s:
+            cur.rebar = True
+    return devices
+
+
+# --- pci.ids ------------------------------------------------------------------------------------
+
+
+@dataclass
+class PciIds:
+    """The PCI ID database: vendor names, device names, class names.
+
+    File format documented at the head of pci.ids itself (https://pci-ids.ucw.cz/): vendor lines
+    ``vvvv  name``, device lines ``\\tdddd  name``, subsystem lines ``\\t\\t``, class section
+    ``C cc  name`` with ``\\tss  name`` subclasses.
+    """
+
+    vendors: dict[int, str] = field(default_factory=dict)
+    devices: dict[tuple[int, int], str] = field(default_factory=dict)
+    classes: dict[int, str] = field(default_factory=dict)
+    subclasses: dict[tuple[int, int], str] = field(default_factory=dict)
+    path: str | None = None
+
+    def vendor_name(self, vendor: int) -> str | None:
+        """Vendor name or None."""
+        return self.vendors.get(vendor)
+
+    def device_name(self, vendor: int, device: int) -> str | None:
+        """Device name or None (never a guess from a neighbouring id)."""
+        return self.devices.get((vendor, device))
+
+    def class_name(self, class_code: int) -> str | None:
+        """Name of a 24-bit class code (``0x030200``): the subclass name, else the class name."""
+        base, sub = class_code >> 16, (class_code >> 8) & 0xFF
+        return self.subclasses.get((base, sub)) or self.classes.get(base)
+
+
+def parse_pci_ids(text: str, path: str | None = None) -> PciIds:
+    """Parse pci.ids text. Lines it does not understand are skipped."""
+    db = PciIds(path=path)
+    vendor: int | None = None
+    klass: int | None = None
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("C "):
+            parts = line[2:].split(None, 1)
+            try:
+                klass = int(parts[0], 16)
+            except (ValueError, IndexError):
+                klass = None
+            vendor = None
+            if klass is not None and len(parts) > 1:
+                db.classes[klass] = parts[1].strip()
+            continue
+        if line.startswith("\t\t"):
+            continue
+        if line.startswith("\t"):
+            parts = line[1:].split(None, 1)
+            if len(parts) != 2:
+                continue
+            try:
+                code = int(parts[0], 16)
+            except ValueError:
+                continue
+            if vendor is not None:
+                db.devices[(vendor, code)] = parts[1].strip()
+            elif klass is not None:
+                db.subclasses[(klass, code)] = parts[1].strip()
+            continue
+        parts = line.split(None, 1)
+        if len(parts) == 2 and len(parts[0]) == 4:
+            try:
+                vendor = int(parts[0], 16)
+            except ValueError:
+                vendor = None
+                continue
+            klass = None
+            db.vendors[vendor] = parts[1].strip()
+    return db
+
+
+@functools.lru_cache(maxsize=4)
+def system_pci_ids(paths: tuple[str, ...] = PCI_IDS_PATHS) -> PciIds:
+    """The system's pci.ids (Debian package ``pci.ids``), parsed once; empty when none is installed."""
+    for p in paths:
+        if os.path.isfile(p):
+            with open(p, encoding="utf-8", errors="replace") as f:
+                return parse_pci_ids(f.read(), p)
+    return PciIds()

@@ -1,0 +1,1 @@
+"""Renderers: terminal (rich), Markdown, JSON (and HTML for reports)."""

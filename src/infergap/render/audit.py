@@ -1,0 +1,150 @@
+"""Render an :class:`~infergap.synthesis.AuditReport` as terminal text (rich), Markdown or JSON.
+
+The text and Markdown reports have the same sections: a summary line, actionable (ranked, with
+commands, persistence and revert), expected (each with why it is not a problem), unknown (what is
+missing), confirmed good, and not applicable.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+from rich.console import Console
+from rich.text import Text
+
+from infergap.findings import Finding, Status
+from infergap.synthesis import AuditReport
+
+SEV_STYLE = {"P0": "bold red", "P1": "yellow", "P2": "cyan"}
+
+
+def summary_line(r: AuditReport) -> str:
+    """One line: counts per group and actionable per severity."""
+    c = r.summary["counts"]
+    s = r.summary["actionable_by_severity"]
+    parts = [f"{c['actionable']} actionable (P0 {s['P0']}, P1 {s['P1']}, P2 {s['P2']})", f"{c['expected']} expected", f"{c['unknown']} unknown", f"{c['ok']} ok", f"{c['not_applicable']} not applicable"]
+    errs = r.summary.get("investigator_errors") or []
+    line = " · ".join(parts) + f" — {len(r.investigators)} investigators in {r.summary['duration_s']:.2f} s"
+    if errs:
+        line += f" ({len(errs)} failed: {', '.join(errs)})"
+    return line
+
+
+def _ev(f: Finding, limit: int = 3) -> str:
+    return "; ".join(f"{e.value} [{e.source}]" for e in f.evidence[:limit])
+
+
+def render_json(r: AuditReport) -> str:
+    """The contract JSON, indented."""
+    return json.dumps(r.to_json(), indent=2, ensure_ascii=False)
+
+
+def render_text(r: AuditReport, width: int = 110, color: bool = False) -> str:
+    """The report for a terminal (colour when ``color``) or a pipe (plain)."""
+    buf = io.StringIO()
+    con = Console(file=buf, width=width, force_terminal=color, no_color=not color, highlight=False, soft_wrap=False)
+    h = r.host
+    con.print(Text(f"infergap audit — {h['snapshot']['label']}", style="bold"))
+    desc = [h.get("gpu_summary") or "", h.get("cpu") or "", f"kernel {h.get('kernel')}" if h.get("kernel") else ""]
+    if h.get("driver"):
+        desc.append(f"driver {h['driver']}" + (f" / CUDA {h['cuda_driver']}" if h.get("cuda_driver") else ""))
+    if h.get("container"):
+        desc.append(f"inside {h['container']} container")
+    if h.get("virtualization"):
+        desc.append(f"VM ({h['virtualization']})")
+    con.print(" · ".join(d for d in desc if d))
+    con.print(Text(summary_line(r), style="bold"))
+
+    act = r.by_status(Status.actionable)
+    if act:
+        con.print()
+        con.print(Text("ACTIONABLE (ranked: severity, then runtime → software → reboot → BIOS/hardware)", style="bold"))
+        for i, f in enumerate(act, 1):
+            sev = f.severity.value if f.severity else ""
+            hc = " [host]" if f.remedy and f.remedy.host_controlled else ""
+            head = Text(f"{i:>2}. ")
+            head.append(f"{sev} {f.fix_kind.value if f.fix_kind else ''}{hc}", style=SEV_STYLE.get(sev, ""))
+            head.append(f"  {f.id}" + (f" [{f.subject}]" if f.subject else "") + f" — {f.title}")
+            con.print(head)
+            con.print(f"      evidence: {_ev(f)}" + (f"; expected {f.expected_value}" if f.expected_value else ""))
+            if f.impact:
+                con.print(f"      why: {f.impact}")
+            if f.remedy:
+                if f.remedy.note:
+                    con.print(f"      note: {f.remedy.note}")
+                for c in f.remedy.commands:
+                    con.print(f"      fix: {c}")
+                for c in f.remedy.persist:
+                    con.print(f"      persist: {c}")
+                for c in f.remedy.revert:
+                    con.print(f"      revert: {c}")
+    exp = r.by_status(Status.expected)
+    if exp:
+        con.print()
+        con.print(Text("EXPECTED (looks wrong, is not — no action)", style="bold"))
+        for f in exp:
+            con.print(f"  • {f.id}" + (f" [{f.subject}]" if f.subject else "") + f" — {f.title}")
+            if f.impact:
+                con.print(f"      {f.impact}")
+    unk = r.by_status(Status.unknown)
+    if unk:
+        con.print()
+        con.print(Text("UNKNOWN (evidence missing or unreadable)", style="bold"))
+        for f in unk:
+            con.print(f"  ? {f.id}" + (f" [{f.subject}]" if f.subject else "") + f" — {f.title}" + (f": {f.impact}" if f.impact else ""))
+    ok = r.by_status(Status.ok)
+    if ok:
+        con.print()
+        con.print(Text("CONFIRMED GOOD", style="bold"))
+        for f in ok:
+            con.print(f"  ✓ {f.id}" + (f" [{f.subject}]" if f.subject else "") + f" — {f.title}")
+    na = r.by_status(Status.not_applicable)
+    if na:
+        con.print()
+        con.print(Text("NOT APPLICABLE", style="bold"))
+        for f in na:
+            con.print(f"  - {f.id} — {f.title}")
+    errs = [i for i in r.investigators if i.error]
+    if errs:
+        con.print()
+        con.print(Text("INVESTIGATOR ERRORS", style="bold red"))
+        for i in errs:
+            con.print(f"  ! {i.name}: {i.error}")
+    return buf.getvalue()
+
+
+def _md_escape(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def render_md(r: AuditReport) -> str:
+    """The report as GitHub-flavoured Markdown."""
+    h = r.host
+    lines = [f"# infergap audit — {h['snapshot']['label']}", "", f"{h.get('gpu_summary')} · {h.get('cpu') or ''} · kernel {h.get('kernel')}", "", f"**{summary_line(r)}**", ""]
+    act = r.by_status(Status.actionable)
+    if act:
+        lines += ["## Actionable", "", "| # | severity | fix | check | finding | evidence | fix command |", "|---|---|---|---|---|---|---|"]
+        for i, f in enumerate(act, 1):
+            cmd = "<br>".join(_md_escape(c) for c in (f.remedy.commands if f.remedy else [])) or (_md_escape(f.remedy.note) if f.remedy and f.remedy.note else "")
+            hc = " (host)" if f.remedy and f.remedy.host_controlled else ""
+            lines.append(f"| {i} | {f.severity.value if f.severity else ''} | {f.fix_kind.value if f.fix_kind else ''}{hc} | `{f.id}`{' ' + f.subject if f.subject else ''} | {_md_escape(f.title)} | {_md_escape(_ev(f, 2))} | {cmd} |")
+        lines.append("")
+        lines += ["### Revert", ""]
+        for f in act:
+            if f.remedy and f.remedy.revert:
+                lines.append(f"- `{f.id}`{' ' + f.subject if f.subject else ''}: " + "; ".join(f"`{c}`" for c in f.remedy.revert))
+        lines.append("")
+    for title, st in (("Expected (negative knowledge)", Status.expected), ("Unknown", Status.unknown), ("Confirmed good", Status.ok), ("Not applicable", Status.not_applicable)):
+        fs = r.by_status(st)
+        if not fs:
+            continue
+        lines += [f"## {title}", ""]
+        for f in fs:
+            extra = f" — {f.impact}" if f.impact and st in (Status.expected, Status.unknown, Status.not_applicable) else ""
+            lines.append(f"- `{f.id}`{' ' + f.subject if f.subject else ''}: {_md_escape(f.title)}{_md_escape(extra)}")
+        lines.append("")
+    errs = [i for i in r.investigators if i.error]
+    if errs:
+        lines += ["## Investigator errors", ""] + [f"- {i.name}: {i.error}" for i in errs] + [""]
+    return "\n".join(lines)

@@ -1,0 +1,122 @@
+"""Merge investigators' findings into one triaged report.
+
+Groups: confirmed good (ok), actionable (ranked: severity, then runtime before software before
+reboot before BIOS/hardware), expected (negative knowledge), unknown, not applicable. The JSON
+shape is the DESIGN contract ``{"schema": "infergap.audit/1", "host", "investigators",
+"findings", "summary"}``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from infergap import __version__
+from infergap.findings import FIX_KIND_ORDER, SEVERITY_ORDER, Finding, Status
+
+SCHEMA = "infergap.audit/1"
+
+
+class InvestigatorRun(BaseModel):
+    """How one investigator ran: its name, wall time in seconds, error (if it raised), finding count."""
+
+    name: str
+    duration_s: float
+    error: str | None = None
+    findings: int = 0
+
+
+class AuditReport(BaseModel):
+    """The audit report. ``findings`` are ordered for reading: actionable first (ranked), then
+    expected, unknown, ok and not applicable."""
+
+    schema_: str = Field(SCHEMA, alias="schema")
+    created: str
+    infergap_version: str = __version__
+    host: dict[str, Any]
+    investigators: list[InvestigatorRun]
+    findings: list[Finding]
+    summary: dict[str, Any]
+
+    model_config = {"populate_by_name": True}
+
+    def by_status(self, status: Status) -> list[Finding]:
+        """Findings of one status, in report order."""
+        return [f for f in self.findings if f.status == status]
+
+    def get(self, id: str, subject: str | None = None) -> list[Finding]:
+        """Findings of check ``id`` (optionally of one subject)."""
+        return [f for f in self.findings if f.id == id and (subject is None or f.subject == subject)]
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract JSON (``schema`` key, enums as strings, None fields dropped in findings)."""
+        d = self.model_dump(mode="json", by_alias=True)
+        d["findings"] = [f.to_json() for f in self.findings]
+        return d
+
+
+def rank_key(f: Finding) -> tuple[int, int, str, str]:
+    """Order of actionable findings: severity, then fix kind (runtime first), then id, subject."""
+    return (
+        SEVERITY_ORDER.get(f.severity, 9) if f.severity else 9,
+        FIX_KIND_ORDER.get(f.fix_kind, 9) if f.fix_kind else 9,
+        f.id,
+        f.subject or "",
+    )
+
+
+_STATUS_ORDER = {Status.actionable: 0, Status.expected: 1, Status.unknown: 2, Status.ok: 3, Status.not_applicable: 4}
+
+
+def synthesize(findings: list[Finding], runs: list[InvestigatorRun], host: dict[str, Any], duration_s: float = 0.0) -> AuditReport:
+    """Order findings and compute the summary counts (per status, per severity, per fix kind)."""
+    ordered = sorted(findings, key=lambda f: (_STATUS_ORDER[f.status], *rank_key(f)))
+    counts = {s.value: sum(1 for f in findings if f.status == s) for s in Status}
+    act = [f for f in findings if f.status == Status.actionable]
+    sev = {s: sum(1 for f in act if f.severity and f.severity.value == s) for s in ("P0", "P1", "P2")}
+    kinds: dict[str, int] = {}
+    for f in act:
+        if f.fix_kind:
+            kinds[f.fix_kind.value] = kinds.get(f.fix_kind.value, 0) + 1
+    summary = {
+        "counts": counts,
+        "actionable_by_severity": sev,
+        "actionable_by_fix_kind": kinds,
+        "investigator_errors": [r.name for r in runs if r.error],
+        "duration_s": round(duration_s, 4),
+    }
+    return AuditReport(
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        host=host,
+        investigators=sorted(runs, key=lambda r: r.name),
+        findings=ordered,
+        summary=summary,
+    )
+
+
+def host_summary(snap: Any, facts: Any) -> dict[str, Any]:
+    """What the report says about the host: snapshot kind/label, kernel, CPU, GPUs, container, VM."""
+    gpus = facts.gpus()
+    vendor, model, _fam = facts.cpu_vendor_model()
+    kr = facts.kernel_release()
+    c = facts.container()
+    vm = facts.virtualization()
+    nodes = facts.numa_nodes()
+    names: dict[str, int] = {}
+    for g in gpus:
+        names[g.name or "unknown device"] = names.get(g.name or "unknown device", 0) + 1
+    return {
+        "snapshot": {"kind": snap.kind, "label": snap.label},
+        "kernel": kr.value if kr else None,
+        "cpu": model,
+        "cpu_vendor": vendor,
+        "numa_nodes": len(nodes) if nodes else None,
+        "gpus": [{"bdf": g.bdf, "name": g.name, "memory_total_B": g.memory_total_B} for g in gpus],
+        "gpu_summary": ", ".join(f"{n} × {k}" for k, n in names.items()) if names else "no NVIDIA GPU",
+        "driver": (facts.driver_version().value if facts.driver_version() else None),
+        "cuda_driver": (facts.cuda_driver_version().value if facts.cuda_driver_version() else None),
+        "container": c.kind,
+        "virtualization": vm.value if vm else None,
+    }
