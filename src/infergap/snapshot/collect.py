@@ -43,9 +43,15 @@ def scrub(text: str, hostnames: tuple[str, ...] = ()) -> str:
     text = _UUID.sub(lambda m: (m.group(1) or "") + "00000000-0000-0000-0000-000000000000", text)
     text = _MAC.sub("00:00:00:00:00:00", text)
     for h in hostnames:
-        if h and len(h) >= 2 and h not in ("localhost",):
-            text = re.sub(rf"\b{re.escape(h)}\b", "redacted-host", text)
+        if len(h) < 4 or h.lower() in _COMMON_WORDS:
+            # a short or common host name ("vm", "gpu") also occurs in ordinary text
+            # ("vm.swappiness"): redacting it would corrupt the evidence.
+            continue
+        text = re.sub(rf"(?<![\w.-]){re.escape(h)}(?![\w-]|\.\w)", "redacted-host", text)
     return text
+
+
+_COMMON_WORDS = {"localhost", "host", "server", "node", "linux", "ubuntu", "debian", "worker", "master", "cuda", "nvidia", "kernel", "root", "none", "default"}
 
 
 def _hostnames() -> tuple[str, ...]:

@@ -59,6 +59,20 @@ class CmdResult:
         return f"cmds/{self.name}.out"
 
 
+def read_limited(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """Read at most ``limit`` bytes in 64 KiB chunks (procfs/sysctl files refuse one huge read
+    with ENOMEM, and sysfs attributes report a size of 4096 whatever they hold)."""
+    chunks, total = [], 0
+    with open(path, "rb", buffering=0) as f:
+        while total < limit:
+            b = f.read(min(65536, limit - total))
+            if not b:
+                break
+            chunks.append(b)
+            total += len(b)
+    return b"".join(chunks)
+
+
 def od_hex(data: bytes) -> str:
     """Format bytes like ``od -An -tx1 -v``: 16 bytes a line, each `` xx``."""
     lines = []
@@ -389,8 +403,7 @@ class LiveSnapshot(Snapshot):
         real = self._real(path)
         if not os.path.isfile(real):
             return None
-        with open(real, "rb") as f:
-            return f.read(MAX_FILE_BYTES)
+        return read_limited(real)
 
     def _listdir(self, path: str) -> list[str] | None:
         real = self._real(path)

@@ -1,0 +1,98 @@
+"""Partial and broken inputs: findings for what the evidence supports, unknown for the rest, or
+one clear error line (exit 2) — never a traceback."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+
+import pytest
+
+from infergap.audit import run_audit
+from infergap.findings import Status
+from infergap.snapshot import open_snapshot
+from tests.conftest import HOSTS, run_cli
+
+H200 = HOSTS / "h200-1gpu"
+
+
+def _no_traceback(p):
+    assert "Traceback" not in p.stderr and "Traceback" not in p.stdout
+
+
+def test_only_topo(tmp_path):
+    (tmp_path / "cmds").mkdir()
+    shutil.copy(H200 / "cmds" / "nvsmi_topo.out", tmp_path / "cmds" / "nvsmi_topo.out")
+    with open_snapshot(tmp_path) as snap:
+        r = run_audit(snap)
+    assert all(i.error is None for i in r.investigators)
+    assert r.get("vm.swappiness")[0].status == Status.unknown
+    assert r.get("kernel.numa_balancing")[0].status == Status.unknown
+    p = run_cli("audit", "--snapshot", str(tmp_path))
+    assert p.returncode == 0
+    _no_traceback(p)
+
+
+def test_truncated_nvsmi_xml(tmp_path):
+    snap_dir = tmp_path / "s"
+    shutil.copytree(H200, snap_dir)
+    xml = (snap_dir / "cmds" / "nvsmi_qx.out").read_text()
+    (snap_dir / "cmds" / "nvsmi_qx.out").write_text(xml[: len(xml) // 3])
+    # remove the CSV so that the XML is the only per-GPU source besides sysfs
+    (snap_dir / "cmds" / "nvsmi_csv.out").unlink()
+    with open_snapshot(snap_dir) as snap:
+        r = run_audit(snap)
+    bad = [f for f in r.findings if f.id == "evidence.unreadable" and f.subject == "cmds/nvsmi_qx.out"]
+    assert bad and "not well-formed" in bad[0].impact
+    # the link still comes from sysfs; GPU health has no data left: unknown, not a crash
+    assert r.get("pcie.link", "0000:00:06.0")[0].status == Status.ok
+    assert r.get("gpu.health", "0000:00:06.0")[0].status == Status.unknown
+
+
+def test_garbage_in_sysfs(tmp_path):
+    snap_dir = tmp_path / "s"
+    shutil.copytree(H200, snap_dir)
+    (snap_dir / "files/proc/sys/vm/swappiness").write_bytes(b"\xff\xfe garbage \x00")
+    (snap_dir / "files/sys/bus/pci/devices/0000:00:06.0/config.hex").write_text("zz qq not hex\n")
+    (snap_dir / "files/sys/devices/system/node/node0/cpulist").write_text("banana\n")
+    with open_snapshot(snap_dir) as snap:
+        r = run_audit(snap)
+    assert all(i.error is None for i in r.investigators), [i.error for i in r.investigators]
+    assert r.get("vm.swappiness")[0].status == Status.unknown
+    mrrs = r.get("pcie.max_read_request", "0000:00:06.0")[0]
+    assert mrrs.status == Status.unknown and "unreadable" in mrrs.impact
+
+
+def test_empty_directory(tmp_path):
+    p = run_cli("audit", "--snapshot", str(tmp_path), "--format", "json")
+    assert p.returncode == 0
+    _no_traceback(p)
+    import json
+
+    d = json.loads(p.stdout)
+    assert d["summary"]["counts"]["actionable"] == 0
+    assert d["summary"]["counts"]["unknown"] > 5
+
+
+def test_missing_path():
+    p = run_cli("audit", "--snapshot", "/nonexistent/snap")
+    assert p.returncode == 2
+    assert p.stderr.strip().count("\n") == 0
+    assert p.stderr.startswith("infergap: error: snapshot /nonexistent/snap: no such file or directory")
+    _no_traceback(p)
+
+
+@pytest.mark.parametrize("content", [b"this is not a tar archive", gzip.compress(b"gzip but not tar" * 100), b""])
+def test_not_a_tar(tmp_path, content):
+    f = tmp_path / "x.tar.gz"
+    f.write_bytes(content)
+    p = run_cli("audit", "--snapshot", str(f))
+    assert p.returncode == 2
+    assert "not a readable .tar.gz archive" in p.stderr and p.stderr.count("\n") == 1
+    _no_traceback(p)
+
+
+def test_unwritable_output(tmp_path):
+    p = run_cli("audit", "--snapshot", str(H200), "--output", str(tmp_path / "no" / "such" / "dir" / "r.txt"))
+    assert p.returncode == 2 and "--output" in p.stderr
+    _no_traceback(p)
