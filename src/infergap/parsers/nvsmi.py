@@ -296,8 +296,10 @@ def parse_query_csv(text: str) -> list[dict[str, str]]:
     text = strip_ansi(text).strip()
     if not text:
         return []
-    reader = csv.reader(io.StringIO(text), skipinitialspace=True)
-    rows = list(reader)
+    try:
+        rows = list(csv.reader(io.StringIO(text), skipinitialspace=True))
+    except csv.Error:  # NUL bytes or similar: not a CSV nvidia-smi wrote
+        return []
     if not rows:
         return []
     keys = [re.sub(r"\s*\[.*?\]\s*$", "", k.strip()) for k in rows[0]]
