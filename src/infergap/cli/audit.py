@@ -39,7 +39,7 @@ def audit(
     fmt: Fmt = typer.Option(Fmt.text, "--format", "-f", help="Output format."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
     fail_on: FailOn | None = typer.Option(None, "--fail-on", help="Exit 1 when an actionable finding of this severity or worse exists."),
-    sequential: bool = typer.Option(False, "--sequential", help="Run investigators one at a time (for comparison)."),
+    sequential: bool = typer.Option(False, "--sequential", help="Run investigators one at a time (the default for snapshots; live hosts run them in parallel)."),
 ) -> None:
     """Audit this machine (or a snapshot) and print a triaged report: confirmed good, actionable
     (ranked P0-P2; runtime / reboot / BIOS), expected, unknown."""
@@ -64,9 +64,9 @@ def audit(
                     if state != "start":
                         prog.update(task, advance=1, description=name)
 
-                report = run_audit(snap, parallel=not sequential, progress=progress)
+                report = run_audit(snap, parallel=False if sequential else None, progress=progress)
         else:
-            report = run_audit(snap, parallel=not sequential)
+            report = run_audit(snap, parallel=False if sequential else None)
     finally:
         snap.close()
     if fmt == Fmt.json:

@@ -115,7 +115,7 @@ def _mrrs(ctx: Context, f: PciFunction) -> Finding:
     host = ctx.in_container
     rem = Remedy(
         commands=[f"setpci -s {f.bdf} CAP_EXP+8.w={new_code << 12:04x}:7000"],
-        persist=[f"a systemd unit or udev rule running: setpci -s {f.bdf} CAP_EXP+8.w={new_code << 12:04x}:7000 at boot, or the firmware's 'Max Read Request' setting"],
+        persist=["a boot-time systemd unit (or udev rule) running the setpci command above, or the firmware's 'Max Read Request' setting"],
         revert=[f"setpci -s {f.bdf} CAP_EXP+8.w={prev_bits}:7000"] if prev_bits else [f"setpci -s {f.bdf} CAP_EXP+8.w=<previous bits 14:12>:7000"],
         actions=[Action(type="setpci", target=f.bdf, pci_register="CAP_EXP+8.w", value=f"{new_code << 12:04x}", mask="7000", previous=prev_bits)],
         host_controlled=host,
@@ -207,11 +207,11 @@ def _acs(ctx: Context, gpus: list[PciFunction]) -> list[Finding]:
     for b in bridges.values():
         if b.config is not None and b.config.extended_readable:
             if b.config.acs is not None:
-                present.append(b.bdf)
-                if b.config.acs.redirects or (b.config.acs.ctrl & 0x1 and False):
+                present.append((b.bdf, f"{b.source}/config.hex", f"ACSCtl 0x{b.config.acs.ctrl:04x}: " + (" ".join(f + "+" for f in b.config.acs.ctrl_flags) or "no control bit set")))
+                if b.config.acs.redirects:
                     redirecting.append((b, b.config.acs.ctrl_flags, f"{b.source}/config.hex", f"{b.config.acs.ctrl:04x}"))
         elif b.lspci is not None and b.lspci.acs_ctl is not None:
-            present.append(b.bdf)
+            present.append((b.bdf, "cmds/lspci_vvv.out", "ACSCtl " + " ".join(f"{k}{'+' if v else '-'}" for k, v in b.lspci.acs_ctl.items())))
             flags = [k for k, v in b.lspci.acs_ctl.items() if v]
             if b.lspci.acs_ctl.get("ReqRedir") or b.lspci.acs_ctl.get("CmpltRedir"):
                 redirecting.append((b, flags, "cmds/lspci_vvv.out", None))
@@ -241,9 +241,9 @@ def _acs(ctx: Context, gpus: list[PciFunction]) -> list[Finding]:
         return out
     if present:
         return [finding(cid, NAME, Status.ok, f"ACS present on {len(present)} bridge(s) above the GPUs, no peer redirection",
-                        evidence_=evidence(*[(f"files/sys/bus/pci/devices/{b}", "ACSCtl: ReqRedir- CmpltRedir-") for b in present[:4]]),
+                        evidence_=evidence(*[(src, f"{b}: {txt}") for b, src, txt in present[:8]]),
                         expected_value="ReqRedir- CmpltRedir-",
-                        details={"bridges": present})]
+                        details={"bridges": [b for b, _, _ in present]})]
     if unread:
         return [unknown(cid, NAME, "ACS: bridge config space not readable", "Extended config space needs root (or lspci -vvv as root) for bridges " + ", ".join(unread[:4]))]
     return [finding(cid, NAME, Status.ok, "No ACS capability on the bridges above the GPUs", expected_value="no redirection")]

@@ -31,6 +31,28 @@ def summary_line(r: AuditReport) -> str:
     return line
 
 
+def group_findings(fs: list[Finding]) -> list[tuple[Finding, list[Finding]]]:
+    """Group findings that say the same thing about several subjects (one line for 8 GPUs with the
+    same MaxReadReq): key = check id, status, severity, fix kind and the title without the
+    subject. Order of first appearance is kept. Returns (representative, members)."""
+    groups: dict[tuple, list[Finding]] = {}
+    for f in fs:
+        title = f.title.replace(f"GPU {f.subject}: ", "").replace(f"Bridge {f.subject}: ", "") if f.subject else f.title
+        key = (f.id, f.status, f.severity, f.fix_kind, title)
+        groups.setdefault(key, []).append(f)
+    return [(members[0], members) for members in groups.values()]
+
+
+def _label(rep: Finding, members: list[Finding]) -> str:
+    """``id [subject]`` or ``id [N subjects: a, b, …]`` and the title without the subject."""
+    if len(members) == 1:
+        return f"{rep.id}" + (f" [{rep.subject}]" if rep.subject else "") + f" — {rep.title}"
+    subs = [m.subject or "" for m in members]
+    shown = ", ".join(subs[:3]) + (", …" if len(subs) > 3 else "")
+    title = rep.title.replace(f"GPU {rep.subject}: ", "").replace(f"Bridge {rep.subject}: ", "")
+    return f"{rep.id} [{len(members)}×: {shown}] — {title}"
+
+
 def _ev(f: Finding, limit: int = 3) -> str:
     return "; ".join(f"{e.value} [{e.source}]" for e in f.evidence[:limit])
 
@@ -60,45 +82,46 @@ def render_text(r: AuditReport, width: int = 110, color: bool = False) -> str:
     if act:
         con.print()
         con.print(Text("ACTIONABLE (ranked: severity, then runtime → software → reboot → BIOS/hardware)", style="bold"))
-        for i, f in enumerate(act, 1):
+        for i, (f, members) in enumerate(group_findings(act), 1):
             sev = f.severity.value if f.severity else ""
             hc = " [host]" if f.remedy and f.remedy.host_controlled else ""
             head = Text(f"{i:>2}. ")
             head.append(f"{sev} {f.fix_kind.value if f.fix_kind else ''}{hc}", style=SEV_STYLE.get(sev, ""))
-            head.append(f"  {f.id}" + (f" [{f.subject}]" if f.subject else "") + f" — {f.title}")
+            head.append(f"  {_label(f, members)}")
             con.print(head)
             con.print(f"      evidence: {_ev(f)}" + (f"; expected {f.expected_value}" if f.expected_value else ""))
             if f.impact:
                 con.print(f"      why: {f.impact}")
-            if f.remedy:
-                if f.remedy.note:
-                    con.print(f"      note: {f.remedy.note}")
-                for c in f.remedy.commands:
-                    con.print(f"      fix: {c}")
-                for c in f.remedy.persist:
-                    con.print(f"      persist: {c}")
-                for c in f.remedy.revert:
-                    con.print(f"      revert: {c}")
+            if f.remedy and f.remedy.note:
+                con.print(f"      note: {f.remedy.note}")
+            for kind in ("commands", "persist", "revert"):
+                seen: list[str] = []
+                for m in members:
+                    for c in getattr(m.remedy, kind) if m.remedy else []:
+                        if c not in seen:
+                            seen.append(c)
+                for c in seen:
+                    con.print(f"      {'fix' if kind == 'commands' else kind}: {c}")
     exp = r.by_status(Status.expected)
     if exp:
         con.print()
         con.print(Text("EXPECTED (looks wrong, is not — no action)", style="bold"))
-        for f in exp:
-            con.print(f"  • {f.id}" + (f" [{f.subject}]" if f.subject else "") + f" — {f.title}")
+        for f, members in group_findings(exp):
+            con.print(f"  • {_label(f, members)}")
             if f.impact:
                 con.print(f"      {f.impact}")
     unk = r.by_status(Status.unknown)
     if unk:
         con.print()
         con.print(Text("UNKNOWN (evidence missing or unreadable)", style="bold"))
-        for f in unk:
-            con.print(f"  ? {f.id}" + (f" [{f.subject}]" if f.subject else "") + f" — {f.title}" + (f": {f.impact}" if f.impact else ""))
+        for f, members in group_findings(unk):
+            con.print(f"  ? {_label(f, members)}" + (f": {f.impact}" if f.impact else ""))
     ok = r.by_status(Status.ok)
     if ok:
         con.print()
         con.print(Text("CONFIRMED GOOD", style="bold"))
-        for f in ok:
-            con.print(f"  ✓ {f.id}" + (f" [{f.subject}]" if f.subject else "") + f" — {f.title}")
+        for f, members in group_findings(ok):
+            con.print(f"  ✓ {_label(f, members)}")
     na = r.by_status(Status.not_applicable)
     if na:
         con.print()

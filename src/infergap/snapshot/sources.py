@@ -19,6 +19,12 @@ NVSMI_CSV_FIELDS = (
     "clocks_event_reasons.active"
 )
 
+#: ``pip list --format=json`` output from importlib.metadata (pip itself takes ~1 s to start).
+PIP_LIST = (
+    "import importlib.metadata as m, json; "
+    "print(json.dumps(sorted(({'name': d.metadata['Name'], 'version': d.version} for d in m.distributions() if d.metadata['Name']), key=lambda x: x['name'].lower())))"
+)
+
 TORCH_PROBE = r"""
 import json, torch
 d = {"torch": torch.__version__, "cuda": torch.version.cuda, "devs": 0, "props": [], "p2p": []}
@@ -66,7 +72,7 @@ COMMANDS: dict[str, Command] = {
         Command("nvsmi_p2p", ("nvidia-smi", "topo", "-p2p", "r"), 20),
         Command("nvsmi_csv", ("nvidia-smi", f"--query-gpu={NVSMI_CSV_FIELDS}", "--format=csv"), 20),
         Command("sysctl_all", ("sysctl", "-a")),
-        Command("pip_list", ("python3", "-m", "pip", "list", "--format=json"), 20),
+        Command("pip_list", ("python3", "-c", PIP_LIST), 20),
         Command("df", ("df", "-h", "/dev/shm", "/")),
         Command("torch", ("python3", "-c", TORCH_PROBE), 90, live=False),
         Command("lspci", ("lspci", "-nn")),
