@@ -39,6 +39,7 @@ def audit(
     fmt: Fmt = typer.Option(Fmt.text, "--format", "-f", help="Output format."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
     fail_on: FailOn | None = typer.Option(None, "--fail-on", help="Exit 1 when an actionable finding of this severity or worse exists."),
+    active: bool = typer.Option(False, "--active", help="Also measure: host<->device copy bandwidth, device memory bandwidth, NCCL all-reduce (uses the GPUs for about a minute)."),
     sequential: bool = typer.Option(False, "--sequential", help="Run investigators one at a time (the default for snapshots; live hosts run them in parallel)."),
 ) -> None:
     """Audit this machine (or a snapshot) and print a triaged report: confirmed good, actionable
@@ -47,7 +48,9 @@ def audit(
     from infergap.render.audit import render_json, render_md, render_text
     from infergap.snapshot import open_snapshot
 
-    snap = open_snapshot(snapshot)
+    if active and snapshot is not None:
+        raise fail("--active measures this machine; it cannot be combined with --snapshot")
+    snap = open_snapshot(snapshot, active=active)
     try:
         interactive = sys.stderr.isatty() and fmt == Fmt.text
         if interactive:
@@ -86,12 +89,13 @@ def audit(
 @app.command()
 def collect(
     output: Path = typer.Option(Path("infergap-snapshot.tar.gz"), "--output", "-o", help="Snapshot directory, or a .tar.gz file."),
+    active: bool = typer.Option(False, "--active", help="Also store the GPU measurements of audit --active."),
 ) -> None:
     """Write a snapshot of this host (files/, cmds/, probes/, meta.json) for later or elsewhere."""
     from infergap.snapshot.collect import collect as do_collect
 
     try:
-        meta = do_collect(output)
+        meta = do_collect(output, active=active)
     except OSError as e:
         raise fail(f"--output {output}: cannot write ({e.strerror or e})")
     failed = meta["failed"]

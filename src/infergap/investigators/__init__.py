@@ -2,6 +2,7 @@
 ``investigate(ctx) -> list[Finding]``. The audit runs every module of :data:`REGISTRY` concurrently."""
 
 from infergap.investigators import (
+    bandwidth,
     container,
     cpu_power,
     driver,
@@ -16,4 +17,4 @@ from infergap.investigators import (
     runtime,
 )
 
-REGISTRY = [pcie, interconnect, numa, cpu_power, kernel_runtime, kernel_version, firmware, container, driver, gpu_health, memory, runtime]
+REGISTRY = [pcie, interconnect, numa, cpu_power, kernel_runtime, kernel_version, firmware, container, driver, gpu_health, memory, runtime, bandwidth]

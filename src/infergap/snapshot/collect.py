@@ -74,8 +74,9 @@ def _scrub_environ(data: bytes) -> bytes:
     return b"\0".join(keep)
 
 
-def collect(output: str | os.PathLike[str], root: str = "/") -> dict[str, Any]:
+def collect(output: str | os.PathLike[str], root: str = "/", active: bool = False) -> dict[str, Any]:
     """Collect this host into ``output`` (a directory, or a ``.tar.gz`` when the name ends so).
+    ``active`` adds the GPU measurements (probes/active.json; they use the GPUs for a minute).
 
     Returns the meta dict written to ``meta.json``. Raises OSError only when ``output`` itself
     cannot be written. ``root`` redirects file reads (tests); commands always run on this host.
@@ -102,8 +103,14 @@ def collect(output: str | os.PathLike[str], root: str = "/") -> dict[str, Any]:
         write(f"cmds/{name}.rc", f"{res.rc if res.rc is not None else ''}\n".encode())
         sources[f"cmds/{name}"] = {"duration_s": round(res.duration_s, 4), "rc": res.rc, "error": res.error}
 
+    probes = dict(PROBES)
+    if active:
+        from infergap.snapshot.active import ACTIVE_TIMEOUT_S, active_probe
+
+        probes["active"] = (active_probe, ACTIVE_TIMEOUT_S)
+
     def do_probe(name: str) -> None:
-        fn, _timeout = PROBES[name]
+        fn, _timeout = probes[name]
         t0 = time.monotonic()
         try:
             data = fn()
@@ -132,7 +139,7 @@ def collect(output: str | os.PathLike[str], root: str = "/") -> dict[str, Any]:
 
     with ThreadPoolExecutor(max_workers=16, thread_name_prefix="infergap-collect") as pool:
         futs = [pool.submit(do_cmd, n) for n in [*COMMANDS, "env"]]
-        futs += [pool.submit(do_probe, n) for n in PROBES]
+        futs += [pool.submit(do_probe, n) for n in probes]
         futs.append(pool.submit(do_files))
         for f in futs:
             f.result()
