@@ -82,6 +82,7 @@ class PciFunction:
     config_error: str | None = None
     lspci: LspciDevice | None = None
     garbage: list[str] = field(default_factory=list)
+    path_known: bool = False
 
     @property
     def is_gpu(self) -> bool:
@@ -218,6 +219,7 @@ class Facts:
             grp = snap.read_value(f"{d}/iommu_group.link")
             f.iommu_group = grp.rsplit("/", 1)[-1] if grp else None
             link = snap.read_value(f"{base}/{bdf}.link")
+            f.path_known = bool(link)
             if link:
                 parts = [p for p in link.split("/") if re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", p)]
                 if len(parts) >= 2:

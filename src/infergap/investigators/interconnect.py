@@ -36,6 +36,14 @@ def _nvlink_pairs(ctx: Context) -> tuple[dict[tuple[str, str], int], str | None]
     return {}, None
 
 
+def _nvlink_links(ctx: Context) -> dict[int, dict[int, float | None]]:
+    """Per-GPU NVLink links and their speed from ``nvidia-smi nvlink -s`` (empty when absent)."""
+    from infergap.parsers.nvsmi import parse_nvlink_status
+
+    r = ctx.facts.cmd_ok("nvsmi_nvlink")
+    return parse_nvlink_status(r.stdout) if r else {}
+
+
 def _pcie_only(ctx: Context) -> bool:
     names = [g.name or "" for g in ctx.facts.gpus()]
     return bool(names) and not any(NVLINK_SKU.search(n) for n in names)
@@ -54,6 +62,9 @@ def _nvlink(ctx: Context) -> list[Finding]:
     topo = ctx.facts.topology()
     cells = sorted({v for (a, b), v in (topo.matrix.items() if topo else []) if a != b and a.startswith("GPU") and b.startswith("GPU")})
     evs = evidence((src, "GPU-GPU links: " + (", ".join(cells) if cells else ", ".join(f"{a}-{b}: NV{n}" for (a, b), n in pairs.items()))))
+    links = _nvlink_links(ctx)
+    if links:
+        evs += evidence(("cmds/nvsmi_nvlink.out", "; ".join(f"GPU{i}: {sum(1 for v in l.values() if v)} active links" + (f" × {max(v for v in l.values() if v):g} GB/s" if any(l.values()) else "") for i, l in sorted(links.items()))))
     out = []
     if with_nv:
         counts = sorted(set(with_nv.values()))
@@ -70,8 +81,10 @@ def _nvlink(ctx: Context) -> list[Finding]:
                                evidence_=evs, expected_value="NV# between every pair", impact="Pairs without NVLink fall back to PCIe for peer traffic; all-reduce runs at the speed of the slowest link.",
                                remedy=Remedy(note="Check nvidia-smi nvlink -s for down links; reseat/replace the GPU or baseboard."), details={"pairs": {f"{a}-{b}": n for (a, b), n in pairs.items()}}))
         else:
+            active = {i: sum(1 for v in l.values() if v) for i, l in links.items()}
             out.append(finding(cid, NAME, Status.ok, f"NVLink between every GPU pair ({'/'.join(f'NV{c}' for c in counts)})", evidence_=evs,
-                               details={"pairs": {f"{a}-{b}": n for (a, b), n in pairs.items()}, "links_per_pair": counts}))
+                               details={"pairs": {f"{a}-{b}": n for (a, b), n in pairs.items()}, "links_per_pair": counts, "active_links_per_gpu": active,
+                                        "link_GBps": {i: l for i, l in links.items()}}))
         return out
     if _pcie_only(ctx):
         name = gpus[0].name

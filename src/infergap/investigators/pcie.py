@@ -201,6 +201,10 @@ def _acs(ctx: Context, gpus: list[PciFunction]) -> list[Finding]:
     for g in gpus:
         for b in _upstream(ctx, g):
             bridges[b.bdf] = b
+    if not bridges and gpus and all(g.path_known and g.parent is None for g in gpus):
+        return [finding(cid, NAME, Status.ok, "No PCI bridge between the GPUs: each sits on the root bus, so no ACS can redirect peer traffic",
+                        evidence_=evidence(*[(f"files/sys/bus/pci/devices/{g.bdf}.link", f"{g.bdf} directly below the host bridge") for g in gpus[:8]]),
+                        expected_value="no redirection")]
     if not bridges:
         return [unknown(cid, NAME, "ACS: bridges above the GPUs not found", "Needs the device symlinks (sysfs) to find the bridges above each GPU, and their config space or lspci -vvv.")]
     present, redirecting, unread = [], [], []
