@@ -114,15 +114,21 @@ def find_gpu(name: str) -> GpuSpec:
     for g in table:
         if key in {_norm(x) for x in (g.id, g.label, *g.names, *g.aliases)}:
             return g
-    choices: dict[str, str] = {}
+    choices: dict[str, tuple[str, str]] = {}  # normalised -> (as written, entry id)
     for g in table:
         for x in (g.id, *g.aliases, *g.names):
-            choices[_norm(x)] = g.id if x in g.names else x
-    close = difflib.get_close_matches(key, list(choices), n=3, cutoff=0.5)
-    hint = sorted({choices[c] for c in close})
+            choices.setdefault(_norm(x), (x, g.id))
+    close = difflib.get_close_matches(key, list(choices), n=6, cutoff=0.5)
+    hint: list[str] = []
+    seen: set[str] = set()
+    for c in close:
+        written, gid = choices[c]
+        if gid not in seen:
+            seen.add(gid)
+            hint.append(written)
     known = ", ".join(g.id for g in table)
     if hint:
-        raise UserError(f"--gpu {name}: unknown GPU; closest: {', '.join(hint)} (known: {known})")
+        raise UserError(f"--gpu {name}: unknown GPU; closest: {', '.join(hint[:3])} (known: {known})")
     raise UserError(f"--gpu {name}: unknown GPU (known: {known})")
 
 

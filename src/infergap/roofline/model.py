@@ -42,9 +42,10 @@ log = logging.getLogger(__name__)
 #: the base dtype); ``indexer`` is DeepSeek Sparse Attention's lightning indexer.
 GROUPS = ("attention", "indexer", "router", "dense_ffn", "shared_experts", "experts", "lm_head", "embedding", "other")
 
-#: Groups an override key sets. ``weights`` sets every weight group; ``attention`` includes the indexer.
+#: Groups an override key sets. ``weights`` sets every weight group read per token (the input
+#: embedding, a lookup, keeps its format unless ``embedding`` is given); ``attention`` includes the indexer.
 OVERRIDE_GROUPS: dict[str, tuple[str, ...]] = {
-    "weights": ("attention", "indexer", "router", "dense_ffn", "shared_experts", "experts", "lm_head", "embedding"),
+    "weights": ("attention", "indexer", "router", "dense_ffn", "shared_experts", "experts", "lm_head"),
     "attention": ("attention", "indexer"),
     "indexer": ("indexer",),
     "router": ("router",),
