@@ -6,7 +6,6 @@ import pytest
 
 from infergap.errors import UserError
 from infergap.roofline import find_gpu, gpu_table, host_gpus, load_hardware
-from infergap.roofline.hardware import _gpus_from_nvsmi_xml
 from infergap.snapshot import open_snapshot
 
 H200 = Path(__file__).resolve().parents[1] / "fixtures" / "hosts" / "h200-1gpu"
@@ -57,12 +56,11 @@ def test_host_gpus_from_h200_capture():
     assert hw.gpu.id == "h200" and hw.count == 1 and hw.memory_source.startswith("host")
 
 
-def test_nvsmi_xml_reader_on_capture():
-    text = (H200 / "cmds" / "nvsmi_qx.out").read_text()
-    gpus = _gpus_from_nvsmi_xml(text)
-    assert len(gpus) == 1 and gpus[0].name == "NVIDIA H200" and gpus[0].bdf
-    with pytest.raises(UserError, match="not valid XML"):
-        _gpus_from_nvsmi_xml(text[: len(text) // 2])
+def test_host_gpus_from_collected_archive():
+    """The same machine type captured by ``infergap collect`` (a .tar.gz with NVML probes)."""
+    with open_snapshot(str(H200.parent / "h200-1gpu-collect.tar.gz")) as snap:
+        hw = load_hardware("auto", snapshot=snap)
+    assert hw.gpu.id == "h200" and hw.count == 1
 
 
 def test_auto_without_gpus(tmp_path):

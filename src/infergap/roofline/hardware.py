@@ -10,7 +10,6 @@ from __future__ import annotations
 import difflib
 import logging
 import re
-import xml.etree.ElementTree as ET
 from importlib import resources
 from typing import Any, Literal
 
@@ -132,53 +131,15 @@ def find_gpu(name: str) -> GpuSpec:
     raise UserError(f"--gpu {name}: unknown GPU (known: {known})")
 
 
-def _gpus_from_nvsmi_xml(text: str) -> list[HostGpu]:
-    """GPUs in ``nvidia-smi -q -x`` output: ``<gpu id=BDF>``, ``<product_name>``,
-    ``<fb_memory_usage><total>143771 MiB</total>``, ``<cuda_compute_capability>`` when present."""
-    try:
-        root = ET.fromstring(text)
-    except ET.ParseError as e:
-        raise UserError(f"nvidia-smi -q -x output is not valid XML ({e})") from None
-    out: list[HostGpu] = []
-    for g in root.findall("gpu"):
-        total = g.findtext("fb_memory_usage/total") or ""
-        m = re.match(r"\s*(\d+)\s*MiB", total)
-        out.append(
-            HostGpu(
-                name=(g.findtext("product_name") or "").strip() or None,
-                memory_total_B=int(m.group(1)) * 1024 * 1024 if m else None,
-                bdf=g.get("id", ""),
-                cuda_capability=(g.findtext("cuda_compute_capability") or "").strip() or None,
-            )
-        )
-    return out
-
-
 def host_gpus(snapshot: Any) -> list[HostGpu]:
-    """The GPUs of ``snapshot`` (a :class:`infergap.snapshot.Snapshot`, live or captured).
+    """The NVIDIA GPUs of ``snapshot`` (a :class:`infergap.snapshot.Snapshot`, live or captured),
+    from the facts layer (:meth:`infergap.facts.Facts.gpus`: sysfs, nvidia-smi CSV/XML, NVML merged)."""
+    from infergap.facts import Facts
 
-    Uses the facts layer (``infergap.facts.Facts(snapshot).gpus()``) when it is installed, else
-    reads ``cmds/nvsmi_qx`` (``nvidia-smi -q -x``) directly.
-    """
-    try:
-        from infergap.facts import Facts  # type: ignore[import-not-found]
-    except ImportError:
-        Facts = None  # noqa: N806
-    if Facts is not None:
-        gpus = Facts(snapshot).gpus()
-        return [
-            HostGpu(
-                name=getattr(g, "name", None),
-                memory_total_B=getattr(g, "memory_total_B", None),
-                bdf=getattr(g, "bdf", "") or "",
-                cuda_capability=getattr(g, "cuda_capability", None),
-            )
-            for g in gpus
-        ]
-    res = snapshot.cmd("nvsmi_qx")
-    if res is None or not res.stdout.strip():
-        return []
-    return _gpus_from_nvsmi_xml(res.stdout)
+    return [
+        HostGpu(name=g.name, memory_total_B=g.memory_total_B, bdf=g.bdf or "", cuda_capability=g.cuda_capability)
+        for g in Facts(snapshot).gpus()
+    ]
 
 
 def load_hardware(
