@@ -123,6 +123,11 @@ def test_dense_crossover_matches_flops_over_bandwidth():
     r = bounds(load_model("llama-3.1-8b"), hw, Parallel(tp=1), Workload(context=1))
     expected = hw.tflops["bf16"] * 1e12 * 2 / (2 * hw.bandwidth_GBps * 1e9)
     assert r.crossover_batch == pytest.approx(expected, rel=0.03)
+    assert r.crossover_batch_weights_only == pytest.approx(expected, rel=0.03)
+    # at 4k context each sequence reads its KV every step: decode stays memory-bound far longer
+    long = bounds(load_model("llama-3.1-8b"), hw, Parallel(tp=1), Workload(context=4096))
+    assert long.crossover_batch is None or long.crossover_batch > r.crossover_batch
+    assert long.crossover_batch_weights_only == r.crossover_batch_weights_only
 
 
 def test_batched_throughput_grows_and_flags_kv_capacity():

@@ -68,3 +68,13 @@ def test_auto_without_gpus(tmp_path):
     with open_snapshot(str(tmp_path)) as snap:
         with pytest.raises(UserError, match="no NVIDIA GPU found"):
             load_hardware("auto", snapshot=snap)
+
+
+def test_auto_on_this_host_answers():
+    """On the machine running the tests: its GPUs if it has any, else one clear error."""
+    try:
+        hw = load_hardware("auto")
+    except UserError as e:
+        assert "--gpu auto:" in str(e)
+    else:
+        assert hw.count >= 1

@@ -155,6 +155,7 @@ class RooflineResult(BaseModel):
     collectives: Collectives
     batched: list[BatchPoint]
     crossover_batch: int | None
+    crossover_batch_weights_only: int | None = None
     prefill: Prefill
     memory: MemoryFit
     efficiency: list[Efficiency] = Field(default_factory=list)
@@ -544,10 +545,32 @@ def bounds(model: ModelSpec, hardware: Hardware, parallel: Parallel, workload: W
     )
 
     # -- batched decode ------------------------------------------------------------------------
-    def step(batch: int) -> tuple[float, float, float, float]:
+    def step(batch: int, context: int = ctx) -> tuple[float, float, float, float]:
         wb = sum(c.weight_bytes_rank(batch).values())
-        byts = wb + batch * m.kv_read_bytes(ctx, tp, optimistic=False)
-        return byts, byts / bw, c.t_compute(c.step_flops(batch, ctx)), c.comm_s(batch)[0]
+        byts = wb + batch * m.kv_read_bytes(context, tp, optimistic=False)
+        return byts, byts / bw, c.t_compute(c.step_flops(batch, context)), c.comm_s(batch)[0]
+
+    def crossover_of(context: int) -> int | None:
+        """Smallest batch whose step is compute-bound at ``context`` (None up to 2^20)."""
+        _, tm, tc, _ = step(1, context)
+        if tc >= tm:
+            return 1
+        lo, hi = 1, 2
+        while True:
+            _, tm, tc, _ = step(hi, context)
+            if tc >= tm:
+                break
+            if hi >= 1 << 20:
+                return None
+            lo, hi = hi, hi * 2
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            _, tm, tc, _ = step(mid, context)
+            if tc >= tm:
+                hi = mid
+            else:
+                lo = mid
+        return hi
 
     batched: list[BatchPoint] = []
     for b in sorted(set(wl.batches)):
@@ -568,27 +591,8 @@ def bounds(model: ModelSpec, hardware: Hardware, parallel: Parallel, workload: W
                 fits_kv=b <= per_replica,
             )
         )
-    crossover: int | None = None
-    lo, hi = 1, 1
-    if step(1)[2] >= step(1)[1]:
-        crossover = 1
-    else:
-        while hi <= 1 << 20:
-            _, tm, tc, _ = step(hi)
-            if tc >= tm:
-                break
-            lo, hi = hi, hi * 2
-        else:
-            hi = 0
-        if hi:
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                _, tm, tc, _ = step(mid)
-                if tc >= tm:
-                    hi = mid
-                else:
-                    lo = mid
-            crossover = hi
+    crossover = crossover_of(ctx)
+    crossover_weights = crossover_of(0)
 
     # -- prefill -------------------------------------------------------------------------------
     P = wl.prompt_len
@@ -693,6 +697,7 @@ def bounds(model: ModelSpec, hardware: Hardware, parallel: Parallel, workload: W
         collectives=collectives,
         batched=batched,
         crossover_batch=crossover,
+        crossover_batch_weights_only=crossover_weights,
         prefill=prefill,
         memory=memory,
         efficiency=eff,

@@ -153,8 +153,8 @@ def load_hardware(
 ) -> Hardware:
     """Build the :class:`Hardware` for a GPU name (or ``auto``) and a count.
 
-    ``auto`` reads the GPUs of ``snapshot`` (see :func:`host_gpus`; the caller opens the live host
-    or a captured snapshot); all of them must be the same model. ``count`` defaults to the host's
+    ``auto`` reads the GPUs of ``snapshot`` (see :func:`host_gpus`), or of the live host when
+    ``snapshot`` is None; all of them must be the same model. ``count`` defaults to the host's
     GPU count (``auto``) or 1. ``ceiling="measured"`` uses the entry's measured figures (error if
     it has none); ``measured_bandwidth_GBps`` replaces the bandwidth outright;
     ``bandwidth_efficiency`` (0 < f <= 1) scales whichever bandwidth is in use.
@@ -166,11 +166,21 @@ def load_hardware(
     memory_source = "datasheet"
     if name_or_auto.strip().lower() == "auto":
         if snapshot is None:
-            raise UserError("--gpu auto: no host to read (internal: no snapshot given)")
+            from infergap.snapshot import open_snapshot
+
+            with open_snapshot(None) as live:
+                return load_hardware(
+                    name_or_auto,
+                    count,
+                    snapshot=live,
+                    ceiling=ceiling,
+                    bandwidth_efficiency=bandwidth_efficiency,
+                    measured_bandwidth_GBps=measured_bandwidth_GBps,
+                )
         gpus = host_gpus(snapshot)
         if not gpus:
             where = getattr(snapshot, "label", "") or "this host"
-            raise UserError(f"--gpu auto: no NVIDIA GPU found in {where} (nvidia-smi -q -x gave none); name one with --gpu")
+            raise UserError(f"--gpu auto: no NVIDIA GPU found in {where} (no GPU in sysfs, nvidia-smi or NVML); name one with --gpu")
         names = sorted({g.name or "?" for g in gpus})
         if len(names) > 1:
             raise UserError(f"--gpu auto: the host has different GPU models ({', '.join(names)}); name one with --gpu")

@@ -130,16 +130,15 @@ def _details(r: RooflineResult) -> list[tuple[str, list[str]]]:
                 ],
             )
         )
-    cb = r.crossover_batch
-    sections.append(
-        (
-            "Compute crossover",
-            [
-                f"decode turns compute-bound at batch {cb}" if cb
-                else "no crossover up to batch 1,048,576: KV-cache reads grow as fast as FLOPs (memory-bound at every batch)"
-            ],
-        )
-    )
+    cb, cw = r.crossover_batch, r.crossover_batch_weights_only
+    ctx = r.workload.context
+    items = [
+        f"weight GEMMs alone turn compute-bound at batch {cw} (≈ F·bytes_per_param / (2·BW) for a dense model)"
+        if cw else "weight GEMMs stay memory-bound up to batch 1,048,576",
+        f"with the KV cache at context {ctx}, a decode step turns compute-bound at batch {cb}"
+        if cb else f"with the KV cache at context {ctx}, decode stays memory-bound at every batch: attention reads KV bytes as fast as it adds FLOPs",
+    ]
+    sections.append(("Compute crossover", items))
     pf = r.prefill
     sections.append(
         (
