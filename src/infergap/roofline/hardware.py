@@ -193,7 +193,7 @@ def load_hardware(
         mems = [g.memory_total_B for g in gpus if g.memory_total_B]
         if mems:
             memory_B = min(mems)
-            memory_source = "host (nvidia-smi total)"
+            memory_source = "host-reported"
         host_label = f"{host_count} x {names[0]}"
     else:
         spec = find_gpu(name_or_auto)
