@@ -6,15 +6,20 @@ from infergap.investigators import (
     container,
     cpu_power,
     driver,
+    engine_log,
+    evidence_files,
     firmware,
     gpu_health,
     interconnect,
     kernel_runtime,
     kernel_version,
     memory,
+    nccl_log,
     numa,
     pcie,
     runtime,
+    server_config,
 )
 
-REGISTRY = [pcie, interconnect, numa, cpu_power, kernel_runtime, kernel_version, firmware, container, driver, gpu_health, memory, runtime, bandwidth]
+REGISTRY = [pcie, interconnect, numa, cpu_power, kernel_runtime, kernel_version, firmware, container, driver, gpu_health, memory, runtime, bandwidth,
+            nccl_log, engine_log, server_config, evidence_files]
