@@ -96,3 +96,34 @@ def test_shm_expected_across_sockets(tmp_path):
     topo.write_text((FIX / "topo-667-pxb-pix.txt").read_text().replace("GPU1\tPXB", "GPU1\tSYS").replace("GPU0\t X \tPXB", "GPU0\t X \tSYS"))
     (t,) = [f for f in findings_for(log, topo) if f.id == "nccl.transport"]
     assert t.status.value == "expected"
+
+
+@pytest.mark.parametrize("name,kind", [("collect-env-tp3d66.txt", "collect_env"), ("dmesg-gpuburn1-xid79.txt", "dmesg"),
+                                       ("lspci-torchipc17-plx.txt", "lspci"), ("lspci-tree-club3090-859.txt", "lspci_tree"),
+                                       ("nvcc-risc0-2449.txt", "nvcc"), ("nvsmi-libc6shim14-rtx5070.txt", "nvsmi")])
+def test_real_outputs_recognised(name, kind):
+    snap = EvidenceSnapshot(None, [FIX / name])
+    assert [p.kind for p in snap.parts] == [kind] and not snap.unrecognized()
+
+
+def test_collect_env_answers_pip_list():
+    from infergap.parsers.host import parse_pip_list
+
+    snap = EvidenceSnapshot(None, [FIX / "collect-env-tp3d66.txt"])
+    pkgs = parse_pip_list(snap.cmd("pip_list").stdout)
+    assert pkgs["torch"] == "1.1.0" and pkgs["torchvision"] == "0.2.0" and len(pkgs) == 9
+
+
+def test_lspci_and_nvcc_answer_their_commands():
+    snap = EvidenceSnapshot(None, [FIX / "lspci-torchipc17-plx.txt", FIX / "nvcc-risc0-2449.txt", FIX / "lspci-tree-club3090-859.txt"])
+    assert snap.cmd("lspci").stdout.count("PEX 8747") == 11
+    assert "release 12.5, V12.5.82" in snap.cmd("nvcc").stdout
+    assert snap.cmd("lspci_tree").stdout.startswith("-[0000:00]-+-00.0")
+
+
+def test_kernel_log_findings():
+    from infergap.investigators import evidence_files
+
+    found = {f.id: f for f in evidence_files.investigate(SimpleNamespace(snap=EvidenceSnapshot(None, [FIX / "dmesg-gpuburn1-xid79.txt"])))}
+    assert found["gpu.xid"].severity.value == "P0" and "79" in found["gpu.xid"].title
+    assert found["pcie.aer"].severity.value == "P0" and "Uncorrected (Fatal) ×1" in found["pcie.aer"].title

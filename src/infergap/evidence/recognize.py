@@ -73,7 +73,7 @@ _START: list[tuple[str, re.Pattern[str]]] = [
     ("nvsmi_nvlink", re.compile(r"^GPU \d+: .*\((?:UUID|uuid): ")),
     ("nvsmi_csv", re.compile(r"^(?:index, )?(?:name|pci\.bus_id|uuid|driver_version|index)(?:, [\w.]+(?: \[[^\]]*\])?){2,}")),
     ("lspci", re.compile(r"^(?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7] [A-Za-z][^:]*(?: \[[0-9a-f]{4}\])?: \S")),
-    ("lspci_tree", re.compile(r"^(?:-|\+-|\\-)\[[0-9a-f]{4}:[0-9a-f]{2}\]-")),
+    ("lspci_tree", re.compile(r"^(?:-\+-|-|\+-|\\-)\[[0-9a-f]{4}:[0-9a-f]{2}\]-")),
     ("numactl", re.compile(r"^available: \d+ nodes? \(")),
     ("lscpu", re.compile(r"^Architecture:\s+\S")),
     ("sysctl_all", re.compile(r"^[a-z][a-z0-9_]*(?:\.[\w\-/*:@+]+)+ = ")),
@@ -91,9 +91,9 @@ _START: list[tuple[str, re.Pattern[str]]] = [
 ]
 _START_RE = {k: r for k, r in _START}
 #: Kinds whose start marker repeats on every line (each line of ``sysctl -a`` is a marker).
-_REPEATING = {"lspci", "sysctl_all", "pip_freeze", "ulimit", "nvsmi_nvlink", "cmdline", "env"}
+_REPEATING = {"lspci", "sysctl_all", "pip_freeze", "ulimit", "nvsmi_nvlink", "cmdline", "env", "lspci_tree"}
 #: Kinds one of whose markers, inside a part of the key kind, continues it.
-_CONTINUES = {"lspci_vvv": {"lspci"}, "collect_env": {"pip_freeze"}, "nvsmi_topo": {"nvsmi_p2p"}}
+_CONTINUES = {"lspci_vvv": {"lspci"}, "collect_env": {"pip_freeze", "collect_env"}, "nvsmi_topo": {"nvsmi_p2p"}}
 
 # -- log line shapes (tested on the cleaned line) ----------------------------------------------
 _NCCL = re.compile(r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b|^NCCL version \d")
