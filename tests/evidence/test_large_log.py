@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from conftest import FIX, ROOT
+from tests.evidence.helpers import FIX, ROOT
 
 pytestmark = pytest.mark.slow
 
