@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.evidence.helpers import API_KEY, free_port, write_tiny_gguf
+from tests.evidence.evidence_data import API_KEY, free_port, write_tiny_gguf
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 
-from tests.evidence.helpers import FIX, H200, ROOT, free_port
+from tests.evidence.evidence_data import FIX, H200, ROOT, free_port
 
 
 def run(*args, cwd=None, timeout=300):

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from tests.evidence.helpers import FIX, ROOT
+from tests.evidence.evidence_data import FIX, ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +28,7 @@ def test_200MB_log_bounded_memory(tmp_path):
             written += len(block)
         f.write(unit[: len(unit) // 3])
     size = path.stat().st_size
-    # a fresh interpreter, so the peak RSS measured is this parse's, not the test session's
+    # a fresh interpreter, so the peak RSS measured is this parse's, not the whole test run's
     code = textwrap.dedent(f"""
         import json, resource, sys, time
         from types import SimpleNamespace

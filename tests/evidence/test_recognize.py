@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.evidence.helpers import FIX, H200
+from tests.evidence.evidence_data import FIX, H200
 from infergap.evidence import EvidenceSnapshot, scan_file
 from infergap.parsers.host import parse_pip_list, parse_sysctl_all, parse_ulimit
 from infergap.parsers.nvsmi import parse_nvsmi_xml, parse_query_csv, parse_topo

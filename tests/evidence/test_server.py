@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 from aiohttp import web
 
-from tests.evidence.helpers import API_KEY, FIX, H200, free_port
+from tests.evidence.evidence_data import API_KEY, FIX, H200, free_port
 from infergap.evidence import EvidenceSnapshot
 from infergap.investigators import server_config
 from infergap.server import introspect

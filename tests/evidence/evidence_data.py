@@ -1,4 +1,4 @@
-"""Helpers of the evidence tests: fixture paths, a free 127.0.0.1 port, a tiny random GGUF."""
+"""Shared by the evidence tests: fixture paths, a free 127.0.0.1 port, a tiny random GGUF."""
 
 from __future__ import annotations
 
