@@ -28,6 +28,7 @@ EXPECT = {
     "sglang-13023-decode-no-graph.log": [("engine.cuda_graph", "actionable", "P1", "2 of 8 decode batches")],
     "sglang-fastrl4-spec-no-graph.log": [("engine.cuda_graph", "actionable", "P1", "2 of 2 decode batches")],
     "sglang-26248-kv-full.log": [("engine.kv_pressure", "actionable", "P2", "100%"), ("engine.cuda_graph", "ok", None, "All 3")],
+    "sglang-6778-token-usage.log": [("engine.kv_pressure", "actionable", "P2", "96%")],  # and no engine.cuda_graph claim
     "sglang-9856-server-args-wrapped.log": [("engine.config", "ok", None, "SGLang")],
     "sglang-1362-server-args.log": [("engine.config", "ok", None, "SGLang")],
     "sglang-11716-capture.log": [("engine.config", "ok", None, "SGLang")],
@@ -127,3 +128,8 @@ def test_kernel_log_findings():
     found = {f.id: f for f in evidence_files.investigate(SimpleNamespace(snap=EvidenceSnapshot(None, [FIX / "dmesg-gpuburn1-xid79.txt"])))}
     assert found["gpu.xid"].severity.value == "P0" and "79" in found["gpu.xid"].title
     assert found["pcie.aer"].severity.value == "P0" and "Uncorrected (Fatal) ×1" in found["pcie.aer"].title
+
+
+def test_old_decode_lines_make_no_cuda_graph_claim():
+    found = {f.id for f in findings_for(FIX / "sglang-6778-token-usage.log")}
+    assert "engine.cuda_graph" not in found and "engine.kv_pressure" in found

@@ -36,7 +36,7 @@ _SGL_KV = re.compile(r"KV Cache is allocated\.(?: dtype: (\S+),)? #tokens: (\d+)
 _SGL_MAXTOK = re.compile(r"max_total_num_tokens=(\d+).*?max_running_requests=(\d+)")
 _VLLM_KV = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
 _VLLM_CONC = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
-_DECODE = re.compile(r"Decode batch[.,] #running-req: (\d+),.*?cuda graph: (True|False)")
+_DECODE = re.compile(r"Decode batch[.,] #running-req: (\d+),(?:.*?cuda graph: (True|False))?")
 _USAGE = re.compile(r"token usage: ([\d.]+)")
 _GEN_TPUT = re.compile(r"gen throughput \(token/s\): ([\d.]+)")
 _QUEUE = re.compile(r"#queue-req: (\d+)")
@@ -120,6 +120,7 @@ class EngineLogFacts(BaseModel):
     attention_backends: list[str] = Field(default_factory=list)
     decode_batches: int = 0
     decode_no_graph: int = 0
+    decode_graph_known: int = 0
     max_running: int = 0
     max_running_graph: int | None = None
     min_running_no_graph: int | None = None
@@ -146,7 +147,7 @@ def parse_engine_log(lines: Iterable[str]) -> EngineLogFacts:
     :data:`MAX_ARG_LINES` lines) before parsing. Memory is bounded (counters and short lists).
     """
     f = EngineLogFacts()
-    dec: dict[str, Any] = {"batches": 0, "no_graph": 0, "max_running": 0, "max_graph": 0, "min_no_graph": None,
+    dec: dict[str, Any] = {"batches": 0, "known": 0, "no_graph": 0, "max_running": 0, "max_graph": 0, "min_no_graph": None,
                          "usage": -1.0, "tput": -1.0, "queue": 0}
     it = iter(lines)
     ar_seen: set[str] = set()
@@ -230,7 +231,13 @@ def parse_engine_log(lines: Iterable[str]) -> EngineLogFacts:
                 dec["batches"] += 1
                 if run > dec["max_running"]:
                     dec["max_running"] = run
-                if m.group(2) == "True":
+                if m.group(2) is None:
+                    pass  # older SGLang lines do not say whether the batch ran a CUDA graph
+                else:
+                    dec["known"] += 1
+                if m.group(2) is None:
+                    pass
+                elif m.group(2) == "True":
                     if run > dec["max_graph"]:
                         dec["max_graph"] = run
                 else:
@@ -323,8 +330,9 @@ def parse_engine_log(lines: Iterable[str]) -> EngineLogFacts:
         _set_engine(f, "sglang")
         f.decode_batches = dec["batches"]
         f.decode_no_graph = dec["no_graph"]
+        f.decode_graph_known = dec["known"]
         f.max_running = max(f.max_running, dec["max_running"])
-        f.max_running_graph = dec["max_graph"] if dec["batches"] > dec["no_graph"] else None
+        f.max_running_graph = dec["max_graph"] or None
         f.min_running_no_graph = dec["min_no_graph"]
         f.max_queue = max(f.max_queue, dec["queue"])
     if dec["usage"] >= 0:

@@ -97,8 +97,9 @@ _CONTINUES = {"lspci_vvv": {"lspci"}, "collect_env": {"pip_freeze", "collect_env
 
 # -- log line shapes (tested on the cleaned line) ----------------------------------------------
 _NCCL = re.compile(r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b|^NCCL version \d")
-_SGLANG_START = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[ ,]\S[^\]]*)?\] |\[\d\d:\d\d:\d\d(?: [A-Z]{2}\d+)*\] ")
-_SGLANG_WORDS = ("server_args=ServerArgs(", "sglang.launch_server")
+_SGLANG_START = re.compile(r"\[(?:TP|DP|PP|EP)\d+(?: (?:TP|DP|PP|EP)\d+)*\] |\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[ ,]\S[^\]]*)?\] |\[\d\d:\d\d:\d\d(?: [A-Z]{2}\d+)*\] ")
+_SGLANG_WORDS = ("server_args=ServerArgs(", "sglang.launch_server", "Decode batch. #running-req", "Decode batch, #running-req",
+                 "Prefill batch. #new-seq", "Prefill batch, #new-seq")
 _SGLANG_SCHED = re.compile(r"\[scheduler\w*\.py:\d+\] (?:Decode|Prefill) batch")
 _VLLM = re.compile(
     r"(?:^|\) +)(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\]"
