@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.evidence.evidence_data import FIX, H200
+from tests.evidence.evidence_data import FIX
 from infergap.evidence import EvidenceSnapshot
 from infergap.investigators import engine_log, nccl_log, server_config
 
