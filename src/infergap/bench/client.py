@@ -143,65 +143,94 @@ class StreamClient:
 
     async def _consume(self, resp, rec: RequestRecord) -> None:
         content = resp.content
-        times = rec.chunk_times
-        texts = rec.text
-        chat = self.api == "chat"
-        loads = json.loads
-        buf = b""
-        done = False
-        last = perf_counter()
+        parser = SSEParser(rec, self.api == "chat")
+        feed = parser.feed
         while True:
             data = await content.readany()
             if not data:
                 break
-            now = last = perf_counter()
-            if buf:
-                data = buf + data
-            lines = data.split(b"\n")
-            buf = lines.pop()
-            for line in lines:
-                if line[:5] != b"data:":
-                    continue
-                payload = line[5:].strip()
-                if payload[:1] != b"{":
-                    if payload == b"[DONE]":
-                        done = True
-                    continue
-                try:
-                    obj = loads(payload)
-                except ValueError:
-                    rec.error, rec.error_detail = "bad_chunk", f"unparsable chunk: {payload[:80]!r}"
-                    continue
-                choices = obj.get("choices")
-                if choices:
-                    c0 = choices[0]
-                    if chat:
-                        d = c0.get("delta")
-                        if d:
-                            t = d.get("content") or d.get("reasoning_content") or d.get("reasoning")
-                            if t:
-                                times.append(now)
-                                if texts is not None:
-                                    texts.append(t)
-                    else:
-                        t = c0.get("text")
-                        if t:
-                            times.append(now)
-                            if texts is not None:
-                                texts.append(t)
-                    fr = c0.get("finish_reason")
-                    if fr:
-                        rec.finish_reason = fr
-                u = obj.get("usage")
-                if u:
-                    rec.usage_prompt = u.get("prompt_tokens")
-                    rec.usage_completion = u.get("completion_tokens")
-                err = obj.get("error")
-                if err:
-                    rec.error = "stream_error"
-                    rec.error_detail = str(err.get("message") if isinstance(err, dict) else err)[:200]
-        rec.end = last
-        if rec.error is None and not done and rec.finish_reason is None:
+            feed(data, perf_counter())
+        parser.finish()
+
+
+class SSEParser:
+    """Incremental parser of an OpenAI streaming response (server-sent events) into a record.
+
+    :meth:`feed` takes the bytes of one network read and its arrival time (perf_counter s); it
+    may split events anywhere. A chunk carries a token when its ``delta.content``,
+    ``delta.reasoning_content``/``delta.reasoning`` (chat) or ``text`` (completions) is non-empty;
+    its arrival time is appended to ``rec.chunk_times``. ``usage`` (any chunk, last one wins),
+    ``finish_reason``, ``[DONE]`` and ``error`` objects are recorded. :meth:`finish` marks a stream
+    that ended without ``finish_reason`` or ``[DONE]`` as ``incomplete_stream``.
+    """
+
+    __slots__ = ("rec", "chat", "buf", "done", "last")
+
+    def __init__(self, rec: RequestRecord, chat: bool) -> None:
+        self.rec = rec
+        self.chat = chat
+        self.buf = b""
+        self.done = False
+        self.last = 0.0
+
+    def feed(self, data: bytes, now: float) -> None:
+        rec = self.rec
+        times = rec.chunk_times
+        texts = rec.text
+        self.last = now
+        if self.buf:
+            data = self.buf + data
+        lines = data.split(b"\n")
+        self.buf = lines.pop()
+        loads = json.loads
+        chat = self.chat
+        for line in lines:
+            if line[:5] != b"data:":
+                continue
+            payload = line[5:].strip()
+            if payload[:1] != b"{":
+                if payload == b"[DONE]":
+                    self.done = True
+                continue
+            try:
+                obj = loads(payload)
+            except ValueError:
+                rec.error, rec.error_detail = "bad_chunk", f"unparsable chunk: {payload[:80]!r}"
+                continue
+            if type(obj) is not dict:
+                continue
+            choices = obj.get("choices")
+            if choices and type(choices) is list and type(choices[0]) is dict:
+                c0 = choices[0]
+                if chat:
+                    d = c0.get("delta")
+                    t = (d.get("content") or d.get("reasoning_content") or d.get("reasoning")) if type(d) is dict else None
+                else:
+                    t = c0.get("text")
+                if t:
+                    times.append(now)
+                    if texts is not None:
+                        texts.append(t if type(t) is str else str(t))
+                fr = c0.get("finish_reason")
+                if fr:
+                    rec.finish_reason = str(fr)
+            u = obj.get("usage")
+            if u and type(u) is dict:
+                pt, ct = u.get("prompt_tokens"), u.get("completion_tokens")
+                rec.usage_prompt = pt if type(pt) is int else rec.usage_prompt
+                rec.usage_completion = ct if type(ct) is int else rec.usage_completion
+            err = obj.get("error")
+            if err:
+                rec.error = "stream_error"
+                rec.error_detail = str(err.get("message") if isinstance(err, dict) else err)[:200]
+
+    def finish(self) -> None:
+        """End of stream: a trailing unterminated line is parsed; set ``end`` and completeness."""
+        rec = self.rec
+        if self.buf.strip():
+            self.feed(b"\n", self.last)
+        rec.end = self.last or perf_counter()
+        if rec.error is None and not self.done and rec.finish_reason is None:
             rec.error, rec.error_detail = "incomplete_stream", "stream ended before finish_reason or [DONE]"
 
 
@@ -227,6 +256,7 @@ class ServerInfo:
     model: str
     versions: dict[str, str]
     length: LengthControl
+    requests: int = 0
 
 
 async def probe(url: str, model: str | None, api: str, *, output_len: int = 8,
@@ -280,7 +310,9 @@ async def probe(url: str, model: str | None, api: str, *, output_len: int = 8,
     ]
     length = LengthControl()
     last_err = None
+    sent = 0
     for fields, with_usage in attempts:
+        sent += 1
         c = StreamClient(base, model, api, extra={"stream_options": {"include_usage": True}} if with_usage else {},
                          length_fields=fields, connections=1, timeout_s=timeout_s)
         await c.open()
@@ -292,7 +324,7 @@ async def probe(url: str, model: str | None, api: str, *, output_len: int = 8,
             length.fields = list(fields)
             length.stream_options_accepted = with_usage
             length.stream_usage = rec.usage_completion is not None
-            return ServerInfo(base, c.endpoint, model, versions, length)
+            return ServerInfo(base, c.endpoint, model, versions, length, sent)
         last_err = rec
         key = "+".join(fields + (("stream_options",) if with_usage else ())) or "plain request"
         length.rejected[key] = rec.error_detail or rec.error

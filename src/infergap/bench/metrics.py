@@ -126,7 +126,10 @@ def trial_metrics(trial: int, records: list[RequestRecord], *, window_start: flo
     in_tok = out_tok = truncated = disagree = good = 0
     in_src: dict[str, int] = {}
     out_src: dict[str, int] = {}
+    finish: dict[str, int] = {}
     for r in done:
+        fr = r.finish_reason or "none"
+        finish[fr] = finish.get(fr, 0) + 1
         n_out, s_out = r.output_tokens()
         n_in, s_in = r.input_tokens()
         out_src[s_out] = out_src.get(s_out, 0) + 1
@@ -172,7 +175,7 @@ def trial_metrics(trial: int, records: list[RequestRecord], *, window_start: flo
         trial=trial, duration_s=duration, requests=len(records), completed=len(done),
         failed=len(failed), truncated=truncated, errors=errors, error_examples=examples,
         input_tokens=in_tok, output_tokens=out_tok, input_token_source=in_src,
-        output_token_source=out_src, count_disagreements=disagree,
+        output_token_source=out_src, count_disagreements=disagree, finish_reasons=finish,
         request_throughput_rps=len(done) / duration, output_throughput_tps=out_tok / duration,
         total_throughput_tps=(in_tok + out_tok) / duration,
         goodput_rps=(good / duration) if slo is not None else None,

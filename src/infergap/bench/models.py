@@ -103,6 +103,7 @@ class TrialMetrics(BaseModel):
     input_token_source: dict[str, int] = Field(default_factory=dict)
     output_token_source: dict[str, int] = Field(default_factory=dict)
     count_disagreements: int = 0
+    finish_reasons: dict[str, int] = Field(default_factory=dict)
     request_throughput_rps: float = 0.0
     output_throughput_tps: float = 0.0
     total_throughput_tps: float = 0.0
@@ -196,6 +197,7 @@ class BenchEnvironment(BaseModel):
     server_versions: dict[str, str] = Field(default_factory=dict)
     client_host: dict[str, str] = Field(default_factory=dict)
     length_control: LengthControl = Field(default_factory=LengthControl)
+    probe_requests: int = 0
 
 
 class BenchResult(BaseModel):

@@ -314,7 +314,7 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
         infergap_version=__version__, started_at=started, settings=settings, definitions=DEFINITIONS,
         environment=BenchEnvironment(url=url, endpoint=info.endpoint, model=info.model,
                                      server_versions=info.versions, client_host=_client_host(),
-                                     length_control=info.length))
+                                     length_control=info.length, probe_requests=info.requests))
     extra = {"stream_options": {"include_usage": True}} if (settings.stream and info.length.stream_options_accepted) else {}
     client = StreamClient(info.base, info.model, settings.api, settings.stream, extra, tuple(info.length.fields),
                           connections=conns, timeout_s=settings.timeout_s, count_tokens=tokenizer)

@@ -37,8 +37,8 @@ def _stability(p: PointResult) -> str:
         tags.append(f"{len(p.trials)} trial")
     else:
         s = p.summary.get("output_throughput_tps")
-        pct = f"±{s.spread_pct / 2:.1f} %" if s and s.spread_pct is not None else ""
-        tags.append(("UNSTABLE " if p.unstable else "stable ") + pct)
+        pct = f"spread {s.spread_pct:.1f} %" if s and s.spread_pct is not None else ""
+        tags.append(("UNSTABLE, " if p.unstable else "stable, ") + pct)
     if p.client_bound:
         tags.append("CLIENT-BOUND")
     if p.error:
