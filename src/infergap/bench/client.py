@@ -278,7 +278,7 @@ async def probe(url: str, model: str | None, api: str, *, output_len: int = 8,
     to = aiohttp.ClientTimeout(total=timeout_s)
     async with aiohttp.ClientSession(timeout=to) as s:
         try:
-            status, models, headers = await _get_json(s, f"{base}/v1/models", timeout_s)
+            status, models, headers = await _get_json(s, f"{base}/v1/models", min(timeout_s, 10.0))
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
             raise UserError(f"--url {url}: server unreachable ({type(e).__name__}: {e})") from None
         if status != 200 or not isinstance(models, dict):
