@@ -227,8 +227,16 @@ class SSEParser:
     def finish(self) -> None:
         """End of stream: a trailing unterminated line is parsed; set ``end`` and completeness."""
         rec = self.rec
-        if self.buf.strip():
-            self.feed(b"\n", self.last)
+        tail = self.buf.strip()
+        if tail:  # a last line without newline: parse it if whole, else the stream was cut mid-line
+            payload = tail[5:].strip() if tail[:5] == b"data:" else b""
+            try:
+                whole = payload == b"[DONE]" or (payload[:1] == b"{" and json.loads(payload) is not None)
+            except ValueError:
+                whole = False
+            if whole:
+                self.feed(b"\n", self.last)
+            self.buf = b""
         rec.end = self.last or perf_counter()
         if rec.error is None and not self.done and rec.finish_reason is None:
             rec.error, rec.error_detail = "incomplete_stream", "stream ended before finish_reason or [DONE]"
