@@ -28,20 +28,26 @@ class Stats:
     def reset(self) -> None:
         self.requests = self.tokens = self.n = self.peak = 0
         self.area = 0.0
-        self.t0 = self.last = time.perf_counter()
+        self.t0 = self.last = None
 
     def change(self, d: int) -> None:
+        """Requests in flight change by ``d``; the window runs from the first request after a
+        reset to the last change (a client's start-up time is not counted)."""
         now = time.perf_counter()
+        if self.t0 is None:
+            if d <= 0:
+                return
+            self.t0 = self.last = now
         self.area += self.n * (now - self.last)
         self.last = now
         self.n += d
         self.peak = max(self.peak, self.n)
 
     def as_dict(self) -> dict:
-        self.change(0)
-        span = max(self.last - self.t0, 1e-9)
-        return {"requests": self.requests, "tokens": self.tokens, "mean_in_flight": self.area / span,
-                "peak_in_flight": self.peak, "span_s": span}
+        span = max(self.last - self.t0, 1e-9) if self.t0 is not None else 0.0
+        return {"requests": self.requests, "tokens": self.tokens,
+                "mean_in_flight": self.area / span if span else 0.0, "peak_in_flight": self.peak, "span_s": span,
+                "tokens_per_s": self.tokens / span if span else 0.0, "requests_per_s": self.requests / span if span else 0.0}
 
 
 def make_app(tokens: int, itl_ms: float) -> web.Application:
@@ -99,6 +105,7 @@ def make_app(tokens: int, itl_ms: float) -> web.Application:
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/chat/completions", completions)
     app.router.add_post("/v1/completions", completions)
+    app.router.add_get("/health", stats)
     app.router.add_get("/stats", stats)
     app.router.add_post("/reset", reset)
     return app
