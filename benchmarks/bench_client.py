@@ -104,7 +104,8 @@ def main() -> None:
     os.sched_setaffinity(0, {0})
     install_uvloop()
     proc, url = start_stub(1)
-    print(f"stub on core 1 ({url}), client on core 0; 256-token prompts, 128 streamed tokens per response")
+    print(f"stub on core 1 ({url}), client on core 0; 256-token prompts, 128 streamed tokens per response; "
+          f"load average {os.getloadavg()[0]:.1f} (other processes share these cores: compare client CPU %)")
     rows = {}
     try:
         asyncio.run(client_run(url, 64, 500))  # warm-up: connections, caches
@@ -114,7 +115,7 @@ def main() -> None:
             r = asyncio.run(client_run(url, c, n))
             s = stub(url, "/stats")
             rows[c] = (r, s)
-            print(f"\ninfergap c={c} ({n} requests): {r['tok_s']:,.0f} streamed tok/s, {r['req_s']:,.0f} req/s "
+            print(f"\n[load {os.getloadavg()[0]:.1f}] infergap c={c} ({n} requests): {r['tok_s']:,.0f} streamed tok/s, {r['req_s']:,.0f} req/s "
                   f"(stub counted {s['tokens_per_s']:,.0f} tok/s, {s['requests_per_s']:,.0f} req/s), failed {r['failed']}")
             print(f"  in flight: client {r['in_flight']:.1f}, stub {s['mean_in_flight']:.1f} of {c} "
                   f"({(s['mean_in_flight'] / c - 1) * 100:+.1f} %), peak {s['peak_in_flight']}")
