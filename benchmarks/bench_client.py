@@ -143,7 +143,7 @@ def main() -> None:
             tok = a.tokenizer_dir
             if tok is None:
                 sys.path.insert(0, str(ROOT / "tests" / "bench"))
-                from tiny_models import write_hf_llama
+                from bench_tiny_models import write_hf_llama
 
                 tok = str(write_hf_llama(Path(tempfile.mkdtemp()) / "tok"))
             for c in levels:

@@ -7,7 +7,7 @@ import json
 import urllib.request
 
 import pytest
-from conftest import run_bench
+from bench_helpers import run_bench
 
 from infergap.bench import load_result
 from infergap.bench.telemetry import GPUSampler
