@@ -117,6 +117,8 @@ def main() -> None:
             rows[c] = (r, s)
             print(f"\n[load {os.getloadavg()[0]:.1f}] infergap c={c} ({n} requests): {r['tok_s']:,.0f} streamed tok/s, {r['req_s']:,.0f} req/s "
                   f"(stub counted {s['tokens_per_s']:,.0f} tok/s, {s['requests_per_s']:,.0f} req/s), failed {r['failed']}")
+            print(f"  per client CPU-second: {r['tok_s'] / max(r['cpu'], 1e-9):,.0f} tok/s "
+                  f"(the ceiling of one whole core; the client got {r['cpu'] * 100:.0f} % of core 0)")
             print(f"  in flight: client {r['in_flight']:.1f}, stub {s['mean_in_flight']:.1f} of {c} "
                   f"({(s['mean_in_flight'] / c - 1) * 100:+.1f} %), peak {s['peak_in_flight']}")
             print(f"  scheduler lateness (event-loop lag) p50 {r['lag_p50']:.2f} ms, p99 {r['lag_p99']:.2f} ms; "
