@@ -1,1 +1,1 @@
-"""Renderers: terminal (rich), Markdown, JSON (and HTML for reports)."""
+"""Renderers: terminal text (rich), Markdown, JSON, HTML and plots. No I/O beyond the output."""

@@ -1,0 +1,68 @@
+"""Fixtures: real OpenAI-compatible servers on 127.0.0.1, each started once per session
+(see bench_helpers for what each server does differently on the wire)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from bench_helpers import ROOT, Server, _start, _stop, free_port
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
+    pytest.importorskip("llama_cpp.server")
+    pytest.importorskip("gguf")
+    from bench_tiny_models import write_llama_gguf
+
+    d = tmp_path_factory.mktemp("llama")
+    model = write_llama_gguf(d / "tiny.gguf")
+    port = free_port()
+    s = _start([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
+                "--port", str(port), "--interrupt_requests", "False", "--verbose", "False", "--n_ctx", "4096"],
+               port, d / "server.log")
+    s.model_path = model
+    yield s
+    _stop(s)
+
+
+@pytest.fixture(scope="session")
+def tf_server(tmp_path_factory):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    pytest.importorskip("fastapi")
+    from bench_tiny_models import write_hf_llama
+
+    d = tmp_path_factory.mktemp("tf")
+    model = write_hf_llama(d / "model")
+    exe = shutil.which("transformers", path=str(Path(sys.executable).parent)) or shutil.which("transformers")
+    if exe is None:
+        pytest.skip("transformers CLI not installed")
+    port = free_port()
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    s = _start([exe, "serve", str(model), "--host", "127.0.0.1", "--port", str(port)], port, d / "server.log", env)
+    s.model_path = model
+    yield s
+    _stop(s)
+
+
+@pytest.fixture
+def stub_server(tmp_path):
+    """Start ``benchmarks/stub_server.py`` with extra args; killed at teardown if still alive."""
+    started: list[Server] = []
+
+    def start(*args: str) -> Server:
+        port = free_port()
+        s = _start([sys.executable, str(ROOT / "benchmarks" / "stub_server.py"), "--port", str(port), *args],
+                   port, tmp_path / f"stub{port}.log")
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        if s.proc.poll() is None:
+            _stop(s)
+
+
