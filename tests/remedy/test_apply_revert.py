@@ -174,8 +174,12 @@ def test_declined_at_the_prompt_changes_nothing(netns, sandbox, tmp_path):
         run = led.latest(kind="fix")
         assert [c["state"] for c in run.payload["changes"]] == ["declined", "applied"]
         assert [s["target"] for s in led.steps(run.id)] == ["sysctl:net.ipv4.tcp_rmem"]
+    with Ledger(sandbox["db"]) as led:
+        declined_only = led.record("fix", {"mode": "apply", "changes": []}, None, status="nothing")
+    # "last" is the newest run with journalled changes, not the newer one that changed nothing.
     r = netns.infergap("fix", "--revert", "--db", str(sandbox["db"]), env=sandbox["env"])
     assert r.returncode == 0 and netns.read("net.ipv4.tcp_rmem") == rmem
+    assert f"reverting fix run {run.id} " in r.stdout and declined_only > run.id
 
 
 def test_report_commands_are_never_executed(netns, sandbox, tmp_path):
