@@ -259,6 +259,17 @@ def apply_plan(plan: FixPlan, ledger: Ledger, *, paths: SystemPaths | None = Non
     payload: dict[str, Any] = {"mode": "apply", "source": source or {}, "persist": persist, "changes": [],
                                "roots": {"proc_sys": str(paths.proc_sys), "etc": str(paths.etc), "sys": str(paths.sys)}}
     run_id = ledger.record("fix", payload, local_host(), status="running", parent_id=parent_id)
+    try:
+        return _apply_all(ledger, run_id, payload, changes, todo, paths, persist, confirm)
+    except BaseException:
+        # Interrupted (Ctrl-C) or crashed: what was journalled stays revertable.
+        payload["changes"] = [c.model_dump(mode="json") for c in changes]
+        ledger.update_run(run_id, payload=payload, status="interrupted")
+        raise
+
+
+def _apply_all(ledger: Ledger, run_id: int, payload: dict[str, Any], changes: list[Change], todo: list[Change],
+               paths: SystemPaths, persist: bool, confirm: Callable[[Change], bool] | None) -> FixResult:
     seq, failed, files = 0, False, []
     for ch in todo:
         if failed:
