@@ -71,6 +71,10 @@ def fix(
     revert: bool = typer.Option(False, "--revert", help="Restore every value and file of fix run RUN (default: the last one)."),
     run: str = typer.Argument(None, metavar="[RUN_ID|last]", help="With --revert: the fix run to revert."),
     db: Path = typer.Option(None, "--db", help="Ledger database (default: $INFERGAP_DB or the user data directory)."),
+    verify_url: str = typer.Option(None, "--verify-url", help="With --apply: bench this OpenAI-compatible server before and after the changes and compare."),
+    verify_model: str = typer.Option(None, "--verify-model", help="Model for --verify-url (default: the first of /v1/models)."),
+    verify_concurrency: int = typer.Option(4, "--verify-concurrency", help="Requests in flight during the --verify-url sweeps."),
+    verify_trials: int = typer.Option(3, "--verify-trials", help="Trials of each --verify-url sweep (at least 2)."),
 ) -> None:
     """Show, apply (--apply) or revert (--revert) the runtime remedies of an audit, with a journal."""
     from infergap.errors import UserError
@@ -98,6 +102,10 @@ def fix(
 
     if snapshot and report:
         raise UserError("--snapshot and --report: give one of them")
+    if verify_url and not apply:
+        raise UserError("--verify-url measures before and after changes: it needs --apply")
+    if verify_concurrency < 1 or verify_trials < 2:
+        raise UserError("--verify-concurrency must be ≥ 1 and --verify-trials ≥ 2 (a spread needs two trials)")
     try:
         sev = Severity(severity.upper()) if severity else None
     except ValueError:
@@ -154,7 +162,19 @@ def fix(
         # A live audit is this machine's; a snapshot's host is identified from its report.
         parent = (ledger.record("audit", audit_doc, host_fingerprint(host) if snapshot else None)
                   if audit_doc is not None else None)
-        res = apply_plan(plan, ledger, persist=persist, confirm=None if yes else confirm, source=source, parent_id=parent)
+        def do_apply() -> Any:
+            return apply_plan(plan, ledger, persist=persist, confirm=None if yes else confirm, source=source, parent_id=parent)
+
+        verified = why_not = None
+        if verify_url:
+            from infergap.remedy.verify import apply_verified, verify_settings
+
+            typer.echo(f"measuring {verify_url} before the changes…")
+            res, verified, why_not = apply_verified(
+                do_apply, ledger, verify_url, verify_model, verify_settings(verify_concurrency, verify_trials),
+                on_after=lambda: typer.echo(f"measuring {verify_url} after the changes…"))
+        else:
+            res = do_apply()
     for ch in res.changes:
         typer.echo("\n".join(_render_change(ch, persist)) + "\n")
     if res.run_id is None:
@@ -165,5 +185,13 @@ def fix(
         counts[ch.state.value] = counts.get(ch.state.value, 0) + 1
     typer.echo(f"fix run {res.run_id}: {res.status} ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}); "
                f"undo with: infergap fix --revert {res.run_id}")
+    if verified is not None:
+        from infergap.render.bench import comparison_text
+
+        typer.echo(f"\nbefore/after (bench runs {verified.before_run_id} → {verified.after_run_id}; "
+                   "a change counts only outside both runs' spread):")
+        typer.echo(comparison_text(verified.comparison))
+    elif why_not:
+        typer.echo(f"\nno before/after comparison: {why_not}")
     if res.status == "failed":
         raise typer.Exit(1)
