@@ -26,6 +26,23 @@ def _audit_findings(snapshot: Path | None) -> tuple[list[Any], dict[str, Any], d
     return list(report.findings), doc.get("host") or {}, doc
 
 
+def _other_host(host: dict[str, Any]) -> str | None:
+    """Why a report's host is not this machine (CPU model or GPU set differ), or None when it may be."""
+    from infergap.facts import Facts
+    from infergap.snapshot import LiveSnapshot
+
+    with LiveSnapshot() as live:
+        facts = Facts(live)
+        cpu = facts.cpu_vendor_model()[1]
+        gpus = sorted((g.bdf, g.name) for g in facts.gpus())
+    theirs = sorted((g.get("bdf"), g.get("name")) for g in host.get("gpus") or [])
+    if host.get("cpu") and cpu and host["cpu"] != cpu:
+        return f"CPU {host['cpu']!r}, here {cpu!r}"
+    if "gpus" in host and theirs != gpus:
+        return f"GPUs {len(theirs)} × {theirs[0][1] if theirs else 'none'}, here {len(gpus)} × {gpus[0][1] if gpus else 'none'}"
+    return None
+
+
 def _render_change(ch: Any, persist: bool) -> list[str]:
     from infergap.remedy import ChangeState
 
@@ -128,6 +145,12 @@ def fix(
         findings, host, audit_doc = _audit_findings(snapshot)
         source = {"snapshot": str(snapshot) if snapshot else "live"}
 
+    other = _other_host(host) if (report or snapshot) else None
+    if other:
+        typer.echo(f"note: the audit describes another machine ({other}); 'now' values below are this machine's")
+        if apply:
+            raise UserError(f"the audit describes another machine ({other}): changes apply only to the machine "
+                            "that was audited — run infergap fix there, or audit this machine (infergap fix without --snapshot/--report)")
     plan = plan_fix(findings, only=only_ids, severity=sev, kinds=kinds)
     if plan.container:
         typer.echo(f"note: running inside a container ({plan.container}): host-owned settings are refused here")
