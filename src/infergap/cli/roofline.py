@@ -1,0 +1,138 @@
+"""``infergap roofline``: the theoretical maximum of a model on a host, per tensor precision."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+from infergap.cli import app, fail
+
+
+class Fmt(str, Enum):
+    text = "text"
+    json = "json"
+    md = "md"
+
+
+class Ceiling(str, Enum):
+    datasheet = "datasheet"
+    measured = "measured"
+
+
+def _batches(text: str) -> list[int]:
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if not part.isdigit() or int(part) < 1:
+            raise fail(f"--batch {text}: expected positive integers separated by commas")
+        out.append(int(part))
+    if not out:
+        raise fail(f"--batch {text}: no batch size given")
+    return out
+
+
+@app.command()
+def roofline(
+    model: str = typer.Option(..., "--model", "-m", help="config.json path, its directory, or a built-in name (glm-5, glm-5-nvfp4, deepseek-v3, llama-3.1-8b, ...)."),
+    gpu: str = typer.Option("auto", "--gpu", help="GPU name or alias (h200, rtx-pro-6000-server, a100-80gb, ...) or 'auto' for the host's GPUs."),
+    gpus: int = typer.Option(None, "--gpus", help="Number of GPUs (default: the host's count with --gpu auto, else --tp)."),
+    tp: int = typer.Option(None, "--tp", help="Tensor-parallel size (default: all GPUs)."),
+    ep: int = typer.Option(1, "--ep", help="Expert-parallel size inside the TP group."),
+    context: int = typer.Option(1024, "--context", help="Context length in tokens for decode and KV capacity."),
+    batch: str = typer.Option("1,8,32,64,128,256", "--batch", help="Batch sizes for batched decode, comma-separated."),
+    prompt_len: int = typer.Option(1024, "--prompt-len", help="Prompt length in tokens for the prefill bound."),
+    mem_fraction: float = typer.Option(0.9, "--mem-fraction", help="Fraction of GPU memory for weights plus KV cache."),
+    mfu: float = typer.Option(1.0, "--mfu", help="Fraction of peak FLOP/s assumed reachable."),
+    measured: float = typer.Option(None, "--measured", help="Measured single-stream tok/s: print its efficiency against each bound."),
+    weights: str = typer.Option(None, "--weights", help="Precision of every weight group (bf16, fp8, fp8-block, nvfp4, mxfp4, int4-g128)."),
+    attention: str = typer.Option(None, "--attention", help="Precision of attention projections (and DSA indexer)."),
+    experts: str = typer.Option(None, "--experts", help="Precision of routed experts."),
+    shared_experts: str = typer.Option(None, "--shared-experts", help="Precision of shared experts."),
+    dense_ffn: str = typer.Option(None, "--dense-ffn", help="Precision of dense FFN layers."),
+    router: str = typer.Option(None, "--router", help="Precision of the MoE router."),
+    lm_head: str = typer.Option(None, "--lm-head", help="Precision of lm_head."),
+    kv: str = typer.Option(None, "--kv", help="KV-cache precision (bf16, fp16, fp8)."),
+    ceiling: Ceiling = typer.Option(Ceiling.datasheet, "--ceiling", help="datasheet peaks, or figures measured on real hardware where the GPU table has them."),
+    bandwidth_efficiency: float = typer.Option(None, "--bandwidth-efficiency", help="Scale the bandwidth ceiling by F (0 < F <= 1)."),
+    measured_bandwidth: float = typer.Option(None, "--measured-bandwidth", help="Use this per-GPU bandwidth in GB/s instead of the datasheet."),
+    allreduce_us: float = typer.Option(None, "--allreduce-us", help="All-reduce latency in µs (default by interconnect)."),
+    snapshot: Path = typer.Option(None, "--snapshot", help="Read the host's GPUs from this snapshot (with --gpu auto)."),
+    fmt: Fmt = typer.Option(Fmt.text, "--format", help="text, json or md."),
+    output: Path = typer.Option(None, "--output", "-o", help="Write the report to FILE instead of stdout."),
+) -> None:
+    """Bound a model's tok/s on a host: single-stream (aggregate and per-GPU), batched, prefill, KV capacity."""
+    from infergap.errors import UserError
+    from infergap.roofline import Parallel, Workload, bounds, load_hardware, load_model
+    from infergap.roofline.render import render_markdown, render_text
+    from infergap.snapshot import SnapshotError, open_snapshot
+
+    overrides = {
+        k: v
+        for k, v in {
+            "weights": weights,
+            "attention": attention,
+            "experts": experts,
+            "shared_experts": shared_experts,
+            "dense_ffn": dense_ffn,
+            "router": router,
+            "lm_head": lm_head,
+            "kv": kv,
+        }.items()
+        if v
+    }
+    try:
+        spec = load_model(model, overrides)
+        snap = None
+        if gpu.strip().lower() == "auto":
+            snap = open_snapshot(str(snapshot) if snapshot else None)
+        elif snapshot is not None:
+            raise UserError("--snapshot is read only with --gpu auto")
+        count = gpus if gpus is not None else (None if gpu.strip().lower() == "auto" else (tp or 1))
+        try:
+            hw = load_hardware(
+                gpu,
+                count,
+                snapshot=snap,
+                ceiling=ceiling.value,
+                bandwidth_efficiency=bandwidth_efficiency,
+                measured_bandwidth_GBps=measured_bandwidth,
+            )
+        finally:
+            if snap is not None:
+                snap.close()
+        result = bounds(
+            spec,
+            hw,
+            Parallel(tp=tp or hw.count, ep=ep),
+            Workload(
+                context=context,
+                batches=_batches(batch),
+                prompt_len=prompt_len,
+                mem_fraction=mem_fraction,
+                mfu=mfu,
+                allreduce_us=allreduce_us,
+                measured_tok_s=measured,
+            ),
+        )
+    except (UserError, SnapshotError) as e:
+        raise fail(str(e))
+
+    if fmt is Fmt.json:
+        text = json.dumps(result.to_json_dict(), indent=2) + "\n"
+    elif fmt is Fmt.md:
+        text = render_markdown(result)
+    else:
+        text = render_text(result, color=output is None and sys.stdout.isatty())
+    if output is not None:
+        try:
+            output.write_text(text)
+        except OSError as e:
+            raise fail(f"--output {output}: cannot write ({e.strerror or e})")
+    else:
+        typer.echo(text, nl=False)

@@ -1,0 +1,527 @@
+"""A transformer's tensors, their sizes, how tensor parallelism splits them and what each token
+reads, built from a Hugging Face ``config.json``.
+
+Supported: dense and GQA/MHA attention, MLA (DeepSeek-V2/V3, GLM-5) with an optional DSA indexer,
+MoE with routed and shared experts and leading dense layers (``first_k_dense_replace``,
+``mlp_only_layers``/``decoder_sparse_step``, ``mlp_layer_types``), sliding-window layers
+(``layer_types``/``sliding_window``), tied and untied embeddings.
+
+Parameter formulas (per layer, H hidden, nh heads, d head dim; kipply, "Transformer Inference
+Arithmetic"; DeepSeek-V3 technical report, section 2.1.1 for MLA):
+
+- GQA attention: H·nh·d (q) + 2·H·n_kv·d (k, v) + nh·d·H (o)
+- MLA: H·q_lora + q_lora·nh·(nope+rope) + H·(kv_lora+rope) + kv_lora·nh·(nope+v) + nh·v·H
+- DSA indexer: q_lora·n_idx·d_idx (wq_b) + H·d_idx (wk) + H·n_idx (weights_proj)
+- gated FFN: 3·H·I; a MoE layer holds E routed experts of 3·H·I_moe, shared experts and an H·E router.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from infergap.errors import UserError
+from infergap.roofline.precision import (
+    KV_FORMATS,
+    QuantScheme,
+    bytes_per_param,
+    dtype_format,
+    module_matches,
+    normalize_format,
+    parse_quant_config,
+)
+
+log = logging.getLogger(__name__)
+
+#: Tensor groups that carry their own precision. ``other`` is norms, biases and sinks (kept in
+#: the base dtype); ``indexer`` is DeepSeek Sparse Attention's lightning indexer.
+GROUPS = ("attention", "indexer", "router", "dense_ffn", "shared_experts", "experts", "lm_head", "embedding", "other")
+
+#: Groups an override key sets. ``weights`` sets every weight group read per token (the input
+#: embedding, a lookup, keeps its format unless ``embedding`` is given); ``attention`` includes the indexer.
+OVERRIDE_GROUPS: dict[str, tuple[str, ...]] = {
+    "weights": ("attention", "indexer", "router", "dense_ffn", "shared_experts", "experts", "lm_head"),
+    "attention": ("attention", "indexer"),
+    "indexer": ("indexer",),
+    "router": ("router",),
+    "dense_ffn": ("dense_ffn",),
+    "shared_experts": ("shared_experts",),
+    "experts": ("experts",),
+    "ffn": ("dense_ffn", "shared_experts", "experts"),
+    "lm_head": ("lm_head",),
+    "embedding": ("embedding",),
+}
+
+Shard = Literal["replicated", "tp", "kv_heads", "vocab", "experts"]
+
+
+class Tensor(BaseModel):
+    """One weight (or a set of same-shaped weights) of the model.
+
+    ``params`` counts all elements stored (for ``experts``: all routed experts of the layer);
+    ``shard`` says how tensor parallelism splits it (``replicated``: read in full on every rank;
+    ``tp``: split over heads/columns; ``kv_heads``: split over at most n_kv ranks; ``vocab``:
+    split over the vocabulary; ``experts``: routed experts, split by EP then by TP within EP).
+    ``stored`` is False for an ``lm_head`` tied to the embedding (counted once). ``dsa_query``
+    marks the indexer's query-side projections, which can be skipped while the context is no
+    longer than ``index_topk``.
+    """
+
+    name: str
+    group: str
+    params: int
+    layer: int | None = None
+    shard: Shard = "replicated"
+    n_experts: int = 0
+    stored: bool = True
+    dsa_query: bool = False
+    fmt: str = "bf16"
+
+    @property
+    def bytes(self) -> float:
+        """Stored bytes of this tensor in its format (scales included)."""
+        return self.params * bytes_per_param(self.fmt)
+
+
+class LayerKind(BaseModel):
+    """Attention window (None: full context) and whether the layer's FFN is a MoE."""
+
+    window: int | None = None
+    moe: bool = False
+
+
+class ModelSpec(BaseModel):
+    """A model as the roofline sees it: dimensions, per-layer kinds, every tensor with its
+    resolved precision, the KV-cache format. Build it with :func:`load_model`."""
+
+    name: str
+    source: str
+    model_type: str = ""
+    attention: Literal["mha", "gqa", "mla"]
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    vocab: int
+    tied_embeddings: bool
+    q_lora_rank: int | None = None
+    kv_lora_rank: int | None = None
+    qk_nope_head_dim: int | None = None
+    qk_rope_head_dim: int | None = None
+    index_heads: int | None = None
+    index_head_dim: int | None = None
+    index_topk: int | None = None
+    n_experts: int = 0
+    top_k: int = 0
+    expert_params: int = 0
+    layer_kinds: list[LayerKind]
+    tensors: list[Tensor]
+    kv_format: str = "bf16"
+    precision: dict[str, str] = Field(default_factory=dict)
+    precision_source: str = "config.json torch_dtype"
+    mtp_layers: int = 0
+    notes: list[str] = Field(default_factory=list)
+
+    # -- counts -------------------------------------------------------------------------------
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 0
+
+    @property
+    def moe_layers(self) -> int:
+        return sum(1 for k in self.layer_kinds if k.moe)
+
+    @property
+    def dsa(self) -> bool:
+        return bool(self.index_topk and self.index_heads and self.index_head_dim)
+
+    def total_params(self) -> int:
+        """All stored parameters (embedding, lm_head when untied, every expert; MTP layers excluded)."""
+        return sum(t.params for t in self.tensors if t.stored)
+
+    def active_params(self, include_embedding: bool = False) -> float:
+        """Parameters used per token at batch 1: every non-expert weight, ``top_k`` of the routed
+        experts of each MoE layer, the lm_head; the input embedding only if ``include_embedding``
+        (it is a one-row lookup; publishers differ on whether they count it)."""
+        total = 0.0
+        for t in self.tensors:
+            if t.group == "embedding":
+                total += t.params if include_embedding else 0
+            elif t.group == "experts":
+                total += t.params * self.top_k / t.n_experts
+            else:
+                total += t.params
+        return total
+
+    def group_params(self) -> dict[str, int]:
+        """Stored parameters per tensor group."""
+        out: dict[str, int] = {}
+        for t in self.tensors:
+            if t.stored:
+                out[t.group] = out.get(t.group, 0) + t.params
+        return out
+
+    # -- KV cache ------------------------------------------------------------------------------
+    def kv_entry_bytes(self, tp: int = 1) -> float:
+        """Bytes of one token's KV entry in one layer, on one rank of a TP group of ``tp``.
+
+        GQA/MHA: 2·n_kv·d·b split over min(tp, n_kv) ranks (replicated beyond n_kv). MLA: the
+        latent (kv_lora + rope)·b, replicated on every rank (no data-parallel attention modelled).
+        """
+        b = bytes_per_param(self.kv_format)
+        if self.attention == "mla":
+            return (self.kv_lora_rank or 0) * b + (self.qk_rope_head_dim or 0) * b
+        per_rank_heads = self.kv_heads / min(tp, self.kv_heads)
+        return 2 * per_rank_heads * self.head_dim * b
+
+    def index_key_bytes(self) -> float:
+        """Bytes of one token's DSA indexer key in one layer: d_idx FP8 values + one fp32 scale
+        (SGLang's NSA index-k buffer layout), replicated on every rank; 0 without DSA."""
+        if not self.dsa:
+            return 0.0
+        return float(self.index_head_dim or 0) + 4.0
+
+    def kv_read_bytes(self, context: int, tp: int = 1, *, optimistic: bool = True) -> float:
+        """KV bytes one rank reads to decode one token at ``context`` tokens, all layers.
+
+        Sliding-window layers read min(context, window) entries. With DSA the main attention
+        reads min(context, index_topk) latent entries and the indexer scores every key; while the
+        context is no longer than ``index_topk`` the optimistic form skips the scoring (the top-k
+        keeps every key), the strict one does not.
+        """
+        total = 0.0
+        entry = self.kv_entry_bytes(tp)
+        for k in self.layer_kinds:
+            n = context if k.window is None else min(context, k.window)
+            if self.dsa:
+                total += min(n, self.index_topk or n) * entry
+                if context > (self.index_topk or 0) or not optimistic:
+                    total += n * self.index_key_bytes()
+            else:
+                total += n * entry
+        return total
+
+    def kv_stored_bytes(self, context: int, tp: int = 1) -> float:
+        """KV bytes one sequence of ``context`` tokens holds on one rank, all layers (windowed
+        layers hold their window; DSA holds the latent plus the indexer key of every token)."""
+        total = 0.0
+        entry = self.kv_entry_bytes(tp) + self.index_key_bytes()
+        for k in self.layer_kinds:
+            n = context if k.window is None else min(context, k.window)
+            total += n * entry
+        return total
+
+
+# -- loading ------------------------------------------------------------------------------------
+
+REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+
+
+def builtin_models() -> list[str]:
+    """Names of the model configs shipped in ``infergap/data/models``."""
+    base = resources.files("infergap") / "data" / "models"
+    return sorted(p.name[:-5] for p in base.iterdir() if p.name.endswith(".json"))
+
+
+def _read_json(path: Path, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except OSError as e:
+        raise UserError(f"{what} {path}: cannot read ({e.strerror or e})") from None
+    except json.JSONDecodeError as e:
+        raise UserError(f"{what} {path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{what} {path}: not a JSON object")
+    return data
+
+
+def _resolve_source(name_or_path: str) -> tuple[dict[str, Any], dict[str, Any] | None, str, str]:
+    """(config, hf_quant_config or None, display name, source label)."""
+    p = Path(name_or_path)
+    if p.is_dir():
+        cfg_path = p / "config.json"
+        if not cfg_path.is_file():
+            raise UserError(f"--model {name_or_path}: directory has no config.json")
+        hq = p / "hf_quant_config.json"
+        return _read_json(cfg_path, "config"), (_read_json(hq, "hf_quant_config") if hq.is_file() else None), p.name, str(cfg_path)
+    if p.is_file():
+        hq = p.parent / "hf_quant_config.json"
+        name = p.parent.name if p.name == "config.json" else p.stem
+        return _read_json(p, "config"), (_read_json(hq, "hf_quant_config") if hq.is_file() else None), name, str(p)
+    key = name_or_path.strip().lower()
+    names = builtin_models()
+    if key in names:
+        ref = resources.files("infergap") / "data" / "models" / f"{key}.json"
+        return json.loads(ref.read_text()), None, key, f"built-in {key}"
+    import difflib
+
+    close = difflib.get_close_matches(key, names, n=3, cutoff=0.4)
+    hint = f"; did you mean {', '.join(close)}?" if close else f"; built-in models: {', '.join(names)}"
+    raise UserError(f"--model {name_or_path}: no such file and not a built-in model{hint}")
+
+
+def _int(cfg: dict[str, Any], key: str, source: str, default: int | None = None) -> int:
+    v = cfg.get(key, default)
+    if v is None:
+        raise UserError(f"{source}: missing required field {key!r}")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v < 0:
+        raise UserError(f"{source}: field {key!r} must be a non-negative integer, got {v!r}")
+    return int(v)
+
+
+def _first(cfg: dict[str, Any], *keys: str) -> Any:
+    for k in keys:
+        if cfg.get(k) is not None:
+            return cfg[k]
+    return None
+
+
+def _layer_kinds(cfg: dict[str, Any], layers: int, n_experts: int, source: str) -> list[LayerKind]:
+    kinds = [LayerKind() for _ in range(layers)]
+    layer_types = cfg.get("layer_types")
+    window = cfg.get("sliding_window")
+    if isinstance(layer_types, list) and layer_types:
+        if len(layer_types) != layers:
+            raise UserError(f"{source}: layer_types has {len(layer_types)} entries for {layers} layers")
+        for k, t in zip(kinds, layer_types):
+            if isinstance(t, str) and "sliding" in t and isinstance(window, int) and window > 0:
+                k.window = window
+    elif isinstance(window, int) and window > 0 and cfg.get("use_sliding_window", True):
+        for k in kinds:
+            k.window = window
+    if n_experts:
+        mlp_types = cfg.get("mlp_layer_types")
+        first_dense = cfg.get("first_k_dense_replace")
+        only = cfg.get("mlp_only_layers") or []
+        step = int(cfg.get("decoder_sparse_step") or 1)
+        freq = int(cfg.get("moe_layer_freq") or 1)
+        for i, k in enumerate(kinds):
+            if isinstance(mlp_types, list) and len(mlp_types) == layers:
+                k.moe = str(mlp_types[i]).lower() in ("sparse", "moe")
+            elif first_dense is not None:
+                k.moe = i >= int(first_dense) and i % freq == 0
+            else:
+                k.moe = i not in only and (i + 1) % step == 0
+    return kinds
+
+
+def _names(model_type: str) -> dict[str, str]:
+    """Representative module names (HF checkpoint naming) used to match quantization exclusions."""
+    mt = model_type.lower()
+    if mt == "mixtral":
+        return {"router": "block_sparse_moe.gate", "experts": "block_sparse_moe.experts.0.w1", "shared": "block_sparse_moe.shared_experts.gate_proj"}
+    if mt == "gpt_oss":
+        return {"router": "mlp.router", "experts": "mlp.experts.gate_up_proj", "shared": "mlp.shared_experts.gate_proj"}
+    if mt.startswith("qwen2_moe") or mt.startswith("qwen3_moe") or mt.startswith("qwen"):
+        return {"router": "mlp.gate", "experts": "mlp.experts.0.gate_proj", "shared": "mlp.shared_expert.gate_proj"}
+    return {"router": "mlp.gate", "experts": "mlp.experts.0.gate_proj", "shared": "mlp.shared_experts.gate_proj"}
+
+
+def load_model(name_or_path: str, overrides: dict[str, str] | None = None) -> ModelSpec:
+    """Load a model from a ``config.json`` path (or its directory, where an ``hf_quant_config.json``
+    next to it is read too) or a built-in name (:func:`builtin_models`), and resolve the precision
+    of every tensor.
+
+    Precision, lowest to highest priority: the config's ``torch_dtype``; its
+    ``quantization_config`` / ``hf_quant_config.json`` (quantized format for linears not matched by
+    ``ignore``/``exclude_modules``/``modules_to_not_convert``; the router, embedding and lm_head
+    stay in the base dtype unless a flag says otherwise); then ``overrides``: keys of
+    :data:`OVERRIDE_GROUPS` plus ``kv``, values format names (``bf16``, ``fp8``, ``fp8-block``,
+    ``nvfp4``, ``mxfp4``, ``int4-g128``...).
+
+    Raises :class:`UserError` for an unreadable file, a missing or ill-typed required field, an
+    unknown format, or an unknown built-in name (with the closest names).
+    """
+    cfg, hf_quant, name, source = _resolve_source(name_or_path)
+    if isinstance(cfg.get("text_config"), dict):  # multimodal wrappers keep the LM in text_config
+        cfg = {**cfg["text_config"], "quantization_config": cfg.get("quantization_config")}
+    missing = [k for k in REQUIRED if cfg.get(k) is None]
+    if missing:
+        raise UserError(f"{source}: missing required field{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
+    H = _int(cfg, "hidden_size", source)
+    L = _int(cfg, "num_hidden_layers", source)
+    nh = _int(cfg, "num_attention_heads", source)
+    V = _int(cfg, "vocab_size", source)
+    if min(H, L, nh, V) == 0:
+        raise UserError(f"{source}: hidden_size, num_hidden_layers, num_attention_heads and vocab_size must be > 0")
+    nkv = _int(cfg, "num_key_value_heads", source, nh) or nh
+    model_type = str(cfg.get("model_type") or "")
+    tied = bool(cfg.get("tie_word_embeddings", False))
+    mla = cfg.get("kv_lora_rank") is not None
+    n_experts = int(_first(cfg, "n_routed_experts", "num_experts", "num_local_experts") or 0)
+    top_k = int(_first(cfg, "num_experts_per_tok", "experts_per_token", "moe_topk") or 0)
+    if n_experts and not top_k:
+        raise UserError(f"{source}: {n_experts} experts but no num_experts_per_tok")
+    if n_experts and top_k > n_experts:
+        raise UserError(f"{source}: num_experts_per_tok {top_k} exceeds the {n_experts} experts")
+    kinds = _layer_kinds(cfg, L, n_experts, source)
+    any_dense = any(not k.moe for k in kinds)
+    inter = cfg.get("intermediate_size")
+    moe_inter = cfg.get("moe_intermediate_size") or (inter if n_experts else None)
+    if any_dense and inter is None:
+        raise UserError(f"{source}: missing required field intermediate_size")
+    if n_experts and moe_inter is None:
+        raise UserError(f"{source}: missing required field moe_intermediate_size")
+    inter = int(inter or 0)
+    moe_inter = int(moe_inter or 0)
+
+    if mla:
+        q_lora = cfg.get("q_lora_rank")
+        kv_lora = _int(cfg, "kv_lora_rank", source)
+        nope = _int(cfg, "qk_nope_head_dim", source)
+        rope = _int(cfg, "qk_rope_head_dim", source)
+        v_dim = _int(cfg, "v_head_dim", source)
+        head_dim = nope + rope
+        attention = "mla"
+    else:
+        q_lora = kv_lora = nope = rope = None
+        hd = cfg.get("head_dim") or (H // nh)
+        head_dim = int(hd)
+        v_dim = head_dim
+        attention = "mha" if nkv == nh else "gqa"
+        if nkv == 0 or nh % nkv:
+            raise UserError(f"{source}: num_attention_heads {nh} is not a multiple of num_key_value_heads {nkv}")
+    idx_heads = cfg.get("index_n_heads") if mla else None
+    idx_dim = cfg.get("index_head_dim") if mla else None
+    idx_topk = cfg.get("index_topk") if mla else None
+
+    names = _names(model_type)
+    attn_bias = bool(cfg.get("attention_bias", False))
+    tensors: list[Tensor] = []
+
+    def add(name: str, group: str, params: int, layer: int | None, shard: Shard, **kw: Any) -> None:
+        if params:
+            tensors.append(Tensor(name=name, group=group, params=int(params), layer=layer, shard=shard, **kw))
+
+    tensors.append(Tensor(name="model.embed_tokens", group="embedding", params=V * H, shard="vocab"))
+    for i, kind in enumerate(kinds):
+        p = f"model.layers.{i}."
+        add(p + "input_layernorm", "other", 2 * H, i, "replicated")  # + post_attention_layernorm
+        if mla:
+            assert kv_lora is not None and nope is not None and rope is not None
+            if q_lora:
+                add(p + "self_attn.q_a_proj", "attention", H * q_lora, i, "replicated")
+                add(p + "self_attn.q_a_layernorm", "other", q_lora, i, "replicated")
+                add(p + "self_attn.q_b_proj", "attention", q_lora * nh * (nope + rope), i, "tp")
+            else:
+                add(p + "self_attn.q_proj", "attention", H * nh * (nope + rope), i, "tp")
+            add(p + "self_attn.kv_a_proj_with_mqa", "attention", H * (kv_lora + rope), i, "replicated")
+            add(p + "self_attn.kv_a_layernorm", "other", kv_lora, i, "replicated")
+            add(p + "self_attn.kv_b_proj", "attention", kv_lora * nh * (nope + v_dim), i, "tp")
+            add(p + "self_attn.o_proj", "attention", nh * v_dim * H, i, "tp")
+            if idx_heads and idx_dim and idx_topk:
+                qsrc = q_lora or H
+                add(p + "self_attn.indexer.wq_b", "indexer", qsrc * idx_heads * idx_dim, i, "replicated", dsa_query=True)
+                add(p + "self_attn.indexer.weights_proj", "indexer", H * idx_heads, i, "replicated", dsa_query=True)
+                add(p + "self_attn.indexer.wk", "indexer", H * idx_dim, i, "replicated")
+                add(p + "self_attn.indexer.k_norm", "other", 2 * idx_dim, i, "replicated")
+        else:
+            add(p + "self_attn.q_proj", "attention", H * nh * head_dim, i, "tp")
+            add(p + "self_attn.k_proj", "attention", 2 * H * nkv * head_dim, i, "kv_heads")  # k and v
+            add(p + "self_attn.o_proj", "attention", nh * head_dim * H, i, "tp")
+            if attn_bias:
+                add(p + "self_attn.q_proj.bias", "other", nh * head_dim + 2 * nkv * head_dim + H, i, "replicated")
+            if model_type.startswith("qwen3"):
+                add(p + "self_attn.q_norm", "other", 2 * head_dim, i, "replicated")
+            if model_type == "gpt_oss":
+                add(p + "self_attn.sinks", "other", nh, i, "replicated")
+        if kind.moe:
+            add(p + names["router"], "router", H * n_experts, i, "replicated")
+            if model_type == "gpt_oss":
+                add(p + names["router"] + ".bias", "other", n_experts, i, "replicated")
+            per_expert = 3 * H * moe_inter
+            if model_type == "gpt_oss":  # gate_up and down biases per expert
+                per_expert += 2 * moe_inter + H
+            add(p + names["experts"], "experts", n_experts * per_expert, i, "experts", n_experts=n_experts)
+            shared = int(cfg.get("n_shared_experts") or 0) * 3 * H * moe_inter
+            shared += 3 * H * int(cfg.get("shared_expert_intermediate_size") or 0)
+            add(p + names["shared"], "shared_experts", shared, i, "tp")
+            if cfg.get("shared_expert_intermediate_size"):
+                add(p + "mlp.shared_expert_gate", "other", H, i, "replicated")
+        else:
+            add(p + "mlp.gate_proj", "dense_ffn", 3 * H * inter, i, "tp")
+    tensors.append(Tensor(name="model.norm", group="other", params=H, shard="replicated"))
+    tensors.append(Tensor(name="lm_head", group="lm_head", params=V * H, shard="vocab", stored=not tied))
+
+    spec = ModelSpec(
+        name=name,
+        source=source,
+        model_type=model_type,
+        attention=attention,
+        hidden=H,
+        layers=L,
+        heads=nh,
+        kv_heads=nkv if not mla else nh,
+        head_dim=head_dim,
+        v_head_dim=v_dim,
+        vocab=V,
+        tied_embeddings=tied,
+        q_lora_rank=int(q_lora) if q_lora else None,
+        kv_lora_rank=kv_lora,
+        qk_nope_head_dim=nope,
+        qk_rope_head_dim=rope,
+        index_heads=int(idx_heads) if idx_heads else None,
+        index_head_dim=int(idx_dim) if idx_dim else None,
+        index_topk=int(idx_topk) if idx_topk else None,
+        n_experts=n_experts,
+        top_k=top_k,
+        expert_params=(3 * H * moe_inter + ((2 * moe_inter + H) if model_type == "gpt_oss" else 0)) if n_experts else 0,
+        layer_kinds=kinds,
+        tensors=tensors,
+        mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0),
+    )
+    _resolve_precision(spec, cfg, hf_quant, source, overrides or {})
+    if spec.mtp_layers:
+        spec.notes.append(f"{spec.mtp_layers} MTP layer(s) not counted: they run only with speculative decoding")
+    return spec
+
+
+def _resolve_precision(spec: ModelSpec, cfg: dict[str, Any], hf_quant: dict[str, Any] | None, source: str, overrides: dict[str, str]) -> None:
+    base = dtype_format(_first(cfg, "torch_dtype", "dtype"))
+    scheme: QuantScheme | None = None
+    if hf_quant:
+        scheme = parse_quant_config(hf_quant, "hf_quant_config.json")
+    elif cfg.get("quantization_config"):
+        scheme = parse_quant_config(cfg["quantization_config"], f"{source} quantization_config")
+    never_quantized = {"router", "embedding", "lm_head", "other"}
+    for t in spec.tensors:
+        t.fmt = base
+        if scheme and scheme.fmt and t.group not in never_quantized and not module_matches(t.name, scheme.exclude):
+            t.fmt = scheme.fmt
+    spec.kv_format = base if base in KV_FORMATS else "bf16"
+    if scheme:
+        spec.precision_source = scheme.source
+        if scheme.kv:
+            spec.kv_format = scheme.kv
+    applied: list[str] = []
+    for key in ("weights", *[k for k in OVERRIDE_GROUPS if k != "weights"]):
+        val = overrides.get(key)
+        if not val:
+            continue
+        fmt = normalize_format(val, what=f"--{key.replace('_', '-')}")
+        for t in spec.tensors:
+            if t.group in OVERRIDE_GROUPS[key]:
+                t.fmt = fmt
+        applied.append(f"{key}={fmt}")
+    if overrides.get("kv"):
+        kv = normalize_format(overrides["kv"], what="--kv")
+        if kv not in KV_FORMATS:
+            raise UserError(f"--kv {overrides['kv']}: KV cache formats are {', '.join(KV_FORMATS)}")
+        spec.kv_format = kv
+        applied.append(f"kv={kv}")
+    if applied:
+        spec.precision_source += "; flags " + ", ".join(applied)
+    summary: dict[str, str] = {}
+    for g in GROUPS:
+        fmts = sorted({t.fmt for t in spec.tensors if t.group == g})
+        if fmts:
+            summary[g] = "/".join(fmts)
+    summary["kv_cache"] = spec.kv_format
+    spec.precision = summary

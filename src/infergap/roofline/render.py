@@ -1,0 +1,196 @@
+"""Rendering of a :class:`RooflineResult` as terminal text (rich) or Markdown. JSON is the
+result's own ``to_json_dict``."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.table import Table
+
+from infergap.roofline.bounds import RooflineResult
+
+_GROUP_ORDER = ("attention", "indexer", "router", "dense_ffn", "shared_experts", "experts", "lm_head", "embedding", "kv_cache", "other")
+
+
+def _gb(x: float) -> str:
+    if abs(x) < 1e9:
+        return f"{x / 1e6:.1f} MB"
+    return f"{x / 1e9:.2f} GB"
+
+
+def _ms(x: float) -> str:
+    return f"{x * 1e3:.3f}"
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.2f} %"
+
+
+def _header(r: RooflineResult) -> list[str]:
+    m, h, p = r.model, r.hardware, r.parallel
+    moe = ""
+    if m["experts"]:
+        moe = f" ({m['moe_layers']} MoE: {m['top_k']} of {m['experts']} experts)"
+    prec = " · ".join(f"{g} {f}" for g, f in m["precision"].items() if g != "other")
+    link = f"NVLink {h['nvlink_GBps']:.0f} GB/s" if h["nvlink_GBps"] else "PCIe only (no NVLink)"
+    tf = " / ".join(f"{k} {v:g}" for k, v in h["tflops"].items())
+    host = f" [from host: {h['from_host']}]" if h["from_host"] else ""
+    alt = ""
+    if h["measured_bandwidth_GBps"] and h["ceiling"] == "datasheet":
+        alt = f"; a measured ceiling exists ({h['measured_bandwidth_GBps']:.0f} GB/s, --ceiling measured)"
+    elif h["ceiling"] != "datasheet":
+        alt = f"; datasheet {h['datasheet_bandwidth_GBps']:.0f} GB/s"
+    return [
+        f"{m['name']} on {h['count']} × {h['label']}, TP{p['tp']}" + (f" EP{p['ep']}" if p["ep"] > 1 else "") + host,
+        f"model: {m['model_type'] or '?'}, {m['attention']}, {m['layers']} layers{moe}, "
+        f"{m['total_params'] / 1e9:.1f}B total / {m['active_params'] / 1e9:.2f}B active params "
+        f"({m['active_params_incl_embedding'] / 1e9:.2f}B with the input embedding); {m['source']}",
+        f"precision ({m['precision_source']}): {prec}",
+        f"GPU: {h['bandwidth_GBps']:.0f} GB/s per GPU, {h['ceiling']} ceiling ({h['ceiling_note']}{alt}); "
+        f"{h['memory_B'] / 1e9:.1f} GB ({h['memory_source']}); dense TFLOPS {tf}; {link}",
+    ]
+
+
+def _shown(r: RooflineResult) -> list:
+    """The single-stream bounds worth showing: on one GPU the three coincide."""
+    if r.parallel["tp"] == 1:
+        b = r.bound("aggregate").model_copy(update={"label": "single GPU"})
+        return [b]
+    return list(r.single_stream)
+
+
+def _tables(r: RooflineResult) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, columns, rows) of every table, shared by the text and Markdown forms."""
+    out: list[tuple[str, list[str], list[list[str]]]] = []
+    meas = r.workload.measured_tok_s
+    cols = ["bound", "tok/s", "ms/token", "bytes read per token"]
+    if meas is not None:
+        cols.append(f"measured {meas:g} tok/s is")
+    eff = {e.bound: e for e in r.efficiency}
+    rows = []
+    for b in _shown(r):
+        where = f"{_gb(b.bytes_per_token)} over {b.gpus} GPU(s)" if b.name == "aggregate" else f"{_gb(b.bytes_per_token)} per GPU"
+        row = [b.label, f"{b.tok_s:.1f}", _ms(b.time_per_token_s), where]
+        if meas is not None:
+            row.append(_pct(eff[b.name].ratio))
+        rows.append(row)
+    out.append((f"Single-stream decode, context {r.workload.context} tokens", cols, rows))
+
+    agg, per = r.bound("aggregate"), r.bound("per_gpu")
+    groups = [g for g in _GROUP_ORDER if g in agg.components_B or g in per.components_B]
+    prec = r.model["precision"]
+    rows = [
+        [g, prec.get(g, prec.get("kv_cache", "")) if g != "kv_cache" else prec.get("kv_cache", ""), _gb(agg.components_B.get(g, 0.0)), _gb(per.components_B.get(g, 0.0))]
+        for g in groups
+    ]
+    out.append(("Bytes read per token by tensor group", ["group", "precision", "aggregate (all GPUs)", "per GPU"], rows))
+
+    moe = bool(r.model["experts"])
+    rows = []
+    for p in r.batched:
+        rows.append(
+            [
+                str(p.batch),
+                *([f"{p.experts_touched:.1f}"] if moe and p.experts_touched is not None else []),
+                _ms(p.t_memory_s),
+                _ms(p.t_compute_s),
+                _ms(p.t_comm_s),
+                _ms(p.step_s),
+                f"{p.tok_s:.0f}",
+                f"{p.tok_s_per_seq:.1f}",
+                p.bound,
+                "yes" if p.fits_kv else "no",
+            ]
+        )
+    out.append(
+        (
+            f"Batched decode, context {r.workload.context} (per TP group; tok/s counts {r.parallel['replicas']} replica(s))",
+            ["batch", *(["experts touched/layer"] if moe else []), "memory ms", "compute ms", "comm ms", "step ms", "tok/s", "tok/s per seq", "bound", "fits KV"],
+            rows,
+        )
+    )
+    return out
+
+
+def _details(r: RooflineResult) -> list[tuple[str, list[str]]]:
+    sections: list[tuple[str, list[str]]] = []
+    for b in _shown(r):
+        sections.append((f"{b.label}: {b.tok_s:.1f} tok/s = {b.formula}", b.assumptions))
+    if r.per_gpu_explanation:
+        sections.append(("Why the per-GPU bound is lower", [r.per_gpu_explanation]))
+    c = r.collectives
+    if c.per_token:
+        sections.append(
+            (
+                "Collectives per token",
+                [
+                    f"{c.per_token} per token (2 per layer + logits gather) × α {c.latency_us:g} µs = "
+                    f"{c.time_s * 1e3:.3f} ms ({c.interconnect}: {c.latency_basis}; β {c.link_GBps:.0f} GB/s per direction)"
+                ],
+            )
+        )
+    cb, cw = r.crossover_batch, r.crossover_batch_weights_only
+    ctx = r.workload.context
+    items = [
+        f"weight GEMMs alone turn compute-bound at batch {cw} (≈ F·bytes_per_param / (2·BW) for a dense model)"
+        if cw else "weight GEMMs stay memory-bound up to batch 1,048,576",
+        f"with the KV cache at context {ctx}, a decode step turns compute-bound at batch {cb}"
+        if cb else f"with the KV cache at context {ctx}, decode stays memory-bound at every batch: attention reads KV bytes as fast as it adds FLOPs",
+    ]
+    sections.append(("Compute crossover", items))
+    pf = r.prefill
+    sections.append(
+        (
+            f"Prefill of {pf.prompt_len} tokens: TTFT ≥ {pf.ttft_s * 1e3:.1f} ms ({pf.tok_s:.0f} tok/s)",
+            [
+                f"{pf.flops / 1e12:.1f} TFLOP (2·N_active·P + causal attention) → {pf.t_compute_s * 1e3:.2f} ms compute per GPU",
+                f"weights and KV write → {pf.t_memory_s * 1e3:.2f} ms memory; collectives {pf.t_comm_s * 1e3:.2f} ms",
+            ],
+        )
+    )
+    mem = r.memory
+    sections.append(
+        (
+            f"KV-cache capacity at {mem.context} tokens, mem-fraction {r.workload.mem_fraction:g}",
+            [mem.message, f"KV per sequence per GPU {_gb(mem.kv_per_seq_per_gpu_B)}; {mem.memory_per_gpu_B / 1e9:.1f} GB per GPU ({mem.memory_source})"],
+        )
+    )
+    sections.append(("Assumptions", r.assumptions))
+    return sections
+
+
+def render_text(r: RooflineResult, *, color: bool = True, width: int = 140) -> str:
+    """The terminal report (rich tables); ``color=False`` for files."""
+    buf = io.StringIO()
+    con = Console(file=buf, width=width, force_terminal=color, color_system="standard" if color else None, highlight=False)
+    lines = _header(r)
+    con.print(f"[bold]{lines[0]}[/bold]" if color else lines[0], soft_wrap=False)
+    for line in lines[1:]:
+        con.print(line, markup=False)
+    for title, cols, rows in _tables(r):
+        t = Table(title=title, title_justify="left", show_lines=False)
+        for i, c in enumerate(cols):
+            t.add_column(c, justify="left" if i == 0 or c in ("group", "precision", "bound") else "right")
+        for row in rows:
+            t.add_row(*row)
+        con.print()
+        con.print(t)
+    for title, items in _details(r):
+        con.print()
+        con.print(f"[bold]{title}[/bold]" if color else title, markup=color)
+        for it in items:
+            con.print(f"  - {it}", markup=False)
+    return buf.getvalue()
+
+
+def render_markdown(r: RooflineResult) -> str:
+    """The report as Markdown (tables and bullet lists)."""
+    lines = _header(r)
+    out = [f"# Roofline: {lines[0]}", "", *[f"- {x}" for x in lines[1:]]]
+    for title, cols, rows in _tables(r):
+        out += ["", f"## {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        out += ["| " + " | ".join(row) + " |" for row in rows]
+    for title, items in _details(r):
+        out += ["", f"### {title}", ""] + [f"- {it}" for it in items]
+    return "\n".join(out) + "\n"

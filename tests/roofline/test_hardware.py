@@ -1,0 +1,80 @@
+"""The GPU table, name lookup, and the host's GPUs read from a real capture."""
+
+from pathlib import Path
+
+import pytest
+
+from infergap.errors import UserError
+from infergap.roofline import find_gpu, gpu_table, host_gpus, load_hardware
+from infergap.snapshot import open_snapshot
+
+H200 = Path(__file__).resolve().parents[1] / "fixtures" / "hosts" / "h200-1gpu"
+
+
+@pytest.mark.parametrize("name,gpu_id", [
+    ("NVIDIA H200", "h200"),
+    ("h200", "h200"),
+    ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "rtx-pro-6000-server"),
+    ("rtx-pro-6000-server", "rtx-pro-6000-server"),
+    ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "rtx-pro-6000-workstation"),
+    ("NVIDIA A100-SXM4-80GB", "a100-80gb-sxm"),
+    ("a100-80gb", "a100-80gb-sxm"),
+    ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+    ("NVIDIA GeForce RTX 4090", "rtx-4090"),
+    ("RTX_5090", "rtx-5090"),
+    ("mi300x", "mi300x"),
+    ("NVIDIA L40S", "l40s"),
+    ("NVIDIA B200", "b200"),
+])
+def test_names_map_to_entries(name, gpu_id):
+    assert find_gpu(name).id == gpu_id
+
+
+def test_table_is_complete_and_unambiguous():
+    table = gpu_table()
+    seen: dict[str, str] = {}
+    for g in table:
+        assert g.source and g.bandwidth_GBps > 0 and g.memory_GB > 0 and g.bf16_tflops > 0
+        for n in {g.id, *g.aliases, *g.names}:
+            key = "".join(ch for ch in n.lower() if ch.isalnum())
+            assert seen.setdefault(key, g.id) == g.id, f"{n} names two GPUs"
+    h200 = find_gpu("h200")
+    assert h200.measured is not None and h200.measured.bandwidth_GBps < h200.bandwidth_GBps
+
+
+def test_unknown_gpu_suggests_closest():
+    with pytest.raises(UserError, match=r"closest: .*rtx-pro-6000"):
+        find_gpu("rtx-pro-600-server")
+
+
+def test_host_gpus_from_h200_capture():
+    with open_snapshot(str(H200)) as snap:
+        gpus = host_gpus(snap)
+        hw = load_hardware("auto", snapshot=snap)
+    assert [g.name for g in gpus] == ["NVIDIA H200"]
+    assert gpus[0].memory_total_B == 143771 * 1024 * 1024
+    assert hw.gpu.id == "h200" and hw.count == 1 and hw.memory_source.startswith("host")
+
+
+def test_host_gpus_from_collected_archive():
+    """The same machine type captured by ``infergap collect`` (a .tar.gz with NVML probes)."""
+    with open_snapshot(str(H200.parent / "h200-1gpu-collect.tar.gz")) as snap:
+        hw = load_hardware("auto", snapshot=snap)
+    assert hw.gpu.id == "h200" and hw.count == 1
+
+
+def test_auto_without_gpus(tmp_path):
+    (tmp_path / "cmds").mkdir()
+    with open_snapshot(str(tmp_path)) as snap:
+        with pytest.raises(UserError, match="no NVIDIA GPU found"):
+            load_hardware("auto", snapshot=snap)
+
+
+def test_auto_on_this_host_answers():
+    """On the machine running the tests: its GPUs if it has any, else one clear error."""
+    try:
+        hw = load_hardware("auto")
+    except UserError as e:
+        assert "--gpu auto:" in str(e)
+    else:
+        assert hw.count >= 1

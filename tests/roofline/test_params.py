@@ -1,0 +1,76 @@
+"""Parameter counts computed from the shipped configs against the publishers' figures.
+
+Publishers differ on whether the input embedding (a lookup) counts as "active": Qwen's and
+Mistral's activated counts include it, OpenAI's gpt-oss card, DeepSeek-V3's and GLM-5's do not.
+Each case says which convention its published figure uses.
+"""
+
+import pytest
+
+from infergap.roofline import load_model
+
+# name, published total (B), published active (B), active includes the input embedding, tolerance
+PUBLISHED = [
+    ("deepseek-v3", 671, 37, False, 0.02),
+    ("glm-5", 744, 40, False, 0.03),
+    ("qwen3-235b-a22b", 235, 22, True, 0.02),
+    ("qwen3-30b-a3b", 30.5, 3.3, True, 0.02),
+    ("mixtral-8x7b", 46.7, 12.9, True, 0.02),
+    ("gpt-oss-120b", 116.8, 5.1, False, 0.02),
+    ("llama-3.1-8b", 8.03, 8.03, True, 0.02),
+    ("llama-3.1-70b", 70.6, 70.6, True, 0.02),
+]
+
+
+@pytest.mark.parametrize("name,total_B,active_B,with_embedding,tol", PUBLISHED)
+def test_counts_match_published(name, total_B, active_B, with_embedding, tol):
+    m = load_model(name)
+    assert m.total_params() / 1e9 == pytest.approx(total_B, rel=tol)
+    assert m.active_params(include_embedding=with_embedding) / 1e9 == pytest.approx(active_B, rel=tol)
+
+
+def test_mla_attention_formula_deepseek_v3():
+    """The MLA projections of one layer equal the reference formula from the config fields."""
+    m = load_model("deepseek-v3")
+    H, ql, nh, nope, rope, kvl, v = 7168, 1536, 128, 128, 64, 512, 128
+    expected = H * ql + ql * nh * (nope + rope) + H * (kvl + rope) + kvl * nh * (nope + v) + nh * v * H
+    layer0 = sum(t.params for t in m.tensors if t.layer == 0 and t.group == "attention")
+    assert layer0 == expected
+
+
+def test_dense_and_moe_layers_follow_first_k_dense_replace():
+    m = load_model("glm-5")
+    assert [k.moe for k in m.layer_kinds[:4]] == [False, False, False, True]
+    assert m.moe_layers == m.layers - 3
+    dense = [t for t in m.tensors if t.group == "dense_ffn"]
+    assert len(dense) == 3 and all(t.params == 3 * m.hidden * 12288 for t in dense)
+
+
+def test_glm5_indexer_size():
+    """The DSA indexer of one layer: wq_b + wk + weights_proj (about 9.4M parameters)."""
+    m = load_model("glm-5")
+    per_layer = sum(t.params for t in m.tensors if t.layer == 5 and t.group == "indexer")
+    assert per_layer == 2048 * 32 * 128 + 6144 * 128 + 6144 * 32
+    assert per_layer / 1e6 == pytest.approx(9.4, rel=0.02)
+
+
+def test_sliding_window_layers_from_layer_types():
+    m = load_model("gpt-oss-120b")
+    windows = [k.window for k in m.layer_kinds]
+    assert windows.count(128) == 18 and windows.count(None) == 18
+
+
+def test_tied_embeddings_count_once(tmp_path):
+    import json
+
+    cfg = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000,
+           "intermediate_size": 128, "tie_word_embeddings": True}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    tied = load_model(str(p))
+    cfg["tie_word_embeddings"] = False
+    p.write_text(json.dumps(cfg))
+    untied = load_model(str(p))
+    assert untied.total_params() - tied.total_params() == 1000 * 64
+    # lm_head is read per token either way
+    assert tied.active_params() == untied.active_params()
