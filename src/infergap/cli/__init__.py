@@ -46,6 +46,7 @@ def fail(message: str) -> "typer.Exit":
 # Command modules register themselves on `app` when imported.
 from infergap.cli import audit as _audit  # noqa: E402,F401
 from infergap.cli import roofline as _roofline  # noqa: E402,F401
+from infergap.cli import bench as _bench  # noqa: E402,F401
 
 
 def main() -> None:

@@ -1,1 +1,1 @@
-"""Renderers: terminal (rich), Markdown, JSON (and HTML for reports)."""
+"""Renderers: turn results into terminal text, Markdown, JSON, HTML and plots. No I/O beyond the output."""

@@ -1,0 +1,165 @@
+"""Ceiling of the bench client: how many streamed tokens/s one core of client can take.
+
+The stub (benchmarks/stub_server.py: 128 tokens per response, one SSE chunk per token, usage and
+``[DONE]`` at the end) runs on one core, the client on the other (``taskset``/affinity). For each
+concurrency the figures are: streamed tok/s and req/s as the client measured them and as the stub
+counted them, requests in flight (client's view and stub's view) against the target, event-loop
+lag (how late the client handles a ready event: the latency it adds to every timestamp) and send
+slip p50/p99, TTFT p50/p99, and the client-bound flag. A slow stub (20 ms between tokens) shows
+the flag staying down when the server is the limit. With ``--guidellm PATH`` guidellm runs
+against the same stub with the same requests, counted by the stub the same way.
+
+    python benchmarks/bench_client.py --guidellm /work/benchvenv/bin/guidellm
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from infergap.bench.client import StreamClient  # noqa: E402
+from infergap.bench.datasets import synthetic  # noqa: E402
+from infergap.bench.metrics import trial_metrics  # noqa: E402
+from infergap.bench.runner import LoadSpec, Runner, install_uvloop  # noqa: E402
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_stub(core: int, *args: str) -> tuple[subprocess.Popen, str]:
+    port = _port()
+    cmd = ["taskset", "-c", str(core), sys.executable, str(ROOT / "benchmarks" / "stub_server.py"), "--port", str(port), *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(url + "/v1/models", timeout=1).read()
+            return proc, url
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit("stub did not start")
+
+
+def stub(url: str, path: str, post: bool = False) -> dict:
+    req = urllib.request.Request(url + path, method="POST" if post else "GET")
+    return json.loads(urllib.request.urlopen(req, timeout=5).read())
+
+
+async def client_run(url: str, c: int, n: int) -> dict:
+    client = StreamClient(url, "stub", "chat", True, {"stream_options": {"include_usage": True}}, (),
+                          connections=c, timeout_s=120)
+    await client.open()
+    try:
+        prompts = synthetic(n, 256, 128, seed=1, salt="ceil")
+        tr = await Runner(client).trial(LoadSpec("concurrency", c), lambda i: prompts[i], n, None)
+    finally:
+        await client.close()
+    m = trial_metrics(1, tr.records, window_start=tr.window[0], window_end=tr.window[1], client=tr.health)
+    chunks = sum(len(r.chunk_times) for r in tr.records)
+    return {"tok_s": chunks / m.duration_s, "req_s": m.request_throughput_rps, "failed": m.failed,
+            "in_flight": m.client.mean_in_flight, "lag_p50": m.client.loop_lag_ms.p50, "lag_p99": m.client.loop_lag_ms.p99,
+            "slip_p50": m.client.send_slip_ms.p50, "slip_p99": m.client.send_slip_ms.p99,
+            "ttft_p50": m.ttft_ms.p50, "ttft_p99": m.ttft_ms.p99, "cpu": m.client.cpu_frac,
+            "client_bound": m.client.client_bound, "reasons": m.client.reasons}
+
+
+def guidellm_run(exe: str, url: str, c: int, n: int, tokenizer_dir: str) -> dict:
+    out = Path(tempfile.mkdtemp()) / "g.json"
+    cmd = ["taskset", "-c", "0", exe, "run", "--backend",
+           f"kind=openai_http,target={url},model={tokenizer_dir},request_format=/v1/chat/completions",
+           "--profile", f"kind=concurrent,streams={c}", "--data", "kind=synthetic_text,prompt_tokens=256,output_tokens=128",
+           "--constraint", f"kind=max_requests,count={n}", "--output", f"kind=json,path={out}", "--disable-progress",
+           "--disable-console"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    if r.returncode != 0:
+        return {"error": (r.stderr or r.stdout)[-400:]}
+    return {}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--levels", default="64,512")
+    ap.add_argument("--requests", type=int, default=4000, help="requests per level (at least 8 × concurrency)")
+    ap.add_argument("--guidellm", default=None, help="path of a guidellm 0.8.1 executable (separate venv)")
+    ap.add_argument("--tokenizer-dir", default=None, help="local HF tokenizer dir guidellm needs for its synthetic data")
+    a = ap.parse_args()
+    levels = [int(x) for x in a.levels.split(",")]
+    if len(os.sched_getaffinity(0)) < 2:
+        raise SystemExit("needs two cores: client on one, stub on the other")
+    os.sched_setaffinity(0, {0})
+    install_uvloop()
+    proc, url = start_stub(1)
+    print(f"stub on core 1 ({url}), client on core 0; 256-token prompts, 128 streamed tokens per response")
+    rows = {}
+    try:
+        asyncio.run(client_run(url, 64, 500))  # warm-up: connections, caches
+        for c in levels:
+            n = max(a.requests, 8 * c)
+            stub(url, "/reset", post=True)
+            r = asyncio.run(client_run(url, c, n))
+            s = stub(url, "/stats")
+            rows[c] = (r, s)
+            print(f"\ninfergap c={c} ({n} requests): {r['tok_s']:,.0f} streamed tok/s, {r['req_s']:,.0f} req/s "
+                  f"(stub counted {s['tokens_per_s']:,.0f} tok/s, {s['requests_per_s']:,.0f} req/s), failed {r['failed']}")
+            print(f"  in flight: client {r['in_flight']:.1f}, stub {s['mean_in_flight']:.1f} of {c} "
+                  f"({(s['mean_in_flight'] / c - 1) * 100:+.1f} %), peak {s['peak_in_flight']}")
+            print(f"  scheduler lateness (event-loop lag) p50 {r['lag_p50']:.2f} ms, p99 {r['lag_p99']:.2f} ms; "
+                  f"send slip p50 {r['slip_p50']:.2f} ms, p99 {r['slip_p99']:.2f} ms; client CPU {r['cpu'] * 100:.0f} %")
+            print(f"  TTFT p50 {r['ttft_p50']:.1f} ms, p99 {r['ttft_p99']:.1f} ms; client-bound: {r['client_bound']} "
+                  f"({'; '.join(r['reasons']) or 'no'})")
+    finally:
+        proc.terminate()
+    # Floor: added latency on an idle path (c=1), and the flag when the server is the limit.
+    proc, url = start_stub(1, "--itl-ms", "20", "--tokens", "32")
+    try:
+        stub(url, "/reset", post=True)
+        r = asyncio.run(client_run(url, 64, 256))
+        print(f"\nslow stub (20 ms/token, c=64): {r['tok_s']:,.0f} tok/s, lag p99 {r['lag_p99']:.2f} ms, "
+              f"client CPU {r['cpu'] * 100:.0f} %, client-bound: {r['client_bound']} ({'; '.join(r['reasons']) or 'no'})")
+    finally:
+        proc.terminate()
+    proc, url = start_stub(1)
+    try:
+        r = asyncio.run(client_run(url, 1, 300))
+        print(f"idle path (c=1, zero-delay stub): TTFT p50 {r['ttft_p50']:.2f} ms, p99 {r['ttft_p99']:.2f} ms; "
+              f"event-loop lag p50 {r['lag_p50']:.2f} ms, p99 {r['lag_p99']:.2f} ms")
+        if a.guidellm:
+            tok = a.tokenizer_dir
+            if tok is None:
+                sys.path.insert(0, str(ROOT / "tests" / "bench"))
+                from tiny_models import write_hf_llama
+
+                tok = str(write_hf_llama(Path(tempfile.mkdtemp()) / "tok"))
+            for c in levels:
+                n = max(a.requests, 8 * c)
+                stub(url, "/reset", post=True)
+                g = guidellm_run(a.guidellm, url, c, n, tok)
+                s = stub(url, "/stats")
+                if "error" in g:
+                    print(f"\nguidellm c={c}: failed: {g['error']}")
+                    continue
+                mine = rows[c][1]
+                print(f"\nguidellm c={c} ({n} requests): stub counted {s['tokens_per_s']:,.0f} tok/s, "
+                      f"{s['requests_per_s']:,.0f} req/s, {s['mean_in_flight']:.1f} of {c} in flight; "
+                      f"infergap/guidellm = {mine['tokens_per_s'] / max(s['tokens_per_s'], 1e-9):.1f}×")
+    finally:
+        proc.terminate()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Minimal OpenAI-compatible streaming stub used to measure the bench client's own ceiling.
+
+Each request streams ``--tokens`` chunks (default 128; one SSE ``data:`` event per token, the
+event loop yielded between tokens as a real server's would be), then a usage chunk and
+``data: [DONE]``. ``--itl-ms`` adds a delay between tokens (a slower server). The stub counts
+requests, tokens and the time-weighted number of streams in flight (its own view of the
+concurrency the client achieved): ``GET /stats``; ``POST /reset`` zeroes them.
+
+    taskset -c 1 python benchmarks/stub_server.py --port 8799
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+
+from aiohttp import web
+
+MODEL = "stub"
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.requests = self.tokens = self.n = self.peak = 0
+        self.area = 0.0
+        self.t0 = self.last = None
+
+    def change(self, d: int) -> None:
+        """Requests in flight change by ``d``; the window runs from the first request after a
+        reset to the last change (a client's start-up time is not counted)."""
+        now = time.perf_counter()
+        if self.t0 is None:
+            if d <= 0:
+                return
+            self.t0 = self.last = now
+        self.area += self.n * (now - self.last)
+        self.last = now
+        self.n += d
+        self.peak = max(self.peak, self.n)
+
+    def as_dict(self) -> dict:
+        span = max(self.last - self.t0, 1e-9) if self.t0 is not None else 0.0
+        return {"requests": self.requests, "tokens": self.tokens,
+                "mean_in_flight": self.area / span if span else 0.0, "peak_in_flight": self.peak, "span_s": span,
+                "tokens_per_s": self.tokens / span if span else 0.0, "requests_per_s": self.requests / span if span else 0.0}
+
+
+def make_app(tokens: int, itl_ms: float) -> web.Application:
+    st = Stats()
+    chat_chunk = (b'data: {"id":"x","object":"chat.completion.chunk","created":0,"model":"stub",'
+                  b'"choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}]}\n\n')
+    comp_chunk = (b'data: {"id":"x","object":"text_completion","created":0,"model":"stub",'
+                  b'"choices":[{"index":0,"text":" tok","finish_reason":null}]}\n\n')
+    role = b'data: {"id":"x","object":"chat.completion.chunk","created":0,"model":"stub","choices":[{"index":0,"delta":{"role":"assistant"},"finish_reason":null}]}\n\n'
+    delay = itl_ms / 1000.0
+
+    async def models(_req):
+        return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+
+    async def completions(req: web.Request):
+        body = await req.read()
+        d = json.loads(body)
+        n = min(int(d.get("max_tokens") or tokens), tokens)
+        chat = req.path.endswith("chat/completions")
+        chunk = chat_chunk if chat else comp_chunk
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(req)
+        st.requests += 1
+        st.change(1)
+        try:
+            if chat:
+                await resp.write(role)
+            for _ in range(n):
+                await resp.write(chunk)
+                if delay:
+                    await asyncio.sleep(delay)
+                else:
+                    await asyncio.sleep(0)
+            st.tokens += n
+            prompt = len(str(d.get("messages") or d.get("prompt") or "").split())
+            fin = {"id": "x", "object": "chat.completion.chunk", "model": MODEL,
+                   "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
+            use = {"id": "x", "object": "chat.completion.chunk", "model": MODEL, "choices": [],
+                   "usage": {"prompt_tokens": prompt, "completion_tokens": n, "total_tokens": prompt + n}}
+            await resp.write(b"data: " + json.dumps(fin).encode() + b"\n\ndata: " + json.dumps(use).encode()
+                             + b"\n\ndata: [DONE]\n\n")
+            await resp.write_eof()
+        finally:
+            st.change(-1)
+        return resp
+
+    async def stats(_req):
+        return web.json_response(st.as_dict())
+
+    async def reset(_req):
+        st.reset()
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/chat/completions", completions)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_get("/health", stats)
+    app.router.add_get("/stats", stats)
+    app.router.add_post("/reset", reset)
+    return app
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--port", type=int, default=8799)
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--itl-ms", type=float, default=0.0)
+    a = ap.parse_args()
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    web.run_app(make_app(a.tokens, a.itl_ms), host="127.0.0.1", port=a.port, access_log=None, print=None,
+                backlog=4096)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,341 @@
+"""Streaming OpenAI-compatible client: one request → one :class:`RequestRecord`; server probing.
+
+Hot path (one call of :meth:`StreamClient.request` per request, one loop turn per network read):
+the stream is read with ``readany()`` (every byte the socket has, not one line per await), split
+into SSE lines, and each ``data:`` payload is parsed with the stdlib C JSON decoder. Every
+content-bearing chunk's arrival time is the time of the read that delivered it. The aiohttp
+connector's limit is set explicitly to the concurrency asked for (aiohttp's default of 100 would
+make TTFT include waiting for a connection) and the read buffer is raised to 256 KiB.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass, field
+from time import perf_counter
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from infergap.bench.datasets import Prompt
+from infergap.bench.metrics import RequestRecord
+from infergap.bench.models import LengthControl
+from infergap.errors import UserError
+
+log = logging.getLogger(__name__)
+
+READ_BUFSIZE = 256 * 1024
+PROBE_TIMEOUT_S = 30.0
+_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+
+
+def split_url(url: str) -> str:
+    """Base URL (scheme://host:port[/prefix]) of an OpenAI-compatible server given as the base,
+    the ``/v1`` root or a full endpoint URL. Raises UserError for a URL that is not http(s)."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UserError(f"--url {url!r}: expected http://HOST:PORT[/v1]")
+    path = parts.path.rstrip("/")
+    for tail in ("/v1/chat/completions", "/v1/completions", "/v1/models", "/v1"):
+        if path.endswith(tail):
+            path = path[: -len(tail)]
+            break
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+@dataclass
+class StreamClient:
+    """Sends requests to ``base`` (see :func:`split_url`) and fills :class:`RequestRecord` objects.
+
+    ``extra`` are request fields added to every body (``ignore_eos``/``min_tokens``,
+    ``stream_options``). ``connections`` is the aiohttp connector limit (0 = unlimited).
+    ``count_tokens`` (optional) is a local tokenizer ``str -> int``.
+    """
+
+    base: str
+    model: str
+    api: str = "chat"
+    stream: bool = True
+    extra: dict = field(default_factory=dict)
+    length_fields: tuple[str, ...] = ()
+    connections: int = 0
+    timeout_s: float = 600.0
+    count_tokens: object = None
+    session: aiohttp.ClientSession | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.base}/v1/chat/completions" if self.api == "chat" else f"{self.base}/v1/completions"
+
+    async def open(self) -> None:
+        conn = aiohttp.TCPConnector(limit=self.connections, limit_per_host=self.connections,
+                                    ttl_dns_cache=300, enable_cleanup_closed=False)
+        self.session = aiohttp.ClientSession(connector=conn, read_bufsize=READ_BUFSIZE,
+                                             timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+                                             skip_auto_headers=("User-Agent",))
+
+    async def close(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+            self.session = None
+
+    def body(self, p: Prompt) -> bytes:
+        """The JSON request body for prompt ``p`` (max_tokens = its output length)."""
+        d = {"model": self.model, "max_tokens": p.output_tokens, "stream": self.stream, "temperature": 0.0}
+        if self.api == "chat":
+            d["messages"] = [{"role": "user", "content": p.text}]
+        else:
+            d["prompt"] = p.text
+        for f in self.length_fields:
+            d[f] = True if f == "ignore_eos" else p.output_tokens
+        d.update(self.extra)
+        return json.dumps(d).encode()
+
+    async def request(self, p: Prompt, rec: RequestRecord) -> RequestRecord:
+        """Send ``p`` and record timings and counts into ``rec`` (never raises for server faults:
+        they become ``rec.error`` = ``http_<status>``, ``timeout``, ``connection``,
+        ``stream_error``, ``bad_chunk``, ``incomplete_stream`` or ``cancelled``)."""
+        data = self.body(p)
+        if self.count_tokens is not None:
+            rec.text = []
+        rec.start = perf_counter()
+        try:
+            async with self.session.post(self.endpoint, data=data, headers=_HEADERS) as resp:
+                if resp.status >= 400:
+                    detail = (await resp.text())[:200]
+                    rec.error = f"http_{resp.status}"
+                    rec.error_detail = f"HTTP {resp.status}: {detail}"
+                elif self.stream:
+                    await self._consume(resp, rec)
+                else:
+                    await self._whole(resp, rec)
+        except asyncio.TimeoutError:
+            rec.error, rec.error_detail = "timeout", f"no complete response within {self.timeout_s:g} s"
+        except asyncio.CancelledError:
+            rec.error, rec.error_detail = "cancelled", "interrupted"
+        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientConnectionError) as e:
+            rec.error, rec.error_detail = "connection", f"{type(e).__name__}: {e}"[:200]
+        except aiohttp.ClientError as e:
+            rec.error, rec.error_detail = "client_error", f"{type(e).__name__}: {e}"[:200]
+        if not rec.end:
+            rec.end = perf_counter()
+        if rec.chunk_times:
+            rec.first = rec.chunk_times[0]
+        if rec.text is not None and rec.error is None and self.count_tokens is not None:
+            rec.tokenizer_completion = self.count_tokens("".join(rec.text))
+        rec.text = None
+        return rec
+
+    async def _whole(self, resp, rec: RequestRecord) -> None:
+        obj = await resp.json(content_type=None)
+        rec.end = perf_counter()
+        choices = obj.get("choices") or [{}]
+        c0 = choices[0]
+        text = (c0.get("message") or {}).get("content") if self.api == "chat" else c0.get("text")
+        rec.finish_reason = c0.get("finish_reason")
+        u = obj.get("usage") or {}
+        rec.usage_prompt = u.get("prompt_tokens")
+        rec.usage_completion = u.get("completion_tokens")
+        if rec.text is not None and text:
+            rec.text.append(text)
+
+    async def _consume(self, resp, rec: RequestRecord) -> None:
+        content = resp.content
+        parser = SSEParser(rec, self.api == "chat")
+        feed = parser.feed
+        while True:
+            data = await content.readany()
+            if not data:
+                break
+            feed(data, perf_counter())
+        parser.finish()
+
+
+class SSEParser:
+    """Incremental parser of an OpenAI streaming response (server-sent events) into a record.
+
+    :meth:`feed` takes the bytes of one network read and its arrival time (perf_counter s); it
+    may split events anywhere. A chunk carries a token when its ``delta.content``,
+    ``delta.reasoning_content``/``delta.reasoning`` (chat) or ``text`` (completions) is non-empty;
+    its arrival time is appended to ``rec.chunk_times``. ``usage`` (any chunk, last one wins),
+    ``finish_reason``, ``[DONE]`` and ``error`` objects are recorded. :meth:`finish` marks a stream
+    that ended without ``finish_reason`` or ``[DONE]`` as ``incomplete_stream``.
+    """
+
+    __slots__ = ("rec", "chat", "buf", "done", "last")
+
+    def __init__(self, rec: RequestRecord, chat: bool) -> None:
+        self.rec = rec
+        self.chat = chat
+        self.buf = b""
+        self.done = False
+        self.last = 0.0
+
+    def feed(self, data: bytes, now: float) -> None:
+        rec = self.rec
+        times = rec.chunk_times
+        texts = rec.text
+        self.last = now
+        if self.buf:
+            data = self.buf + data
+        lines = data.split(b"\n")
+        self.buf = lines.pop()
+        loads = json.loads
+        chat = self.chat
+        for line in lines:
+            if line[:5] != b"data:":
+                continue
+            payload = line[5:].strip()
+            if payload[:1] != b"{":
+                if payload == b"[DONE]":
+                    self.done = True
+                continue
+            try:
+                obj = loads(payload)
+            except ValueError:
+                rec.error, rec.error_detail = "bad_chunk", f"unparsable chunk: {payload[:80]!r}"
+                continue
+            if type(obj) is not dict:
+                continue
+            choices = obj.get("choices")
+            if choices and type(choices) is list and type(choices[0]) is dict:
+                c0 = choices[0]
+                if chat:
+                    d = c0.get("delta")
+                    t = (d.get("content") or d.get("reasoning_content") or d.get("reasoning")) if type(d) is dict else None
+                else:
+                    t = c0.get("text")
+                if t:
+                    times.append(now)
+                    if texts is not None:
+                        texts.append(t if type(t) is str else str(t))
+                fr = c0.get("finish_reason")
+                if fr:
+                    rec.finish_reason = str(fr)
+            u = obj.get("usage")
+            if u and type(u) is dict:
+                pt, ct = u.get("prompt_tokens"), u.get("completion_tokens")
+                rec.usage_prompt = pt if type(pt) is int else rec.usage_prompt
+                rec.usage_completion = ct if type(ct) is int else rec.usage_completion
+            err = obj.get("error")
+            if err:
+                rec.error = "stream_error"
+                rec.error_detail = str(err.get("message") if isinstance(err, dict) else err)[:200]
+
+    def finish(self) -> None:
+        """End of stream: a trailing unterminated line is parsed; set ``end`` and completeness."""
+        rec = self.rec
+        tail = self.buf.strip()
+        if tail:  # a last line without newline: parse it if whole, else the stream was cut mid-line
+            payload = tail[5:].strip() if tail[:5] == b"data:" else b""
+            try:
+                whole = payload == b"[DONE]" or (payload[:1] == b"{" and json.loads(payload) is not None)
+            except ValueError:
+                whole = False
+            if whole:
+                self.feed(b"\n", self.last)
+            self.buf = b""
+        rec.end = self.last or perf_counter()
+        if rec.error is None and not self.done and rec.finish_reason is None:
+            rec.error, rec.error_detail = "incomplete_stream", "stream ended before finish_reason or [DONE]"
+
+
+# ----------------------------------------------------------------------------- probing
+
+
+async def _get_json(session: aiohttp.ClientSession, url: str, timeout_s: float = 5.0):
+    async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as r:
+        if r.status != 200:
+            return r.status, None, r.headers
+        try:
+            return r.status, await r.json(content_type=None), r.headers
+        except (ValueError, aiohttp.ContentTypeError):
+            return r.status, None, r.headers
+
+
+@dataclass
+class ServerInfo:
+    """What :func:`probe` learned: base URL, endpoint, model, versions, length control."""
+
+    base: str
+    endpoint: str
+    model: str
+    versions: dict[str, str]
+    length: LengthControl
+    requests: int = 0
+
+
+async def probe(url: str, model: str | None, api: str, *, output_len: int = 8,
+                timeout_s: float = PROBE_TIMEOUT_S) -> ServerInfo:
+    """Check that ``url`` serves the OpenAI API before any load, pick the model, read versions,
+    and find which length-control fields the server accepts.
+
+    Sends ``GET /v1/models`` and a few streamed requests of ``min(output_len, 8)`` tokens: first
+    with ``stream_options.include_usage``, ``ignore_eos`` and ``min_tokens`` together, then with
+    fewer fields each time the server answers 4xx (servers that validate strictly answer 422).
+    A field a server ignores silently does no harm; whether generation really ran to
+    ``max_tokens`` is checked on every request of the run (``truncated``).
+
+    Raises UserError (one line) when the server is unreachable, the path is wrong or the
+    endpoint fails.
+    """
+    base = split_url(url)
+    versions: dict[str, str] = {}
+    to = aiohttp.ClientTimeout(total=timeout_s)
+    async with aiohttp.ClientSession(timeout=to) as s:
+        try:
+            status, models, headers = await _get_json(s, f"{base}/v1/models", min(timeout_s, 10.0))
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+            raise UserError(f"--url {url}: server unreachable ({type(e).__name__}: {e})") from None
+        if status != 200 or not isinstance(models, dict):
+            raise UserError(f"--url {url}: {base}/v1/models answered HTTP {status} (not an OpenAI-compatible server at this path?)")
+        if headers.get("Server"):
+            versions["server_header"] = headers["Server"]
+        ids = [m.get("id") for m in models.get("data") or [] if isinstance(m, dict) and m.get("id")]
+        if model is None:
+            if not ids:
+                raise UserError(f"--url {url}: /v1/models lists no model; pass --model")
+            model = ids[0]
+        for path in ("/version", "/props", "/get_server_info"):
+            try:
+                st, obj, _ = await _get_json(s, base + path, 3.0)
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                continue
+            if st == 200 and isinstance(obj, dict):
+                for k in ("version", "build_info", "server_version"):
+                    if k in obj and isinstance(obj[k], (str, int, float)):
+                        versions[f"{path.strip('/')}.{k}"] = str(obj[k])
+
+    n = max(1, min(output_len, 8))
+    attempts = [
+        (("ignore_eos", "min_tokens"), True),
+        (("min_tokens",), True),
+        (("ignore_eos",), True),
+        ((), True),
+        ((), False),
+    ]
+    length = LengthControl()
+    last_err = None
+    sent = 0
+    for fields, with_usage in attempts:
+        sent += 1
+        c = StreamClient(base, model, api, extra={"stream_options": {"include_usage": True}} if with_usage else {},
+                         length_fields=fields, connections=1, timeout_s=timeout_s)
+        await c.open()
+        try:
+            rec = await c.request(Prompt("Say something.", 3, n), RequestRecord(intended=perf_counter()))
+        finally:
+            await c.close()
+        if rec.error is None:
+            length.fields = list(fields)
+            length.stream_options_accepted = with_usage
+            length.stream_usage = rec.usage_completion is not None
+            return ServerInfo(base, c.endpoint, model, versions, length, sent)
+        last_err = rec
+        key = "+".join(fields + (("stream_options",) if with_usage else ())) or "plain request"
+        length.rejected[key] = rec.error_detail or rec.error
+        if not (rec.error or "").startswith("http_4") or rec.error in ("http_404", "http_401", "http_403"):
+            break
+    raise UserError(f"--url {url}: test request to {c.endpoint} failed ({last_err.error_detail or last_err.error})")

@@ -1,0 +1,260 @@
+"""Per-request records → per-trial metrics, and trials → point summaries. Pure: no clock, no network.
+
+Definitions follow the common practice of SGLang's ``bench_serving``, vLLM's ``vllm bench serve``
+and NVIDIA genai-perf (see shared reference ``bench.md``); :data:`DEFINITIONS` is printed in every
+report so that a reader knows exactly what each figure means.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from infergap.bench.models import SLO, ClientHealth, Spread, Stats, TrialMetrics
+
+DEFINITIONS: dict[str, str] = {
+    "TTFT": "time from sending the request to the first streamed chunk carrying content "
+    "(content, reasoning_content or text); role-only and empty deltas are not tokens",
+    "TPOT": "per request, (E2E - TTFT) / (output_tokens - 1); requests with one output token have none",
+    "ITL": "gap between successive content chunks of a request, divided by the tokens a chunk "
+    "carries when the server bundles several tokens per chunk (output_tokens / content chunks)",
+    "E2E": "time from sending the request to the last byte of its response",
+    "from intended": "the same latency measured from the time the schedule meant the request to "
+    "be sent (open loop: its arrival time; closed loop: when its slot freed), so queueing in the "
+    "client is not hidden (coordinated omission)",
+    "req/s": "completed requests / measured window (first send to last response byte)",
+    "output tok/s": "output tokens of completed requests / measured window",
+    "total tok/s": "(input + output tokens) of completed requests / measured window",
+    "goodput": "completed requests per second that met every --slo bound",
+    "failed": "HTTP error, timeout, connection loss, error event or stream cut before its end",
+    "truncated": "completed requests that produced fewer output tokens than their max_tokens",
+    "percentiles": "p50/p90/p95/p99 with linear interpolation over requests (ITL over gaps)",
+    "stability": "each point is run --trials times; a point is unstable when (max - min) / median "
+    "of req/s or output tok/s exceeds 10 %",
+    "client-bound": "the load generator limited the run (CPU >= 90 % of a core, event-loop lag "
+    "p99 > 20 ms, send slip p99 > 20 ms or less than 95 % of the target concurrency in flight); "
+    "its throughput is not the server's",
+}
+
+UNSTABLE_SPREAD_PCT = 10.0
+"""Spread above which a point is called unstable (brief of the bench command; run-to-run variance
+of 38 vs 66 tok/s observed on the same configuration is far above it)."""
+
+STABILITY_METRICS = ("request_throughput_rps", "output_throughput_tps")
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """What the client saw of one request. Times are ``time.perf_counter()`` seconds.
+
+    ``chunk_times`` holds the arrival time of every content-bearing chunk. ``usage_*`` are the
+    server's counts (``None`` when it sent none); ``tokenizer_*`` the local tokenizer's.
+    """
+
+    intended: float
+    start: float = 0.0
+    first: float | None = None
+    end: float = 0.0
+    chunk_times: list[float] = field(default_factory=list)
+    usage_prompt: int | None = None
+    usage_completion: int | None = None
+    tokenizer_prompt: int | None = None
+    tokenizer_completion: int | None = None
+    prompt_estimate: int = 0
+    max_tokens: int = 0
+    finish_reason: str | None = None
+    error: str | None = None
+    error_detail: str | None = None
+    text: list[str] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def output_tokens(self) -> tuple[int, str]:
+        """Best output-token count and its source: usage > tokenizer > chunks."""
+        if self.usage_completion is not None:
+            return self.usage_completion, "usage"
+        if self.tokenizer_completion is not None:
+            return self.tokenizer_completion, "tokenizer"
+        return len(self.chunk_times), "chunks"
+
+    def input_tokens(self) -> tuple[int, str]:
+        """Best input-token count and its source: usage > tokenizer > prompt_estimate."""
+        if self.usage_prompt is not None:
+            return self.usage_prompt, "usage"
+        if self.tokenizer_prompt is not None:
+            return self.tokenizer_prompt, "tokenizer"
+        return self.prompt_estimate, "prompt_estimate"
+
+
+def stats(values) -> Stats:
+    """Summarise a sequence of floats (mean, p50/p90/p95/p99, min, max); empty → ``Stats(n=0)``."""
+    a = np.asarray(values, dtype=float)
+    if a.size == 0:
+        return Stats()
+    p50, p90, p95, p99 = np.percentile(a, [50, 90, 95, 99])
+    return Stats(n=int(a.size), mean=float(a.mean()), p50=float(p50), p90=float(p90), p95=float(p95),
+                 p99=float(p99), min=float(a.min()), max=float(a.max()))
+
+
+def trial_metrics(trial: int, records: list[RequestRecord], *, window_start: float | None = None,
+                  window_end: float | None = None, slo: SLO | None = None,
+                  client: ClientHealth | None = None) -> TrialMetrics:
+    """Compute :class:`TrialMetrics` from the records of one trial.
+
+    The measured window runs from the first actual send to the last response byte, unless given.
+    Throughputs count completed requests only; failed requests are counted by error kind.
+    """
+    done = [r for r in records if r.ok]
+    failed = [r for r in records if not r.ok]
+    errors: dict[str, int] = {}
+    examples: list[str] = []
+    for r in failed:
+        errors[r.error] = errors.get(r.error, 0) + 1
+        if r.error_detail and len(examples) < 5 and r.error_detail not in examples:
+            examples.append(r.error_detail)
+    if records:
+        ws = window_start if window_start is not None else min(r.start for r in records)
+        we = window_end if window_end is not None else max(r.end for r in records)
+    else:
+        ws = we = 0.0
+    duration = max(we - ws, 1e-9)
+
+    ttft, tpot, itl, e2e, ttft_i, e2e_i = [], [], [], [], [], []
+    in_tok = out_tok = truncated = disagree = good = 0
+    in_src: dict[str, int] = {}
+    out_src: dict[str, int] = {}
+    finish: dict[str, int] = {}
+    for r in done:
+        fr = r.finish_reason or "none"
+        finish[fr] = finish.get(fr, 0) + 1
+        n_out, s_out = r.output_tokens()
+        n_in, s_in = r.input_tokens()
+        out_src[s_out] = out_src.get(s_out, 0) + 1
+        in_src[s_in] = in_src.get(s_in, 0) + 1
+        in_tok += n_in
+        out_tok += n_out
+        if r.max_tokens and n_out < r.max_tokens:
+            truncated += 1
+        if s_out == "usage" and n_out != len(r.chunk_times) and r.tokenizer_completion is None:
+            # Chunks < usage is normal bundling; more chunks than tokens is a real disagreement.
+            if len(r.chunk_times) > n_out:
+                disagree += 1
+        elif r.tokenizer_completion is not None and r.usage_completion is not None \
+                and r.tokenizer_completion != r.usage_completion:
+            disagree += 1
+        lat = r.end - r.start
+        e2e.append(lat * 1e3)
+        e2e_i.append((r.end - r.intended) * 1e3)
+        t_first = None
+        if r.first is not None:
+            t_first = (r.first - r.start) * 1e3
+            ttft.append(t_first)
+            ttft_i.append((r.first - r.intended) * 1e3)
+        t_pot = None
+        if r.first is not None and n_out > 1:
+            t_pot = (r.end - r.first) * 1e3 / (n_out - 1)
+            tpot.append(t_pot)
+        ct = r.chunk_times
+        if len(ct) > 1:
+            per_chunk = max(n_out / len(ct), 1.0)
+            g = np.diff(np.asarray(ct)) * (1e3 / per_chunk)
+            itl.extend(g.tolist())
+        if slo is not None:
+            ok = True
+            if slo.ttft_ms is not None and (t_first is None or t_first > slo.ttft_ms):
+                ok = False
+            if slo.tpot_ms is not None and (t_pot is not None and t_pot > slo.tpot_ms):
+                ok = False
+            if slo.e2e_ms is not None and lat * 1e3 > slo.e2e_ms:
+                ok = False
+            good += ok
+    return TrialMetrics(
+        trial=trial, duration_s=duration, requests=len(records), completed=len(done),
+        failed=len(failed), truncated=truncated, errors=errors, error_examples=examples,
+        input_tokens=in_tok, output_tokens=out_tok, input_token_source=in_src,
+        output_token_source=out_src, count_disagreements=disagree, finish_reasons=finish,
+        request_throughput_rps=len(done) / duration, output_throughput_tps=out_tok / duration,
+        total_throughput_tps=(in_tok + out_tok) / duration,
+        goodput_rps=(good / duration) if slo is not None else None,
+        ttft_ms=stats(ttft), tpot_ms=stats(tpot), itl_ms=stats(itl), e2e_ms=stats(e2e),
+        ttft_from_intended_ms=stats(ttft_i), e2e_from_intended_ms=stats(e2e_i),
+        client=client or ClientHealth())
+
+
+#: metric name → how to read it from a TrialMetrics. Latencies are p50/p99 of the per-request values.
+SUMMARY_METRICS: dict[str, tuple[str, str | None]] = {
+    "request_throughput_rps": ("request_throughput_rps", None),
+    "output_throughput_tps": ("output_throughput_tps", None),
+    "total_throughput_tps": ("total_throughput_tps", None),
+    "goodput_rps": ("goodput_rps", None),
+    "ttft_p50_ms": ("ttft_ms", "p50"),
+    "ttft_p99_ms": ("ttft_ms", "p99"),
+    "tpot_p50_ms": ("tpot_ms", "p50"),
+    "tpot_p99_ms": ("tpot_ms", "p99"),
+    "itl_p50_ms": ("itl_ms", "p50"),
+    "itl_p99_ms": ("itl_ms", "p99"),
+    "e2e_p50_ms": ("e2e_ms", "p50"),
+    "e2e_p99_ms": ("e2e_ms", "p99"),
+    "ttft_from_intended_p99_ms": ("ttft_from_intended_ms", "p99"),
+    "failed": ("failed", None),
+}
+
+HIGHER_IS_BETTER = {"request_throughput_rps", "output_throughput_tps", "total_throughput_tps", "goodput_rps"}
+
+
+def metric_value(t: TrialMetrics, name: str) -> float | None:
+    """Read summary metric ``name`` (a key of :data:`SUMMARY_METRICS`) from a trial."""
+    attr, sub = SUMMARY_METRICS[name]
+    v = getattr(t, attr)
+    if sub is not None:
+        v = getattr(v, sub)
+    return None if v is None else float(v)
+
+
+def spread(values: list[float]) -> Spread:
+    """Median, min, max and (max − min) / median × 100 of the trial values (``None`` when empty)."""
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return Spread()
+    med = float(np.median(vals))
+    lo, hi = float(min(vals)), float(max(vals))
+    pct = (hi - lo) / abs(med) * 100.0 if med else (0.0 if hi == lo else None)
+    return Spread(median=med, min=lo, max=hi, spread_pct=pct)
+
+
+def summarize_trials(trials: list[TrialMetrics]) -> tuple[dict[str, Spread], list[str]]:
+    """Per-metric :class:`Spread` over trials, and the stability metrics whose spread exceeds
+    :data:`UNSTABLE_SPREAD_PCT` (only meaningful with two or more trials)."""
+    summary = {name: spread([metric_value(t, name) for t in trials]) for name in SUMMARY_METRICS}
+    unstable = []
+    if len(trials) >= 2:
+        for name in STABILITY_METRICS:
+            s = summary[name]
+            if s.spread_pct is not None and s.spread_pct > UNSTABLE_SPREAD_PCT:
+                unstable.append(name)
+    return summary, unstable
+
+
+CPU_BOUND_FRAC = 0.90
+LAG_BOUND_MS = 20.0
+IN_FLIGHT_FRAC = 0.95
+
+
+def judge_client(h: ClientHealth) -> ClientHealth:
+    """Set ``client_bound`` and ``reasons`` from the health readings (thresholds in
+    :data:`DEFINITIONS`; a 20 ms delay is above the inter-token latency of every GPU server)."""
+    reasons = []
+    if h.cpu_frac >= CPU_BOUND_FRAC:
+        reasons.append(f"client CPU {h.cpu_frac * 100:.0f} % of a core")
+    if h.loop_lag_ms.p99 is not None and h.loop_lag_ms.p99 > LAG_BOUND_MS:
+        reasons.append(f"event-loop lag p99 {h.loop_lag_ms.p99:.1f} ms")
+    if h.send_slip_ms.p99 is not None and h.send_slip_ms.p99 > LAG_BOUND_MS:
+        reasons.append(f"send slip p99 {h.send_slip_ms.p99:.1f} ms")
+    if h.target_in_flight and h.mean_in_flight < IN_FLIGHT_FRAC * h.target_in_flight:
+        reasons.append(f"only {h.mean_in_flight:.1f} of {h.target_in_flight} requests in flight")
+    h.reasons = reasons
+    h.client_bound = bool(reasons)
+    return h

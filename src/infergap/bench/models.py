@@ -1,0 +1,221 @@
+"""Pydantic models of a benchmark run: settings, per-trial metrics, per-point summaries, the result.
+
+The JSON written by ``infergap bench --format json`` is :class:`BenchResult` (``"schema":
+"infergap.bench/1"``). Downstream stages (plan, report, ledger) read it with
+``BenchResult.model_validate_json``. Times are in milliseconds (``*_ms``) or seconds (``*_s``),
+throughputs in requests or tokens per second (``*_rps``, ``*_tps``), power in watts.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+SCHEMA = "infergap.bench/1"
+
+#: Where a token count came from. ``usage``: the server's own ``usage`` object; ``tokenizer``: the
+#: model's tokenizer run locally on the text; ``chunks``: one token per streamed content chunk
+#: (undercounts when the server bundles tokens); ``prompt_estimate``: the prompt generator's own
+#: word count (input only, used only when nothing better exists, and said so in the report).
+TokenSource = Literal["usage", "tokenizer", "chunks", "prompt_estimate"]
+
+
+class Stats(BaseModel):
+    """Distribution of one per-request quantity: count, mean and percentiles (nearest-rank on
+    numpy's ``linear`` interpolation). ``None`` when there were no samples."""
+
+    n: int = 0
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    min: float | None = None
+    max: float | None = None
+
+
+class SLO(BaseModel):
+    """Service-level objective for goodput: a request is *good* when every stated bound holds."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+
+
+class BenchSettings(BaseModel):
+    """What was asked for. ``concurrency`` and ``request_rate`` are the sweep levels; with a rate
+    sweep, ``concurrency`` holds at most one value, the cap on requests in flight."""
+
+    api: Literal["chat", "completions"] = "chat"
+    stream: bool = True
+    concurrency: list[int] = Field(default_factory=list)
+    request_rate: list[float] = Field(default_factory=list)
+    arrival: Literal["poisson", "constant"] = "poisson"
+    num_prompts: int | None = None
+    duration_s: float | None = None
+    input_len: int = 256
+    output_len: int = 128
+    len_spread: float = 0.0
+    dataset: str = "random"
+    trials: int = 3
+    warmup: int = 4
+    seed: int = 0
+    salt: str = ""
+    slo: SLO | None = None
+    timeout_s: float = 600.0
+    tokenizer: str | None = None
+
+
+class ClientHealth(BaseModel):
+    """Self-monitoring of the load generator during one trial.
+
+    ``loop_lag_ms``: how late a 10 ms timer on the client's event loop fired (a busy loop delays
+    every timestamp it takes). ``send_slip_ms``: actual send time minus intended send time.
+    ``cpu_frac``: client process CPU seconds per wall second (1.0 = one core saturated).
+    ``mean_in_flight``: time-weighted mean of requests in flight while the load was being issued.
+    ``client_bound``: the client, not the server, limited this trial; ``reasons`` says why.
+    """
+
+    loop_lag_ms: Stats = Field(default_factory=Stats)
+    send_slip_ms: Stats = Field(default_factory=Stats)
+    cpu_frac: float = 0.0
+    mean_in_flight: float = 0.0
+    max_in_flight: int = 0
+    target_in_flight: int | None = None
+    client_bound: bool = False
+    reasons: list[str] = Field(default_factory=list)
+
+
+class TrialMetrics(BaseModel):
+    """Metrics of one trial of one load point (definitions: :data:`infergap.bench.metrics.DEFINITIONS`)."""
+
+    trial: int
+    duration_s: float
+    requests: int
+    completed: int
+    failed: int
+    truncated: int
+    errors: dict[str, int] = Field(default_factory=dict)
+    error_examples: list[str] = Field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    input_token_source: dict[str, int] = Field(default_factory=dict)
+    output_token_source: dict[str, int] = Field(default_factory=dict)
+    count_disagreements: int = 0
+    finish_reasons: dict[str, int] = Field(default_factory=dict)
+    request_throughput_rps: float = 0.0
+    output_throughput_tps: float = 0.0
+    total_throughput_tps: float = 0.0
+    goodput_rps: float | None = None
+    ttft_ms: Stats = Field(default_factory=Stats)
+    tpot_ms: Stats = Field(default_factory=Stats)
+    itl_ms: Stats = Field(default_factory=Stats)
+    e2e_ms: Stats = Field(default_factory=Stats)
+    ttft_from_intended_ms: Stats = Field(default_factory=Stats)
+    e2e_from_intended_ms: Stats = Field(default_factory=Stats)
+    client: ClientHealth = Field(default_factory=ClientHealth)
+
+
+class Spread(BaseModel):
+    """Median and range of one metric over the trials of a point; ``spread_pct`` is
+    (max − min) / median × 100."""
+
+    median: float | None = None
+    min: float | None = None
+    max: float | None = None
+    spread_pct: float | None = None
+
+
+class GPUTelemetry(BaseModel):
+    """One GPU's NVML readings summarised over a point's measured windows."""
+
+    index: int
+    name: str = ""
+    samples: int = 0
+    power_W_mean: float | None = None
+    power_W_max: float | None = None
+    power_limit_W: float | None = None
+    sm_clock_MHz_mean: float | None = None
+    sm_clock_MHz_max_rated: float | None = None
+    mem_clock_MHz_mean: float | None = None
+    util_pct_mean: float | None = None
+    mem_util_pct_mean: float | None = None
+    mem_used_MiB_max: float | None = None
+    mem_total_MiB: float | None = None
+    throttle_reasons: list[str] = Field(default_factory=list)
+
+
+class TelemetrySummary(BaseModel):
+    """GPU telemetry for one point; ``available`` is False (with ``reason``) without NVML/GPUs."""
+
+    available: bool
+    reason: str | None = None
+    interval_ms: float | None = None
+    gpus: list[GPUTelemetry] = Field(default_factory=list)
+
+
+class PointResult(BaseModel):
+    """One load level (a concurrency or a request rate) and its trials."""
+
+    mode: Literal["concurrency", "rate"]
+    concurrency: int | None = None
+    request_rate: float | None = None
+    trials: list[TrialMetrics] = Field(default_factory=list)
+    summary: dict[str, Spread] = Field(default_factory=dict)
+    unstable: bool = False
+    unstable_metrics: list[str] = Field(default_factory=list)
+    client_bound: bool = False
+    telemetry: TelemetrySummary | None = None
+    error: str | None = None
+
+    @property
+    def label(self) -> str:
+        """``c=64`` or ``r=12.5/s`` (with ``,c≤N`` when a rate point is capped)."""
+        if self.mode == "concurrency":
+            return f"c={self.concurrency}"
+        cap = f",c≤{self.concurrency}" if self.concurrency else ""
+        return f"r={self.request_rate:g}/s{cap}"
+
+
+class LengthControl(BaseModel):
+    """How the server was made to generate exactly ``max_tokens``: the request fields it accepted
+    (``ignore_eos``, ``min_tokens``) and whether it streams ``usage``."""
+
+    fields: list[str] = Field(default_factory=list)
+    rejected: dict[str, str] = Field(default_factory=dict)
+    stream_usage: bool = False
+    stream_options_accepted: bool = False
+
+
+class BenchEnvironment(BaseModel):
+    """Where and against what the run took place."""
+
+    url: str
+    endpoint: str
+    model: str
+    server_versions: dict[str, str] = Field(default_factory=dict)
+    client_host: dict[str, str] = Field(default_factory=dict)
+    length_control: LengthControl = Field(default_factory=LengthControl)
+    probe_requests: int = 0
+
+
+class BenchResult(BaseModel):
+    """A whole ``infergap bench`` run. ``interrupted``/``error`` say why it may be partial."""
+
+    schema_: str = Field(SCHEMA, alias="schema")
+    infergap_version: str
+    started_at: str
+    finished_at: str | None = None
+    environment: BenchEnvironment
+    settings: BenchSettings
+    definitions: dict[str, str] = Field(default_factory=dict)
+    points: list[PointResult] = Field(default_factory=list)
+    interrupted: bool = False
+    error: str | None = None
+
+    model_config = {"populate_by_name": True}
+
+    def to_json(self) -> str:
+        """The JSON document (``"schema": "infergap.bench/1"``)."""
+        return self.model_dump_json(by_alias=True, indent=2)

@@ -1,0 +1,405 @@
+"""Load generation and the sweep: closed-loop concurrency, open-loop request rate, trials, warm-up,
+self-monitoring, telemetry windows, interruption.
+
+Closed loop: ``concurrency`` workers each send their next request as soon as the previous one
+ended; the *intended* send time of a request is the moment its slot freed, so the worker's own
+delay shows as send slip. Open loop: arrival times are drawn up front on an absolute schedule
+(``t0 + Σ gaps``; Poisson: exponential gaps, constant: 1/rate), so a late dispatcher does not
+shift later arrivals; the intended send time is the scheduled arrival, and waiting for a
+concurrency cap counts in the latency measured from it (coordinated omission stays visible).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import platform
+import random
+import secrets
+import signal
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from time import perf_counter, process_time
+from typing import Callable
+
+import aiohttp
+
+from infergap import __version__
+from infergap.bench import datasets
+from infergap.bench.client import StreamClient, probe
+from infergap.bench.datasets import Prompt
+from infergap.bench.metrics import DEFINITIONS, RequestRecord, judge_client, stats, summarize_trials, trial_metrics
+from infergap.bench.models import BenchEnvironment, BenchResult, BenchSettings, ClientHealth, PointResult, TrialMetrics
+from infergap.bench.telemetry import GPUSampler
+
+log = logging.getLogger(__name__)
+
+LAG_TICK_S = 0.010
+
+
+class LagMonitor:
+    """Measures event-loop lag: a task sleeps ``LAG_TICK_S`` repeatedly and records how late it
+    woke up (ms). A loop busy parsing streams wakes late, and so does every timestamp it takes."""
+
+    def __init__(self) -> None:
+        self.lags_ms: list[float] = []
+        self._task: asyncio.Task | None = None
+
+    async def _run(self) -> None:
+        while True:
+            t = perf_counter()
+            await asyncio.sleep(LAG_TICK_S)
+            self.lags_ms.append(max(0.0, (perf_counter() - t - LAG_TICK_S) * 1e3))
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+
+@dataclass
+class LoadSpec:
+    """One load point: closed loop at ``concurrency``, or open loop at ``rate`` req/s (optionally
+    capped at ``concurrency`` in flight)."""
+
+    mode: str
+    concurrency: int | None = None
+    rate: float | None = None
+    arrival: str = "poisson"
+
+
+@dataclass
+class TrialRun:
+    """Raw outcome of one trial: records, window, and the client's health readings."""
+
+    records: list[RequestRecord]
+    window: tuple[float, float]
+    health: ClientHealth
+    stopped: bool = False
+
+
+@dataclass
+class _InFlight:
+    n: int = 0
+    peak: int = 0
+    area: float = 0.0
+    last: float = 0.0
+
+    def change(self, d: int) -> None:
+        now = perf_counter()
+        self.area += self.n * (now - self.last)
+        self.last = now
+        self.n += d
+        if self.n > self.peak:
+            self.peak = self.n
+
+
+@dataclass
+class Runner:
+    """Runs trials against one :class:`StreamClient`. ``stop()`` (SIGINT) cancels the requests in
+    flight; the trial then returns what it has, marked stopped."""
+
+    client: StreamClient
+    on_request: Callable[[], None] | None = None
+    stopping: bool = False
+    _tasks: set = field(default_factory=set)
+
+    def stop(self) -> None:
+        self.stopping = True
+        for t in list(self._tasks):
+            t.cancel()
+
+    async def trial(self, spec: LoadSpec, get_prompt: Callable[[int], Prompt], n: int | None,
+                    duration_s: float | None, seed: int = 0) -> TrialRun:
+        """Run one trial of ``n`` requests (or for ``duration_s`` seconds) at ``spec``."""
+        records: list[RequestRecord] = []
+        slips: list[float] = []
+        infl = _InFlight()
+        lag = LagMonitor()
+        lag.start()
+        await asyncio.sleep(0)
+        cpu0, t0 = process_time(), perf_counter()
+        infl.last = t0
+        deadline = t0 + duration_s if duration_s else None
+        issued_end = [None]
+        on_request = self.on_request
+        client = self.client
+
+        async def one(p: Prompt, rec: RequestRecord) -> None:
+            infl.change(1)
+            try:
+                await client.request(p, rec)
+            finally:
+                infl.change(-1)
+                if on_request is not None:
+                    on_request()
+
+        def more(i: int) -> bool:
+            if self.stopping:
+                return False
+            if n is not None and i >= n:
+                return False
+            if deadline is not None and perf_counter() >= deadline:
+                return False
+            return True
+
+        if spec.mode == "concurrency":
+            counter = [0]
+
+            async def worker() -> None:
+                intended = t0
+                while True:
+                    i = counter[0]
+                    if not more(i):
+                        if issued_end[0] is None:
+                            issued_end[0] = perf_counter()
+                        return
+                    counter[0] = i + 1
+                    p = get_prompt(i)
+                    rec = RequestRecord(intended=intended, max_tokens=p.output_tokens, prompt_estimate=p.input_tokens)
+                    records.append(rec)
+                    await one(p, rec)
+                    slips.append((rec.start - rec.intended) * 1e3)
+                    intended = rec.end
+
+            workers = [asyncio.ensure_future(worker()) for _ in range(spec.concurrency)]
+            self._tasks.update(workers)
+            try:
+                await asyncio.gather(*workers, return_exceptions=True)
+            finally:
+                self._tasks.difference_update(workers)
+            target = spec.concurrency if n is None else min(spec.concurrency, n)
+        else:
+            rng = random.Random(seed)
+            sem = asyncio.Semaphore(spec.concurrency) if spec.concurrency else None
+            pending: set[asyncio.Task] = set()
+            t_next = t0
+            i = 0
+            while more(i):
+                delay = t_next - perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                    if self.stopping:
+                        break
+                slips.append(max(0.0, (perf_counter() - t_next) * 1e3))
+                if sem is not None:
+                    await sem.acquire()
+                p = get_prompt(i)
+                rec = RequestRecord(intended=t_next, max_tokens=p.output_tokens, prompt_estimate=p.input_tokens)
+                records.append(rec)
+
+                async def run(p=p, rec=rec):
+                    try:
+                        await one(p, rec)
+                    finally:
+                        if sem is not None:
+                            sem.release()
+
+                task = asyncio.ensure_future(run())
+                pending.add(task)
+                self._tasks.add(task)
+                task.add_done_callback(pending.discard)
+                task.add_done_callback(self._tasks.discard)
+                i += 1
+                gap = rng.expovariate(spec.rate) if spec.arrival == "poisson" else 1.0 / spec.rate
+                t_next += gap
+                if delay <= 0 and i % 64 == 0:
+                    await asyncio.sleep(0)
+            issued_end[0] = perf_counter()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+            target = None  # an open loop has no target in flight; slip is its health signal
+        t1 = perf_counter()
+        cpu = process_time() - cpu0
+        await lag.stop()
+        infl.change(0)
+        steady_end = issued_end[0] or t1
+        # Area up to steady_end: recompute from records (cheap, exact).
+        area = 0.0
+        for r in records:
+            a, b = r.start, min(r.end, steady_end)
+            if r.start and b > a:
+                area += b - a
+        span = max(steady_end - t0, 1e-9)
+        health = ClientHealth(loop_lag_ms=stats(lag.lags_ms), send_slip_ms=stats(slips),
+                              cpu_frac=cpu / max(t1 - t0, 1e-9), mean_in_flight=area / span,
+                              max_in_flight=infl.peak, target_in_flight=target)
+        started = [r for r in records if r.start]
+        window = (min((r.start for r in started), default=t0), max((r.end for r in started), default=t1))
+        return TrialRun(records, window, judge_client(health), stopped=self.stopping)
+
+
+# ----------------------------------------------------------------------------- the sweep
+
+
+@dataclass
+class SweepProgress:
+    """Hooks for a progress display: called on the event loop, must be cheap."""
+
+    point_start: Callable[[str, int, int | None], None] = lambda label, trial, total: None
+    request_done: Callable[[], None] = lambda: None
+    point_end: Callable[[PointResult], None] = lambda point: None
+
+
+def _client_host() -> dict[str, str]:
+    import uvloop
+
+    return {"platform": platform.platform(), "python": platform.python_version(),
+            "cpus": str(len(__import__("os").sched_getaffinity(0))), "aiohttp": aiohttp.__version__,
+            "uvloop": uvloop.__version__}
+
+
+def default_num_prompts(spec: LoadSpec) -> int:
+    """Requests per trial when neither --num-prompts nor --duration is given: enough for every
+    slot to turn over several times (4 × concurrency, at least 32), or 30 s of arrivals."""
+    if spec.mode == "concurrency":
+        return max(32, 4 * spec.concurrency)
+    return max(32, int(spec.rate * 30))
+
+
+def _prompt_source(settings: BenchSettings, salt: str, n: int, tokenizer) -> Callable[[int], Prompt]:
+    if settings.dataset.startswith("sharegpt:"):
+        pool = datasets.sharegpt(settings.dataset.split(":", 1)[1], max(n, 1),
+                                 output_len=settings.output_len if settings.output_len else None,
+                                 seed=settings.seed, salt=salt)
+        return lambda i: pool[i % len(pool)]
+    pool = datasets.synthetic(n, settings.input_len, settings.output_len, spread=settings.len_spread,
+                              seed=settings.seed, salt=salt, tokenizer=tokenizer)
+    extra: dict[int, Prompt] = {}
+
+    def get(i: int) -> Prompt:
+        if i < len(pool):
+            return pool[i]
+        if i not in extra:  # duration mode beyond the pre-generated pool: fresh, still salted
+            extra[i] = datasets.synthetic(1, settings.input_len, settings.output_len, spread=settings.len_spread,
+                                          seed=settings.seed * 1_000_003 + i, salt=f"{salt}x{i}",
+                                          tokenizer=tokenizer)[0]
+        return extra[i]
+
+    return get
+
+
+async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
+                    progress: SweepProgress | None = None, sampler: GPUSampler | None = None,
+                    on_partial: Callable[[BenchResult], None] | None = None,
+                    tokenizer=None) -> BenchResult:
+    """Probe the server, then run every point of the sweep ``settings.trials`` times.
+
+    Returns the :class:`BenchResult`; on SIGINT the result holds what was measured and
+    ``interrupted=True``; when the server stops answering, ``error`` says so and the sweep ends.
+    Raises UserError only before any load (unreachable server, wrong path, bad dataset).
+    """
+    progress = progress or SweepProgress()
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    info = await probe(url, model, settings.api, output_len=settings.output_len, timeout_s=min(settings.timeout_s, 60))
+    if not settings.salt:
+        settings.salt = secrets.token_hex(4)
+    if settings.dataset.startswith("sharegpt:"):  # fail on a bad file before any load
+        datasets.sharegpt(settings.dataset.split(":", 1)[1], 1, seed=settings.seed)
+    specs: list[LoadSpec]
+    if settings.request_rate:
+        cap = settings.concurrency[0] if settings.concurrency else None
+        specs = [LoadSpec("rate", cap, r, settings.arrival) for r in settings.request_rate]
+        conns = cap or 0
+    else:
+        specs = [LoadSpec("concurrency", c) for c in settings.concurrency]
+        conns = max(settings.concurrency)
+    result = BenchResult(
+        infergap_version=__version__, started_at=started, settings=settings, definitions=DEFINITIONS,
+        environment=BenchEnvironment(url=url, endpoint=info.endpoint, model=info.model,
+                                     server_versions=info.versions, client_host=_client_host(),
+                                     length_control=info.length, probe_requests=info.requests))
+    extra = {"stream_options": {"include_usage": True}} if (settings.stream and info.length.stream_options_accepted) else {}
+    client = StreamClient(info.base, info.model, settings.api, settings.stream, extra, tuple(info.length.fields),
+                          connections=conns, timeout_s=settings.timeout_s, count_tokens=tokenizer)
+    runner = Runner(client, on_request=progress.request_done)
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGINT, runner.stop)
+        sig = True
+    except (NotImplementedError, RuntimeError):
+        sig = False
+    await client.open()
+    try:
+        for k, spec in enumerate(specs):
+            if runner.stopping:
+                break
+            point = PointResult(mode=spec.mode, concurrency=spec.concurrency, request_rate=spec.rate)
+            n = settings.num_prompts if settings.num_prompts else (None if settings.duration_s else default_num_prompts(spec))
+            windows = []
+            if settings.warmup and not runner.stopping:
+                src = _prompt_source(settings, f"{settings.salt}.w{k}.", settings.warmup, tokenizer)
+                wspec = LoadSpec("concurrency", min(settings.warmup, spec.concurrency or settings.warmup))
+                progress.point_start(point.label + " warm-up", 0, settings.warmup)
+                await runner.trial(wspec, src, settings.warmup, None)
+            for t in range(settings.trials):
+                if runner.stopping:
+                    break
+                src = _prompt_source(settings, f"{settings.salt}.{k}.{t}.", n or default_num_prompts(spec), tokenizer)
+                progress.point_start(point.label, t + 1, n)
+                tr = await runner.trial(spec, src, n, settings.duration_s, seed=settings.seed + 7919 * t + k)
+                windows.append(tr.window)
+                tm = trial_metrics(t + 1, tr.records, window_start=tr.window[0], window_end=tr.window[1],
+                                   slo=settings.slo, client=tr.health)
+                point.trials.append(tm)
+                if _server_gone(tm):
+                    point.error = f"server stopped answering: {tm.error_examples[0] if tm.error_examples else 'connection errors'}"
+                    break
+            _finish_point(point, sampler, windows)
+            if runner.stopping:
+                point.error = point.error or "interrupted (SIGINT)"
+            result.points.append(point)
+            progress.point_end(point)
+            if on_partial is not None:
+                on_partial(result)
+            if point.error and not runner.stopping:
+                result.error = f"{point.label}: {point.error}"
+                break
+    finally:
+        await client.close()
+        if sig:
+            loop.remove_signal_handler(signal.SIGINT)
+    result.interrupted = runner.stopping
+    result.finished_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return result
+
+
+def _server_gone(tm: TrialMetrics) -> bool:
+    """Every request of the trial failed on the connection: the server is down, stop the sweep."""
+    return tm.requests > 0 and tm.completed == 0 and set(tm.errors) <= {"connection", "cancelled"} \
+        and tm.errors.get("connection", 0) > 0
+
+
+def _finish_point(point: PointResult, sampler: GPUSampler | None, windows) -> None:
+    point.summary, point.unstable_metrics = summarize_trials(point.trials)
+    point.unstable = bool(point.unstable_metrics)
+    point.client_bound = any(t.client.client_bound for t in point.trials)
+    if sampler is not None:
+        point.telemetry = sampler.summary(windows)
+
+
+def install_uvloop() -> None:
+    """Use uvloop's event loop when available (a faster loop raises the client's ceiling)."""
+    try:
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        log.debug("uvloop not available; using asyncio's default loop")
+
+
+def run(url: str, model: str | None, settings: BenchSettings, **kw) -> BenchResult:
+    """Synchronous wrapper of :func:`run_sweep` on uvloop, with GPU telemetry sampled throughout."""
+    install_uvloop()
+    sampler = kw.pop("sampler", None) or GPUSampler().start()
+    try:
+        return asyncio.run(run_sweep(url, model, settings, sampler=sampler, **kw))
+    finally:
+        sampler.stop()
+

@@ -1,0 +1,232 @@
+"""Render a :class:`BenchResult` (and a comparison) as a terminal table, Markdown, or a plot."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.table import Table
+
+from infergap.bench.compare import BenchComparison
+from infergap.bench.models import BenchResult, PointResult, Spread, TelemetrySummary
+
+COLUMNS = ("point", "req/s", "out tok/s", "total tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99",
+           "ITL p50", "ITL p99", "failed", "trunc", "stability")
+
+
+def _f(v: float | None, digits: int = 1) -> str:
+    if v is None:
+        return "–"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.{digits}f}"
+
+
+def _thr(s: Spread | None, client_bound: bool) -> str:
+    if s is None or s.median is None:
+        return "–"
+    txt = _f(s.median)
+    if s.min is not None and s.max is not None and s.min != s.max:
+        txt += f" ({_f(s.min)}–{_f(s.max)})"
+    return txt + (" [client-bound]" if client_bound else "")
+
+
+def _stability(p: PointResult) -> str:
+    tags = []
+    if len(p.trials) < 2:
+        tags.append(f"{len(p.trials)} trial")
+    else:
+        s = p.summary.get("output_throughput_tps")
+        pct = f"spread {s.spread_pct:.1f} %" if s and s.spread_pct is not None else ""
+        tags.append(("UNSTABLE, " if p.unstable else "stable, ") + pct)
+    if p.client_bound:
+        tags.append("CLIENT-BOUND")
+    if p.error:
+        tags.append("ERROR")
+    return ", ".join(tags)
+
+
+def rows(result: BenchResult) -> list[list[str]]:
+    """Table rows (strings) in :data:`COLUMNS` order; throughputs are medians with min–max."""
+    out = []
+    for p in result.points:
+        s = p.summary
+        cb = p.client_bound
+
+        def lat(k):
+            return _f(s[k].median) if k in s else "–"
+
+        failed = sum(t.failed for t in p.trials)
+        trunc = sum(t.truncated for t in p.trials)
+        reqs = sum(t.requests for t in p.trials)
+        out.append([p.label, _thr(s.get("request_throughput_rps"), cb), _thr(s.get("output_throughput_tps"), cb),
+                    _thr(s.get("total_throughput_tps"), cb), lat("ttft_p50_ms"), lat("ttft_p99_ms"), lat("tpot_p50_ms"),
+                    lat("tpot_p99_ms"), lat("itl_p50_ms"), lat("itl_p99_ms"), f"{failed}/{reqs}", str(trunc),
+                    _stability(p)])
+    return out
+
+
+def telemetry_line(t: TelemetrySummary | None) -> str:
+    """``GPU 0: 235 W of 600 W, util 41 %, SM 1980 of 1980 MHz`` per GPU, or why there is none."""
+    if t is None:
+        return "telemetry not sampled"
+    if not t.available:
+        return f"telemetry unavailable ({t.reason})" if t.reason else "telemetry unavailable"
+    parts = []
+    for g in t.gpus:
+        s = f"GPU {g.index}: {_f(g.power_W_mean, 0)} W of {_f(g.power_limit_W, 0)} W, util {_f(g.util_pct_mean, 0)} %"
+        s += f", SM {_f(g.sm_clock_MHz_mean, 0)} of {_f(g.sm_clock_MHz_max_rated, 0)} MHz"
+        s += f", mem {_f(g.mem_used_MiB_max, 0)} of {_f(g.mem_total_MiB, 0)} MiB"
+        if g.throttle_reasons:
+            s += f", throttled: {', '.join(g.throttle_reasons)}"
+        parts.append(s)
+    return "; ".join(parts) or "no samples"
+
+
+def _notes(result: BenchResult) -> list[str]:
+    env = result.environment
+    lc = env.length_control
+    notes = [f"server {env.url} ({env.endpoint}), model {env.model}"
+             + (f", versions: {', '.join(f'{k}={v}' for k, v in env.server_versions.items())}" if env.server_versions else "")]
+    st = result.settings
+    load = (f"concurrency {','.join(map(str, st.concurrency))}" if not st.request_rate else
+            f"request rate {','.join(f'{r:g}' for r in st.request_rate)}/s ({st.arrival})"
+            + (f", at most {st.concurrency[0]} in flight" if st.concurrency else ""))
+    notes.append(f"load: {load}; {st.trials} trial(s) per point, {st.warmup} warm-up request(s); "
+                 f"dataset {st.dataset}, input {st.input_len}, output {st.output_len} tokens"
+                 + (f" ±{st.len_spread * 100:.0f} %" if st.len_spread else "") + f"; prompts salted '{st.salt}'")
+    notes.append("output length forced with " + (", ".join(lc.fields) if lc.fields else "nothing (server accepted no length field)")
+                 + ("; usage streamed by the server" if lc.stream_usage else "; server streams no usage"))
+    srcs_in: dict[str, int] = {}
+    srcs_out: dict[str, int] = {}
+    disagree = 0
+    for p in result.points:
+        for t in p.trials:
+            for k, v in t.input_token_source.items():
+                srcs_in[k] = srcs_in.get(k, 0) + v
+            for k, v in t.output_token_source.items():
+                srcs_out[k] = srcs_out.get(k, 0) + v
+            disagree += t.count_disagreements
+    if srcs_out:
+        notes.append("output tokens counted by " + ", ".join(f"{k} ({v} req)" for k, v in srcs_out.items())
+                     + "; input tokens by " + ", ".join(f"{k} ({v} req)" for k, v in srcs_in.items()))
+    if "prompt_estimate" in srcs_in:
+        notes.append("input tokens are the prompt generator's estimate, not the server's count: total tok/s is approximate")
+    if "chunks" in srcs_out:
+        notes.append("output tokens counted as streamed chunks (no usage from the server): undercounts if chunks bundle tokens")
+    if disagree:
+        notes.append(f"{disagree} request(s) where the token counts of two sources disagree")
+    for p in result.points:
+        for t in p.trials:
+            if t.errors:
+                ex = f" e.g. {t.error_examples[0]}" if t.error_examples else ""
+                notes.append(f"{p.label} trial {t.trial}: " + ", ".join(f"{k} ×{v}" for k, v in t.errors.items()) + ex)
+            if t.client.client_bound:
+                notes.append(f"{p.label} trial {t.trial}: CLIENT-BOUND ({'; '.join(t.client.reasons)}): "
+                             "throughput measures the client, not the server")
+        if p.telemetry is not None:
+            notes.append(f"{p.label}: {telemetry_line(p.telemetry)}")
+        if p.error:
+            notes.append(f"{p.label}: {p.error}")
+    if result.interrupted:
+        notes.append("run interrupted: results are partial")
+    if result.error:
+        notes.append(f"run ended early: {result.error}")
+    return notes
+
+
+def to_text(result: BenchResult, comparison: BenchComparison | None = None, width: int = 200) -> str:
+    """Terminal report: the sweep table (latencies in ms; throughputs median (min–max) over
+    trials), notes, the metric definitions, and the comparison with a baseline if given."""
+    buf = io.StringIO()
+    con = Console(file=buf, width=width, force_terminal=False, no_color=True)
+    table = Table(title="infergap bench", show_lines=False)
+    for c in COLUMNS:
+        table.add_column(c, justify="left" if c in ("point", "stability") else "right")
+    for r in rows(result):
+        table.add_row(*r)
+    con.print(table)
+    con.print("latencies in ms (median over trials of the per-trial percentile); throughputs: median (min–max) over trials")
+    for n in _notes(result):
+        con.print(f"- {n}", highlight=False)
+    if comparison is not None:
+        con.print(comparison_text(comparison), highlight=False)
+    con.print("definitions:")
+    for k, v in result.definitions.items():
+        con.print(f"  {k}: {v}", highlight=False)
+    return buf.getvalue()
+
+
+def comparison_text(c: BenchComparison) -> str:
+    """Per point and metric: baseline → new median, change %, and the verdict."""
+    lines = ["comparison with baseline (significant only outside the spread of both runs):"]
+    lines += [f"  note: {n}" for n in c.notes]
+    for p in c.points:
+        lines.append(f"  {p.label}:")
+        for m in p.metrics:
+            if m.verdict == "missing":
+                continue
+            ch = f"{m.change_pct:+.1f} %" if m.change_pct is not None else "n/a"
+            lines.append(f"    {m.metric}: {_f(m.a.median)} → {_f(m.b.median)} ({ch}) {m.verdict}")
+        lines += [f"    note: {n}" for n in p.notes]
+    if c.only_in_a:
+        lines.append(f"  only in baseline: {', '.join(c.only_in_a)}")
+    if c.only_in_b:
+        lines.append(f"  only in this run: {', '.join(c.only_in_b)}")
+    return "\n".join(lines)
+
+
+def to_markdown(result: BenchResult, comparison: BenchComparison | None = None) -> str:
+    """The same report as Markdown."""
+    out = ["# infergap bench", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for r in rows(result):
+        out.append("| " + " | ".join(x.replace("|", "\\|") for x in r) + " |")
+    out += ["", "Latencies in ms; throughputs are median (min–max) over trials.", ""]
+    out += [f"- {n}" for n in _notes(result)]
+    if comparison is not None:
+        out += ["", "```", comparison_text(comparison), "```"]
+    out += ["", "## Definitions", ""] + [f"- **{k}**: {v}" for k, v in result.definitions.items()]
+    return "\n".join(out) + "\n"
+
+
+def plot(result: BenchResult, path: str) -> None:
+    """Two panels: output tok/s (median, min–max bars) vs load level; p99 TPOT vs output tok/s.
+    Format from the file name (.svg or .png); matplotlib's Agg backend, no display needed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pts = [p for p in result.points if p.summary.get("output_throughput_tps") and p.summary["output_throughput_tps"].median is not None]
+    rate = bool(pts) and pts[0].mode == "rate"
+    xs = [p.request_rate if rate else p.concurrency for p in pts]
+    thr = [p.summary["output_throughput_tps"] for p in pts]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    med = [s.median for s in thr]
+    err = [[s.median - s.min for s in thr], [s.max - s.median for s in thr]]
+    a1.errorbar(xs, med, yerr=err, marker="o", capsize=3, label="output tok/s")
+    tot = [p.summary["total_throughput_tps"].median for p in pts]
+    a1.plot(xs, tot, marker="s", linestyle="--", label="total tok/s")
+    for x, y, p in zip(xs, med, pts):
+        if p.client_bound:
+            a1.annotate("client-bound", (x, y), fontsize=7, color="red")
+    a1.set_xlabel("request rate (req/s)" if rate else "concurrency")
+    if not rate and xs and max(xs) / max(min(xs), 1) >= 8:
+        a1.set_xscale("log", base=2)
+    a1.set_ylabel("tokens/s")
+    a1.set_title("throughput vs load")
+    a1.legend()
+    a1.grid(alpha=0.3)
+    tp = [p.summary.get("tpot_p99_ms") for p in pts]
+    a2.plot(med, [t.median if t else None for t in tp], marker="o")
+    for x, t, p in zip(med, tp, pts):
+        if t and t.median is not None:
+            a2.annotate(p.label, (x, t.median), fontsize=7)
+    a2.set_xlabel("output tok/s")
+    a2.set_ylabel("p99 TPOT (ms)")
+    a2.set_title("latency vs throughput")
+    a2.grid(alpha=0.3)
+    fig.suptitle(f"{result.environment.model} @ {result.environment.url}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,216 @@
+"""Bad input and faults: clear errors before the run, per-request errors during it, partial results
+when the server dies or the user interrupts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+from aiohttp import web
+from conftest import bench_cmd, bench_env, free_port, run_bench
+
+from infergap.bench import load_result
+
+pytestmark = pytest.mark.slow
+
+CHUNK = b'data: {"choices":[{"index":0,"delta":{"content":" x"},"finish_reason":null}]}\n\n'
+END = (b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}],'
+       b'"usage":{"prompt_tokens":5,"completion_tokens":4,"total_tokens":9}}\n\ndata: [DONE]\n\n')
+
+
+class FaultServer:
+    """An aiohttp server on 127.0.0.1 that misbehaves on purpose, in ways a real server cannot be
+    made to on demand. The first ``healthy`` POSTs (the bench's probe) are served normally; after
+    that, request k gets behaviour ``cycle[k % len(cycle)]``. ``served`` tallies what it did."""
+
+    def __init__(self, cycle: list[str], healthy: int = 1):
+        self.cycle, self.healthy = cycle, healthy
+        self.posts = 0
+        self.served: dict[str, int] = {}
+        self.port = free_port()
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    async def _chat(self, req: web.Request):
+        await req.read()
+        k = self.posts
+        self.posts += 1
+        kind = "ok" if k < self.healthy else self.cycle[(k - self.healthy) % len(self.cycle)]
+        self.served[kind] = self.served.get(kind, 0) + 1
+        if kind == "http500":
+            return web.json_response({"error": "boom"}, status=500)
+        if kind == "http429":
+            return web.json_response({"error": "slow down"}, status=429)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(req)
+        await resp.write(CHUNK)
+        if kind == "hang":
+            await asyncio.sleep(5)
+        elif kind == "error_event":
+            await resp.write(b'data: {"error":{"message":"engine died"}}\n\n')
+            await resp.write_eof()
+            return resp
+        elif kind == "cut":
+            req.transport.close()
+            return resp
+        for _ in range(3):
+            await resp.write(CHUNK)
+        await resp.write(END)
+        await resp.write_eof()
+        return resp
+
+    def _run(self):
+        asyncio.set_event_loop(self.loop)
+        app = web.Application()
+        async def models(_req):
+            return web.json_response({"data": [{"id": "fault"}]})
+
+        app.router.add_get("/v1/models", models)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        runner = web.AppRunner(app, access_log=None)
+        self.loop.run_until_complete(runner.setup())
+        self.loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", self.port).start())
+        self.ready.set()
+        self.loop.run_forever()
+
+    def __enter__(self):
+        self.thread.start()
+        self.ready.wait(10)
+        return self
+
+    def __exit__(self, *a):
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+        self.loop.call_soon_threadsafe(self.loop.close) if self.loop.is_running() else self.loop.close()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+
+def test_unreachable_url_is_one_clear_error():
+    port = free_port()  # nothing listens there
+    r = run_bench("--url", f"http://127.0.0.1:{port}", "--concurrency", "1", "--trials", "1", timeout=60)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("infergap: error: --url") and "unreachable" in lines[0]
+    assert "Traceback" not in r.stderr
+
+
+def test_wrong_path_is_one_clear_error():
+    with FaultServer(["ok"]) as s:
+        r = run_bench("--url", s.url + "/nothing/here", "--concurrency", "1", "--trials", "1", timeout=60)
+        assert s.posts == 0  # no load was sent
+    assert r.returncode == 2 and "HTTP 404" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_bad_options_are_one_clear_error():
+    r = run_bench("--url", "ftp://x", "--concurrency", "1", timeout=60)
+    assert r.returncode == 2 and "--url" in r.stderr
+    r = run_bench("--url", "http://127.0.0.1:1", "--slo", "ttft=fast", timeout=60)
+    assert r.returncode == 2 and "--slo" in r.stderr
+
+
+@pytest.mark.parametrize("content, problem", [("{not json", "not valid JSON"),
+                                              ('[{"prompt": "hi"}]', "no 'conversations' list"),
+                                              ('{"a": 1}', "expected a JSON list")])
+def test_malformed_dataset_names_the_file(tmp_path, content, problem):
+    f = tmp_path / "share.json"
+    f.write_text(content)
+    with FaultServer(["ok"]) as s:
+        r = run_bench("--url", s.url, "--dataset", f"sharegpt:{f}", "--concurrency", "1", timeout=60)
+        assert s.posts == 0
+    assert r.returncode == 2 and str(f) in r.stderr and problem in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_sharegpt_dataset_is_used(tmp_path):
+    f = tmp_path / "share.json"
+    f.write_text(json.dumps([{"conversations": [{"from": "human", "value": "tell me about rivers"},
+                                                {"from": "gpt", "value": "rivers flow" * 10}]}] * 3))
+    with FaultServer(["ok"]) as s:
+        r = run_bench("--url", s.url, "--dataset", f"sharegpt:{f}", "--concurrency", "2", "--num-prompts", "6",
+                      "--trials", "1", "--warmup", "0", "--format", "json", timeout=60)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["points"][0]["trials"][0]["completed"] == 6
+
+
+def test_http_errors_and_timeouts_are_counted_and_the_run_goes_on(tmp_path):
+    cycle = ["ok", "http500", "hang", "error_event", "cut", "http429"]
+    out = tmp_path / "r.json"
+    with FaultServer(cycle) as s:
+        r = run_bench("--url", s.url, "--concurrency", "3", "--num-prompts", "12", "--trials", "1", "--warmup", "0",
+                      "--timeout", "1", "--format", "json", "--output", out, timeout=120)
+        served = dict(s.served)
+    assert r.returncode == 0, r.stderr
+    res = load_result(out)
+    t = res.points[0].trials[0]
+    probe_ok = res.environment.probe_requests  # the probe's requests were served "ok"
+    assert t.requests == 12 and t.completed == served["ok"] - probe_ok
+    assert t.errors == {"http_500": served["http500"], "timeout": served["hang"], "stream_error": served["error_event"],
+                        "connection": served["cut"], "http_429": served["http429"]}
+    assert t.failed == 12 - t.completed
+    assert t.error_examples and t.ttft_ms.n == t.completed  # failed requests contribute no TTFT
+
+
+def _wait_points(path, n, proc, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            try:
+                if len(json.loads(path.read_text())["points"]) >= n:
+                    return
+            except (ValueError, KeyError):
+                pass
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    raise AssertionError("bench wrote no point in time")
+
+
+def test_server_killed_mid_sweep_keeps_what_was_measured(stub_server, tmp_path):
+    s = stub_server("--itl-ms", "5", "--tokens", "16")
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen(bench_cmd("--url", s.url, "--concurrency", "1,2,4,8,16", "--num-prompts", "8", "--trials",
+                                      "2", "--warmup", "0", "--output-len", "16", "--timeout", "5", "--format", "json",
+                                      "--output", out), env=bench_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        _wait_points(out, 1, proc)
+        s.proc.kill()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err
+    assert "server stopped answering" in err and "partial results written" in err
+    res = load_result(out)
+    assert res.error and 1 <= len(res.points) < 5
+    assert res.points[0].trials[0].completed == 8
+    assert res.points[-1].error
+
+
+def test_sigint_writes_partial_results(stub_server, tmp_path):
+    s = stub_server("--itl-ms", "5", "--tokens", "16")
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen(bench_cmd("--url", s.url, "--concurrency", "1,2,4,8,16", "--num-prompts", "8", "--trials",
+                                      "2", "--warmup", "0", "--output-len", "16", "--format", "json", "--output", out),
+                            env=bench_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_points(out, 1, proc)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    res = load_result(out)
+    assert res.interrupted and 1 <= len(res.points) < 5
+    assert res.points[0].trials[0].completed == 8
+    assert "Traceback" not in err
