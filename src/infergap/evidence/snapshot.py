@@ -198,3 +198,29 @@ class EvidenceSnapshot(Snapshot):
     def close(self) -> None:
         if self.base is not None:
             self.base.close()
+
+
+def open_with_evidence(snapshot: str | os.PathLike[str] | None, evidence: list[str | os.PathLike[str]] | None = None,
+                       host: bool = True) -> Snapshot:
+    """The snapshot an audit reads: ``snapshot`` (a directory or ``.tar.gz``; the live host when
+    None and ``host`` is True; nothing when ``host`` is False) overlaid with the ``evidence``
+    files and a snapshot directory's ``evidence/`` folder. Without any evidence the base snapshot
+    is returned as it is.
+
+    Raises :class:`infergap.errors.UserError` for an evidence path that does not exist (one line
+    naming it), :class:`infergap.snapshot.SnapshotError` for a bad snapshot.
+    """
+    from infergap.errors import UserError
+    from infergap.snapshot import open_snapshot
+
+    paths = [Path(p) for p in evidence or []]
+    for p in paths:
+        if not p.exists():
+            raise UserError(f"--evidence {p}: no such file or directory")
+    base = open_snapshot(snapshot) if (snapshot is not None or host) else None
+    extra = base.evidence_files() if base is not None and hasattr(base, "evidence_files") else []
+    if not paths and not extra:
+        if base is None:
+            raise UserError("nothing to audit: --no-host needs --snapshot or --evidence")
+        return base
+    return EvidenceSnapshot(base, paths)
