@@ -36,7 +36,11 @@ _SGL_KV = re.compile(r"KV Cache is allocated\.(?: dtype: (\S+),)? #tokens: (\d+)
 _SGL_MAXTOK = re.compile(r"max_total_num_tokens=(\d+).*?max_running_requests=(\d+)")
 _VLLM_KV = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
 _VLLM_CONC = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
-_DECODE = re.compile(r"Decode batch[.,] #running-req: (\d+),.*?(?:token usage: ([\d.]+),)?.*?cuda graph: (True|False)(?:, gen throughput \(token/s\): ([\d.]+))?(?:.*?#queue-req: (\d+))?")
+_DECODE = re.compile(r"Decode batch[.,] #running-req: (\d+),.*?cuda graph: (True|False)")
+_USAGE = re.compile(r"token usage: ([\d.]+)")
+_GEN_TPUT = re.compile(r"gen throughput \(token/s\): ([\d.]+)")
+_QUEUE = re.compile(r"#queue-req: (\d+)")
+_VLLM_CAPTURE = re.compile(r'"cudagraph_capture_sizes": ?\[([\d, ]+)')
 _RETRACT = re.compile(r"KV cache pool is full\. Retract requests\.(?: #retracted_reqs: (\d+))?|Decode out of memory happened")
 _PREEMPT = re.compile(r"is preempted by PreemptionMode|preempted by .*? because there is not enough KV cache space")
 _OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|out of memory", re.I)
@@ -170,9 +174,29 @@ def parse_engine_log(lines: Iterable[str]) -> EngineLogFacts:
                 f.args.setdefault(k, v)
             cc = f.args.get("compilation_config")
             if isinstance(cc, dict) and f.cuda_graph_bs is None:
-                sizes = cc.get("cudagraph_capture_sizes") or cc.get("cudagraph_capture_sizes".upper())
+                sizes = cc.get("cudagraph_capture_sizes")
                 if isinstance(sizes, list) and sizes:
                     f.cuda_graph_bs = sorted(int(x) for x in sizes)
+            if f.cuda_graph_bs is None:
+                # a wrapped or cut paste: take the sizes that are there (vLLM lists them largest first)
+                body = m.group(3)
+                for _ in range(3):
+                    if '"cudagraph_capture_sizes"' in body:
+                        break
+                    nxt = next(it, None)
+                    if nxt is None:
+                        break
+                    f.lines += 1
+                    body += nxt.strip("\r\n")
+                    for k, v in parse_kv_repr(nxt).items():
+                        f.args.setdefault(k, v)
+                cm = _VLLM_CAPTURE.search(body)
+                if cm:
+                    sizes = [int(x) for x in cm.group(1).split(",") if x.strip()]
+                    if body[cm.end():cm.end() + 1] != "]" and sizes:
+                        sizes.pop()  # the last number may be cut ("72,6" of "72,64")
+                    if sizes:
+                        f.cuda_graph_bs = sorted(sizes)
             continue
         m = _VLLM_VERSION.search(line)
         if m:
@@ -200,7 +224,7 @@ def parse_engine_log(lines: Iterable[str]) -> EngineLogFacts:
             if m:
                 _set_engine(f, "sglang")
                 run = int(m.group(1))
-                graph = m.group(3) == "True"
+                graph = m.group(2) == "True"
                 f.decode_batches += 1
                 f.max_running = max(f.max_running, run)
                 if graph:
@@ -210,12 +234,14 @@ def parse_engine_log(lines: Iterable[str]) -> EngineLogFacts:
                     f.min_running_no_graph = run if f.min_running_no_graph is None else min(f.min_running_no_graph, run)
                     if f.first_no_graph_line is None:
                         f.first_no_graph_line = line.strip()[:300]
-                if m.group(2):
-                    f.max_token_usage = max(f.max_token_usage or 0.0, float(m.group(2)))
-                if m.group(4):
-                    f.gen_throughput_max = max(f.gen_throughput_max or 0.0, float(m.group(4)))
-                if m.group(5):
-                    f.max_queue = max(f.max_queue, int(m.group(5)))
+                for um in _USAGE.finditer(line):
+                    f.max_token_usage = max(f.max_token_usage or 0.0, float(um.group(1)))
+                gm = _GEN_TPUT.search(line)
+                if gm:
+                    f.gen_throughput_max = max(f.gen_throughput_max or 0.0, float(gm.group(1)))
+                qm = _QUEUE.search(line)
+                if qm:
+                    f.max_queue = max(f.max_queue, int(qm.group(1)))
                 continue
         if "Custom allreduce is disabled" in line:
             m = _CUSTOM_AR.search(line)

@@ -113,13 +113,33 @@ class NcclLogFacts(BaseModel):
     multi_dev_ranks: bool = False
 
     def intra_host_links(self) -> list[NcclLink]:
-        """Links whose two ranks are on one host (all links of a single-host log)."""
+        """Links whose two ranks are on one host (all links of a single-host log).
+
+        With several host names, ranks are placed by the host that printed their lines. When
+        the host names cannot tell the nodes apart (two nodes both called ``ubuntu``), ranks
+        joined by P2P or SHM channels are taken to share a node, and a network link between
+        ranks of one such group counts as intra-host.
+        """
         if self.single_host:
             return list(self.links)
-        return [
-            lk for lk in self.links
-            if lk.src in self.rank_host and lk.dst in self.rank_host and self.rank_host[lk.src] == self.rank_host[lk.dst]
-        ]
+        if len(self.hosts) > 1 and len(set(self.rank_host.values())) > 1:
+            return [
+                lk for lk in self.links
+                if lk.src in self.rank_host and lk.dst in self.rank_host and self.rank_host[lk.src] == self.rank_host[lk.dst]
+            ]
+        parent: dict[int, int] = {}
+
+        def find(x: int) -> int:
+            parent.setdefault(x, x)
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for lk in self.links:
+            if not lk.transport.startswith("NET"):
+                parent[find(lk.src)] = find(lk.dst)
+        return [lk for lk in self.links if find(lk.src) == find(lk.dst) and (not lk.transport.startswith("NET") or lk.src != lk.dst)]
 
 
 def parse_nccl_log(lines: Iterable[str]) -> NcclLogFacts:

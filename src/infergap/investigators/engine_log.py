@@ -25,7 +25,7 @@ def _next_pow2(n: int) -> int:
     return p
 
 
-def _config(label: str, f: EngineLogFacts) -> Finding:
+def _config(label: str, f: EngineLogFacts) -> Finding | None:
     a = f.args
     keys = ("tp_size", "tensor_parallel_size", "dp_size", "data_parallel_size", "ep_size", "pp_size", "pipeline_parallel_size",
             "attention_backend", "cuda_graph_max_bs", "disable_cuda_graph", "enforce_eager", "max_running_requests", "max_num_seqs",
@@ -39,7 +39,9 @@ def _config(label: str, f: EngineLogFacts) -> Finding:
     if f.attention_backends:
         shown["attention_backends_logged"] = ", ".join(f.attention_backends)
     engine = {"sglang": "SGLang", "vllm": "vLLM"}.get(f.engine or "", f.engine or "engine")
-    return Finding(id="engine.config", investigator=NAME, status=Status.ok if (shown or f.version) else Status.unknown, subject=label,
+    if not shown and not f.version and not a:
+        return None  # a log excerpt without startup lines: the other findings say what it shows
+    return Finding(id="engine.config", investigator=NAME, status=Status.ok, subject=label,
                    title=f"{engine} {f.version or '(version not in log)'}" + (f": {len(a)} arguments logged" if a else ""),
                    evidence=[ev(label, f"{k}={v}") for k, v in list(shown.items())[:16]],
                    details={"engine": f.engine, "version": f.version, "args": {k: v for k, v in a.items() if isinstance(v, (str, int, float, bool)) or v is None}})
@@ -170,8 +172,7 @@ def investigate(ctx: object) -> list[Finding]:
     out: list[Finding] = []
     for part, f in engine_logs(ctx.snap):  # type: ignore[attr-defined]
         label = part.label
-        out.append(_config(label, f))
-        for fn in (_custom_ar, _cuda_graph, _moe, _kv, _oom):
+        for fn in (_config, _custom_ar, _cuda_graph, _moe, _kv, _oom):
             x = fn(label, f)
             if x:
                 out.append(x)

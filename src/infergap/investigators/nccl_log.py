@@ -114,14 +114,14 @@ def _gdr(label: str, f: NcclLogFacts, snap: object) -> Finding | None:
         return Finding(id="nccl.gdr", investigator=NAME, status=Status.ok, subject=label,
                        title="NCCL uses GPU Direct RDMA", evidence=[ev(label, "via NET/IB …/GDRDMA")])
     nic = True if f.ib_devices or f.gdr_disabled else has_rdma_nic(snap)
-    inter = any(lk.transport == "NET/IB" for lk in f.links)
+    inter = any(lk.transport == "NET/IB" for lk in f.links) or not f.single_host or (f.network or "").startswith("IB") and (f.nranks or 0) > 8
     old = _version_tuple(f.version) and _version_tuple(f.version) < (2, 23, 4)
     note = ("NCCL before 2.23.4 looks only for the old nv_peer_mem module, not nvidia_peermem (NVIDIA/nccl#1676): "
             "with nvidia_peermem loaded, upgrade NCCL." if old else
             "With the open GPU kernel module, NCCL can use DMA-BUF instead (NCCL_DMABUF_ENABLE=1, kernel 5.12+).")
     return Finding(
         id="nccl.gdr", investigator=NAME, status=Status.actionable, subject=label,
-        severity=Severity.P0 if (inter or not f.single_host) else Severity.P2, fix_kind=FixKind.runtime,
+        severity=Severity.P0 if inter else Severity.P1, fix_kind=FixKind.runtime,
         title=f"GPU Direct RDMA disabled for {', '.join(f.gdr_disabled[:4])}",
         evidence=[ev(label, f"NET/IB : GPU Direct RDMA Disabled for HCA '{h}'") for h in f.gdr_disabled[:4]]
                  + ([ev(label, f"NCCL {f.version}")] if f.version else []),
@@ -200,12 +200,27 @@ def _warnings(label: str, f: NcclLogFacts) -> Finding | None:
                    impact="NCCL warnings mark failed connections, CUDA or network errors; a collective after one may hang or run on a fallback path.")
 
 
+def _env_from_evidence(snap: object) -> dict[str, str]:
+    """NCCL_* variables from pasted environment listings next to the log (``NCCL_X=Y`` lines)."""
+    out: dict[str, str] = {}
+    getter = getattr(snap, "evidence_parts", None)
+    for part in getter("env") if getter else []:
+        for line in part.iter_lines():
+            k, sep, v = line.strip().removeprefix("export ").partition("=")
+            if sep and k.startswith("NCCL_"):
+                out.setdefault(k, v.strip().strip("'\""))
+    return out
+
+
 def investigate(ctx: object) -> list[Finding]:
     """Findings from every NCCL log in the snapshot's evidence (none when there is no NCCL log)."""
     snap = ctx.snap  # type: ignore[attr-defined]
     out: list[Finding] = []
+    pasted_env = _env_from_evidence(snap)
     for part, f in nccl_logs(snap):
         label = part.label
+        if pasted_env:
+            f = f.model_copy(update={"env": {**pasted_env, **f.env}})
         out.append(_transport(label, f, snap))
         for fn in (_gdr, _p2p):
             x = fn(label, f, snap)
