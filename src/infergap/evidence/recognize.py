@@ -108,6 +108,7 @@ _VLLM = re.compile(
 _DMESG = re.compile(r"^\[\s*\d+\.\d{3,6}\] |^\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ kernel: |^kernel: ")
 
 # -- part separators ----------------------------------------------------------------------------
+_QUOTE_PREFIX = re.compile(r"^\s*> ?")
 _FENCE = re.compile(r"^(?:```|~~~)")
 _PROMPT = re.compile(r"^(?:\$|#|>>>|\S+@[\w.\-]+(?::[^$#\s]*)?[$#]|\[[^\]]*@[^\]]*\][$#]|PS [^>]*>)\s+(?P<cmd>\S.*)$")
 _PROMPT_HINTS: list[tuple[re.Pattern[str], str]] = [
@@ -198,6 +199,8 @@ class _Seg:
     content: int = 0
     counts: Counter[str] = field(default_factory=Counter)
     vvv: int = 0
+    family: str | None = None
+    gap: bool = False
 
 
 def start_kind(stripped: str) -> str | None:
@@ -331,6 +334,9 @@ def scan_file(path: str | Path) -> tuple[list[EvidencePart], list[Unrecognized]]
             lineno += 1
             line = clean_line(decode(raw))
             s = line.strip()
+            if s.startswith(">") and not s.startswith(">>>"):  # a Markdown quote
+                s = s[1:].strip()
+                line = _QUOTE_PREFIX.sub("", line, count=1)
             if not s:
                 seg.n += 1
                 continue
@@ -355,11 +361,20 @@ def scan_file(path: str | Path) -> tuple[list[EvidencePart], list[Unrecognized]]
                         seg = finish(line_start, line_start, lineno)
                     seg.kind = sk
             elif lk:
+                fam = "engine" if ("sglang_log" in lk or "vllm_log" in lk) else lk[0]
                 if seg.kind is not None and seg.kind not in ("collect_env",) and seg.content:
                     seg = finish(line_start, line_start, lineno)
+                elif seg.family is not None and seg.gap and fam != seg.family:
+                    # separate pastes of different logs, with words between them
+                    seg = finish(line_start, line_start, lineno)
+                if seg.family is None:
+                    seg.family = fam
+                seg.gap = False
                 for k in lk:
                     seg.counts[k] += 1
             else:
+                if seg.family is not None:
+                    seg.gap = True
                 if seg.kind == "lspci" and raw[:1] in (b"\t", b" ") and re.match(r"\s+(?:Subsystem|Control|Status|Capabilities|Kernel driver in use|Flags|Region|LnkCap|LnkSta|DevCtl|DevCap)\b", line):
                     seg.vvv += 1
                 elif seg.kind == "nvsmi_nvlink" and s.startswith("Link "):
