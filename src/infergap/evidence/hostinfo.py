@@ -73,7 +73,13 @@ def gpu_names(snap: Any) -> list[str]:
             return [ln.split(",")[col].strip() for ln in lines[1:]]
     res = snap.cmd("nvsmi_q")
     if res is not None and res.stdout:
-        return re.findall(r"^\s*Product Name\s*:\s*(.+?)\s*$", res.stdout, re.M)
+        names = re.findall(r"^\s*Product Name\s*:\s*(.+?)\s*$", res.stdout, re.M)
+        if names:
+            return names
+    res = snap.cmd("nvsmi")
+    if res is not None and res.stdout:
+        # the plain table: "|   0  NVIDIA GeForce RTX 5070        Off |" (long names end in "...")
+        return re.findall(r"^\|\s+\d+\s+(\S.*?)\s{2,}(?:On|Off)\s+\|", res.stdout, re.M)
     return []
 
 
