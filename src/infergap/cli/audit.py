@@ -40,14 +40,32 @@ def audit(
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
     fail_on: FailOn | None = typer.Option(None, "--fail-on", help="Exit 1 when an actionable finding of this severity or worse exists."),
     sequential: bool = typer.Option(False, "--sequential", help="Run investigators one at a time (the default for snapshots; live hosts run them in parallel)."),
+    evidence: list[Path] | None = typer.Option(None, "--evidence", "-e", help="Pasted outputs and logs (nvidia-smi, lspci, NCCL, SGLang, vLLM …), recognised by content; more files may follow."),
+    more_evidence: list[Path] | None = typer.Argument(None, hidden=True),
+    host: bool = typer.Option(True, "--host/--no-host", help="With --evidence: also audit this machine (default) or only the evidence."),
+    server: str | None = typer.Option(None, "--server", help="Read the serving engine's configuration from this URL (SGLang, vLLM, llama.cpp)."),
+    api_key: str | None = typer.Option(None, "--api-key", envvar="INFERGAP_API_KEY", show_envvar=False, help="Admin API key for --server (or INFERGAP_API_KEY)."),
 ) -> None:
     """Audit this machine (or a snapshot) and print a triaged report: confirmed good, actionable
     (ranked P0-P2; runtime / reboot / BIOS), expected, unknown."""
     from infergap.audit import run_audit
     from infergap.render.audit import render_json, render_md, render_text
-    from infergap.snapshot import open_snapshot
 
-    snap = open_snapshot(snapshot)
+    if more_evidence and not evidence:
+        raise fail(f"unexpected argument {more_evidence[0]} (evidence files go after --evidence)")
+    from infergap.evidence.snapshot import open_with_evidence
+
+    server_cfg = None
+    if server is not None:
+        from infergap.server import introspect
+
+        try:
+            server_cfg = introspect(server, api_key=api_key)
+        except ValueError as e:
+            raise fail(str(e))
+        for err in server_cfg.errors:
+            typer.echo(f"infergap: warning: {err}", err=True)
+    snap = open_with_evidence(snapshot, [*(evidence or []), *(more_evidence or [])], host=host)
     try:
         interactive = sys.stderr.isatty() and fmt == Fmt.text
         if interactive:
@@ -64,9 +82,9 @@ def audit(
                     if state != "start":
                         prog.update(task, advance=1, description=name)
 
-                report = run_audit(snap, parallel=False if sequential else None, progress=progress)
+                report = run_audit(snap, server=server_cfg, parallel=False if sequential else None, progress=progress)
         else:
-            report = run_audit(snap, parallel=False if sequential else None)
+            report = run_audit(snap, server=server_cfg, parallel=False if sequential else None)
     finally:
         snap.close()
     if fmt == Fmt.json:

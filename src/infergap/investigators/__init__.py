@@ -5,15 +5,20 @@ from infergap.investigators import (
     container,
     cpu_power,
     driver,
+    engine_log,
+    evidence_files,
     firmware,
     gpu_health,
     interconnect,
     kernel_runtime,
     kernel_version,
     memory,
+    nccl_log,
     numa,
     pcie,
     runtime,
+    server_config,
 )
 
-REGISTRY = [pcie, interconnect, numa, cpu_power, kernel_runtime, kernel_version, firmware, container, driver, gpu_health, memory, runtime]
+REGISTRY = [pcie, interconnect, numa, cpu_power, kernel_runtime, kernel_version, firmware, container, driver, gpu_health, memory, runtime,
+            nccl_log, engine_log, server_config, evidence_files]

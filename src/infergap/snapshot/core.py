@@ -160,6 +160,12 @@ class Snapshot:
         """The snapshot's ``meta.json`` (empty when absent)."""
         return {}
 
+    def evidence_parts(self, kind: str) -> list[Any]:
+        """Recognised evidence of ``kind`` (``nccl_log``, ``sglang_log``, ``vllm_log``, ``dmesg`` …):
+        a list of :class:`infergap.evidence.recognize.EvidencePart`. A plain snapshot has none;
+        :class:`infergap.evidence.snapshot.EvidenceSnapshot` overrides this."""
+        return []
+
     # -- to be implemented -------------------------------------------------------------------
     def _read_bytes(self, path: str) -> bytes | None:  # pragma: no cover - abstract
         raise NotImplementedError

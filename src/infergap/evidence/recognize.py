@@ -1,0 +1,416 @@
+"""Recognise pasted outputs and logs by their content, and split a combined paste into parts.
+
+One streaming pass over a file: each line is cleaned (:mod:`infergap.evidence.text`) and tested
+against the *start markers* of the outputs infergap reads (the first line ``nvidia-smi -q`` prints,
+the header of ``nvidia-smi topo -m``, ``available: N nodes`` of ``numactl -H`` …) and against the
+line shapes of the logs it reads (NCCL's ``host:pid:tid [dev] NCCL INFO``, SGLang's
+``[date time TP0]``, vLLM's ``INFO mm-dd hh:mm:ss [file.py:N]``, the kernel's ``[ seconds]``).
+A start marker of another kind, a shell prompt naming a command (``$ numactl -H``) or a Markdown
+fence ends the current part. Only byte offsets and counters are kept, so memory stays bounded
+whatever the file's size; the text of a part is read again when it is needed.
+
+The markers are taken from the real outputs in the project's fixtures (an H200 host capture and
+public bug reports, see ``tests/fixtures/evidence/ABOUT.md``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from infergap.evidence.text import clean_line, decode
+
+#: Longest line read at once; a longer line is read in pieces (bounded memory on a runaway line).
+MAX_LINE_BYTES = 64 * 1024
+#: Bytes looked at to decide whether a file is binary.
+SNIFF_BYTES = 8192
+
+#: kind -> (what it is, how the snapshot overlay serves it). ``cmd:<name>`` answers
+#: ``Snapshot.cmd(name)``; ``file:<path>`` answers ``Snapshot.read(path)``; ``log`` is read with
+#: ``Snapshot.evidence_parts(kind)``.
+KINDS: dict[str, tuple[str, str]] = {
+    "nvsmi": ("nvidia-smi", "cmd:nvsmi"),
+    "nvsmi_topo": ("nvidia-smi topo -m", "cmd:nvsmi_topo"),
+    "nvsmi_p2p": ("nvidia-smi topo -p2p r", "cmd:nvsmi_p2p"),
+    "nvsmi_q": ("nvidia-smi -q", "cmd:nvsmi_q"),
+    "nvsmi_qx": ("nvidia-smi -q -x", "cmd:nvsmi_qx"),
+    "nvsmi_nvlink": ("nvidia-smi nvlink -s", "cmd:nvsmi_nvlink"),
+    "nvsmi_csv": ("nvidia-smi --query-gpu CSV", "cmd:nvsmi_csv"),
+    "lspci": ("lspci -nn", "cmd:lspci"),
+    "lspci_vvv": ("lspci -vvv", "cmd:lspci_vvv"),
+    "lspci_tree": ("lspci -tv", "cmd:lspci_tree"),
+    "numactl": ("numactl -H", "cmd:numactl"),
+    "lscpu": ("lscpu", "cmd:lscpu"),
+    "sysctl_all": ("sysctl -a", "cmd:sysctl_all"),
+    "ulimit": ("ulimit -a", "cmd:ulimit"),
+    "cmdline": ("/proc/cmdline", "file:/proc/cmdline"),
+    "uname": ("uname -a", "cmd:uname"),
+    "pip_list": ("pip list --format=json", "cmd:pip_list"),
+    "pip_freeze": ("pip freeze", "cmd:pip_list"),
+    "pip_text": ("pip list", "cmd:pip_list"),
+    "nvcc": ("nvcc --version", "cmd:nvcc"),
+    "df": ("df -h", "cmd:df"),
+    "env": ("environment (GPU/CUDA/NCCL variables)", "cmd:env"),
+    "torch": ("infergap's torch probe (JSON)", "cmd:torch"),
+    "collect_env": ("python -m torch.utils.collect_env", "log"),
+    "dmesg": ("kernel log (dmesg)", "log"),
+    "nccl_log": ("NCCL log (NCCL_DEBUG=INFO)", "log"),
+    "sglang_log": ("SGLang server log", "log"),
+    "vllm_log": ("vLLM server log", "log"),
+}
+
+LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "dmesg")
+
+# -- start markers (tested on the stripped line) ------------------------------------------------
+_START: list[tuple[str, re.Pattern[str]]] = [
+    ("nvsmi_q", re.compile(r"^=+\s*NVSMI LOG\s*=+")),
+    ("nvsmi_qx", re.compile(r"^(<\?xml version|<!DOCTYPE nvidia_smi_log|<nvidia_smi_log>)")),
+    ("nvsmi", re.compile(r"^\|\s*NVIDIA-SMI \d")),
+    ("nvsmi_topo", re.compile(r"^GPU0(?:\s+(?:GPU\d+|NIC\d+|mlx\S+|\S+_\d+))*\s+CPU Affinity")),
+    ("nvsmi_p2p", re.compile(r"^GPU0(?:\s+GPU\d+)*\s*$")),
+    ("nvsmi_nvlink", re.compile(r"^GPU \d+: .*\((?:UUID|uuid): ")),
+    ("nvsmi_csv", re.compile(r"^(?:index, )?(?:name|pci\.bus_id|uuid|driver_version|index)(?:, [\w.]+(?: \[[^\]]*\])?){2,}")),
+    ("lspci", re.compile(r"^(?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7] [A-Za-z][^:]*(?: \[[0-9a-f]{4}\])?: \S")),
+    ("lspci_tree", re.compile(r"^(?:-|\+-|\\-)\[[0-9a-f]{4}:[0-9a-f]{2}\]-")),
+    ("numactl", re.compile(r"^available: \d+ nodes? \(")),
+    ("lscpu", re.compile(r"^Architecture:\s+\S")),
+    ("sysctl_all", re.compile(r"^[a-z][a-z0-9_]*(?:\.[\w\-/*:@+]+)+ = ")),
+    ("ulimit", re.compile(r"^(?:real-time non-blocking time|core file size|data seg size|max locked memory|open files)\s+\([^)]*-[a-zA-Z]\)\s")),
+    ("cmdline", re.compile(r"^(?:BOOT_IMAGE=\S+|initrd=\S+)(?: \S+)*$")),
+    ("uname", re.compile(r"^Linux \S+ \d+\.\d+\S* #\d+\S*(?: \S+)* (?:GNU/Linux|x86_64|aarch64)$")),
+    ("pip_list", re.compile(r'^\[\{"name": ?"')),
+    ("pip_text", re.compile(r"^Package\s+Version(?:\s+(?:Editable project location|Location|Installer))*\s*$")),
+    ("pip_freeze", re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(?:\[[\w,\-]+\])?(?:==[\w.+!\-]+| @ (?:file|https?|git\+)\S+)$")),
+    ("nvcc", re.compile(r"^nvcc: NVIDIA \(R\) Cuda compiler driver")),
+    ("df", re.compile(r"^Filesystem\s+(?:Size|1K-blocks|1M-blocks)\s+Used\s+Avail")),
+    ("torch", re.compile(r'^\{"torch": ?"')),
+    ("env", re.compile(r"^(?:export )?(?:NCCL|CUDA|NVIDIA|NV|TORCH|VLLM|SGLANG|PYTORCH|LD_LIBRARY|PATH|HOME|HOSTNAME|OMP)[A-Z0-9_]*=")),
+    ("collect_env", re.compile(r"^(?:Collecting environment information|PyTorch version: \S)")),
+]
+_START_RE = {k: r for k, r in _START}
+#: Kinds whose start marker repeats on every line (each line of ``sysctl -a`` is a marker).
+_REPEATING = {"lspci", "sysctl_all", "pip_freeze", "ulimit", "nvsmi_nvlink", "cmdline", "env"}
+#: Kinds one of whose markers, inside a part of the key kind, continues it.
+_CONTINUES = {"lspci_vvv": {"lspci"}, "collect_env": {"pip_freeze"}, "nvsmi_topo": {"nvsmi_p2p"}}
+
+# -- log line shapes (tested on the cleaned line) ----------------------------------------------
+_NCCL = re.compile(r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b|^NCCL version \d")
+_SGLANG = re.compile(
+    r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[ ,]\S[^\]]*)?\] |^\[\d\d:\d\d:\d\d(?: [A-Z]{2}\d+)*\] "
+    r"|server_args=ServerArgs\(|\[scheduler\w*\.py:\d+\] (?:Decode|Prefill) batch|sglang\.launch_server"
+)
+_VLLM = re.compile(
+    r"(?:^|\) +)(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\]"
+    r"|vLLM API server version|Initializing a V[01] LLM engine"
+)
+_DMESG = re.compile(r"^\[\s*\d+\.\d{3,6}\] |^\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ kernel: |^kernel: ")
+
+# -- part separators ----------------------------------------------------------------------------
+_QUOTE_PREFIX = re.compile(r"^\s*> ?")
+_FENCE = re.compile(r"^(?:```|~~~)")
+_PROMPT = re.compile(r"^(?:\$|#|>>>|\S+@[\w.\-]+(?::[^$#\s]*)?[$#]|\[[^\]]*@[^\]]*\][$#]|PS [^>]*>)\s+(?P<cmd>\S.*)$")
+_PROMPT_HINTS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"nvidia-smi\s+topo\s+(?:-m|--matrix)"), "nvsmi_topo"),
+    (re.compile(r"nvidia-smi\s+topo\s+-p2p"), "nvsmi_p2p"),
+    (re.compile(r"nvidia-smi\s+nvlink"), "nvsmi_nvlink"),
+    (re.compile(r"nvidia-smi\s+(?:-q\s+-x|-x\s+-q|-qx|-xq)"), "nvsmi_qx"),
+    (re.compile(r"nvidia-smi\s+(?:-q|--query)\b(?!-)"), "nvsmi_q"),
+    (re.compile(r"nvidia-smi\s+--query-gpu"), "nvsmi_csv"),
+    (re.compile(r"lspci\b.*-t"), "lspci_tree"),
+    (re.compile(r"lspci\b.*-v"), "lspci_vvv"),
+    (re.compile(r"lspci\b"), "lspci"),
+    (re.compile(r"numactl\s+(?:-H|--hardware)"), "numactl"),
+    (re.compile(r"\blscpu\b"), "lscpu"),
+    (re.compile(r"\bsysctl\b"), "sysctl_all"),
+    (re.compile(r"\bulimit\s+-a"), "ulimit"),
+    (re.compile(r"/proc/cmdline"), "cmdline"),
+    (re.compile(r"\buname\b"), "uname"),
+    (re.compile(r"\bpip3?\s+freeze|pip\s+list|-m pip (?:list|freeze)"), "pip_list"),
+    (re.compile(r"\bnvcc\b"), "nvcc"),
+    (re.compile(r"collect_env"), "collect_env"),
+    (re.compile(r"\bdmesg\b|journalctl\s+-k"), "dmesg"),
+]
+
+
+@dataclass
+class EvidencePart:
+    """One recognised output or log inside an evidence file: ``path`` and the byte range
+    ``[start, end)``; ``kind`` the main kind (a key of :data:`KINDS`), ``kinds`` every kind it
+    serves (an SGLang log with interleaved NCCL lines serves ``sglang_log`` and ``nccl_log``);
+    ``first_line`` its 1-based first line in the file; ``counts`` lines per log kind."""
+
+    path: Path
+    index: int
+    kind: str
+    kinds: frozenset[str]
+    start: int
+    end: int
+    first_line: int
+    n_lines: int
+    counts: dict[str, int] = field(default_factory=dict)
+    multi: bool = False
+
+    @property
+    def label(self) -> str:
+        """Evidence source label: ``evidence/<file name>`` (``#<line>`` when the file has several parts)."""
+        base = f"evidence/{self.path.name}"
+        return f"{base}#L{self.first_line}" if self.multi else base
+
+    def iter_lines(self):
+        """The part's lines, cleaned (no line ends, no ANSI codes), read from disk one at a time."""
+        with open(self.path, "rb") as f:
+            f.seek(self.start)
+            pos = self.start
+            while pos < self.end:
+                raw = f.readline(min(MAX_LINE_BYTES, self.end - pos))
+                if not raw:
+                    break
+                pos += len(raw)
+                yield clean_line(decode(raw))
+
+    def text(self, limit_bytes: int = 16 * 1024 * 1024) -> str:
+        """The part as one normalised block (indentation a paste added removed); at most ``limit_bytes``."""
+        from infergap.evidence.text import clean_text
+
+        with open(self.path, "rb") as f:
+            f.seek(self.start)
+            data = f.read(min(self.end - self.start, limit_bytes))
+        return clean_text(decode(data))
+
+
+@dataclass
+class Unrecognized:
+    """A file, or a stretch of one, that is none of the known kinds, and why."""
+
+    path: Path
+    reason: str
+    first_line: int | None = None
+
+
+@dataclass
+class _Seg:
+    start: int
+    first_line: int
+    kind: str | None = None
+    hint: str | None = None
+    n: int = 0
+    content: int = 0
+    counts: Counter[str] = field(default_factory=Counter)
+    vvv: int = 0
+    family: str | None = None
+    gap: bool = False
+
+
+def start_kind(stripped: str) -> str | None:
+    """The kind whose first line ``stripped`` looks like, or None.
+
+    >>> start_kind("available: 1 nodes (0)")
+    'numactl'
+    >>> start_kind("GPU0\\tGPU1\\tCPU Affinity\\tNUMA Affinity")
+    'nvsmi_topo'
+    """
+    c = stripped[:1]
+    if not c:
+        return None
+    for kind, rx in _START:
+        if rx.match(stripped):
+            return kind
+    return None
+
+
+def log_kinds(line: str) -> tuple[str, ...]:
+    """The log kinds a cleaned line belongs to (an SGLang line may carry an NCCL message).
+
+    >>> log_kinds("node0:13571:13571 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0")
+    ('nccl_log',)
+    """
+    s = line.lstrip()
+    out = []
+    if "NCCL" in s and _NCCL.search(s):
+        out.append("nccl_log")
+    if _SGLANG.search(s):
+        out.append("sglang_log")
+    elif _VLLM.search(s):
+        out.append("vllm_log")
+    if s[:1] in "[kADFJMNOS" and _DMESG.match(s) and "sglang_log" not in out:
+        out.append("dmesg")
+    return tuple(out)
+
+
+def _prompt_hint(stripped: str) -> str | None | bool:
+    """For a shell prompt line: the kind its command produces (None if unknown); False when the
+    line is not a prompt."""
+    m = _PROMPT.match(stripped)
+    if not m:
+        return False
+    cmd = m.group("cmd")
+    for rx, kind in _PROMPT_HINTS:
+        if rx.search(cmd):
+            return kind
+    return None
+
+
+def _is_binary(head: bytes) -> bool:
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return False
+    if b"\x00" in head:
+        return True
+    if not head:
+        return False
+    bad = sum(1 for b in head if b < 9 or 13 < b < 27 or 27 < b < 32)
+    return bad / len(head) > 0.05
+
+
+def _close(seg: _Seg, end: int) -> tuple[str | None, frozenset[str]]:
+    """Decide a finished segment's kind."""
+    logs = {k: v for k, v in seg.counts.items() if k in LOG_KINDS and v}
+    kind = seg.kind
+    if kind == "lspci" and seg.vvv:
+        kind = "lspci_vvv"
+    if kind == "nvsmi_p2p" and seg.counts.get("_topo_legend") and not seg.counts.get("_p2p_legend"):
+        kind = "nvsmi_topo"
+    if kind == "nvsmi_nvlink" and not seg.counts.get("_link"):
+        kind = None  # ``nvidia-smi -L`` also prints "GPU 0: … (UUID: …)"
+    if kind is None:
+        engine = max(("sglang_log", "vllm_log"), key=lambda k: logs.get(k, 0))
+        if logs.get(engine):
+            kind = engine
+        elif logs.get("nccl_log"):
+            kind = "nccl_log"
+        elif logs.get("dmesg"):
+            kind = "dmesg"
+        elif seg.hint and seg.content:
+            kind = seg.hint
+    if kind is None:
+        return None, frozenset()
+    kinds = {kind}
+    if kind in ("pip_freeze", "pip_text"):
+        kinds.add("pip_list")
+    for lk in LOG_KINDS:
+        if logs.get(lk) and (kind in LOG_KINDS or kind == "collect_env"):
+            kinds.add(lk)
+    return kind, frozenset(kinds)
+
+
+def scan_file(path: str | Path) -> tuple[list[EvidencePart], list[Unrecognized]]:
+    """Split one evidence file into recognised parts, streaming it line by line.
+
+    Returns (parts in file order, unrecognised stretches). An empty or binary file, or one that
+    cannot be read, yields no part and one :class:`Unrecognized` naming the reason. Never raises
+    for file content; OSError on open is reported the same way.
+    """
+    p = Path(path)
+    parts: list[EvidencePart] = []
+    unknown: list[Unrecognized] = []
+    try:
+        f = open(p, "rb")
+    except OSError as e:
+        return [], [Unrecognized(p, f"cannot read ({e.strerror or e})")]
+    with f:
+        head = f.read(SNIFF_BYTES)
+        if not head.strip():
+            return [], [Unrecognized(p, "empty file")]
+        if _is_binary(head):
+            return [], [Unrecognized(p, "binary file, not text")]
+        f.seek(0)
+        pos = 0
+        lineno = 0
+        seg = _Seg(0, 1)
+        raw_segs: list[tuple[_Seg, int]] = []
+
+        def finish(end: int, nxt_start: int, nxt_line: int, kind: str | None = None, hint: str | None = None) -> _Seg:
+            if seg.content:
+                raw_segs.append((seg, end))
+            return _Seg(nxt_start, nxt_line, kind=kind, hint=hint)
+
+        while True:
+            raw = f.readline(MAX_LINE_BYTES)
+            if not raw:
+                break
+            line_start = pos
+            pos += len(raw)
+            lineno += 1
+            line = clean_line(decode(raw))
+            s = line.strip()
+            if s.startswith(">") and not s.startswith(">>>"):  # a Markdown quote
+                s = s[1:].strip()
+                line = _QUOTE_PREFIX.sub("", line, count=1)
+            if not s:
+                seg.n += 1
+                continue
+            if _FENCE.match(s):
+                seg = finish(line_start, pos, lineno + 1, hint=seg.hint if not seg.content else None)
+                continue
+            hint = _prompt_hint(s) if s[0] in "$#>[P" or "@" in s[:64] else False
+            if hint is not False:
+                seg = finish(line_start, pos, lineno + 1, hint=hint)
+                continue
+            lk = log_kinds(line)
+            sk = None if lk else start_kind(s)
+            if sk is not None:
+                cur = seg.kind
+                same = cur is not None and (sk == cur and sk in _REPEATING or sk in _CONTINUES.get(cur, ()) or (cur == "lspci" and sk == "lspci"))
+                if cur == "collect_env" and sk in ("pip_freeze", "sysctl_all", "env"):
+                    same = True
+                if cur == "nvsmi_qx" and sk == "nvsmi_qx" and not s.startswith("<?xml"):
+                    same = True
+                if not same:
+                    if seg.content or seg.kind is not None:
+                        seg = finish(line_start, line_start, lineno)
+                    seg.kind = sk
+            elif lk:
+                fam = "engine" if ("sglang_log" in lk or "vllm_log" in lk) else lk[0]
+                if seg.kind is not None and seg.kind not in ("collect_env",) and seg.content:
+                    seg = finish(line_start, line_start, lineno)
+                elif seg.family is not None and seg.gap and fam != seg.family:
+                    # separate pastes of different logs, with words between them
+                    seg = finish(line_start, line_start, lineno)
+                if seg.family is None:
+                    seg.family = fam
+                seg.gap = False
+                for k in lk:
+                    seg.counts[k] += 1
+            else:
+                if seg.family is not None:
+                    seg.gap = True
+                if seg.kind == "lspci" and raw[:1] in (b"\t", b" ") and re.match(r"\s+(?:Subsystem|Control|Status|Capabilities|Kernel driver in use|Flags|Region|LnkCap|LnkSta|DevCtl|DevCap)\b", line):
+                    seg.vvv += 1
+                elif seg.kind == "nvsmi_nvlink" and s.startswith("Link "):
+                    seg.counts["_link"] += 1
+                elif seg.kind in ("nvsmi_p2p", "nvsmi_topo"):
+                    if "= Status Ok" in s or s.startswith("CNS"):
+                        seg.counts["_p2p_legend"] += 1
+                    elif s.startswith(("SYS ", "NODE ", "PHB ", "PIX ", "NV# ")):
+                        seg.counts["_topo_legend"] += 1
+            seg.n += 1
+            seg.content += 1
+        if seg.content:
+            raw_segs.append((seg, pos))
+
+    for sg, end in raw_segs:
+        kind, kinds = _close(sg, end)
+        if kind is None:
+            if sg.content > 3:  # a sentence or two around pasted blocks is commentary, not evidence
+                unknown.append(Unrecognized(p, "not a known output or log", sg.first_line))
+            continue
+        # a part of a kind right after one of the same log kind is one log
+        if parts and kind in LOG_KINDS and parts[-1].kind == kind and parts[-1].end == sg.start:
+            prev = parts[-1]
+            prev.end = end
+            prev.kinds = prev.kinds | kinds
+            for k, v in sg.counts.items():
+                prev.counts[k] = prev.counts.get(k, 0) + v
+            prev.n_lines += sg.n
+            continue
+        parts.append(
+            EvidencePart(p, len(parts), kind, kinds, sg.start, end, sg.first_line, sg.n,
+                         {k: v for k, v in sg.counts.items() if not k.startswith("_")})
+        )
+    if len(parts) > 1:
+        for part in parts:
+            part.multi = True
+    if not parts:
+        unknown = [Unrecognized(p, "not a known output or log")]
+    return parts, unknown

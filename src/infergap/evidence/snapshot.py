@@ -1,0 +1,226 @@
+"""``EvidenceSnapshot``: a snapshot overlay that answers from evidence files people already have.
+
+The overlay wraps a base snapshot (a live host, a captured archive, or None) and a list of
+evidence files. ``cmd(name)`` returns the base's result when the base ran that command
+successfully, else the recognised pasted output of the same kind (``nvidia-smi topo -m`` pasted
+into a bug report answers ``cmd("nvsmi_topo")``). ``read("/proc/cmdline")`` and
+``read("/proc/sys/...")`` are answered from a pasted ``/proc/cmdline`` and ``sysctl -a`` the same
+way. Logs (NCCL, SGLang, vLLM, kernel) are read with :meth:`EvidenceSnapshot.evidence_parts`,
+streamed line by line. The evidence source of every answer is the evidence file's name.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from infergap.evidence.recognize import KINDS, EvidencePart, Unrecognized, scan_file
+from infergap.snapshot.core import CmdResult, Snapshot
+
+log = logging.getLogger(__name__)
+
+
+class EvidenceCmdResult(CmdResult):
+    """A command result taken from an evidence file; ``source`` names that file (and line)."""
+
+    evidence_label: str = ""
+
+    @property
+    def source(self) -> str:  # type: ignore[override]
+        return self.evidence_label or super().source
+
+
+def _cmd_result(name: str, text: str, label: str) -> EvidenceCmdResult:
+    res = EvidenceCmdResult(name=name, stdout=text, rc=0)
+    res.evidence_label = label
+    return res
+
+
+_FREEZE = re.compile(r"^\s*(?:\[(?:pip3?|conda)\]\s+)?([A-Za-z0-9][A-Za-z0-9_.\-]*)(?:\[[^\]]*\])?\s*(?:==\s*([\w.+!\-]+)|\s+@\s+\S+)\s*$")
+_PIP_TEXT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9_.\-]*)\s+(\d[\w.+!\-]*)(?:\s+\S.*)?$")
+_CONDA_ENV = re.compile(r"^\s*\[conda\]\s+([A-Za-z0-9][A-Za-z0-9_.\-]*)\s+(\d[\w.+!\-]*)\s")
+
+
+def normalise_pip(kind: str, text: str) -> str:
+    """Any of ``pip list --format=json``, ``pip freeze``, plain ``pip list`` or the ``[pip3]`` lines of
+    ``collect_env`` as the JSON of ``pip list --format=json``: ``[{"name": ..., "version": ...}]``.
+
+    >>> normalise_pip("pip_freeze", "torch==2.5.1\\nsglang[all]==0.4.1\\n")
+    '[{"name": "torch", "version": "2.5.1"}, {"name": "sglang", "version": "0.4.1"}]'
+    """
+    if kind == "pip_list":
+        return text.strip()
+    out: list[dict[str, str]] = []
+    seen: set[str] = set()
+    for line in text.splitlines():
+        m = None
+        if kind == "pip_text":
+            if line.startswith(("Package", "---")):
+                continue
+            m = _PIP_TEXT.match(line)
+        else:
+            if kind == "collect_env" and not line.lstrip().startswith(("[pip", "[conda")):
+                continue
+            m = _FREEZE.match(line) or (_CONDA_ENV.match(line) if kind == "collect_env" else None)
+        if m and m.group(1).lower() not in seen:
+            seen.add(m.group(1).lower())
+            out.append({"name": m.group(1), "version": m.group(2) or ""})
+    return json.dumps(out)
+
+
+class EvidenceSnapshot(Snapshot):
+    """A snapshot that answers from ``base`` first and from evidence files second.
+
+    ``base`` may be None (only pasted evidence). ``paths`` are files; when ``base`` has an
+    ``evidence_files()`` method (a snapshot directory with an ``evidence/`` folder) those files are
+    added. Scanning is done once, here, streaming each file. Bad files never raise: they are listed
+    by :meth:`unrecognized`.
+    """
+
+    kind = "evidence"
+
+    def __init__(self, base: Snapshot | None, paths: list[str | os.PathLike[str]] | tuple = ()) -> None:
+        self.base = base
+        files: list[Path] = [Path(p) for p in paths]
+        if base is not None and hasattr(base, "evidence_files"):
+            files += [p for p in base.evidence_files() if p not in files]
+        self.files = files
+        self.parts: list[EvidencePart] = []
+        self._unrecognized: list[Unrecognized] = []
+        for f in files:
+            if f.is_dir():
+                for sub in sorted(q for q in f.rglob("*") if q.is_file()):
+                    self._scan(sub)
+            else:
+                self._scan(f)
+        self.label = " + ".join(x for x in [base.label if base else "", f"{len(files)} evidence file(s)"] if x)
+        self._text_cache: dict[int, str] = {}
+
+    def _scan(self, path: Path) -> None:
+        if not path.exists():
+            self._unrecognized.append(Unrecognized(path, "no such file"))
+            return
+        parts, unknown = scan_file(path)
+        self.parts.extend(parts)
+        self._unrecognized.extend(unknown)
+        log.debug("evidence %s: %s", path, [p.kind for p in parts])
+
+    # -- what was found ----------------------------------------------------------------------
+    def unrecognized(self) -> list[Unrecognized]:
+        """Files (or stretches of them) that are not a known output or log, with the reason."""
+        return list(self._unrecognized)
+
+    def evidence_parts(self, kind: str) -> list[EvidencePart]:
+        """Recognised parts serving ``kind`` (``nccl_log``, ``sglang_log``, ``vllm_log``, ``dmesg``,
+        ``collect_env``, or any key of :data:`infergap.evidence.recognize.KINDS`); ``engine_log``
+        means SGLang and vLLM logs. Base snapshot parts come first."""
+        base_parts = list(self.base.evidence_parts(kind)) if self.base is not None and hasattr(self.base, "evidence_parts") else []
+        want = {"sglang_log", "vllm_log"} if kind == "engine_log" else {kind}
+        return base_parts + [p for p in self.parts if p.kinds & want]
+
+    def _part_text(self, part: EvidencePart) -> str:
+        key = id(part)
+        if key not in self._text_cache:
+            self._text_cache[key] = part.text()
+        return self._text_cache[key]
+
+    def _evidence_cmd(self, name: str) -> CmdResult | None:
+        target = f"cmd:{name}"
+        for part in self.parts:
+            if KINDS[part.kind][1] == target:
+                text = self._part_text(part)
+                if name == "pip_list":
+                    text = normalise_pip(part.kind, text)
+                return _cmd_result(name, text, part.label)
+        if name == "pip_list":
+            for part in self.parts:
+                if part.kind == "collect_env":
+                    text = normalise_pip("collect_env", self._part_text(part))
+                    if text != "[]":
+                        return _cmd_result(name, text, part.label)
+        return None
+
+    # -- Snapshot API ------------------------------------------------------------------------
+    def _cmd(self, name: str) -> CmdResult | None:
+        res = self.base.cmd(name) if self.base is not None else None
+        if res is not None and res.ok and res.stdout.strip():
+            return res
+        ev = self._evidence_cmd(name)
+        return ev if ev is not None else res
+
+    def _file_from_evidence(self, path: str) -> bytes | None:
+        if path == "/proc/cmdline":
+            for part in self.parts:
+                if part.kind == "cmdline":
+                    return self._part_text(part).encode()
+        if path.startswith("/proc/sys/"):
+            key = path[len("/proc/sys/"):].replace("/", ".")
+            for part in self.parts:
+                if part.kind == "sysctl_all":
+                    for line in self._part_text(part).splitlines():
+                        k, sep, v = line.partition(" = ")
+                        if sep and k.strip() == key:
+                            return (v.strip() + "\n").encode()
+        return None
+
+    def _read_bytes(self, path: str) -> bytes | None:
+        data = self.base.read_bytes(path) if self.base is not None else None
+        if data is not None:
+            return data
+        return self._file_from_evidence(path)
+
+    def source_of(self, path: str) -> str:
+        if self.base is not None and self.base.read_bytes(path) is not None:
+            return self.base.source_of(path)
+        kind = "cmdline" if path == "/proc/cmdline" else "sysctl_all" if path.startswith("/proc/sys/") else None
+        for part in self.parts:
+            if part.kind == kind:
+                return part.label
+        return super().source_of(path)
+
+    def _listdir(self, path: str) -> list[str] | None:
+        return self.base.listdir(path) if self.base is not None else None
+
+    def _probe(self, name: str) -> Any | None:
+        return self.base.probe(name) if self.base is not None else None
+
+    def meta(self) -> dict[str, Any]:
+        return self.base.meta() if self.base is not None else {}
+
+    def evidence_files(self) -> list[Path]:
+        """The evidence files this overlay read."""
+        return list(self.files)
+
+    def close(self) -> None:
+        if self.base is not None:
+            self.base.close()
+
+
+def open_with_evidence(snapshot: str | os.PathLike[str] | None, evidence: list[str | os.PathLike[str]] | None = None,
+                       host: bool = True) -> Snapshot:
+    """The snapshot an audit reads: ``snapshot`` (a directory or ``.tar.gz``; the live host when
+    None and ``host`` is True; nothing when ``host`` is False) overlaid with the ``evidence``
+    files and a snapshot directory's ``evidence/`` folder. Without any evidence the base snapshot
+    is returned as it is.
+
+    Raises :class:`infergap.errors.UserError` for an evidence path that does not exist (one line
+    naming it), :class:`infergap.snapshot.SnapshotError` for a bad snapshot.
+    """
+    from infergap.errors import UserError
+    from infergap.snapshot import open_snapshot
+
+    paths = [Path(p) for p in evidence or []]
+    for p in paths:
+        if not p.exists():
+            raise UserError(f"--evidence {p}: no such file or directory")
+    base = open_snapshot(snapshot) if (snapshot is not None or host) else None
+    extra = base.evidence_files() if base is not None and hasattr(base, "evidence_files") else []
+    if not paths and not extra:
+        if base is None:
+            raise UserError("nothing to audit: --no-host needs --snapshot or --evidence")
+        return base
+    return EvidenceSnapshot(base, paths)

@@ -1,0 +1,374 @@
+"""The serving engine's own configuration: read from the live server, or from its startup log.
+
+:func:`introspect` asks a running server (SGLang, vLLM, llama.cpp's ``llama-server`` or
+llama-cpp-python's server) for its resolved configuration over HTTP and returns one
+:class:`ServerConfig`; :func:`server_config_from_log` builds the same object from an engine log,
+so the plan stage gets one shape either way. Every field is optional and records where it came
+from (``ServerConfig.sources``).
+
+Endpoints (from the engines' code; see ``tests/fixtures/evidence/servers/ABOUT.md``):
+SGLang ``GET /server_info`` (older ``/get_server_info``: every ``ServerArgs`` field, the scheduler
+info ``max_total_num_tokens``, ``internal_states`` and ``version``), ``/model_info``
+(``/get_model_info``); vLLM ``GET /version`` (``{"version"}``), ``/metrics`` (Prometheus text,
+``vllm:cache_config_info`` labels), ``/server_info`` when ``VLLM_SERVER_DEV_MODE=1``; llama.cpp
+``GET /props`` (``default_generation_settings.n_ctx``, ``total_slots``, ``model_path``,
+``build_info``), ``/metrics``; all: ``GET /v1/models``. An admin API key is sent as
+``Authorization: Bearer``; it is never logged or stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+log = logging.getLogger(__name__)
+
+#: Endpoints asked, in the order their answers are applied (earlier wins for a field).
+ENDPOINTS = ("/server_info", "/get_server_info", "/model_info", "/get_model_info", "/version", "/props", "/metrics", "/v1/models", "/openapi.json")
+
+#: SGLang ``ServerArgs`` / vLLM engine-arg names -> ServerConfig field.
+_ARG_MAP: dict[str, str] = {
+    "model_path": "model", "model": "model", "served_model_name": "served_model_name",
+    "tp_size": "tp_size", "tensor_parallel_size": "tp_size",
+    "pp_size": "pp_size", "pipeline_parallel_size": "pp_size",
+    "dp_size": "dp_size", "data_parallel_size": "dp_size",
+    "ep_size": "ep_size", "expert_parallel_size": "ep_size",
+    "enable_expert_parallel": "enable_expert_parallel",
+    "attention_backend": "attention_backend",
+    "moe_runner_backend": "moe_runner_backend", "moe_backend": "moe_runner_backend",
+    "moe_a2a_backend": "moe_a2a_backend", "all2all_backend": "moe_a2a_backend",
+    "cuda_graph_max_bs": "cuda_graph_max_bs", "max_cudagraph_capture_size": "cuda_graph_max_bs",
+    "cuda_graph_bs": "cuda_graph_bs", "cuda_graph_sizes": "cuda_graph_bs",
+    "disable_cuda_graph": "disable_cuda_graph", "enforce_eager": "disable_cuda_graph",
+    "max_running_requests": "max_running_requests", "max_num_seqs": "max_running_requests",
+    "chunked_prefill_size": "chunked_prefill_size", "max_num_batched_tokens": "chunked_prefill_size",
+    "mem_fraction_static": "mem_fraction", "gpu_memory_utilization": "mem_fraction",
+    "kv_cache_dtype": "kv_cache_dtype", "cache_dtype": "kv_cache_dtype",
+    "quantization": "quantization", "dtype": "dtype",
+    "context_length": "context_length", "max_model_len": "context_length", "max_seq_len": "context_length",
+    "max_total_num_tokens": "kv_tokens",
+    "disable_custom_all_reduce": "disable_custom_all_reduce",
+    "enable_dp_attention": "enable_dp_attention",
+    "speculative_algorithm": "speculative_algorithm",
+    "enable_torch_compile": "torch_compile",
+    "disable_overlap_schedule": "disable_overlap_schedule",
+    "schedule_policy": "schedule_policy",
+}
+
+
+class ServerConfig(BaseModel):
+    """What the serving engine runs with. Units: tokens, requests, fractions of GPU memory.
+
+    ``sources`` maps each set field to where it was read (``GET /server_info``,
+    ``evidence/sglang.log``); ``errors`` lists endpoints that failed and why (one line each);
+    ``raw`` keeps the engine's own argument names and values.
+    """
+
+    url: str | None = None
+    reachable: bool | None = None
+    engine: str | None = None
+    version: str | None = None
+    model: str | None = None
+    served_model_name: str | None = None
+    tp_size: int | None = None
+    pp_size: int | None = None
+    dp_size: int | None = None
+    ep_size: int | None = None
+    enable_expert_parallel: bool | None = None
+    enable_dp_attention: bool | None = None
+    attention_backend: str | None = None
+    moe_runner_backend: str | None = None
+    moe_a2a_backend: str | None = None
+    cuda_graph_max_bs: int | None = None
+    cuda_graph_bs: list[int] | None = None
+    disable_cuda_graph: bool | None = None
+    torch_compile: bool | None = None
+    max_running_requests: int | None = None
+    chunked_prefill_size: int | None = None
+    mem_fraction: float | None = None
+    kv_cache_dtype: str | None = None
+    kv_tokens: int | None = None
+    quantization: str | None = None
+    dtype: str | None = None
+    context_length: int | None = None
+    disable_custom_all_reduce: bool | None = None
+    speculative_algorithm: str | None = None
+    disable_overlap_schedule: bool | None = None
+    schedule_policy: str | None = None
+    n_slots: int | None = None
+    running_requests: float | None = None
+    waiting_requests: float | None = None
+    preemptions_total: float | None = None
+    sources: dict[str, str] = Field(default_factory=dict)
+    errors: list[str] = Field(default_factory=list)
+    raw: dict[str, Any] = Field(default_factory=dict)
+
+    def put(self, field: str, value: Any, source: str, overwrite: bool = False) -> None:
+        """Set ``field`` to ``value`` (coerced to the field's type) unless it is already set or
+        ``value`` is None; record ``source``. A value that does not coerce is ignored."""
+        if value is None or (not overwrite and getattr(self, field) is not None):
+            return
+        ann = type(self).model_fields[field].annotation
+        try:
+            if ann == (int | None):
+                value = int(float(value)) if not isinstance(value, bool) else None
+            elif ann == (float | None):
+                value = float(value)
+            elif ann == (bool | None):
+                value = value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
+            elif ann == (str | None):
+                value = str(value)
+            elif ann == (list[int] | None):
+                value = sorted(int(x) for x in value) if isinstance(value, (list, tuple)) else None
+        except (TypeError, ValueError):
+            return
+        if value is None:
+            return
+        setattr(self, field, value)
+        self.sources[field] = source
+
+    def apply_args(self, args: dict[str, Any], source: str) -> None:
+        """Fill fields from engine arguments by their engine names (:data:`_ARG_MAP`)."""
+        for k, v in args.items():
+            if k in _ARG_MAP and v is not None and v != "":
+                self.put(_ARG_MAP[k], v, source)
+            if isinstance(v, (str, int, float, bool)) or v is None:
+                self.raw.setdefault(k, v)
+        if self.disable_cuda_graph is None and args.get("enforce_eager") is not None:
+            self.put("disable_cuda_graph", args["enforce_eager"], source)
+
+
+# -- Prometheus text ----------------------------------------------------------------------------
+_PROM = re.compile(r'^([a-zA-Z_:][\w:]*)(\{([^}]*)\})?\s+(\S+)')
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """Prometheus exposition text as (name, labels, value) samples; comments skipped.
+
+    >>> parse_prometheus('vllm:num_requests_running{model_name="m"} 3.0')
+    [('vllm:num_requests_running', {'model_name': 'm'}, 3.0)]
+    """
+    out = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _PROM.match(line)
+        if not m:
+            continue
+        try:
+            val = float(m.group(4))
+        except ValueError:
+            continue
+        out.append((m.group(1), dict(_LABEL.findall(m.group(3) or "")), val))
+    return out
+
+
+def _apply_metrics(cfg: ServerConfig, text: str, source: str) -> None:
+    samples = parse_prometheus(text)
+    names = {s[0] for s in samples}
+    if any(n.startswith("vllm:") for n in names):
+        cfg.put("engine", "vllm", source)
+    elif any(n.startswith("sglang:") for n in names):
+        cfg.put("engine", "sglang", source)
+    elif any(n.startswith("llamacpp:") for n in names):
+        cfg.put("engine", "llama.cpp", source)
+    sums: dict[str, float] = {}
+    for name, labels, val in samples:
+        if name == "vllm:cache_config_info":
+            cfg.put("kv_cache_dtype", labels.get("cache_dtype"), source)
+            cfg.put("mem_fraction", labels.get("gpu_memory_utilization"), source)
+            try:
+                blocks, bs = int(labels.get("num_gpu_blocks", "")), int(labels.get("block_size", ""))
+                cfg.put("kv_tokens", blocks * bs, source)
+            except ValueError:
+                pass
+            for k, v in labels.items():
+                cfg.raw.setdefault(f"cache_config_info.{k}", v)
+        elif name in ("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing"):
+            sums["running"] = sums.get("running", 0.0) + val
+        elif name in ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred"):
+            sums["waiting"] = sums.get("waiting", 0.0) + val
+        elif name in ("vllm:num_preemptions_total", "vllm:num_preemptions"):
+            sums["preempt"] = sums.get("preempt", 0.0) + val
+        elif name in ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total", "llamacpp:prompt_tokens_total"):
+            sums["prompt"] = sums.get("prompt", 0.0) + val
+        elif name in ("vllm:generation_tokens_total", "sglang:generation_tokens_total", "llamacpp:tokens_predicted_total"):
+            sums["gen"] = sums.get("gen", 0.0) + val
+    cfg.put("running_requests", sums.get("running"), source)
+    cfg.put("waiting_requests", sums.get("waiting"), source)
+    cfg.put("preemptions_total", sums.get("preempt"), source)
+    if "prompt" in sums and "gen" in sums:
+        cfg.raw["prompt_tokens_total"] = sums["prompt"]
+        cfg.raw["generation_tokens_total"] = sums["gen"]
+
+
+def _apply(cfg: ServerConfig, path: str, data: Any, text: str) -> None:
+    """Fill ``cfg`` from one endpoint's answer."""
+    src = f"GET {path}"
+    if path in ("/server_info", "/get_server_info") and isinstance(data, dict):
+        if "tp_size" in data or "internal_states" in data or "model_path" in data:
+            cfg.put("engine", "sglang", src)
+        elif "vllm_config" in data or "vllm_env" in data:
+            cfg.put("engine", "vllm", src)
+        cfg.put("version", data.get("version"), src)
+        args = dict(data)
+        vc = data.get("vllm_config")
+        if isinstance(vc, dict):
+            for sect in vc.values():
+                if isinstance(sect, dict):
+                    args.update({k: v for k, v in sect.items() if k not in args})
+        elif isinstance(vc, str):
+            from infergap.evidence.engine import parse_kv_repr
+
+            args.update(parse_kv_repr(vc))
+        cfg.apply_args(args, src)
+        states = data.get("internal_states")
+        if isinstance(states, list) and states and isinstance(states[0], dict):
+            cfg.apply_args(states[0], src)
+    elif path in ("/model_info", "/get_model_info") and isinstance(data, dict):
+        cfg.put("model", data.get("model_path"), src)
+    elif path == "/version" and isinstance(data, dict):
+        cfg.put("version", data.get("version"), src)
+        cfg.put("engine", "vllm", src)
+    elif path == "/props" and isinstance(data, dict):
+        cfg.put("engine", "llama.cpp", src)
+        cfg.put("n_slots", data.get("total_slots"), src)
+        cfg.put("max_running_requests", data.get("total_slots"), src)
+        cfg.put("model", data.get("model_path"), src)
+        cfg.put("version", data.get("build_info"), src)
+        gen = data.get("default_generation_settings")
+        if isinstance(gen, dict):
+            cfg.put("context_length", gen.get("n_ctx"), src)
+    elif path == "/metrics":
+        _apply_metrics(cfg, text, src)
+    elif path == "/v1/models" and isinstance(data, dict):
+        items = data.get("data")
+        if isinstance(items, list) and items and isinstance(items[0], dict):
+            m = items[0]
+            cfg.put("served_model_name", m.get("id"), src)
+            cfg.put("context_length", m.get("max_model_len"), src)
+            if m.get("owned_by") == "vllm":
+                cfg.put("engine", "vllm", src)
+            elif m.get("owned_by") == "sglang":
+                cfg.put("engine", "sglang", src)
+            elif m.get("owned_by") == "llamacpp":
+                cfg.put("engine", "llama.cpp", src)
+            meta = m.get("meta")
+            if isinstance(meta, dict):
+                cfg.put("context_length", meta.get("n_ctx_train"), src)
+    elif path == "/openapi.json" and isinstance(data, dict):
+        title = str((data.get("info") or {}).get("title", ""))
+        if "llama" in title.lower():
+            cfg.put("engine", "llama.cpp", src)
+            cfg.put("version", (data.get("info") or {}).get("version"), src)
+
+
+async def _fetch(session: Any, base: str, path: str, headers: dict[str, str], timeout_s: float) -> tuple[str, int | None, str, str | None]:
+    """GET base+path: (path, status, body text, error). Body capped at 8 MiB."""
+    import aiohttp
+
+    try:
+        async with session.get(base + path, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s), allow_redirects=False) as r:
+            body = await r.content.read(8 * 1024 * 1024)
+            return path, r.status, body.decode("utf-8", "replace"), None
+    except asyncio.TimeoutError:
+        return path, None, "", f"timed out after {timeout_s:g} s"
+    except aiohttp.ClientError as e:
+        return path, None, "", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'connection failed'}"
+
+
+async def introspect_async(url: str, api_key: str | None = None, timeout_s: float = 5.0) -> ServerConfig:
+    """Ask the server at ``url`` (``http://host:port``) every endpoint of :data:`ENDPOINTS` at
+    once, each with ``timeout_s``, and merge the answers into a :class:`ServerConfig`.
+
+    Never raises for what the server does: a 401/403 ("needs an admin API key"), an HTML page
+    instead of JSON, a timeout or a refused connection become one line each in
+    ``ServerConfig.errors``; 404 means "not exposed" and is not an error. ``reachable`` is False
+    when no endpoint answered at all. Raises ValueError for a URL that is not http(s).
+    """
+    import aiohttp
+
+    base = url.rstrip("/")
+    if not re.match(r"^https?://[^/\s]+", base):
+        raise ValueError(f"--server {url}: not an http:// or https:// URL")
+    key = api_key if api_key is not None else os.environ.get("INFERGAP_API_KEY")
+    headers = {"Accept": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    cfg = ServerConfig(url=base)
+    answered = False
+    async with aiohttp.ClientSession() as session:
+        results = await asyncio.gather(*[_fetch(session, base, p, headers, timeout_s) for p in ENDPOINTS])
+    conn_errors = []
+    by_path = {}
+    for path, status, text, err in results:
+        if err:
+            conn_errors.append(f"GET {path}: {err}")
+            continue
+        answered = True
+        if status in (401, 403):
+            cfg.errors.append(f"GET {path}: HTTP {status}, needs an admin API key (--api-key or INFERGAP_API_KEY)")
+            continue
+        if status == 404 or status == 405:
+            continue
+        if status is None or status >= 400:
+            cfg.errors.append(f"GET {path}: HTTP {status}")
+            continue
+        data: Any = None
+        if path != "/metrics":
+            try:
+                data = json.loads(text)
+            except ValueError:
+                kind = "an HTML page" if "<html" in text[:2000].lower() or "<!doctype" in text[:200].lower() else "text"
+                cfg.errors.append(f"GET {path}: answered {kind}, not JSON")
+                continue
+        elif "<html" in text[:2000].lower():
+            cfg.errors.append(f"GET {path}: answered an HTML page, not Prometheus metrics")
+            continue
+        by_path[path] = (data, text)
+    for path in ENDPOINTS:
+        if path in by_path:
+            _apply(cfg, path, *by_path[path])
+    if not answered:
+        # the same failure on every path says one thing: the server is not there
+        first = conn_errors[0].split(": ", 1)[1] if conn_errors else "no answer"
+        cfg.errors = [f"{base}: no answer ({first})"]
+    else:
+        cfg.errors.extend(e for e in conn_errors)
+    cfg.reachable = answered
+    return cfg
+
+
+def introspect(url: str, api_key: str | None = None, timeout_s: float = 5.0) -> ServerConfig:
+    """Synchronous :func:`introspect_async` (runs its own event loop)."""
+    return asyncio.run(introspect_async(url, api_key=api_key, timeout_s=timeout_s))
+
+
+def server_config_from_log(facts: Any, source: str) -> ServerConfig:
+    """A :class:`ServerConfig` from :class:`infergap.evidence.engine.EngineLogFacts` (an engine
+    startup log), every field sourced to ``source`` (the log's evidence label)."""
+    cfg = ServerConfig(engine=facts.engine, version=facts.version)
+    if facts.engine:
+        cfg.sources["engine"] = source
+    if facts.version:
+        cfg.sources["version"] = source
+    cfg.apply_args(facts.args, source)
+    if facts.cuda_graph_bs:
+        cfg.put("cuda_graph_bs", facts.cuda_graph_bs, source)
+        cfg.put("cuda_graph_max_bs", max(facts.cuda_graph_bs), source)
+    cfg.put("kv_tokens", facts.kv_tokens, source)
+    cfg.put("max_running_requests", facts.max_running_requests, source)
+    if facts.kv_dtype:
+        cfg.raw.setdefault("kv_dtype_allocated", facts.kv_dtype)
+    if facts.attention_backends:
+        cfg.put("attention_backend", facts.attention_backends[0], source)
+    if facts.custom_ar_disabled:
+        cfg.put("disable_custom_all_reduce", True, source, overwrite=True)
+    return cfg
