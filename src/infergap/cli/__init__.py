@@ -45,6 +45,8 @@ def fail(message: str) -> "typer.Exit":
 
 # Command modules register themselves on `app` when imported.
 from infergap.cli import audit as _audit  # noqa: E402,F401
+from infergap.cli import fix as _fix  # noqa: E402,F401
+from infergap.cli import history as _history  # noqa: E402,F401
 
 
 def main() -> None:
