@@ -196,8 +196,12 @@ def describe_payload(kind: str, payload: Any) -> str:
     if kind == "fix":
         if payload.get("mode") == "revert":
             return f"revert of run {payload.get('reverts')}"
-        steps = payload.get("changes") or []
-        return f"{len(steps)} changes{' (persist)' if payload.get('persist') else ''}"
+        counts: dict[str, int] = {}
+        for c in payload.get("changes") or []:
+            state = c.get("state", "?") if isinstance(c, dict) else "?"
+            counts[state] = counts.get(state, 0) + 1
+        what = ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "no changes"
+        return what + (" (persist)" if payload.get("persist") else "")
     return ""
 
 

@@ -68,8 +68,8 @@ def fix(
     apply: bool = typer.Option(False, "--apply", help="Make the changes (default: dry run)."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before each change."),
     persist: bool = typer.Option(False, "--persist", help="Also write the persistent form (sysctl.d, modules-load.d, udev rule)."),
-    revert: str = typer.Option(None, "--revert", is_flag=False, flag_value="last", metavar="[RUN_ID|last]",
-                               help="Restore every value and file of a fix run (default: the last one)."),
+    revert: bool = typer.Option(False, "--revert", help="Restore every value and file of fix run RUN (default: the last one)."),
+    run: str = typer.Argument(None, metavar="[RUN_ID|last]", help="With --revert: the fix run to revert."),
     db: Path = typer.Option(None, "--db", help="Ledger database (default: $INFERGAP_DB or the user data directory)."),
 ) -> None:
     """Show, apply (--apply) or revert (--revert) the runtime remedies of an audit, with a journal."""
@@ -79,15 +79,17 @@ def fix(
     from infergap.remedy import apply_plan, load_report, plan_fix, revert_run
     from infergap.remedy.engine import ChangeState
 
-    if revert is not None:
+    if run is not None and not revert:
+        raise UserError(f"unexpected argument {run!r}: a run id is given only with --revert")
+    if revert:
         with Ledger(db) as ledger:
-            res = revert_run(ledger, revert)
+            res = revert_run(ledger, run or "last")
         if res.already_reverted:
             typer.echo(f"fix run {res.run_id} was already reverted; re-read only, nothing written")
         else:
             typer.echo(f"reverting fix run {res.run_id} (revert recorded as run {res.revert_run_id})")
         for s in res.steps:
-            what = s.command if s.step_kind == "file" or not res.already_reverted else s.target
+            what = s.command if not res.already_reverted else s.target
             val = f" → {s.read_back}" if s.read_back is not None else ""
             typer.echo(f"  {s.status:13} {s.check_id}  {what}{val}{('  (' + s.error + ')') if s.error else ''}")
         if not res.ok:

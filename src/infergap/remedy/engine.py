@@ -371,9 +371,15 @@ def revert_run(ledger: Ledger, ref: str = "last", *, paths: SystemPaths | None =
     run = ledger.get(run_id)
     already = run.status == "reverted"
     out: list[RevertStep] = []
-    for st in reversed(ledger.steps(run_id)):
-        rs = _verify_step(st, paths) if already else _revert_step(ledger, st, paths)
-        out.append(rs)
+    steps = ledger.steps(run_id)
+    if already:
+        # After a revert each target holds the state journalled by its *first* step.
+        first: dict[str, dict[str, Any]] = {}
+        for st in steps:
+            first.setdefault(st["target"], st)
+        out = [_verify_step(st, paths) for st in reversed(list(first.values()))]
+    else:
+        out = [_revert_step(ledger, st, paths) for st in reversed(steps)]
     ok = all(s.status in ("reverted", "unchanged", "verified") for s in out)
     if already:
         return RevertResult(run_id=run_id, revert_run_id=None, already_reverted=True, ok=ok, steps=out)
