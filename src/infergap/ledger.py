@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import socket
 import sqlite3
@@ -31,6 +32,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from infergap.errors import UserError
+
+log = logging.getLogger(__name__)
 
 #: Kinds of run the ledger holds.
 KINDS = ("audit", "bench", "roofline", "plan", "fix")
@@ -418,6 +421,20 @@ class Ledger:
         """True when ``PRAGMA integrity_check`` reports ``ok``."""
         return self._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
+
+
+def try_record(kind: str, payload: str | Mapping[str, Any], host: HostId | Mapping[str, Any] | str | None = None,
+               db: str | os.PathLike[str] | None = None) -> int | None:
+    """Record a run after its output was written, never failing the command: returns the run id,
+    or ``None`` (with a warning logged) when the ledger cannot be used. For ``audit``, ``bench``,
+    ``roofline`` and ``plan``: ``host=None`` for a run measured on this machine, the report's
+    ``host`` object for one computed from a snapshot."""
+    try:
+        with Ledger(db) as led:
+            return led.record(kind, payload, host)
+    except LedgerError as e:
+        log.warning("run not recorded in the ledger: %s", e)
+        return None
 
 
 # -- comparing runs ---------------------------------------------------------------------------------

@@ -131,3 +131,15 @@ def test_two_concurrent_writers_do_not_corrupt_it(tmp_path):
             assert mine == list(range(n))
         steps = sum(len(led.steps(r.id)) for r in runs)
         assert steps == 2 * len(range(0, n, 10))
+
+
+def test_try_record_never_fails_the_caller(tmp_path, caplog):
+    from infergap.ledger import try_record
+
+    good = tmp_path / "l.db"
+    rid = try_record("roofline", {"model": "m", "bounds": {}}, None, db=good)
+    assert rid == 1
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"x" * 5000)
+    assert try_record("roofline", {"model": "m"}, None, db=bad) is None
+    assert "run not recorded in the ledger" in caplog.text

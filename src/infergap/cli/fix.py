@@ -144,7 +144,9 @@ def fix(
             return False
 
     with Ledger(db) as ledger:
-        parent = ledger.record("audit", audit_doc, host_fingerprint(host)) if audit_doc is not None else None
+        # A live audit is this machine's; a snapshot's host is identified from its report.
+        parent = (ledger.record("audit", audit_doc, host_fingerprint(host) if snapshot else None)
+                  if audit_doc is not None else None)
         res = apply_plan(plan, ledger, persist=persist, confirm=None if yes else confirm, source=source, parent_id=parent)
     for ch in res.changes:
         typer.echo("\n".join(_render_change(ch, persist)) + "\n")

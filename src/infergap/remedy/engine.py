@@ -193,7 +193,10 @@ def _plan_action(base: dict[str, Any], a: Action, paths: SystemPaths, container:
         ch.state, ch.reason = ChangeState.refused, f"not in the check catalog: {e}"
         return ch
     ch.command = h.command(a)
-    ch.persist = [f"{p.path}: {p.content.strip().splitlines()[-1]}" for p in h.persist_files(a)] if h.persistable else []
+    try:
+        ch.persist = [f"{p.path}: {p.content.strip().splitlines()[-1]}" for p in h.persist_files(a)] if h.persistable else []
+    except OSError as e:
+        ch.persist = [f"cannot read the persistent file {getattr(e, 'filename', '')}: {e.strerror or e}"]
     if host_controlled or (container and h.host_owned(a)):
         why = "the audit marked it host-controlled" if host_controlled else f"running inside a container ({container})"
         ch.state, ch.host_controlled = ChangeState.refused, True
@@ -268,7 +271,12 @@ def apply_plan(plan: FixPlan, ledger: Ledger, *, paths: SystemPaths | None = Non
         seq += 1
         ok = _apply_one(ledger, run_id, seq, ch, h)
         if ok and persist and h.persistable:
-            for pf in h.persist_files(ch.action):
+            try:
+                pfiles = h.persist_files(ch.action)
+            except OSError as e:
+                ch.state, ch.reason = ChangeState.failed, f"applied, but cannot read {e.filename} to persist it: {e.strerror or e}"
+                pfiles, ok = [], False
+            for pf in pfiles:
                 seq += 1
                 if not _persist_one(ledger, run_id, seq, ch, pf.path, pf.content.encode()):
                     ok = False
