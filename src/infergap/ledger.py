@@ -24,8 +24,10 @@ import hashlib
 import json
 import logging
 import os
+import random
 import socket
 import sqlite3
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -228,7 +230,7 @@ class Ledger:
             raise LedgerError(f"ledger {self.path}: cannot open ({e})") from None
         try:
             self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            self._setup()
+            self._setup_retrying()
         except sqlite3.DatabaseError as e:
             self._db.close()
             raise LedgerError(f"ledger {self.path}: not a usable infergap ledger ({e})") from None
@@ -238,16 +240,52 @@ class Ledger:
 
     # -- schema ---------------------------------------------------------------------------------
 
-    def _setup(self) -> None:
+    def _setup_retrying(self) -> None:
+        """:meth:`_setup`, retried while another process holds a lock it cannot wait for.
+
+        Switching a new database to WAL and migrating it both need an exclusive lock; when two
+        processes open a new database at once SQLite may answer one of them ``database is locked``
+        at once instead of waiting (its deadlock avoidance), so retry until the busy timeout."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                self._setup()
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e) or time.monotonic() > deadline:
+                    raise
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                time.sleep(random.uniform(0.01, 0.1))
+
+    def _state(self) -> tuple[int, int, bool]:
+        """(user_version, application_id, has tables), read in one transaction so that another
+        process's migration is seen either entirely or not at all."""
         db = self._db
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        app_id = db.execute("PRAGMA application_id").fetchone()[0]
+        own = not db.in_transaction
+        if own:
+            db.execute("BEGIN")
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            app_id = db.execute("PRAGMA application_id").fetchone()[0]
+            tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
+        finally:
+            if own:
+                db.execute("COMMIT")
+        return version, app_id, tables
+
+    def _check(self, version: int, app_id: int, tables: bool) -> None:
         if version > len(MIGRATIONS):
             raise LedgerError(
                 f"ledger {self.path}: schema version {version} is newer than this infergap supports "
                 f"({len(MIGRATIONS)}); upgrade infergap or use another --db")
-        if app_id not in (0, APPLICATION_ID) or (app_id == 0 and self._has_tables()):
+        if app_id not in (0, APPLICATION_ID) or (app_id == 0 and tables):
             raise LedgerError(f"ledger {self.path}: not an infergap ledger (another application's SQLite database)")
+
+    def _setup(self) -> None:
+        db = self._db
+        version, app_id, tables = self._state()
+        self._check(version, app_id, tables)
         if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA foreign_keys = ON")
@@ -256,7 +294,8 @@ class Ledger:
         db.execute("BEGIN IMMEDIATE")
         try:
             # Re-read under the write lock: another process may have migrated meanwhile.
-            version = db.execute("PRAGMA user_version").fetchone()[0]
+            version, app_id, tables = self._state()
+            self._check(version, app_id, tables)
             for step in MIGRATIONS[version:]:
                 for stmt in [s for s in step.split(";") if s.strip()]:
                     db.execute(stmt)
@@ -266,9 +305,6 @@ class Ledger:
         except BaseException:
             db.execute("ROLLBACK")
             raise
-
-    def _has_tables(self) -> bool:
-        return self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
 
     @property
     def schema_version(self) -> int:
