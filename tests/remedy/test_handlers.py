@@ -67,11 +67,17 @@ def test_setpci_mrrs_masked_value_and_udev_rule(tmp_path):
     # DevCtl 0x2930: MRRS code 2 (512 B), MPS code 1 (256 B); writing 0x5000 under mask 0x7000
     # sets MRRS code 5 (4096 B) and keeps every other bit (PCIe Base Spec, Device Control).
     h = SetpciHandler(SystemPaths(etc=tmp_path))
-    a = Action(type="setpci", target="0000:18:00.0", register="CAP_EXP+0x8.w", value="5000", mask="7000", previous="2930")
+    # The audit records the masked bits it saw (MRRS code 2 → 0x2000), as the PCIe investigator does.
+    a = Action(type="setpci", target="0000:18:00.0", pci_register="CAP_EXP+0x8.w", value="5000", mask="7000", previous="2000")
     h.validate(a)
     assert h.intended(a, "2930") == "5930"
     assert h.matches(a, "5930", "5930") and h.matches(a, "5931", "5930") and not h.matches(a, "2930", "5930")
-    assert h.same_as_audit(a, "2930") and not h.same_as_audit(a, "5930")
+    assert h.same_as_audit(a, "2930") and h.same_as_audit(a, "2910") and not h.same_as_audit(a, "5930")
+    # ACS Control: the whole word under mask ffff
+    acs = Action(type="setpci", target="0000:00:01.1", pci_register="ECAP_ACS+0x6.w", value="0000", mask="ffff", previous="001d")
+    h.validate(acs)
+    assert h.same_as_audit(acs, "001d") and not h.same_as_audit(acs, "001c")
+    assert h.intended(acs, "001d") == "0000" and h.command(acs) == "setpci -s 0000:00:01.1 ECAP_ACS+6.w=0000:ffff"
     assert h.command(a) == "setpci -s 0000:18:00.0 CAP_EXP+8.w=5000:7000"
     assert h.revert_command(a, "2930") == "setpci -s 0000:18:00.0 CAP_EXP+8.w=2930:7000"
     (pf,) = h.persist_files(a)

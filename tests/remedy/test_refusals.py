@@ -87,9 +87,9 @@ def _finding(action: dict, **kw) -> Finding:
     ({"type": "sysctl", "target": "../../etc/passwd", "value": "1"}, "not a key the check catalog knows"),
     ({"type": "sysctl", "target": "vm.swappiness", "value": "10; reboot"}, "not one to four integers"),
     ({"type": "modprobe", "target": "evil_module"}, "not one the check catalog loads"),
-    ({"type": "setpci", "target": "01:00.0", "register": "CAP_EXP+8.w", "value": "5000", "mask": "7000"}, "not a PCI address"),
-    ({"type": "setpci", "target": "0000:01:00.0", "register": "0x04.w", "value": "0", "mask": "ffff"}, "not one the check catalog writes"),
-    ({"type": "setpci", "target": "0000:01:00.0", "register": "CAP_EXP+8.w", "value": "5000", "mask": None}, "not a 16-bit hex word"),
+    ({"type": "setpci", "target": "01:00.0", "pci_register": "CAP_EXP+8.w", "value": "5000", "mask": "7000"}, "not a PCI address"),
+    ({"type": "setpci", "target": "0000:01:00.0", "pci_register": "0x04.w", "value": "0", "mask": "ffff"}, "not one the check catalog writes"),
+    ({"type": "setpci", "target": "0000:01:00.0", "pci_register": "CAP_EXP+8.w", "value": "5000", "mask": None}, "not a 16-bit hex word"),
     ({"type": "nvidia_persistence", "target": "GPU-1234"}, "not a PCI address"),
     ({"type": "cpuidle", "target": "C6; rm", "value": "1"}, "not valid"),
 ])

@@ -265,14 +265,14 @@ class SetpciHandler(Handler):
     RULES = "udev/rules.d/90-infergap-setpci.rules"
 
     def _reg(self, a: Action) -> str:
-        reg = (a.register or "").replace("+0x", "+").upper().replace(".W", ".w")
+        reg = (a.pci_register or "").replace("+0x", "+").upper().replace(".W", ".w")
         return reg
 
     def validate(self, a: Action) -> None:
         if not BDF_RE.match(a.target):
             raise RemedyRefused(f"setpci target {a.target!r} is not a PCI address (dddd:bb:dd.f)")
         if self._reg(a) not in SETPCI_REGISTERS:
-            raise RemedyRefused(f"setpci register {a.register!r} is not one the check catalog writes ({', '.join(SETPCI_REGISTERS)})")
+            raise RemedyRefused(f"setpci register {a.pci_register!r} is not one the check catalog writes ({', '.join(SETPCI_REGISTERS)})")
         for name, v in (("value", a.value), ("mask", a.mask)):
             if v is None or not _HEX_WORD_RE.match(v):
                 raise RemedyRefused(f"setpci {a.target}: {name} {v!r} is not a 16-bit hex word")
@@ -293,7 +293,12 @@ class SetpciHandler(Handler):
         return f"{(self._int(before) & ~mask) | (self._int(a.value or '0') & mask):04x}"
 
     def same_as_audit(self, a: Action, now: str) -> bool:
-        return a.previous is None or (_HEX_WORD_RE.match(a.previous) is not None and self._int(a.previous) == self._int(now))
+        """Compared under the mask: the audit may record the whole word (ACS Control) or only the
+        masked bits (DevCtl bits 14:12 for MRRS)."""
+        if a.previous is None:
+            return True
+        mask = self._int(a.mask or "ffff")
+        return _HEX_WORD_RE.match(a.previous) is not None and (self._int(a.previous) & mask) == (self._int(now) & mask)
 
     def matches(self, a: Action, value: str, want: str) -> bool:
         mask = self._int(a.mask or "0")
@@ -383,9 +388,10 @@ class CpuidleHandler(Handler):
 
 
 class PersistenceHandler(Handler):
-    """``nvidia_persistence``: ``nvidia-smi -i <BDF> -pm 1``; state from
-    ``nvidia-smi -i <BDF> --query-gpu=persistence_mode --format=csv,noheader`` (Enabled/Disabled).
-    No persistent file (the persistent form is the ``nvidia-persistenced`` service)."""
+    """``nvidia_persistence``: ``nvidia-smi -i <BDF> -pm 1``; state ``1``/``0`` from
+    ``nvidia-smi -i <BDF> --query-gpu=persistence_mode --format=csv,noheader`` (Enabled/Disabled),
+    the encoding of the audit's ``value``/``previous``. No persistent file (the persistent form is
+    the ``nvidia-persistenced`` service)."""
 
     persistable = False
 
@@ -395,23 +401,26 @@ class PersistenceHandler(Handler):
 
     def read(self, a: Action) -> str:
         r = _run(["nvidia-smi", "-i", a.target, "--query-gpu=persistence_mode", "--format=csv,noheader"])
-        return r.stdout.strip()
+        state = r.stdout.strip()
+        if state not in ("Enabled", "Disabled"):
+            raise RemedyFailed(f"nvidia-smi printed {state!r} for the persistence mode of {a.target}")
+        return "1" if state == "Enabled" else "0"
 
     def intended(self, a: Action, before: str) -> str:
-        return "Enabled"
+        return "1"
 
     def apply(self, a: Action) -> None:
         _run(["nvidia-smi", "-i", a.target, "-pm", "1"])
 
     def restore(self, a: Action, before: str) -> None:
-        if before == "Disabled":
+        if before == "0":
             _run(["nvidia-smi", "-i", a.target, "-pm", "0"])
 
     def command(self, a: Action) -> str:
         return f"nvidia-smi -i {a.target} -pm 1"
 
     def revert_command(self, a: Action, before: str) -> str:
-        return f"nvidia-smi -i {a.target} -pm 0" if before == "Disabled" else "(was enabled before: nothing to do)"
+        return f"nvidia-smi -i {a.target} -pm 0" if before == "0" else "(was enabled before: nothing to do)"
 
 
 HANDLERS: dict[str, type[Handler]] = {
