@@ -57,3 +57,22 @@ def test_any_input_is_findings_or_a_user_error(tmp_path, text):
         assert "\n" not in str(e) and str(p) in str(e)
     else:
         assert isinstance(findings, list)
+
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "hosts" / "h200-1gpu"
+
+
+@pytest.mark.skipif(not FIXTURE.is_dir(), reason="the shared H200 capture is not in this checkout")
+def test_dry_run_from_the_real_h200_capture_lists_its_runtime_remedies(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(SRC), "PYTHONWARNINGS": "ignore", "INFERGAP_ETC": str(tmp_path / "etc")}
+    r = subprocess.run([sys.executable, "-m", "infergap", "fix", "--snapshot", str(FIXTURE), "--persist",
+                        "--db", str(tmp_path / "db")], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(("dry run", "note: running inside a container"))
+    # The capture's actionable runtime sysctls, with the commands this code would run.
+    assert "command  sysctl -w vm.swappiness=10" in r.stdout
+    assert "command  sysctl -w net.core.rmem_max=16777216" in r.stdout
+    assert f"persist  {tmp_path}/etc/sysctl.d/90-infergap.conf: vm.swappiness = 10" in r.stdout
+    # A runtime finding without an executable action is shown for doing by hand.
+    assert "limits.nofile" in r.stdout and "by hand" in r.stdout
+    assert not (tmp_path / "etc").exists()

@@ -131,9 +131,14 @@ def fix(
         typer.echo("dry run: nothing is changed (add --apply to make the changes)\n")
         for ch in plan.changes:
             typer.echo("\n".join(_render_change(ch, persist)) + "\n")
-        n = sum(1 for c in plan.changes if c.state == ChangeState.planned)
-        typer.echo(f"{n} change(s) would be applied" + (f"; {plan.filtered_out} actionable finding(s) of other severities or "
-                                                        "fix kinds not shown (--kind all lists them)" if plan.filtered_out else ""))
+        counts: dict[str, int] = {}
+        for c in plan.changes:
+            counts[c.state.value] = counts.get(c.state.value, 0) + 1
+        n = counts.pop(ChangeState.planned.value, 0)
+        rest = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(counts.items()))
+        typer.echo(f"{n} change(s) would be applied" + (f" ({rest})" if rest else "")
+                   + (f"; {plan.filtered_out} actionable finding(s) of other severities or fix kinds not shown"
+                      " (--kind all lists them)" if plan.filtered_out else ""))
         return
 
     def confirm(ch: Any) -> bool:
