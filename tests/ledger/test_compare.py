@@ -14,7 +14,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infergap.ledger import AuditDiff, HostId, Ledger, compare_audits, compare_bench_points
+from infergap.ledger import HostId, Ledger, compare_audits, compare_bench_points
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 HOST = HostId("0123456789ab", "gpu-a")

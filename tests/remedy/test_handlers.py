@@ -11,7 +11,7 @@ import pytest
 from infergap.findings import Action, Finding, Severity
 from infergap.ledger import Ledger
 from infergap.remedy import ChangeState, SystemPaths, apply_plan, plan_fix, revert_run
-from infergap.remedy.actions import ModprobeHandler, SetpciHandler, SysctlHandler
+from infergap.remedy.actions import SetpciHandler, SysctlHandler
 
 
 def _finding(fid: str, actions: list[dict], severity: str = "P1") -> Finding:

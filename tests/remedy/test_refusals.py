@@ -6,11 +6,10 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from infergap.findings import Action, Finding
+from infergap.findings import Finding, FixKind
 from infergap.ledger import Ledger
 from infergap.remedy import ChangeState, SystemPaths, plan_fix
 
@@ -107,7 +106,7 @@ def test_non_runtime_and_manual_findings_are_explained_not_attempted(tmp_path):
     plan = plan_fix(findings, paths=paths, container=None)
     assert [c.check_id for c in plan.changes] == ["limits.memlock"] and plan.filtered_out == 2
     assert plan.changes[0].state == ChangeState.manual and plan.changes[0].commands == ["echo by hand"]
-    plan = plan_fix(findings, paths=paths, container=None, kinds=set(__import__("infergap.findings").findings.FixKind))
+    plan = plan_fix(findings, paths=paths, container=None, kinds=set(FixKind))
     states = {c.check_id: (c.state, c.reason) for c in plan.changes}
     assert states["iommu.mode"][0] == ChangeState.not_runtime and "reboot" in states["iommu.mode"][1]
     assert states["pcie.bar1"][0] == ChangeState.not_runtime and "BIOS" in states["pcie.bar1"][1]
