@@ -126,10 +126,11 @@ def _hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-#: Keys of an audit report's ``host`` object that identify the machine (volatile keys such as the
-#: time or uptime are left out so that two audits of one machine share a fingerprint).
-_STABLE_HOST_KEYS = ("fingerprint", "machine_id", "hostname", "name", "product_name", "sys_vendor", "board_serial",
-                     "cpu_model", "cpus", "gpus", "gpu_names", "memory_bytes", "kernel")
+#: Keys of an audit report's ``host`` object that identify the machine: the hardware, not what an
+#: upgrade or a reboot changes (kernel, driver, snapshot path, time), so that two audits of one
+#: machine share a fingerprint.
+_STABLE_HOST_KEYS = ("machine_id", "hostname", "name", "product_name", "sys_vendor", "cpu", "cpu_model",
+                     "cpu_vendor", "cpus", "numa_nodes", "gpus", "memory_bytes", "virtualization")
 
 
 def host_fingerprint(host: Mapping[str, Any]) -> HostId:

@@ -142,3 +142,16 @@ def test_try_record_never_fails_the_caller(tmp_path, caplog):
     bad.write_bytes(b"x" * 5000)
     assert try_record("roofline", {"model": "m"}, None, db=bad) is None
     assert "run not recorded in the ledger" in caplog.text
+
+
+def test_fingerprint_of_the_real_capture_ignores_snapshot_path_and_software(tmp_path):
+    from infergap.audit import run_audit
+    from infergap.snapshot import open_snapshot
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "hosts" / "h200-1gpu"
+    with open_snapshot(str(fixture)) as snap:
+        host = run_audit(snap).model_dump(mode="json")["host"]
+    moved = {**host, "snapshot": {"kind": "archive", "label": "elsewhere.tar.gz"}, "kernel": "6.20.0", "driver": "590.1"}
+    other = {**host, "gpus": host["gpus"] * 2}
+    assert host_fingerprint(host) == host_fingerprint(moved)
+    assert host_fingerprint(host) != host_fingerprint(other)
