@@ -48,6 +48,7 @@ APPLICATION_ID = 0x49474150
 BUSY_TIMEOUT_MS = 30_000
 
 #: Ordered schema steps; ``PRAGMA user_version`` = number of steps applied. Append, never edit.
+#: A step is SQL statements separated by ";" (none inside a statement), run in one transaction.
 MIGRATIONS: list[str] = [
     # 1: runs and the fix journal.
     """

@@ -67,6 +67,11 @@ def test_default_path_comes_from_the_environment(tmp_path):
         led.record("plan", {"tiers": []}, None)
     r = _cli("history", env={"INFERGAP_DB": str(path)})
     assert r.returncode == 0 and "plan" in r.stdout
+    r = _cli("history", "--json", env={"INFERGAP_DB": str(path)})
+    import json
+
+    (run,) = json.loads(r.stdout)
+    assert run["id"] == 1 and run["kind"] == "plan" and run["created_at"].endswith("+00:00")
 
 
 @pytest.mark.parametrize("damage,message", [
@@ -155,3 +160,24 @@ def test_fingerprint_of_the_real_capture_ignores_snapshot_path_and_software(tmp_
     other = {**host, "gpus": host["gpus"] * 2}
     assert host_fingerprint(host) == host_fingerprint(moved)
     assert host_fingerprint(host) != host_fingerprint(other)
+
+
+def test_an_older_ledger_is_migrated_in_place_keeping_its_runs(tmp_path, monkeypatch):
+    import infergap.ledger as ledger_mod
+
+    path = tmp_path / "l.db"
+    with Ledger(path) as led:
+        rid = led.record("audit", {"findings": []}, HostId("aaaaaaaaaaaa"))
+    # A later version of the code adds a step; opening the version-1 file applies only that step.
+    step = "ALTER TABLE runs ADD COLUMN note TEXT; CREATE INDEX runs_note ON runs(note)"
+    monkeypatch.setattr(ledger_mod, "MIGRATIONS", [*MIGRATIONS, step])
+    with Ledger(path) as led:
+        assert led.schema_version == len(MIGRATIONS) + 1
+        assert led.get(rid).payload == {"findings": []}
+    db = sqlite3.connect(path)
+    assert "note" in [r[1] for r in db.execute("PRAGMA table_info(runs)")]
+    db.close()
+    # ...and the code of version 1 refuses the newer file instead of corrupting it.
+    monkeypatch.setattr(ledger_mod, "MIGRATIONS", MIGRATIONS)
+    with pytest.raises(LedgerError, match="schema version 2 is newer than this infergap supports \\(1\\)"):
+        Ledger(path)

@@ -16,6 +16,7 @@ def history(
     kind: str = typer.Option(None, "--kind", help="Only runs of this kind: audit, bench, roofline, plan, fix."),
     host: str = typer.Option(None, "--host", help="Only runs of this host (fingerprint prefix or name)."),
     limit: int = typer.Option(50, "--limit", help="Show at most this many runs, newest first."),
+    as_json: bool = typer.Option(False, "--json", help="Print the list as JSON (id, kind, created_at, host, host_name, status, what)."),
     db: Path = typer.Option(None, "--db", help=_DB_HELP),
 ) -> None:
     """List the runs recorded in the ledger, newest first."""
@@ -26,6 +27,11 @@ def history(
         raise UserError(f"--kind {kind}: expected one of {', '.join(KINDS)}")
     with Ledger(db) as ledger:
         runs = ledger.runs(kind=kind, host=host, limit=limit)
+    if as_json:
+        import json
+
+        typer.echo(json.dumps([r.summary() for r in runs], indent=1))
+        return
     if not runs:
         typer.echo("no runs recorded" + (" matching the filters" if kind or host else ""))
         return
