@@ -47,6 +47,8 @@ def fail(message: str) -> "typer.Exit":
 from infergap.cli import audit as _audit  # noqa: E402,F401
 from infergap.cli import roofline as _roofline  # noqa: E402,F401
 from infergap.cli import bench as _bench  # noqa: E402,F401
+from infergap.cli import fix as _fix  # noqa: E402,F401
+from infergap.cli import history as _history  # noqa: E402,F401
 
 
 def main() -> None:

@@ -1,0 +1,167 @@
+"""``infergap fix``: show (default), apply or revert the runtime remedies of an audit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from infergap.cli import app
+
+
+def _audit_findings(snapshot: Path | None) -> tuple[list[Any], dict[str, Any], dict[str, Any]]:
+    """Run the audit on a snapshot (or this host); returns findings, host object, report JSON."""
+    from infergap.errors import UserError
+
+    try:
+        from infergap.audit import run_audit
+    except ImportError:
+        raise UserError("the audit library is not available in this build; pass --report AUDIT.json") from None
+    from infergap.snapshot import open_snapshot
+
+    with open_snapshot(str(snapshot) if snapshot else None) as snap:
+        report = run_audit(snap)
+    doc = report.model_dump(mode="json")
+    return list(report.findings), doc.get("host") or {}, doc
+
+
+def _render_change(ch: Any, persist: bool) -> list[str]:
+    from infergap.remedy import ChangeState
+
+    sev = f"[{ch.severity.value}] " if ch.severity else ""
+    head = f"{sev}{ch.check_id}{(' ' + ch.subject) if ch.subject else ''}: {ch.title}"
+    lines = [head]
+    if ch.action is not None:
+        lines.append(f"  action   {ch.action.type} {ch.action.target}")
+    if ch.state in (ChangeState.manual, ChangeState.not_runtime):
+        lines.append(f"  {'skipped':8} {ch.reason}")
+        for c in ch.commands:
+            lines.append(f"  {'by hand':8} {c}")
+        return lines
+    if ch.command:
+        lines.append(f"  {'command':8} {ch.command}")
+    if ch.now is not None or ch.audit_value is not None:
+        seen = f"   (audit saw {ch.audit_value})" if ch.audit_value is not None and ch.audit_value != ch.now else ""
+        lines.append(f"  {'now':8} {ch.now if ch.now is not None else '?'}{seen}")
+    if ch.after is not None:
+        lines.append(f"  {'after':8} {ch.after}")
+    if ch.read_back is not None:
+        lines.append(f"  {'re-read':8} {ch.read_back}")
+    if ch.revert_command:
+        lines.append(f"  {'revert':8} {ch.revert_command}")
+    if persist:
+        for p in ch.persist or ["(no persistent form)"]:
+            lines.append(f"  {'persist':8} {p}")
+    state = ch.state.value.replace("_", " ")
+    lines.append(f"  {'state':8} {state}{(': ' + ch.reason) if ch.reason else ''}")
+    return lines
+
+
+@app.command()
+def fix(
+    snapshot: Path = typer.Option(None, "--snapshot", help="Audit this snapshot (default: audit this host)."),
+    report: Path = typer.Option(None, "--report", help="Use the findings of this audit JSON (infergap.audit/1)."),
+    only: str = typer.Option(None, "--only", help="Comma-separated check ids to act on."),
+    severity: str = typer.Option(None, "--severity", help="Only findings at this severity or more severe: P0, P1, P2."),
+    kind: str = typer.Option("runtime", "--kind", help="Fix kind to list: runtime (applied), or reboot, bios, hardware, software, all (explained only)."),
+    apply: bool = typer.Option(False, "--apply", help="Make the changes (default: dry run)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before each change."),
+    persist: bool = typer.Option(False, "--persist", help="Also write the persistent form (sysctl.d, modules-load.d, udev rule)."),
+    revert: bool = typer.Option(False, "--revert", help="Restore every value and file of fix run RUN (default: the last one)."),
+    run: str = typer.Argument(None, metavar="[RUN_ID|last]", help="With --revert: the fix run to revert."),
+    db: Path = typer.Option(None, "--db", help="Ledger database (default: $INFERGAP_DB or the user data directory)."),
+) -> None:
+    """Show, apply (--apply) or revert (--revert) the runtime remedies of an audit, with a journal."""
+    from infergap.errors import UserError
+    from infergap.findings import FixKind, Severity
+    from infergap.ledger import Ledger, host_fingerprint
+    from infergap.remedy import apply_plan, load_report, plan_fix, revert_run
+    from infergap.remedy.engine import ChangeState
+
+    if run is not None and not revert:
+        raise UserError(f"unexpected argument {run!r}: a run id is given only with --revert")
+    if revert:
+        with Ledger(db) as ledger:
+            res = revert_run(ledger, run or "last")
+        if res.already_reverted:
+            typer.echo(f"fix run {res.run_id} was already reverted; re-read only, nothing written")
+        else:
+            typer.echo(f"reverting fix run {res.run_id} (revert recorded as run {res.revert_run_id})")
+        for s in res.steps:
+            what = s.command if not res.already_reverted else s.target
+            val = f" → {s.read_back}" if s.read_back is not None else ""
+            typer.echo(f"  {s.status:13} {s.check_id}  {what}{val}{('  (' + s.error + ')') if s.error else ''}")
+        if not res.ok:
+            raise typer.Exit(1)
+        return
+
+    if snapshot and report:
+        raise UserError("--snapshot and --report: give one of them")
+    try:
+        sev = Severity(severity.upper()) if severity else None
+    except ValueError:
+        raise UserError(f"--severity {severity}: expected P0, P1 or P2") from None
+    kinds_arg = {k.strip().lower() for k in kind.split(",") if k.strip()}
+    if "all" in kinds_arg:
+        kinds = set(FixKind)
+    else:
+        try:
+            kinds = {FixKind(k) for k in kinds_arg}
+        except ValueError:
+            raise UserError(f"--kind {kind}: expected runtime, reboot, bios, hardware, software or all") from None
+    only_ids = {s.strip() for s in only.split(",") if s.strip()} if only else None
+
+    audit_doc = None
+    if report:
+        findings, host = load_report(report)
+        source: dict[str, Any] = {"report": str(report)}
+    else:
+        findings, host, audit_doc = _audit_findings(snapshot)
+        source = {"snapshot": str(snapshot) if snapshot else "live"}
+
+    plan = plan_fix(findings, only=only_ids, severity=sev, kinds=kinds)
+    if plan.container:
+        typer.echo(f"note: running inside a container ({plan.container}): host-owned settings are refused here")
+    if not plan.changes:
+        typer.echo("nothing to fix: no actionable finding matches" + (f" ({plan.filtered_out} filtered out)" if plan.filtered_out else ""))
+        return
+
+    if not apply:
+        typer.echo("dry run: nothing is changed (add --apply to make the changes)\n")
+        for ch in plan.changes:
+            typer.echo("\n".join(_render_change(ch, persist)) + "\n")
+        counts: dict[str, int] = {}
+        for c in plan.changes:
+            counts[c.state.value] = counts.get(c.state.value, 0) + 1
+        n = counts.pop(ChangeState.planned.value, 0)
+        rest = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(counts.items()))
+        typer.echo(f"{n} change(s) would be applied" + (f" ({rest})" if rest else "")
+                   + (f"; {plan.filtered_out} actionable finding(s) of other severities or fix kinds not shown"
+                      " (--kind all lists them)" if plan.filtered_out else ""))
+        return
+
+    def confirm(ch: Any) -> bool:
+        typer.echo("\n".join(_render_change(ch, persist)))
+        try:
+            return typer.confirm("apply this change?", default=False)
+        except typer.Abort:
+            return False
+
+    with Ledger(db) as ledger:
+        # A live audit is this machine's; a snapshot's host is identified from its report.
+        parent = (ledger.record("audit", audit_doc, host_fingerprint(host) if snapshot else None)
+                  if audit_doc is not None else None)
+        res = apply_plan(plan, ledger, persist=persist, confirm=None if yes else confirm, source=source, parent_id=parent)
+    for ch in res.changes:
+        typer.echo("\n".join(_render_change(ch, persist)) + "\n")
+    if res.run_id is None:
+        typer.echo("nothing applied: no change is in a state to run")
+        return
+    counts: dict[str, int] = {}
+    for ch in res.changes:
+        counts[ch.state.value] = counts.get(ch.state.value, 0) + 1
+    typer.echo(f"fix run {res.run_id}: {res.status} ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}); "
+               f"undo with: infergap fix --revert {res.run_id}")
+    if res.status == "failed":
+        raise typer.Exit(1)

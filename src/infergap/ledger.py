@@ -1,0 +1,607 @@
+"""The run ledger: an SQLite history of every audit, bench, roofline, plan and fix run.
+
+Each run is one row of ``runs``: its kind, the time (UTC, ISO 8601), the host fingerprint and the
+run's JSON document as written by its command. ``infergap fix`` also journals every change it makes
+in ``fix_steps`` (value before, command, value after, and the files it wrote with their previous
+content), which is what ``infergap fix --revert`` replays in reverse.
+
+Location: ``--db PATH``, else ``$INFERGAP_DB``, else ``infergap/ledger.sqlite3`` under the user's
+data directory (:func:`platformdirs.user_data_dir`).
+
+Concurrency: the database runs in WAL mode with a busy timeout (:data:`BUSY_TIMEOUT_MS`), and every
+write is one ``BEGIN IMMEDIATE`` transaction, so several processes can record runs at once (SQLite's
+documentation, "Write-Ahead Logging", https://www.sqlite.org/wal.html).
+
+Schema versions: ``PRAGMA user_version`` counts the steps of :data:`MIGRATIONS` already applied;
+opening a database applies the missing steps in one transaction. A database whose version is newer
+than this code knows, or a file that is not an infergap ledger, raises :class:`LedgerError`
+(a :class:`~infergap.errors.UserError`: one line, exit status 2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import socket
+import sqlite3
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping
+
+from infergap.errors import UserError
+
+log = logging.getLogger(__name__)
+
+#: Kinds of run the ledger holds.
+KINDS = ("audit", "bench", "roofline", "plan", "fix")
+
+#: ``PRAGMA application_id`` of an infergap ledger ("IGAP" in ASCII), so another SQLite file is
+#: recognised as foreign instead of being migrated (https://www.sqlite.org/pragma.html#pragma_application_id).
+APPLICATION_ID = 0x49474150
+
+#: How long a writer waits for another writer's lock before giving up, in milliseconds.
+BUSY_TIMEOUT_MS = 30_000
+
+#: Ordered schema steps; ``PRAGMA user_version`` = number of steps applied. Append, never edit.
+#: A step is SQL statements separated by ";" (none inside a statement), run in one transaction.
+MIGRATIONS: list[str] = [
+    # 1: runs and the fix journal.
+    """
+    CREATE TABLE runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        host TEXT NOT NULL DEFAULT '',
+        host_name TEXT NOT NULL DEFAULT '',
+        host_json TEXT,
+        status TEXT,
+        parent_id INTEGER REFERENCES runs(id),
+        payload TEXT NOT NULL
+    );
+    CREATE INDEX runs_kind_time ON runs(kind, id);
+    CREATE INDEX runs_host ON runs(host);
+    CREATE TABLE fix_steps (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        seq INTEGER NOT NULL,
+        check_id TEXT NOT NULL,
+        subject TEXT,
+        step_kind TEXT NOT NULL,
+        action_json TEXT,
+        target TEXT NOT NULL,
+        command TEXT NOT NULL,
+        before TEXT,
+        intended TEXT,
+        after TEXT,
+        file_existed INTEGER,
+        file_previous BLOB,
+        file_mode INTEGER,
+        status TEXT NOT NULL,
+        error TEXT,
+        started_at TEXT NOT NULL,
+        finished_at TEXT,
+        revert_status TEXT,
+        revert_value TEXT,
+        revert_error TEXT,
+        reverted_at TEXT,
+        UNIQUE(run_id, seq)
+    );
+    """,
+]
+
+
+class LedgerError(UserError):
+    """The ledger database cannot be used (corrupt, foreign, newer schema, unwritable). One line."""
+
+
+def utc_now() -> str:
+    """Current UTC time, ISO 8601 with microseconds and ``+00:00``."""
+    return datetime.now(timezone.utc).isoformat()
+
+
+def default_db_path() -> Path:
+    """``$INFERGAP_DB`` if set, else ``<user data dir>/ledger.sqlite3`` (platformdirs)."""
+    env = os.environ.get("INFERGAP_DB")
+    if env:
+        return Path(env)
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("infergap", appauthor=False)) / "ledger.sqlite3"
+
+
+@dataclass(frozen=True)
+class HostId:
+    """Identity of a host in the ledger: ``fingerprint`` (12 hex digits, stable across runs) and a
+    display ``name`` (may be empty when the source was scrubbed)."""
+
+    fingerprint: str
+    name: str = ""
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+#: Keys of an audit report's ``host`` object that identify the machine: the hardware, not what an
+#: upgrade or a reboot changes (kernel, driver, snapshot path, time), so that two audits of one
+#: machine share a fingerprint.
+_STABLE_HOST_KEYS = ("machine_id", "hostname", "name", "product_name", "sys_vendor", "cpu", "cpu_model",
+                     "cpu_vendor", "cpus", "numa_nodes", "gpus", "memory_bytes", "virtualization")
+
+
+def host_fingerprint(host: Mapping[str, Any]) -> HostId:
+    """Fingerprint of a host described by a report's ``host`` object.
+
+    Uses ``host["fingerprint"]`` when present, else a hash of the stable identifying keys
+    (:data:`_STABLE_HOST_KEYS`) that are present, else of the whole object.
+    """
+    name = str(host.get("hostname") or host.get("name") or "")
+    if host.get("fingerprint"):
+        return HostId(str(host["fingerprint"]), name)
+    stable = {k: host[k] for k in _STABLE_HOST_KEYS if k in host}
+    basis = stable or dict(host)
+    return HostId(_hash(json.dumps(basis, sort_keys=True, default=str)), name)
+
+
+def local_host() -> HostId:
+    """Identity of the machine this process runs on: a hash of ``/etc/machine-id`` (the hostname
+    when there is none) and the hostname as display name. The machine id itself is never stored."""
+    name = socket.gethostname()
+    try:
+        basis = Path("/etc/machine-id").read_text().strip()
+    except OSError:
+        basis = ""
+    return HostId(_hash(basis or f"hostname:{name}"), name)
+
+
+def _as_host(host: HostId | Mapping[str, Any] | str | None) -> HostId:
+    if host is None:
+        return local_host()
+    if isinstance(host, HostId):
+        return host
+    if isinstance(host, str):
+        return HostId(host)
+    return host_fingerprint(host)
+
+
+@dataclass
+class Run:
+    """One ledger row: ``payload`` is the run's JSON document, parsed."""
+
+    id: int
+    kind: str
+    created_at: str
+    host: str
+    host_name: str
+    status: str | None
+    parent_id: int | None
+    payload: Any
+
+    def summary(self) -> dict[str, Any]:
+        """A one-line description for ``infergap history``: id, kind, time, host, status, what."""
+        return {"id": self.id, "kind": self.kind, "created_at": self.created_at, "host": self.host,
+                "host_name": self.host_name, "status": self.status or "", "what": describe_payload(self.kind, self.payload)}
+
+
+def describe_payload(kind: str, payload: Any) -> str:
+    """Short human description of a run's payload (counts of findings, points, changes)."""
+    if not isinstance(payload, dict):
+        return ""
+    if kind == "audit":
+        findings = payload.get("findings") or []
+        act = sum(1 for f in findings if isinstance(f, dict) and f.get("status") == "actionable")
+        return f"{len(findings)} findings, {act} actionable"
+    if kind == "bench":
+        pts = payload.get("points") or []
+        model = (payload.get("environment") or {}).get("model", "")
+        return f"{len(pts)} points{(' · ' + model) if model else ''}"
+    if kind == "fix":
+        if payload.get("mode") == "revert":
+            return f"revert of run {payload.get('reverts')}"
+        counts: dict[str, int] = {}
+        for c in payload.get("changes") or []:
+            state = c.get("state", "?") if isinstance(c, dict) else "?"
+            counts[state] = counts.get(state, 0) + 1
+        what = ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "no changes"
+        return what + (" (persist)" if payload.get("persist") else "")
+    return ""
+
+
+class Ledger:
+    """The SQLite ledger. Open with ``Ledger(path)`` (``None``: :func:`default_db_path`); use as a
+    context manager or call :meth:`close`.
+
+    Raises :class:`LedgerError` when the file is not an SQLite database, belongs to another
+    application, has a schema newer than :data:`MIGRATIONS`, or cannot be created.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = Path(path) if path is not None else default_db_path()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise LedgerError(f"ledger {self.path}: cannot create its directory ({e.strerror or e})") from None
+        try:
+            self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        except sqlite3.Error as e:
+            raise LedgerError(f"ledger {self.path}: cannot open ({e})") from None
+        try:
+            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._setup_retrying()
+        except sqlite3.DatabaseError as e:
+            self._db.close()
+            raise LedgerError(f"ledger {self.path}: not a usable infergap ledger ({e})") from None
+        except LedgerError:
+            self._db.close()
+            raise
+
+    # -- schema ---------------------------------------------------------------------------------
+
+    def _setup_retrying(self) -> None:
+        """:meth:`_setup`, retried while another process holds a lock it cannot wait for.
+
+        Switching a new database to WAL and migrating it both need an exclusive lock; when two
+        processes open a new database at once SQLite may answer one of them ``database is locked``
+        at once instead of waiting (its deadlock avoidance), so retry until the busy timeout."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                self._setup()
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e) or time.monotonic() > deadline:
+                    raise
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                time.sleep(random.uniform(0.01, 0.1))
+
+    def _state(self) -> tuple[int, int, bool]:
+        """(user_version, application_id, has tables), read in one transaction so that another
+        process's migration is seen either entirely or not at all."""
+        db = self._db
+        own = not db.in_transaction
+        if own:
+            db.execute("BEGIN")
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            app_id = db.execute("PRAGMA application_id").fetchone()[0]
+            tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
+        finally:
+            if own:
+                db.execute("COMMIT")
+        return version, app_id, tables
+
+    def _check(self, version: int, app_id: int, tables: bool) -> None:
+        if version > len(MIGRATIONS):
+            raise LedgerError(
+                f"ledger {self.path}: schema version {version} is newer than this infergap supports "
+                f"({len(MIGRATIONS)}); upgrade infergap or use another --db")
+        if app_id not in (0, APPLICATION_ID) or (app_id == 0 and tables):
+            raise LedgerError(f"ledger {self.path}: not an infergap ledger (another application's SQLite database)")
+
+    def _setup(self) -> None:
+        db = self._db
+        version, app_id, tables = self._state()
+        self._check(version, app_id, tables)
+        if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA foreign_keys = ON")
+        if version == len(MIGRATIONS):
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            # Re-read under the write lock: another process may have migrated meanwhile.
+            version, app_id, tables = self._state()
+            self._check(version, app_id, tables)
+            for step in MIGRATIONS[version:]:
+                for stmt in [s for s in step.split(";") if s.strip()]:
+                    db.execute(stmt)
+            db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            db.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    @property
+    def schema_version(self) -> int:
+        """``PRAGMA user_version`` of the open database."""
+        return self._db.execute("PRAGMA user_version").fetchone()[0]
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._db.close()
+
+    def __enter__(self) -> "Ledger":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _write(self, sql: str, params: tuple[Any, ...] | Mapping[str, Any] = ()) -> sqlite3.Cursor:
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                cur = self._db.execute(sql, params)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as e:
+            raise LedgerError(f"ledger {self.path}: write failed ({e})") from None
+        return cur
+
+    # -- runs -----------------------------------------------------------------------------------
+
+    def record(self, kind: str, payload_json: str | Mapping[str, Any] | list[Any],
+               host: HostId | Mapping[str, Any] | str | None = None, *, status: str | None = None,
+               parent_id: int | None = None) -> int:
+        """Store one run and return its id (an integer, increasing).
+
+        ``kind``: one of :data:`KINDS`. ``payload_json``: the run's JSON document, as text or as a
+        parsed object (stored as compact JSON). ``host``: a :class:`HostId`, a report's ``host``
+        object (fingerprinted by :func:`host_fingerprint`), a fingerprint string, or ``None`` for
+        the machine this process runs on. Raises :class:`LedgerError` for an unknown kind or
+        payload text that is not JSON.
+        """
+        if kind not in KINDS:
+            raise LedgerError(f"ledger: unknown run kind {kind!r} (one of {', '.join(KINDS)})")
+        if isinstance(payload_json, str):
+            try:
+                json.loads(payload_json)
+            except ValueError as e:
+                raise LedgerError(f"ledger: {kind} payload is not JSON ({e})") from None
+            text = payload_json
+        else:
+            text = json.dumps(payload_json, separators=(",", ":"), default=str)
+        hid = _as_host(host)
+        host_json = json.dumps(dict(host), default=str) if isinstance(host, Mapping) else None
+        cur = self._write(
+            "INSERT INTO runs(kind, created_at, host, host_name, host_json, status, parent_id, payload) VALUES (?,?,?,?,?,?,?,?)",
+            (kind, utc_now(), hid.fingerprint, hid.name, host_json, status, parent_id, text))
+        return int(cur.lastrowid)
+
+    def update_run(self, run_id: int, *, payload: Mapping[str, Any] | None = None, status: str | None = None) -> None:
+        """Replace a run's payload and/or status (used by ``fix`` as its changes complete)."""
+        if payload is not None:
+            self._write("UPDATE runs SET payload = ? WHERE id = ?", (json.dumps(payload, separators=(",", ":"), default=str), run_id))
+        if status is not None:
+            self._write("UPDATE runs SET status = ? WHERE id = ?", (status, run_id))
+
+    def _row_to_run(self, row: tuple[Any, ...]) -> Run:
+        rid, kind, created, host, name, status, parent, payload = row
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            data = None
+        return Run(rid, kind, created, host, name, status, parent, data)
+
+    _COLS = "id, kind, created_at, host, host_name, status, parent_id, payload"
+
+    def get(self, run_id: int | str) -> Run:
+        """The run with this id; ``"last"`` is the newest run. Raises :class:`LedgerError` when absent."""
+        if str(run_id) == "last":
+            row = self._db.execute(f"SELECT {self._COLS} FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+        else:
+            try:
+                rid = int(run_id)
+            except ValueError:
+                raise LedgerError(f"run id {run_id!r}: not a number or 'last'") from None
+            row = self._db.execute(f"SELECT {self._COLS} FROM runs WHERE id = ?", (rid,)).fetchone()
+        if row is None:
+            raise LedgerError(f"ledger {self.path}: no run {run_id}")
+        return self._row_to_run(row)
+
+    def latest(self, kind: str | None = None, host: str | None = None, status: str | None = None) -> Run | None:
+        """The newest run of this kind (and host fingerprint/name prefix, and status), or ``None``.
+        ``infergap bench --baseline last`` uses ``latest(kind="bench")``."""
+        runs = self.runs(kind=kind, host=host, status=status, limit=1)
+        return runs[0] if runs else None
+
+    def runs(self, kind: str | None = None, host: str | None = None, status: str | None = None,
+             limit: int | None = None) -> list[Run]:
+        """Runs newest first, filtered by kind, host (fingerprint prefix or exact name) and status."""
+        where, params = [], []
+        if kind:
+            where.append("kind = ?")
+            params.append(kind)
+        if host:
+            where.append("(host LIKE ? OR host_name = ?)")
+            params += [host.replace("%", "") + "%", host]
+        if status:
+            where.append("status = ?")
+            params.append(status)
+        sql = f"SELECT {self._COLS} FROM runs" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id DESC"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        return [self._row_to_run(r) for r in self._db.execute(sql, params)]
+
+    # -- fix journal ----------------------------------------------------------------------------
+
+    def journal_begin(self, run_id: int, seq: int, *, check_id: str, subject: str | None, step_kind: str,
+                      target: str, command: str, action_json: str | None = None, before: str | None = None,
+                      intended: str | None = None, file_existed: bool | None = None,
+                      file_previous: bytes | None = None, file_mode: int | None = None) -> int:
+        """Journal a change *before* it is made (status ``pending``); returns the step id.
+
+        ``step_kind`` is ``value`` (a setting: ``before`` is the value read back from the system) or
+        ``file`` (a file written by ``--persist``: ``file_existed``, ``file_previous`` bytes and mode).
+        """
+        cur = self._write(
+            "INSERT INTO fix_steps(run_id, seq, check_id, subject, step_kind, action_json, target, command, before,"
+            " intended, file_existed, file_previous, file_mode, status, started_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (run_id, seq, check_id, subject, step_kind, action_json, target, command, before, intended,
+             None if file_existed is None else int(file_existed), file_previous, file_mode, "pending", utc_now()))
+        return int(cur.lastrowid)
+
+    def journal_end(self, step_id: int, *, status: str, after: str | None = None, error: str | None = None) -> None:
+        """Journal the outcome of a change: ``applied`` or ``failed``, the value re-read, the error."""
+        self._write("UPDATE fix_steps SET status = ?, after = ?, error = ?, finished_at = ? WHERE id = ?",
+                    (status, after, error, utc_now(), step_id))
+
+    def journal_revert(self, step_id: int, *, status: str, value: str | None = None, error: str | None = None) -> None:
+        """Journal the revert of one step: ``reverted`` or ``revert_failed``, the value re-read."""
+        self._write("UPDATE fix_steps SET revert_status = ?, revert_value = ?, revert_error = ?, reverted_at = ? WHERE id = ?",
+                    (status, value, error, utc_now(), step_id))
+
+    def steps(self, run_id: int) -> list[dict[str, Any]]:
+        """The journal of one fix run, in the order the changes were made."""
+        cur = self._db.execute("SELECT * FROM fix_steps WHERE run_id = ? ORDER BY seq", (run_id,))
+        cols = [c[0] for c in cur.description]
+        return [dict(zip(cols, row)) for row in cur]
+
+    def integrity_ok(self) -> bool:
+        """True when ``PRAGMA integrity_check`` reports ``ok``."""
+        return self._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+
+def try_record(kind: str, payload: str | Mapping[str, Any], host: HostId | Mapping[str, Any] | str | None = None,
+               db: str | os.PathLike[str] | None = None) -> int | None:
+    """Record a run after its output was written, never failing the command: returns the run id,
+    or ``None`` (with a warning logged) when the ledger cannot be used. For ``audit``, ``bench``,
+    ``roofline`` and ``plan``: ``host=None`` for a run measured on this machine, the report's
+    ``host`` object for one computed from a snapshot."""
+    try:
+        with Ledger(db) as led:
+            return led.record(kind, payload, host)
+    except LedgerError as e:
+        log.warning("run not recorded in the ledger: %s", e)
+        return None
+
+
+# -- comparing runs ---------------------------------------------------------------------------------
+
+#: Bench metrics compared per point: (name, path in a trial's JSON, True when higher is better).
+BENCH_METRICS: list[tuple[str, tuple[str, ...], bool]] = [
+    ("output_throughput_tps", ("output_throughput_tps",), True),
+    ("request_throughput_rps", ("request_throughput_rps",), True),
+    ("ttft_ms_p50", ("ttft_ms", "p50"), False),
+    ("ttft_ms_p99", ("ttft_ms", "p99"), False),
+    ("tpot_ms_p50", ("tpot_ms", "p50"), False),
+    ("itl_ms_p50", ("itl_ms", "p50"), False),
+    ("e2e_ms_p50", ("e2e_ms", "p50"), False),
+]
+
+
+@dataclass
+class MetricChange:
+    """One metric of one load point in two bench runs: the trial values of each run, their medians,
+    the relative change of the median (``change_pct``, B vs A), whether it is ``significant`` (each
+    run's median lies outside the other run's min–max range over its trials) and ``better``."""
+
+    point: str
+    metric: str
+    a_values: list[float]
+    b_values: list[float]
+    a_median: float | None
+    b_median: float | None
+    change_pct: float | None
+    significant: bool
+    better: bool | None
+
+
+def _dig(obj: Any, path: tuple[str, ...]) -> float | None:
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return float(obj) if isinstance(obj, (int, float)) and not isinstance(obj, bool) else None
+
+
+def _median(values: list[float]) -> float | None:
+    if not values:
+        return None
+    import numpy as np
+
+    return float(np.median(values))
+
+
+def _point_label(p: Mapping[str, Any]) -> str:
+    if p.get("mode") == "rate":
+        cap = f",c≤{p['concurrency']}" if p.get("concurrency") else ""
+        return f"r={p.get('request_rate'):g}/s{cap}" if isinstance(p.get("request_rate"), (int, float)) else f"r=?{cap}"
+    return f"c={p.get('concurrency')}"
+
+
+def compare_bench_points(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[MetricChange]:
+    """Per-point, per-metric comparison of two ``infergap.bench/1`` documents.
+
+    Points are matched by load level (``c=64``, ``r=4/s``); the values compared are each trial's
+    metric (:data:`BENCH_METRICS`). A change is *significant* only when B's median lies outside A's
+    min–max range over its trials **and** A's median lies outside B's — so noise as large as the
+    spread either run showed between its own trials is never reported as a change. With one trial
+    per run the ranges collapse to points and any difference counts; the report says how many
+    trials each side had.
+    """
+    def by_label(doc: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+        return {_point_label(p): p for p in (doc.get("points") or []) if isinstance(p, dict)}
+
+    pa, pb = by_label(a), by_label(b)
+    out: list[MetricChange] = []
+    for label in [k for k in pa if k in pb]:
+        for name, path, higher_better in BENCH_METRICS:
+            av = [v for v in (_dig(t, path) for t in pa[label].get("trials") or []) if v is not None]
+            bv = [v for v in (_dig(t, path) for t in pb[label].get("trials") or []) if v is not None]
+            if not av or not bv:
+                continue
+            am, bm = _median(av), _median(bv)
+            assert am is not None and bm is not None
+            sig = not (min(av) <= bm <= max(av)) and not (min(bv) <= am <= max(bv))
+            change = (bm - am) / am * 100.0 if am else None
+            better = None if bm == am else ((bm > am) == higher_better)
+            out.append(MetricChange(label, name, av, bv, am, bm, change, sig, better))
+    return out
+
+
+def finding_key(f: Mapping[str, Any]) -> tuple[str, str]:
+    """Identity of a finding across runs: (check id, subject or "")."""
+    return (str(f.get("id", "")), str(f.get("subject") or ""))
+
+
+@dataclass
+class AuditDiff:
+    """Findings of audit B relative to audit A, keyed by (id, subject): ``appeared`` and
+    ``disappeared`` findings, and ``changed`` ones as (key, A's status/severity, B's)."""
+
+    appeared: list[dict[str, Any]]
+    disappeared: list[dict[str, Any]]
+    changed: list[tuple[tuple[str, str], str, str]]
+
+
+def _status_text(f: Mapping[str, Any]) -> str:
+    sev = f.get("severity")
+    return f"{f.get('status')}{(' ' + sev) if sev else ''}"
+
+
+def compare_audits(a: Mapping[str, Any], b: Mapping[str, Any]) -> AuditDiff:
+    """Compare two ``infergap.audit/1`` reports finding by finding (see :class:`AuditDiff`)."""
+    fa = {finding_key(f): f for f in a.get("findings") or [] if isinstance(f, dict)}
+    fb = {finding_key(f): f for f in b.get("findings") or [] if isinstance(f, dict)}
+    appeared = [fb[k] for k in fb if k not in fa]
+    disappeared = [fa[k] for k in fa if k not in fb]
+    changed = [(k, _status_text(fa[k]), _status_text(fb[k])) for k in fa if k in fb and _status_text(fa[k]) != _status_text(fb[k])]
+    return AuditDiff(appeared, disappeared, changed)
+
+
+def compare_runs(a: Run, b: Run) -> AuditDiff | list[MetricChange]:
+    """Compare two runs of the same kind: audits by finding, benches per point.
+
+    For benches, :func:`infergap.bench.compare_bench` is used when the bench library provides it;
+    otherwise :func:`compare_bench_points`. Raises :class:`LedgerError` for runs of different kinds
+    or of a kind with no comparison.
+    """
+    if a.kind != b.kind:
+        raise LedgerError(f"compare: run {a.id} is a {a.kind} run and run {b.id} a {b.kind} run; compare runs of one kind")
+    if not isinstance(a.payload, dict) or not isinstance(b.payload, dict):
+        raise LedgerError(f"compare: run {a.id if not isinstance(a.payload, dict) else b.id} has no JSON object payload")
+    if a.kind == "audit":
+        return compare_audits(a.payload, b.payload)
+    if a.kind == "bench":
+        return compare_bench_points(a.payload, b.payload)
+    raise LedgerError(f"compare: runs of kind {a.kind} cannot be compared (audit and bench runs can)")
