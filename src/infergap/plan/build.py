@@ -203,8 +203,8 @@ def build_host_fixes(audit: dict[str, Any] | None) -> list[HostFix]:
     """Actionable audit findings grouped by check id, runtime first, P0 first inside each kind."""
     groups: dict[str, HostFix] = {}
     for f in (audit or {}).get("findings") or []:
-        if f.get("status") != "actionable":
-            continue
+        if f.get("status") != "actionable" or f["id"].startswith(("engine.", "server.")):
+            continue  # the serving engine's own settings are levers, not host fixes
         h = groups.get(f["id"])
         rem = f.get("remedy") or {}
         if h is None:

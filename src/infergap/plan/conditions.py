@@ -51,7 +51,7 @@ class Test:
     def text(self) -> str:
         sym = {"eq": "=", "ne": "≠", "gt": ">", "ge": "≥", "lt": "<", "le": "≤", "in": "∈", "not_in": "∉",
                "version_ge": "≥", "version_lt": "<", "exists": "known"}[self.op]
-        if self.op == "exists":
+        if self.op in ("exists", "eq"):
             return f"{self.fact} = {_show(self.value)} [{self.source}]"
         return f"{self.fact} = {_show(self.value)} ({sym} {_show(self.arg)}) [{self.source}]"
 

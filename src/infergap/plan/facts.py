@@ -96,6 +96,10 @@ def from_audit(facts: dict[str, Fact], audit: dict[str, Any]) -> None:
     for fid, f in worst.items():
         ev = (f.get("evidence") or [{}])[0].get("source")
         _put(facts, f"finding.{fid}", f["status"], f"audit {fid}" + (f": {ev}" if ev else ""))
+    if "engine.moe_config" in worst:
+        _put(facts, "log.moe_default", worst["engine.moe_config"]["status"] == "actionable", "audit engine.moe_config")
+    if "engine.kv_pressure" in worst:
+        _put(facts, "load.kv_pressure", worst["engine.kv_pressure"]["status"] == "actionable", "audit engine.kv_pressure")
     nv = worst.get("nvlink.topology")
     if nv is not None:
         ev = (nv.get("evidence") or [{}])[0]
@@ -174,7 +178,8 @@ def from_server(facts: dict[str, Fact], cfg: Any, overwrite: bool = False) -> No
     if cfg.kv_cache_dtype:
         put("server.kv_cache_dtype", _norm_kv(cfg.kv_cache_dtype), "kv_cache_dtype")
     put("server.n_slots", cfg.n_slots, "n_slots")
-    put("server.preemptions", cfg.preemptions_total, "preemptions_total")
+    if cfg.preemptions_total is not None:
+        put("load.kv_pressure", cfg.preemptions_total > 0, "preemptions_total")
 
 
 def from_engine_logs(facts: dict[str, Fact], logs: list[tuple[str, Any]]) -> None:
@@ -188,6 +193,11 @@ def from_engine_logs(facts: dict[str, Fact], logs: list[tuple[str, Any]]) -> Non
         first = next((f.first_no_graph_line for _, f in logs if f.first_no_graph_line), None)
         _put(facts, "log.decode_no_graph", no_graph, f"{label}: " + (first or "every decode batch ran with CUDA graphs"))
     _put(facts, "log.moe_default", any(f.moe_default_count for _, f in logs), f"{label}: 'Using default MoE config' lines")
+    if any(f.decode_batches or f.retractions or f.preemptions for _, f in logs):
+        hit = [(lab, f) for lab, f in logs if f.retractions or f.preemptions or (f.max_token_usage or 0) >= 0.95]
+        _put(facts, "load.kv_pressure", bool(hit), f"{(hit or logs)[0][0]}: " + (
+            f"retractions {hit[0][1].retractions}, preemptions {hit[0][1].preemptions}, max token usage {hit[0][1].max_token_usage}" if hit
+            else "no retraction, preemption or full KV cache in the decode lines"))
     runs = [f.max_running for _, f in logs if f.max_running]
     if runs:
         _put(facts, "load.running_max", max(runs), f"{label}: largest #running-req")

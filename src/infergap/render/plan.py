@@ -6,6 +6,7 @@ import io
 import json
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from infergap.plan import TIER_LABEL, Plan, PlanItem
@@ -27,41 +28,41 @@ def render_text(plan: Plan, color: bool = False, width: int = 120) -> str:
     """Terminal report: gap, host fixes, levers by tier (with evidence chains), will-not-help, unknowns."""
     buf = io.StringIO()
     c = Console(file=buf, force_terminal=color, no_color=not color, width=width, highlight=False)
-    c.print("[bold]infergap plan[/]  " + "  ".join(f"{s.name}: {s.status}" + (f" ({s.detail})" if s.detail else "") for s in plan.stages))
+    c.print("[bold]infergap plan[/]  " + escape("  ".join(f"{s.name}: {s.status}" + (f" ({s.detail})" if s.detail else "") for s in plan.stages)))
     c.print()
     c.print("[bold]EFFICIENCY GAP[/]")
     g = plan.gap
     if g.summary:
-        c.print("  " + g.summary)
+        c.print(escape("  " + g.summary))
     if g.binds:
-        c.print("  binds: " + g.binds)
+        c.print(escape("  binds: " + g.binds))
     if g.headline:
         for h in g.headline:
-            c.print(f"    {h['label']:<28} {h['bound_tok_s']:>9.1f} tok/s   measured {h['measured_tok_s']:.2f} = {h['ratio']:.2%}")
+            c.print(escape(f"    {h['label']:<28} {h['bound_tok_s']:>9.1f} tok/s   measured {h['measured_tok_s']:.2f} = {h['ratio']:.2%}"))
     if g.points:
         t = Table(show_edge=False, pad_edge=False, box=None)
         for col in ("concurrency", "measured tok/s", "bound tok/s", "bound", "binds", "efficiency", "note"):
             t.add_column(col, justify="right" if col in ("concurrency", "measured tok/s", "bound tok/s", "efficiency") else "left")
         for p in g.points:
-            t.add_row(str(p.concurrency), f"{p.measured_tok_s:.2f}", f"{p.bound_tok_s:.1f}" if p.bound_tok_s else "–", p.bound or "–",
-                      p.binds or "–", f"{p.ratio:.1%}" if p.ratio else "–", p.note or "")
+            t.add_row(*map(escape, [str(p.concurrency), f"{p.measured_tok_s:.2f}", f"{p.bound_tok_s:.1f}" if p.bound_tok_s else "–", p.bound or "–",
+                      p.binds or "–", f"{p.ratio:.1%}" if p.ratio else "–", p.note or ""]))
         c.print(t)
     if not g.points and not g.headline:
         c.print("  no bench result: run infergap bench (or infergap doctor) to measure the gap")
     c.print()
     c.print("[bold]TOP ACTIONS[/]")
     for i, a in enumerate(plan.top_actions, 1):
-        c.print(f" {i}. {a}")
+        c.print(escape(f" {i}. {a}"))
     c.print()
     c.print(f"[bold]HOST FIXES[/] ({len(plan.host_fixes)}, from the audit: runtime first, P0 first)")
     for h in plan.host_fixes:
-        c.print(f"  {h.severity} {h.fix_kind:<8} {h.id} — {h.title}")
+        c.print(escape(f"  {h.severity} {h.fix_kind:<8} {h.id} — {h.title}"))
         for cmd in h.commands[:2]:
-            c.print(f"      fix: {cmd}")
+            c.print(escape(f"      fix: {cmd}"))
         if len(h.commands) > 2:
-            c.print(f"      (+{len(h.commands) - 2} more commands)")
+            c.print(escape(f"      (+{len(h.commands) - 2} more commands)"))
         for cmd in h.revert[:1]:
-            c.print(f"      revert: {cmd}")
+            c.print(escape(f"      revert: {cmd}"))
     if not plan.host_fixes:
         c.print("  none" + ("" if any(s.name == "audit" and s.status in ("given", "ok") for s in plan.stages) else " (no audit)"))
     for tier in ("flag_flip", "small_change", "engineering"):
@@ -69,29 +70,29 @@ def render_text(plan: Plan, color: bool = False, width: int = 120) -> str:
         c.print()
         c.print(f"[bold]{TIER_LABEL[tier].upper()}[/] ({len(items)})")
         for x in items:
-            c.print(f"  • {x.title}  [{x.id}]")
-            c.print(f"      because: {' ∧ '.join(x.selected_by)}")
+            c.print(escape(f"  • {x.title}  [{x.id}]"))
+            c.print(escape(f"      because: {' ∧ '.join(x.selected_by)}"))
             for a in x.actions:
-                c.print(f"      do: {a}")
-            c.print(f"      expect: {_gain(x)} — {x.source}")
-            c.print(f"      risk: {x.risk}")
-            c.print(f"      verify: {x.verify}")
-            c.print(f"      undo: {x.undo}")
+                c.print(escape(f"      do: {a}"))
+            c.print(escape(f"      expect: {_gain(x)} — {x.source}"))
+            c.print(escape(f"      risk: {x.risk}"))
+            c.print(escape(f"      verify: {x.verify}"))
+            c.print(escape(f"      undo: {x.undo}"))
         if not items:
             c.print("  none selected by the facts at hand")
     c.print()
     c.print(f"[bold]WILL NOT HELP[/] ({len(plan.wont_help)})")
     for x in plan.wont_help:
-        c.print(f"  • {x.title}  [{x.id}]")
-        c.print(f"      why: {x.why}")
-        c.print(f"      because: {' ∧ '.join(x.selected_by)}")
+        c.print(escape(f"  • {x.title}  [{x.id}]"))
+        c.print(escape(f"      why: {x.why}"))
+        c.print(escape(f"      because: {' ∧ '.join(x.selected_by)}"))
     c.print()
     c.print(f"[bold]UNKNOWN[/] ({len(plan.unknowns)})")
     for u in plan.unknowns:
-        c.print(f"  • {u.fact} — decides {', '.join(u.decides)}")
-        c.print(f"      find out: {u.command}")
+        c.print(escape(f"  • {u.fact} — decides {', '.join(u.decides)}"))
+        c.print(escape(f"      find out: {u.command}"))
     c.print()
-    c.print("[dim]ranking: " + plan.ranking + "[/]")
+    c.print("[dim]ranking: " + escape(plan.ranking) + "[/]")
     return buf.getvalue()
 
 
