@@ -188,6 +188,8 @@ def build_gap(roofline: dict[str, Any] | None, bench: Any) -> Gap:
         tight = gap.headline[-1]
         gap.summary = (f"batch 1: {agg['measured_tok_s']:.2f} tok/s is {agg['ratio']:.1%} of the aggregate bound "
                        f"({agg['bound_tok_s']:.1f} tok/s) and {tight['ratio']:.1%} of the tightest bound, {tight['label']} ({tight['bound_tok_s']:.1f} tok/s)")
+        if agg["ratio"] > 1.05:
+            gap.summary += " — above the bound: the roofline's model or GPUs are not what the server runs (check --model / --gpu)"
     elif gap.points and roofline:
         best = max((g for g in gap.points if g.ratio), key=lambda g: g.ratio, default=None)
         if best:
