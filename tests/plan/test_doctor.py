@@ -115,3 +115,14 @@ def test_stages_that_cannot_run_are_recorded(tmp_path):
 def test_bad_url_is_one_line(tmp_path):
     r = _doctor("--url", "not-a-url", "--output-dir", tmp_path, timeout=60)
     assert r.returncode == 2 and r.stderr.strip().startswith("infergap: error: --url not-a-url") and "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+def test_plan_reads_a_live_server(llama_server):
+    r = subprocess.run([sys.executable, "-m", "infergap", "plan", "--server", llama_server.url, "--format", "json"], capture_output=True,
+                       text=True, timeout=60, env=_env(), stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert next(s for s in plan["stages"] if s["name"] == "server")["status"] == "given"
+    assert plan["facts"]["engine.name"]["value"] == "llama.cpp" and plan["facts"]["engine.name"]["source"].startswith("GET ")
+    assert plan["unknowns"] and all(u["command"].startswith("infergap ") for u in plan["unknowns"])
