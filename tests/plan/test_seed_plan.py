@@ -4,6 +4,7 @@ bench figures → the plan the seed campaign reached by hand, item by item from 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -93,7 +94,7 @@ def test_json_schema_and_cli(seed_inputs, tmp_path):
     a.write_text(json.dumps(audit.to_json()))
     r.write_text(json.dumps(rl.to_json_dict()))
     b.write_text(bench.to_json())
-    env = {"PYTHONPATH": str(ROOT / "src"), "COLUMNS": "120"}
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), COLUMNS="120")
     cmd = [sys.executable, "-m", "infergap", "plan", "--audit", str(a), "--roofline", str(r), "--bench", str(b), "--evidence", str(SEED_LOG)]
     out = subprocess.run(cmd + ["--format", "json"], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
