@@ -64,11 +64,13 @@ def run_audit(
     :class:`AuditReport`; never raises for bad evidence.
     """
     mods = investigators if investigators is not None else REGISTRY
+    live = snap if isinstance(snap, LiveSnapshot) else getattr(snap, "base", None)  # evidence over a live host
+    live = live if isinstance(live, LiveSnapshot) else None
     if parallel is None:
-        parallel = isinstance(snap, LiveSnapshot)
+        parallel = live is not None
     t0 = time.perf_counter()
-    if isinstance(snap, LiveSnapshot) and parallel:
-        snap.prefetch()
+    if live is not None and parallel:
+        live.prefetch()
     facts = Facts(snap)
     ctx = Context(snap=snap, facts=facts, server=server)
     runs: list[InvestigatorRun] = []

@@ -82,6 +82,7 @@ class PciFunction:
     config_error: str | None = None
     lspci: LspciDevice | None = None
     garbage: list[str] = field(default_factory=list)
+    path_known: bool = False
 
     @property
     def is_gpu(self) -> bool:
@@ -150,6 +151,12 @@ class Facts:
         v = self.snap.read_value(path)
         return None if v is None else Value(v, self.snap.source_of(path))
 
+    def src(self, name: str) -> str:
+        """Evidence source label of command ``name``: ``cmds/<name>.out``, or the pasted file it
+        came from when the snapshot answers it from evidence."""
+        r = self.snap.cmd(name)
+        return r.source if r is not None else f"cmds/{name}.out"
+
     def cmd_ok(self, name: str) -> Any:
         """The CmdResult of a command that ran successfully, else None."""
         r = self.snap.cmd(name)
@@ -168,7 +175,7 @@ class Facts:
         if v is not None:
             return Value(re.sub(r"\s+", "\t", v.value), v.source)
         s = self.sysctl_all().get(key)
-        return Value(re.sub(r"\s+", "\t", s), "cmds/sysctl_all.out") if s is not None else None
+        return Value(re.sub(r"\s+", "\t", s), self.src("sysctl_all")) if s is not None else None
 
     # -- PCI -------------------------------------------------------------------------------------
     @memo
@@ -218,6 +225,7 @@ class Facts:
             grp = snap.read_value(f"{d}/iommu_group.link")
             f.iommu_group = grp.rsplit("/", 1)[-1] if grp else None
             link = snap.read_value(f"{base}/{bdf}.link")
+            f.path_known = bool(link)
             if link:
                 parts = [p for p in link.split("/") if re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", p)]
                 if len(parts) >= 2:
@@ -255,7 +263,7 @@ class Facts:
         try:
             return parse_nvsmi_xml(r.stdout)
         except NvsmiParseError as e:
-            self.problems["cmds/nvsmi_qx.out"] = str(e)
+            self.problems[self.src("nvsmi_qx")] = str(e)
             return None
 
     @memo
@@ -276,10 +284,10 @@ class Facts:
         layers: list[tuple[str, list[NvsmiGpu]]] = []
         r = self.cmd_ok("nvsmi_csv")
         if r:
-            layers.append(("cmds/nvsmi_csv.out", csv_to_gpus(parse_query_csv(r.stdout))))
+            layers.append((self.src("nvsmi_csv"), csv_to_gpus(parse_query_csv(r.stdout))))
         x = self.nvsmi_xml()
         if x is not None:
-            layers.append(("cmds/nvsmi_qx.out", x.gpus))
+            layers.append((self.src("nvsmi_qx"), x.gpus))
         n = self.nvml()
         if n is not None:
             layers.append(("probes/nvml.json", nvml_to_gpus(n)))
@@ -326,7 +334,7 @@ class Facts:
         try:
             return parse_topo(r.stdout)
         except NvsmiParseError as e:
-            self.problems["cmds/nvsmi_topo.out"] = str(e)
+            self.problems[self.src("nvsmi_topo")] = str(e)
             return None
 
     @memo
@@ -350,7 +358,7 @@ class Facts:
                     return d
             except json.JSONDecodeError:
                 continue
-        self.problems["cmds/torch.out"] = "no JSON line in torch probe output"
+        self.problems[self.src("torch")] = "no JSON line in torch probe output"
         return None
 
     @memo
@@ -364,7 +372,7 @@ class Facts:
             return Value(n["driver_version"], "probes/nvml.json")
         x = self.nvsmi_xml()
         if x and x.driver_version:
-            return Value(x.driver_version, "cmds/nvsmi_qx.out")
+            return Value(x.driver_version, self.src("nvsmi_qx"))
         pv = self.value("/proc/driver/nvidia/version")
         if pv:
             m = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", pv.value)
@@ -381,7 +389,7 @@ class Facts:
             return Value(f"{c // 1000}.{(c % 1000) // 10}", "probes/nvml.json")
         x = self.nvsmi_xml()
         if x and x.cuda_version:
-            return Value(x.cuda_version, "cmds/nvsmi_qx.out")
+            return Value(x.cuda_version, self.src("nvsmi_qx"))
         return None
 
     # -- host ------------------------------------------------------------------------------------
@@ -406,7 +414,7 @@ class Facts:
         if r:
             t = r.stdout.split()
             if len(t) >= 3:
-                return Value(t[2], "cmds/uname.out")
+                return Value(t[2], self.src("uname"))
         pv = self.value("/proc/version")
         if pv:
             m = re.match(r"Linux version (\S+)", pv.value)
@@ -422,7 +430,7 @@ class Facts:
             if r:
                 rels = hp.kernel_releases_from_listing(r.stdout)
                 if rels:
-                    return rels, f"cmds/{name}.out"
+                    return rels, self.src(name)
         return None
 
     @memo
@@ -463,9 +471,9 @@ class Facts:
             u = hp.parse_ulimit(r.stdout)
             if "memlock_B" not in out and "-l" in u:
                 v = u["-l"]
-                out["memlock_B"] = Value(v if v == "unlimited" else str(int(v) * 1024) if v.isdigit() else v, "cmds/ulimit.out")
+                out["memlock_B"] = Value(v if v == "unlimited" else str(int(v) * 1024) if v.isdigit() else v, self.src("ulimit"))
             if "nofile" not in out and "-n" in u:
-                out["nofile"] = Value(u["-n"], "cmds/ulimit.out")
+                out["nofile"] = Value(u["-n"], self.src("ulimit"))
         return out
 
     @memo
@@ -477,7 +485,7 @@ class Facts:
         r = self.cmd_ok("systemd_detect_virt_c")
         if r and r.stdout.strip() not in ("", "none"):
             kind = r.stdout.strip()
-            ev.append(Value(kind, "cmds/systemd_detect_virt_c.out"))
+            ev.append(Value(kind, self.src("systemd_detect_virt_c")))
         env = self.snap.read("/proc/1/environ")
         if env:
             c = hp.parse_environ(env).get("container")
@@ -494,7 +502,7 @@ class Facts:
             r = self.cmd_ok("systemd_detect_virt")
             if r and r.stdout.strip() in ("lxc", "lxc-libvirt", "docker", "podman", "openvz", "systemd-nspawn", "rkt", "wsl", "container-other"):
                 kind = r.stdout.strip()
-                ev.append(Value(kind, "cmds/systemd_detect_virt.out"))
+                ev.append(Value(kind, self.src("systemd_detect_virt")))
         mounts = self.snap.read("/proc/mounts") or ""
         if kind is None and re.search(r"^lxcfs /proc/", mounts, flags=re.M):
             kind = "lxc"
@@ -509,7 +517,7 @@ class Facts:
         if r and r.stdout.strip() not in ("none", ""):
             c = self.container()
             if not (c.inside and r.stdout.strip() == c.kind):
-                return Value(r.stdout.strip(), "cmds/systemd_detect_virt.out")
+                return Value(r.stdout.strip(), self.src("systemd_detect_virt"))
         cpuinfo = self.snap.read("/proc/cpuinfo") or ""
         if re.search(r"^flags\s*:.*\bhypervisor\b", cpuinfo, flags=re.M):
             return Value("hypervisor flag", "files/proc/cpuinfo")
@@ -592,7 +600,7 @@ class Facts:
         if not r:
             return None
         pk = hp.parse_pip_list(r.stdout)
-        return (pk, "cmds/pip_list.out") if pk else None
+        return (pk, self.src("pip_list")) if pk else None
 
     @memo
     def env(self) -> dict[str, str] | None:

@@ -270,12 +270,12 @@ def _apply(cfg: ServerConfig, path: str, data: Any, text: str) -> None:
             cfg.put("version", (data.get("info") or {}).get("version"), src)
 
 
-async def _fetch(session: Any, base: str, path: str, headers: dict[str, str], timeout_s: float) -> tuple[str, int | None, str, str | None]:
+async def _fetch(client: Any, base: str, path: str, headers: dict[str, str], timeout_s: float) -> tuple[str, int | None, str, str | None]:
     """GET base+path: (path, status, body text, error). Body capped at 8 MiB."""
     import aiohttp
 
     try:
-        async with session.get(base + path, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s), allow_redirects=False) as r:
+        async with client.get(base + path, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s), allow_redirects=False) as r:
             body = await r.content.read(8 * 1024 * 1024)
             return path, r.status, body.decode("utf-8", "replace"), None
     except asyncio.TimeoutError:
@@ -304,8 +304,8 @@ async def introspect_async(url: str, api_key: str | None = None, timeout_s: floa
         headers["Authorization"] = f"Bearer {key}"
     cfg = ServerConfig(url=base)
     answered = False
-    async with aiohttp.ClientSession() as session:
-        results = await asyncio.gather(*[_fetch(session, base, p, headers, timeout_s) for p in ENDPOINTS])
+    async with aiohttp.ClientSession() as client:
+        results = await asyncio.gather(*[_fetch(client, base, p, headers, timeout_s) for p in ENDPOINTS])
     conn_errors = []
     by_path = {}
     for path, status, text, err in results:

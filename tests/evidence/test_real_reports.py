@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import FIX, H200
+from tests.evidence.evidence_data import FIX
 from infergap.evidence import EvidenceSnapshot
 from infergap.investigators import engine_log, nccl_log, server_config
 
@@ -28,6 +28,7 @@ EXPECT = {
     "sglang-13023-decode-no-graph.log": [("engine.cuda_graph", "actionable", "P1", "2 of 8 decode batches")],
     "sglang-fastrl4-spec-no-graph.log": [("engine.cuda_graph", "actionable", "P1", "2 of 2 decode batches")],
     "sglang-26248-kv-full.log": [("engine.kv_pressure", "actionable", "P2", "100%"), ("engine.cuda_graph", "ok", None, "All 3")],
+    "sglang-6778-token-usage.log": [("engine.kv_pressure", "actionable", "P2", "96%")],  # and no engine.cuda_graph claim
     "sglang-9856-server-args-wrapped.log": [("engine.config", "ok", None, "SGLang")],
     "sglang-1362-server-args.log": [("engine.config", "ok", None, "SGLang")],
     "sglang-11716-capture.log": [("engine.config", "ok", None, "SGLang")],
@@ -96,3 +97,39 @@ def test_shm_expected_across_sockets(tmp_path):
     topo.write_text((FIX / "topo-667-pxb-pix.txt").read_text().replace("GPU1\tPXB", "GPU1\tSYS").replace("GPU0\t X \tPXB", "GPU0\t X \tSYS"))
     (t,) = [f for f in findings_for(log, topo) if f.id == "nccl.transport"]
     assert t.status.value == "expected"
+
+
+@pytest.mark.parametrize("name,kind", [("collect-env-tp3d66.txt", "collect_env"), ("dmesg-gpuburn1-xid79.txt", "dmesg"),
+                                       ("lspci-torchipc17-plx.txt", "lspci"), ("lspci-tree-club3090-859.txt", "lspci_tree"),
+                                       ("nvcc-risc0-2449.txt", "nvcc"), ("nvsmi-libc6shim14-rtx5070.txt", "nvsmi")])
+def test_real_outputs_recognised(name, kind):
+    snap = EvidenceSnapshot(None, [FIX / name])
+    assert [p.kind for p in snap.parts] == [kind] and not snap.unrecognized()
+
+
+def test_collect_env_answers_pip_list():
+    from infergap.parsers.host import parse_pip_list
+
+    snap = EvidenceSnapshot(None, [FIX / "collect-env-tp3d66.txt"])
+    pkgs = parse_pip_list(snap.cmd("pip_list").stdout)
+    assert pkgs["torch"] == "1.1.0" and pkgs["torchvision"] == "0.2.0" and len(pkgs) == 9
+
+
+def test_lspci_and_nvcc_answer_their_commands():
+    snap = EvidenceSnapshot(None, [FIX / "lspci-torchipc17-plx.txt", FIX / "nvcc-risc0-2449.txt", FIX / "lspci-tree-club3090-859.txt"])
+    assert snap.cmd("lspci").stdout.count("PEX 8747") == 11
+    assert "release 12.5, V12.5.82" in snap.cmd("nvcc").stdout
+    assert snap.cmd("lspci_tree").stdout.startswith("-[0000:00]-+-00.0")
+
+
+def test_kernel_log_findings():
+    from infergap.investigators import evidence_files
+
+    found = {f.id: f for f in evidence_files.investigate(SimpleNamespace(snap=EvidenceSnapshot(None, [FIX / "dmesg-gpuburn1-xid79.txt"])))}
+    assert found["gpu.xid"].severity.value == "P0" and "79" in found["gpu.xid"].title
+    assert found["pcie.aer"].severity.value == "P0" and "Uncorrected (Fatal) ×1" in found["pcie.aer"].title
+
+
+def test_old_decode_lines_make_no_cuda_graph_claim():
+    found = {f.id for f in findings_for(FIX / "sglang-6778-token-usage.log")}
+    assert "engine.cuda_graph" not in found and "engine.kv_pressure" in found

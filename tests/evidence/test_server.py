@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 from aiohttp import web
 
-from conftest import API_KEY, FIX, H200, free_port
+from tests.evidence.evidence_data import API_KEY, FIX, H200, free_port
 from infergap.evidence import EvidenceSnapshot
 from infergap.investigators import server_config
 from infergap.server import introspect
@@ -193,3 +193,25 @@ def test_fp8_kv_on_sm120_prefill_heavy():
     # the same server on the real H200 capture (SM90): no such finding
     found = {f.id for f in server_config.investigate(SimpleNamespace(snap=open_snapshot(H200), server=cfg))}
     assert "server.kv_fp8_sm120" not in found
+
+
+def test_sglang_graph_limit_below_running_batch():
+    """SGLang capturing graphs up to batch 32 while its /metrics shows 46 running requests."""
+    routes = {**sglang_routes(), "/metrics": body("sglang_metrics.txt", "text/plain")}
+    with AppServer(routes) as s:
+        cfg = introspect(s.url, timeout_s=5)
+    assert cfg.running_requests == 46.0 and cfg.sources["running_requests"] == "GET /metrics"
+    found = {f.id: f for f in server_config.investigate(SimpleNamespace(snap=open_snapshot(H200), server=cfg))}
+    f = found["server.cuda_graph_max_bs"]
+    assert f.status.value == "actionable" and f.severity.value == "P1"
+    assert "--cuda-graph-max-bs 64" in f.remedy.commands[0]
+
+
+def test_llama_server_props_and_metrics():
+    routes = {"/props": body("llamacpp_props.json"), "/metrics": body("llamacpp_metrics.txt", "text/plain")}
+    with AppServer(routes) as s:
+        cfg = introspect(s.url, timeout_s=5)
+    assert (cfg.engine, cfg.version, cfg.n_slots, cfg.context_length, cfg.model) == (
+        "llama.cpp", "b6130-e54d41be", 4, 8192, "/models/Qwen3-8B-Q4_K_M.gguf")
+    assert (cfg.running_requests, cfg.waiting_requests) == (4.0, 7.0)
+    assert cfg.sources["n_slots"] == "GET /props"

@@ -74,3 +74,52 @@ def test_tied_embeddings_count_once(tmp_path):
     assert untied.total_params() - tied.total_params() == 1000 * 64
     # lm_head is read per token either way
     assert tied.active_params() == untied.active_params()
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from infergap.errors import UserError  # noqa: E402
+
+_FIELDS = ["hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "vocab_size",
+           "intermediate_size", "moe_intermediate_size", "n_routed_experts", "num_experts", "num_local_experts",
+           "num_experts_per_tok", "first_k_dense_replace", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim",
+           "qk_rope_head_dim", "v_head_dim", "head_dim", "sliding_window", "layer_types", "mlp_only_layers",
+           "decoder_sparse_step", "n_shared_experts", "tie_word_embeddings", "torch_dtype", "index_topk",
+           "index_n_heads", "index_head_dim", "quantization_config", "moe_layer_freq", "mlp_layer_types"]
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-3, 64), st.floats(allow_nan=True), st.text(max_size=8),
+                    st.lists(st.one_of(st.integers(-2, 8), st.text(max_size=6)), max_size=4),
+                    st.dictionaries(st.text(max_size=6), st.integers(0, 4), max_size=2))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.sampled_from(_FIELDS), _VALUES, max_size=14))
+def test_config_fuzz_gives_model_or_one_user_error(tmp_path_factory, cfg):
+    import json as _json
+
+    base = {"hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 32}
+    p = tmp_path_factory.mktemp("cfg") / "config.json"
+    p.write_text(_json.dumps({**base, **cfg}))
+    try:
+        m = load_model(str(p))
+    except UserError as e:
+        assert "\n" not in str(e)
+        return
+    assert m.total_params() > 0 and m.active_params() <= m.total_params() + m.vocab * m.hidden
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("num_hidden_layers", 1e12, "'num_hidden_layers' must be an integer from 0 to 4096"),
+    ("hidden_size", "4096", "'hidden_size' must be an integer"),
+    ("num_key_value_heads", 3, "not a multiple of num_key_value_heads 3"),
+    ("num_experts", 8, "8 experts but no num_experts_per_tok"),
+])
+def test_bad_config_fields(tmp_path, field, value, message):
+    import json as _json
+
+    cfg = {"hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4, "vocab_size": 100,
+           "intermediate_size": 32, field: value}
+    p = tmp_path / "config.json"
+    p.write_text(_json.dumps(cfg))
+    with pytest.raises(UserError, match=message.replace("(", r"\(")):
+        load_model(str(p))

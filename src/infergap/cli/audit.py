@@ -39,6 +39,7 @@ def audit(
     fmt: Fmt = typer.Option(Fmt.text, "--format", "-f", help="Output format."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
     fail_on: FailOn | None = typer.Option(None, "--fail-on", help="Exit 1 when an actionable finding of this severity or worse exists."),
+    active: bool = typer.Option(False, "--active", help="Also measure: host<->device copy bandwidth, device memory bandwidth, NCCL all-reduce (uses the GPUs for about a minute)."),
     sequential: bool = typer.Option(False, "--sequential", help="Run investigators one at a time (the default for snapshots; live hosts run them in parallel)."),
     evidence: list[Path] | None = typer.Option(None, "--evidence", "-e", help="Pasted outputs and logs (nvidia-smi, lspci, NCCL, SGLang, vLLM …), recognised by content; more files may follow."),
     more_evidence: list[Path] | None = typer.Argument(None, hidden=True),
@@ -51,6 +52,8 @@ def audit(
     from infergap.audit import run_audit
     from infergap.render.audit import render_json, render_md, render_text
 
+    if active and snapshot is not None:
+        raise fail("--active measures this machine; it cannot be combined with --snapshot")
     if more_evidence and not evidence:
         raise fail(f"unexpected argument {more_evidence[0]} (evidence files go after --evidence)")
     from infergap.evidence.snapshot import open_with_evidence
@@ -65,7 +68,7 @@ def audit(
             raise fail(str(e))
         for err in server_cfg.errors:
             typer.echo(f"infergap: warning: {err}", err=True)
-    snap = open_with_evidence(snapshot, [*(evidence or []), *(more_evidence or [])], host=host)
+    snap = open_with_evidence(snapshot, [*(evidence or []), *(more_evidence or [])], host=host, active=active)
     try:
         interactive = sys.stderr.isatty() and fmt == Fmt.text
         if interactive:
@@ -104,12 +107,13 @@ def audit(
 @app.command()
 def collect(
     output: Path = typer.Option(Path("infergap-snapshot.tar.gz"), "--output", "-o", help="Snapshot directory, or a .tar.gz file."),
+    active: bool = typer.Option(False, "--active", help="Also store the GPU measurements of audit --active."),
 ) -> None:
     """Write a snapshot of this host (files/, cmds/, probes/, meta.json) for later or elsewhere."""
     from infergap.snapshot.collect import collect as do_collect
 
     try:
-        meta = do_collect(output)
+        meta = do_collect(output, active=active)
     except OSError as e:
         raise fail(f"--output {output}: cannot write ({e.strerror or e})")
     failed = meta["failed"]

@@ -14,27 +14,23 @@ from infergap.evidence.engine import EngineLogFacts, parse_engine_log
 from infergap.evidence.nccl import NcclLogFacts, parse_nccl_log
 
 _LOCK = threading.Lock()
-_CACHE: "weakref.WeakKeyDictionary[Any, dict[tuple, Any]]" = weakref.WeakKeyDictionary()
-_KEY_LOCKS: dict[tuple, threading.Lock] = {}
+_CACHE: "weakref.WeakKeyDictionary[Any, tuple[dict[tuple, Any], dict[tuple, threading.Lock]]]" = weakref.WeakKeyDictionary()
 
 
 def _memo(snap: Any, key: tuple, fn: Callable[[], Any]) -> Any:
+    """``fn()`` computed once per (snapshot, key); concurrent callers of the same key wait for it."""
     with _LOCK:
         try:
-            per = _CACHE.setdefault(snap, {})
+            values, locks = _CACHE.setdefault(snap, ({}, {}))
         except TypeError:  # not weak-referenceable: no cache
-            per = {}
-        if key in per:
-            return per[key]
-        lock = _KEY_LOCKS.setdefault((id(snap), *key), threading.Lock())
+            return fn()
+        if key in values:
+            return values[key]
+        lock = locks.setdefault(key, threading.Lock())
     with lock:
-        with _LOCK:
-            if key in per:
-                return per[key]
-        value = fn()
-        with _LOCK:
-            per[key] = value
-        return value
+        if key not in values:
+            values[key] = fn()
+        return values[key]
 
 
 def _parts(snap: Any, kind: str) -> list[Any]:

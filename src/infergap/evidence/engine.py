@@ -36,7 +36,7 @@ _SGL_KV = re.compile(r"KV Cache is allocated\.(?: dtype: (\S+),)? #tokens: (\d+)
 _SGL_MAXTOK = re.compile(r"max_total_num_tokens=(\d+).*?max_running_requests=(\d+)")
 _VLLM_KV = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
 _VLLM_CONC = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
-_DECODE = re.compile(r"Decode batch[.,] #running-req: (\d+),.*?cuda graph: (True|False)")
+_DECODE = re.compile(r"Decode batch[.,] #running-req: (\d+),(?:.*?cuda graph: (True|False))?")
 _USAGE = re.compile(r"token usage: ([\d.]+)")
 _GEN_TPUT = re.compile(r"gen throughput \(token/s\): ([\d.]+)")
 _QUEUE = re.compile(r"#queue-req: (\d+)")
@@ -120,6 +120,7 @@ class EngineLogFacts(BaseModel):
     attention_backends: list[str] = Field(default_factory=list)
     decode_batches: int = 0
     decode_no_graph: int = 0
+    decode_graph_known: int = 0
     max_running: int = 0
     max_running_graph: int | None = None
     min_running_no_graph: int | None = None
@@ -146,6 +147,8 @@ def parse_engine_log(lines: Iterable[str]) -> EngineLogFacts:
     :data:`MAX_ARG_LINES` lines) before parsing. Memory is bounded (counters and short lists).
     """
     f = EngineLogFacts()
+    dec: dict[str, Any] = {"batches": 0, "known": 0, "no_graph": 0, "max_running": 0, "max_graph": 0, "min_no_graph": None,
+                         "usage": -1.0, "tput": -1.0, "queue": 0}
     it = iter(lines)
     ar_seen: set[str] = set()
     moe_seen: set[str] = set()
@@ -166,7 +169,7 @@ def parse_engine_log(lines: Iterable[str]) -> EngineLogFacts:
                 body += nxt.strip("\r\n")
             f.args.update(parse_kv_repr(body.rsplit(")", 1)[0] if body.count(")") >= body.count("(") + 1 else body))
             continue
-        m = _VLLM_ENGINE.search(line)
+        m = _VLLM_ENGINE.search(line) if "LLM engine" in line else None
         if m:
             _set_engine(f, "vllm")
             f.version = f.version or m.group(2).strip()
@@ -198,12 +201,14 @@ def parse_engine_log(lines: Iterable[str]) -> EngineLogFacts:
                     if sizes:
                         f.cuda_graph_bs = sorted(sizes)
             continue
-        m = _VLLM_VERSION.search(line)
+        if "NCCL INFO" in line:
+            continue  # NCCL lines interleaved in an engine log: nothing for this parser
+        m = _VLLM_VERSION.search(line) if "vLLM API" in line else None
         if m:
             _set_engine(f, "vllm")
             f.version = m.group(1)
             continue
-        m = _NON_DEFAULT.search(line)
+        m = _NON_DEFAULT.search(line) if "non-default" in line else None
         if m:
             _set_engine(f, "vllm")
             try:
@@ -213,7 +218,7 @@ def parse_engine_log(lines: Iterable[str]) -> EngineLogFacts:
             except (ValueError, SyntaxError):
                 pass
             continue
-        m = _VLLM_NAMESPACE.search(line)
+        m = _VLLM_NAMESPACE.search(line) if "Namespace(" in line else None
         if m:
             _set_engine(f, "vllm")
             for k, v in parse_kv_repr(m.group(1)).items():
@@ -222,26 +227,33 @@ def parse_engine_log(lines: Iterable[str]) -> EngineLogFacts:
         if "Decode batch" in line:
             m = _DECODE.search(line)
             if m:
-                _set_engine(f, "sglang")
                 run = int(m.group(1))
-                graph = m.group(2) == "True"
-                f.decode_batches += 1
-                f.max_running = max(f.max_running, run)
-                if graph:
-                    f.max_running_graph = max(f.max_running_graph or 0, run)
+                dec["batches"] += 1
+                if run > dec["max_running"]:
+                    dec["max_running"] = run
+                if m.group(2) is None:
+                    pass  # older SGLang lines do not say whether the batch ran a CUDA graph
                 else:
-                    f.decode_no_graph += 1
-                    f.min_running_no_graph = run if f.min_running_no_graph is None else min(f.min_running_no_graph, run)
+                    dec["known"] += 1
+                if m.group(2) is None:
+                    pass
+                elif m.group(2) == "True":
+                    if run > dec["max_graph"]:
+                        dec["max_graph"] = run
+                else:
+                    dec["no_graph"] += 1
+                    if dec["min_no_graph"] is None or run < dec["min_no_graph"]:
+                        dec["min_no_graph"] = run
                     if f.first_no_graph_line is None:
                         f.first_no_graph_line = line.strip()[:300]
                 for um in _USAGE.finditer(line):
-                    f.max_token_usage = max(f.max_token_usage or 0.0, float(um.group(1)))
+                    dec["usage"] = max(dec["usage"], float(um.group(1)))
                 gm = _GEN_TPUT.search(line)
                 if gm:
-                    f.gen_throughput_max = max(f.gen_throughput_max or 0.0, float(gm.group(1)))
+                    dec["tput"] = max(dec["tput"], float(gm.group(1)))
                 qm = _QUEUE.search(line)
                 if qm:
-                    f.max_queue = max(f.max_queue, int(qm.group(1)))
+                    dec["queue"] = max(dec["queue"], int(qm.group(1)))
                 continue
         if "Custom allreduce is disabled" in line:
             m = _CUSTOM_AR.search(line)
@@ -261,32 +273,32 @@ def parse_engine_log(lines: Iterable[str]) -> EngineLogFacts:
                     moe_seen.add(name)
                     f.moe_default_configs.append(name)
                 continue
-        m = _CAPTURE_BS.search(line)
+        m = _CAPTURE_BS.search(line) if "Capture cuda graph bs" in line else None
         if m:
             _set_engine(f, "sglang")
             f.cuda_graph_bs = sorted(int(x) for x in m.group(1).replace(" ", "").split(",") if x)
             continue
-        m = _SGL_KV.search(line)
+        m = _SGL_KV.search(line) if "KV Cache is allocated" in line else None
         if m:
             _set_engine(f, "sglang")
             f.kv_tokens = int(m.group(2))
             if m.group(1):
                 f.kv_dtype = m.group(1)
             continue
-        m = _SGL_MAXTOK.search(line)
+        m = _SGL_MAXTOK.search(line) if "max_total_num_tokens=" in line else None
         if m:
             f.kv_tokens = f.kv_tokens or int(m.group(1))
             f.max_running_requests = int(m.group(2))
             continue
-        m = _VLLM_KV.search(line)
+        m = _VLLM_KV.search(line) if "KV cache size" in line else None
         if m:
             f.kv_tokens = int(m.group(1).replace(",", ""))
             continue
-        m = _VLLM_CONC.search(line)
+        m = _VLLM_CONC.search(line) if "Maximum concurrency" in line else None
         if m:
             f.max_concurrency = float(m.group(2))
             continue
-        m = _RETRACT.search(line)
+        m = _RETRACT.search(line) if ("Retract" in line or "Decode out of memory" in line) else None
         if m:
             f.retractions += 1
             if m.group(1):
@@ -295,7 +307,7 @@ def parse_engine_log(lines: Iterable[str]) -> EngineLogFacts:
         if "preempt" in line and _PREEMPT.search(line):
             f.preemptions += 1
             continue
-        m = _VLLM_V1_STATS.search(line)
+        m = _VLLM_V1_STATS.search(line) if "Running: " in line else None
         if m:
             f.max_running = max(f.max_running, int(m.group(1)))
             f.max_queue = max(f.max_queue, int(m.group(2)))
@@ -311,9 +323,22 @@ def parse_engine_log(lines: Iterable[str]) -> EngineLogFacts:
             if m and ("ttention" in line or "Flash" in line) and m.group(1) not in f.attention_backends and len(f.attention_backends) < 10:
                 f.attention_backends.append(m.group(1))
             continue
-        m = _SGL_VERSION.search(line)
-        if m and f.version is None:
+        m = _SGL_VERSION.search(line) if ("glang" in line and f.version is None) else None
+        if m:
             f.version = m.group(1)
+    if dec["batches"]:
+        _set_engine(f, "sglang")
+        f.decode_batches = dec["batches"]
+        f.decode_no_graph = dec["no_graph"]
+        f.decode_graph_known = dec["known"]
+        f.max_running = max(f.max_running, dec["max_running"])
+        f.max_running_graph = dec["max_graph"] or None
+        f.min_running_no_graph = dec["min_no_graph"]
+        f.max_queue = max(f.max_queue, dec["queue"])
+    if dec["usage"] >= 0:
+        f.max_token_usage = max(f.max_token_usage or 0.0, dec["usage"])
+    if dec["tput"] >= 0:
+        f.gen_throughput_max = dec["tput"]
     if f.engine == "sglang" and f.version is None and isinstance(f.args.get("version"), str):
         f.version = f.args["version"]
     return f

@@ -73,7 +73,7 @@ _START: list[tuple[str, re.Pattern[str]]] = [
     ("nvsmi_nvlink", re.compile(r"^GPU \d+: .*\((?:UUID|uuid): ")),
     ("nvsmi_csv", re.compile(r"^(?:index, )?(?:name|pci\.bus_id|uuid|driver_version|index)(?:, [\w.]+(?: \[[^\]]*\])?){2,}")),
     ("lspci", re.compile(r"^(?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7] [A-Za-z][^:]*(?: \[[0-9a-f]{4}\])?: \S")),
-    ("lspci_tree", re.compile(r"^(?:-|\+-|\\-)\[[0-9a-f]{4}:[0-9a-f]{2}\]-")),
+    ("lspci_tree", re.compile(r"^(?:-\+-|-|\+-|\\-)\[[0-9a-f]{4}:[0-9a-f]{2}\]-")),
     ("numactl", re.compile(r"^available: \d+ nodes? \(")),
     ("lscpu", re.compile(r"^Architecture:\s+\S")),
     ("sysctl_all", re.compile(r"^[a-z][a-z0-9_]*(?:\.[\w\-/*:@+]+)+ = ")),
@@ -91,20 +91,20 @@ _START: list[tuple[str, re.Pattern[str]]] = [
 ]
 _START_RE = {k: r for k, r in _START}
 #: Kinds whose start marker repeats on every line (each line of ``sysctl -a`` is a marker).
-_REPEATING = {"lspci", "sysctl_all", "pip_freeze", "ulimit", "nvsmi_nvlink", "cmdline", "env"}
+_REPEATING = {"lspci", "sysctl_all", "pip_freeze", "ulimit", "nvsmi_nvlink", "cmdline", "env", "lspci_tree"}
 #: Kinds one of whose markers, inside a part of the key kind, continues it.
-_CONTINUES = {"lspci_vvv": {"lspci"}, "collect_env": {"pip_freeze"}, "nvsmi_topo": {"nvsmi_p2p"}}
+_CONTINUES = {"lspci_vvv": {"lspci"}, "collect_env": {"pip_freeze", "collect_env"}, "nvsmi_topo": {"nvsmi_p2p"}}
 
 # -- log line shapes (tested on the cleaned line) ----------------------------------------------
 _NCCL = re.compile(r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b|^NCCL version \d")
-_SGLANG = re.compile(
-    r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[ ,]\S[^\]]*)?\] |^\[\d\d:\d\d:\d\d(?: [A-Z]{2}\d+)*\] "
-    r"|server_args=ServerArgs\(|\[scheduler\w*\.py:\d+\] (?:Decode|Prefill) batch|sglang\.launch_server"
-)
+_SGLANG_START = re.compile(r"\[(?:TP|DP|PP|EP)\d+(?: (?:TP|DP|PP|EP)\d+)*\] |\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[ ,]\S[^\]]*)?\] |\[\d\d:\d\d:\d\d(?: [A-Z]{2}\d+)*\] ")
+_SGLANG_WORDS = ("server_args=ServerArgs(", "sglang.launch_server", "Decode batch. #running-req", "Decode batch, #running-req",
+                 "Prefill batch. #new-seq", "Prefill batch, #new-seq")
+_SGLANG_SCHED = re.compile(r"\[scheduler\w*\.py:\d+\] (?:Decode|Prefill) batch")
 _VLLM = re.compile(
     r"(?:^|\) +)(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\]"
-    r"|vLLM API server version|Initializing a V[01] LLM engine"
 )
+_VLLM_WORDS = ("vLLM API server version", "LLM engine (v")
 _DMESG = re.compile(r"^\[\s*\d+\.\d{3,6}\] |^\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ kernel: |^kernel: ")
 
 # -- part separators ----------------------------------------------------------------------------
@@ -134,6 +134,35 @@ _PROMPT_HINTS: list[tuple[re.Pattern[str], str]] = [
 ]
 
 
+CHUNK_BYTES = 1 << 20
+
+
+def iter_raw_lines(f, start: int = 0, end: int | None = None):
+    """(offset, line bytes with its newline) for the lines of binary file ``f`` in ``[start, end)``,
+    read in :data:`CHUNK_BYTES` chunks. A line longer than :data:`MAX_LINE_BYTES` comes in pieces,
+    so memory stays bounded by the chunk size whatever the file holds."""
+    f.seek(start)
+    pos = start
+    rest = b""
+    while end is None or pos + len(rest) < end:
+        want = CHUNK_BYTES if end is None else min(CHUNK_BYTES, end - pos - len(rest))
+        chunk = f.read(want)
+        if not chunk:
+            break
+        buf = rest + chunk
+        lines = buf.split(b"\n")
+        rest = lines.pop()
+        for ln in lines:
+            yield pos, ln + b"\n"
+            pos += len(ln) + 1
+        while len(rest) > MAX_LINE_BYTES:
+            yield pos, rest[:MAX_LINE_BYTES]
+            pos += MAX_LINE_BYTES
+            rest = rest[MAX_LINE_BYTES:]
+    if rest:
+        yield pos, rest
+
+
 @dataclass
 class EvidencePart:
     """One recognised output or log inside an evidence file: ``path`` and the byte range
@@ -159,16 +188,10 @@ class EvidencePart:
         return f"{base}#L{self.first_line}" if self.multi else base
 
     def iter_lines(self):
-        """The part's lines, cleaned (no line ends, no ANSI codes), read from disk one at a time."""
+        """The part's lines, cleaned (no line ends, no ANSI codes), read from disk in 1 MiB chunks."""
         with open(self.path, "rb") as f:
-            f.seek(self.start)
-            pos = self.start
-            while pos < self.end:
-                raw = f.readline(min(MAX_LINE_BYTES, self.end - pos))
-                if not raw:
-                    break
-                pos += len(raw)
-                yield clean_line(decode(raw))
+            for _, raw in iter_raw_lines(f, self.start, self.end):
+                yield clean_line(raw.decode("utf-8", "replace"))
 
     def text(self, limit_bytes: int = 16 * 1024 * 1024) -> str:
         """The part as one normalised block (indentation a paste added removed); at most ``limit_bytes``."""
@@ -230,11 +253,13 @@ def log_kinds(line: str) -> tuple[str, ...]:
     out = []
     if "NCCL" in s and _NCCL.search(s):
         out.append("nccl_log")
-    if _SGLANG.search(s):
+    c = s[:1]
+    if (c == "[" and _SGLANG_START.match(s)) or any(w in s for w in _SGLANG_WORDS) or ("batch" in s and _SGLANG_SCHED.search(s)):
         out.append("sglang_log")
-    elif _VLLM.search(s):
+    elif any(w in s for w in _VLLM_WORDS) or ((" INFO " in s or " WARNING " in s or " ERROR " in s or " DEBUG " in s
+                                               or s.startswith(("INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL"))) and _VLLM.search(s)):
         out.append("vllm_log")
-    if s[:1] in "[kADFJMNOS" and _DMESG.match(s) and "sglang_log" not in out:
+    if c in "[kADFJMNOS" and "sglang_log" not in out and _DMESG.match(s):
         out.append("dmesg")
     return tuple(out)
 
@@ -312,9 +337,10 @@ def scan_file(path: str | Path) -> tuple[list[EvidencePart], list[Unrecognized]]
         head = f.read(SNIFF_BYTES)
         if not head.strip():
             return [], [Unrecognized(p, "empty file")]
+        if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+            return [], [Unrecognized(p, "UTF-16 text: save it as UTF-8")]
         if _is_binary(head):
             return [], [Unrecognized(p, "binary file, not text")]
-        f.seek(0)
         pos = 0
         lineno = 0
         seg = _Seg(0, 1)
@@ -325,14 +351,10 @@ def scan_file(path: str | Path) -> tuple[list[EvidencePart], list[Unrecognized]]
                 raw_segs.append((seg, end))
             return _Seg(nxt_start, nxt_line, kind=kind, hint=hint)
 
-        while True:
-            raw = f.readline(MAX_LINE_BYTES)
-            if not raw:
-                break
-            line_start = pos
-            pos += len(raw)
+        for line_start, raw in iter_raw_lines(f, 0, None):
+            pos = line_start + len(raw)
             lineno += 1
-            line = clean_line(decode(raw))
+            line = clean_line(raw.decode("utf-8", "replace") if lineno > 1 else decode(raw))
             s = line.strip()
             if s.startswith(">") and not s.startswith(">>>"):  # a Markdown quote
                 s = s[1:].strip()

@@ -201,7 +201,7 @@ class EvidenceSnapshot(Snapshot):
 
 
 def open_with_evidence(snapshot: str | os.PathLike[str] | None, evidence: list[str | os.PathLike[str]] | None = None,
-                       host: bool = True) -> Snapshot:
+                       host: bool = True, active: bool = False) -> Snapshot:
     """The snapshot an audit reads: ``snapshot`` (a directory or ``.tar.gz``; the live host when
     None and ``host`` is True; nothing when ``host`` is False) overlaid with the ``evidence``
     files and a snapshot directory's ``evidence/`` folder. Without any evidence the base snapshot
@@ -217,7 +217,7 @@ def open_with_evidence(snapshot: str | os.PathLike[str] | None, evidence: list[s
     for p in paths:
         if not p.exists():
             raise UserError(f"--evidence {p}: no such file or directory")
-    base = open_snapshot(snapshot) if (snapshot is not None or host) else None
+    base = open_snapshot(snapshot, active=active) if (snapshot is not None or host) else None
     extra = base.evidence_files() if base is not None and hasattr(base, "evidence_files") else []
     if not paths and not extra:
         if base is None:

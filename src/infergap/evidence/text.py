@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 #: was lost in a copy from a web page (``[0m``, ``[1;32m``) — those have digits only, so a
 #: bracketed log field such as ``[2025-01-01`` or ``[TP0]`` is never touched.
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|(?<![\w\]])\[(?:\d{1,3}(?:;\d{1,3})*)?m(?![a-z])")
+_REMNANT = re.compile(r"\[[\d;]{0,11}m")
 _NBSP = str.maketrans({"\u00a0": " ", "\u2007": " ", "\u202f": " ", "\ufeff": "", "\u200b": ""})
 
 
@@ -28,9 +29,9 @@ def clean_line(line: str) -> str:
     '(VllmWorker rank=0 pid=281)  WARNING 05-15 11:07:08 [fused_moe.py:659] x'
     """
     line = line.rstrip("\r\n").replace("\r", "")
-    if "\x1b" in line or "m" in line:
+    if "\x1b" in line or ("[" in line and _REMNANT.search(line)):
         line = _ANSI.sub("", line)
-    return line.translate(_NBSP)
+    return line if line.isascii() else line.translate(_NBSP)
 
 
 def decode(data: bytes) -> str:

@@ -2,6 +2,7 @@
 ``investigate(ctx) -> list[Finding]``. The audit runs every module of :data:`REGISTRY` concurrently."""
 
 from infergap.investigators import (
+    bandwidth,
     container,
     cpu_power,
     driver,
@@ -20,5 +21,5 @@ from infergap.investigators import (
     server_config,
 )
 
-REGISTRY = [pcie, interconnect, numa, cpu_power, kernel_runtime, kernel_version, firmware, container, driver, gpu_health, memory, runtime,
+REGISTRY = [pcie, interconnect, numa, cpu_power, kernel_runtime, kernel_version, firmware, container, driver, gpu_health, memory, runtime, bandwidth,
             nccl_log, engine_log, server_config, evidence_files]

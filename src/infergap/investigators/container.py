@@ -26,6 +26,8 @@ def _detect(ctx: Context) -> Finding:
     if c.inside:
         return finding("container.detect", NAME, Status.expected, f"Running inside a {c.kind} container", evidence_=evidence(*c.evidence),
                        impact="Kernel settings (sysctls), cpufreq, cpuidle and PCI config space belong to the host: findings about them are marked host-controlled and their commands are for the host.")
+    if all(ctx.snap.read(p) is None for p in ("/proc/1/environ", "/proc/1/cgroup", "/proc/mounts")) and ctx.snap.cmd("systemd_detect_virt_c") is None and ctx.snap.cmd("systemd_detect_virt") is None:
+        return unknown("container.detect", NAME, "Container: not captured", "Needs /proc/1/environ, /proc/1/cgroup, /proc/mounts or systemd-detect-virt -c.")
     return finding("container.detect", NAME, Status.ok, "Not inside a container", evidence_=evidence(*c.evidence) or evidence(("files/proc/1/environ", "no container= variable")))
 
 
@@ -92,9 +94,9 @@ def _shm(ctx: Context) -> Finding:
     df = parse_df_h(r.stdout)
     e = df.get("/dev/shm")
     if e is None:
-        return unknown(cid, NAME, "/dev/shm: not mounted or not captured", "df did not list /dev/shm.", evidence_=evidence(("cmds/df.out", r.stdout.strip()[:200])))
+        return unknown(cid, NAME, "/dev/shm: not mounted or not captured", "df did not list /dev/shm.", evidence_=evidence((ctx.facts.src("df"), r.stdout.strip()[:200])))
     size = human_size_B(e["size"])
-    ev = evidence(("cmds/df.out", f"/dev/shm {e['fs']} size {e['size']}"))
+    ev = evidence((ctx.facts.src("df"), f"/dev/shm {e['fs']} size {e['size']}"))
     if size is not None and size < SHM_GOOD_B:
         return finding(cid, NAME, Status.actionable, f"/dev/shm is only {e['size']}", severity=Severity.P1, fix_kind=FixKind.runtime,
                        evidence_=ev, expected_value=">= 1 GiB",

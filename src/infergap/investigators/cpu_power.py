@@ -23,6 +23,10 @@ DEEP_STATE_US = 50
 
 
 def _no_cpu_pm(ctx: Context, cid: str, what: str) -> Finding:
+    if ctx.snap.listdir("/sys/devices/system/cpu") is None:
+        from infergap.investigators.base import unknown
+
+        return unknown(cid, NAME, f"{what.capitalize()}: not captured", "Needs /sys/devices/system/cpu.")
     vm = ctx.facts.virtualization()
     c = ctx.facts.container()
     where = "a virtual machine" if vm else ("a container" if c.inside else None)

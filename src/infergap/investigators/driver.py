@@ -25,7 +25,7 @@ def _stack_cuda(ctx: Context) -> tuple[str, str] | None:
     """CUDA version the Python stack was built for: torch's CUDA build, else a '+cuXYZ' pip suffix."""
     t = ctx.facts.torch_info()
     if t and t.get("cuda"):
-        return str(t["cuda"]), "cmds/torch.out"
+        return str(t["cuda"]), ctx.facts.src("torch")
     pk = ctx.facts.pip_packages()
     if pk and "torch" in pk[0]:
         m = re.search(r"\+cu(\d+)(\d)$", pk[0]["torch"])

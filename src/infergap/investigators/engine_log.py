@@ -85,8 +85,8 @@ def _cuda_graph(label: str, f: EngineLogFacts) -> Finding | None:
                        expected_value="CUDA graphs on for decode",
                        impact="Every decode step launches each kernel from Python; at small and medium batch this costs 1.7–4× TPOT in public measurements.",
                        remedy=Remedy(commands=["restart without --disable-cuda-graph (SGLang) / --enforce-eager (vLLM)"]))
-    if not f.decode_batches:
-        return None
+    if not f.decode_graph_known:
+        return None  # no decode lines, or lines that do not say (older SGLang)
     if f.decode_no_graph:
         cap = max(f.cuda_graph_bs) if f.cuda_graph_bs else f.args.get("cuda_graph_max_bs")
         cap_txt = f"captured up to batch {cap}" if cap else "the captured maximum"
@@ -109,7 +109,7 @@ def _cuda_graph(label: str, f: EngineLogFacts) -> Finding | None:
                      "cuda_graph_bs": f.cuda_graph_bs},
         )
     return Finding(id="engine.cuda_graph", investigator=NAME, status=Status.ok, subject=label,
-                   title=f"All {f.decode_batches} decode batches ran with CUDA graphs (running batch up to {f.max_running})",
+                   title=f"All {f.decode_graph_known} decode batches ran with CUDA graphs (running batch up to {f.max_running})",
                    evidence=[ev(label, f"max running-req {f.max_running}, cuda graph: True")])
 
 

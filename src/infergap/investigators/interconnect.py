@@ -27,13 +27,21 @@ def _nvlink_pairs(ctx: Context) -> tuple[dict[tuple[str, str], int], str | None]
     topo = ctx.facts.topology()
     if topo is not None and len(topo.gpus) >= 2:
         pairs = {(a, b): topo.nvlink_count(a, b) for a in topo.gpus for b in topo.gpus if a < b}
-        return pairs, "cmds/nvsmi_topo.out"
+        return pairs, ctx.facts.src("nvsmi_topo")
     n = ctx.facts.nvml()
     if n is not None and len(n["gpus"]) >= 2:
         links = {f"GPU{g['index']}": len(g.get("nvlink_active") or []) for g in n["gpus"]}
         names = sorted(links)
         return {(a, b): min(links[a], links[b]) for a in names for b in names if a < b}, "probes/nvml.json"
     return {}, None
+
+
+def _nvlink_links(ctx: Context) -> dict[int, dict[int, float | None]]:
+    """Per-GPU NVLink links and their speed from ``nvidia-smi nvlink -s`` (empty when absent)."""
+    from infergap.parsers.nvsmi import parse_nvlink_status
+
+    r = ctx.facts.cmd_ok("nvsmi_nvlink")
+    return parse_nvlink_status(r.stdout) if r else {}
 
 
 def _pcie_only(ctx: Context) -> bool:
@@ -46,7 +54,7 @@ def _nvlink(ctx: Context) -> list[Finding]:
     gpus = ctx.facts.gpus()
     if len(gpus) < 2:
         return [not_applicable(cid, NAME, "NVLink: one GPU, no peer", "With a single GPU there is no GPU-to-GPU link to check.",
-                               evidence_=evidence(("host", f"{len(gpus)} GPU"), *(( "cmds/nvsmi_topo.out", "GPU0 only"),) if ctx.facts.topology() else ()))]
+                               evidence_=evidence(("host", f"{len(gpus)} GPU"), *(( ctx.facts.src("nvsmi_topo"), "GPU0 only"),) if ctx.facts.topology() else ()))]
     pairs, src = _nvlink_pairs(ctx)
     if src is None:
         return [unknown(cid, NAME, "NVLink topology: not captured", "Needs nvidia-smi topo -m or NVML.")]
@@ -54,6 +62,9 @@ def _nvlink(ctx: Context) -> list[Finding]:
     topo = ctx.facts.topology()
     cells = sorted({v for (a, b), v in (topo.matrix.items() if topo else []) if a != b and a.startswith("GPU") and b.startswith("GPU")})
     evs = evidence((src, "GPU-GPU links: " + (", ".join(cells) if cells else ", ".join(f"{a}-{b}: NV{n}" for (a, b), n in pairs.items()))))
+    links = _nvlink_links(ctx)
+    if links:
+        evs += evidence((ctx.facts.src("nvsmi_nvlink"), "; ".join(f"GPU{i}: {sum(1 for v in l.values() if v)} active links" + (f" × {max(v for v in l.values() if v):g} GB/s" if any(l.values()) else "") for i, l in sorted(links.items()))))
     out = []
     if with_nv:
         counts = sorted(set(with_nv.values()))
@@ -70,8 +81,10 @@ def _nvlink(ctx: Context) -> list[Finding]:
                                evidence_=evs, expected_value="NV# between every pair", impact="Pairs without NVLink fall back to PCIe for peer traffic; all-reduce runs at the speed of the slowest link.",
                                remedy=Remedy(note="Check nvidia-smi nvlink -s for down links; reseat/replace the GPU or baseboard."), details={"pairs": {f"{a}-{b}": n for (a, b), n in pairs.items()}}))
         else:
+            active = {i: sum(1 for v in l.values() if v) for i, l in links.items()}
             out.append(finding(cid, NAME, Status.ok, f"NVLink between every GPU pair ({'/'.join(f'NV{c}' for c in counts)})", evidence_=evs,
-                               details={"pairs": {f"{a}-{b}": n for (a, b), n in pairs.items()}, "links_per_pair": counts}))
+                               details={"pairs": {f"{a}-{b}": n for (a, b), n in pairs.items()}, "links_per_pair": counts, "active_links_per_gpu": active,
+                                        "link_GBps": {i: l for i, l in links.items()}}))
         return out
     if _pcie_only(ctx):
         name = gpus[0].name
@@ -89,7 +102,7 @@ def _p2p(ctx: Context) -> Finding | None:
     if len(gpus) < 2:
         return None
     p2p = ctx.facts.p2p()
-    src = "cmds/nvsmi_p2p.out"
+    src = ctx.facts.src("nvsmi_p2p")
     if not p2p:
         n = ctx.facts.nvml()
         if n and n.get("p2p"):
@@ -101,7 +114,7 @@ def _p2p(ctx: Context) -> Finding | None:
         if t and t.get("p2p"):
             m = t["p2p"]
             p2p = {(f"GPU{i}", f"GPU{j}"): ("OK" if m[i][j] else "NS") for i in range(len(m)) for j in range(len(m)) if i != j and m[i][j] is not None}
-            src = "cmds/torch.out"
+            src = ctx.facts.src("torch")
     if not p2p:
         return unknown(cid, NAME, "GPU peer-to-peer: not captured", "Needs nvidia-smi topo -p2p r, NVML or the torch probe.")
     bad = {k: v for k, v in p2p.items() if v != "OK"}

@@ -101,8 +101,8 @@ def _transport(label: str, f: NcclLogFacts, snap: object) -> Finding:
     title = "GPUs of one host use " + ", ".join(kinds) if intra else "NCCL transports: " + ", ".join(sorted(f.transports))
     if f.nvls_channels:
         title += f"; NVLS on {f.nvls_channels} channels"
-    if f.collnet_channels:
-        title += f"; CollNet on {f.collnet_channels} channels"
+    if any(lk.transport == "COLLNET" for lk in f.links):
+        title += "; CollNet in use"
     return Finding(id="nccl.transport", investigator=NAME, status=Status.ok, subject=label, title=title,
                    evidence=evidence, details=details)
 

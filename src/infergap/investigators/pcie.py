@@ -48,7 +48,7 @@ def _link(ctx: Context, f: PciFunction, g: GpuFacts | None) -> Finding:
     if cur_s is None and f.lspci and f.lspci.link_sta:
         cur_s, cur_w = f.lspci.link_sta
         max_s, max_w = f.lspci.link_cap or (None, None)
-        src = "cmds/lspci_vvv.out"
+        src = ctx.facts.src("lspci_vvv")
     if cur_s is None and g is not None and g.pcie_gen is not None:
         # nvidia-smi / NVML report generations, not GT/s.
         gen_to = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
@@ -201,6 +201,10 @@ def _acs(ctx: Context, gpus: list[PciFunction]) -> list[Finding]:
     for g in gpus:
         for b in _upstream(ctx, g):
             bridges[b.bdf] = b
+    if not bridges and gpus and all(g.path_known and g.parent is None for g in gpus):
+        return [finding(cid, NAME, Status.ok, "No PCI bridge between the GPUs: each sits on the root bus, so no ACS can redirect peer traffic",
+                        evidence_=evidence(*[(f"files/sys/bus/pci/devices/{g.bdf}.link", f"{g.bdf} directly below the host bridge") for g in gpus[:8]]),
+                        expected_value="no redirection")]
     if not bridges:
         return [unknown(cid, NAME, "ACS: bridges above the GPUs not found", "Needs the device symlinks (sysfs) to find the bridges above each GPU, and their config space or lspci -vvv.")]
     present, redirecting, unread = [], [], []
@@ -211,10 +215,10 @@ def _acs(ctx: Context, gpus: list[PciFunction]) -> list[Finding]:
                 if b.config.acs.redirects:
                     redirecting.append((b, b.config.acs.ctrl_flags, f"{b.source}/config.hex", f"{b.config.acs.ctrl:04x}"))
         elif b.lspci is not None and b.lspci.acs_ctl is not None:
-            present.append((b.bdf, "cmds/lspci_vvv.out", "ACSCtl " + " ".join(f"{k}{'+' if v else '-'}" for k, v in b.lspci.acs_ctl.items())))
+            present.append((b.bdf, ctx.facts.src("lspci_vvv"), "ACSCtl " + " ".join(f"{k}{'+' if v else '-'}" for k, v in b.lspci.acs_ctl.items())))
             flags = [k for k, v in b.lspci.acs_ctl.items() if v]
             if b.lspci.acs_ctl.get("ReqRedir") or b.lspci.acs_ctl.get("CmpltRedir"):
-                redirecting.append((b, flags, "cmds/lspci_vvv.out", None))
+                redirecting.append((b, flags, ctx.facts.src("lspci_vvv"), None))
         elif b.lspci is None and (b.config is None or not b.config.extended_readable):
             unread.append(b.bdf)
     if redirecting:
@@ -287,7 +291,7 @@ def bar1(ctx: Context, g: GpuFacts, n_gpus: int) -> Finding:
     if g.bar1_total_B is None:
         return unknown(cid, "memory", f"GPU {g.bdf}: BAR1 size not captured", "Needs NVML or nvidia-smi -q.", subject=g.bdf)
     gib = g.bar1_total_B / 2**30
-    src = "probes/nvml.json" if "probes/nvml.json" in g.sources else "cmds/nvsmi_qx.out"
+    src = "probes/nvml.json" if "probes/nvml.json" in g.sources else ctx.facts.src("nvsmi_qx")
     evs = evidence((src, f"BAR1 total {gib:g} GiB"))
     if g.bar1_total_B <= 256 * 2**20:
         sev = Severity.P1 if n_gpus > 1 else Severity.P2

@@ -32,7 +32,7 @@ def _stack(ctx: Context) -> Finding:
     env = ctx.facts.env() or {}
     if env.get("NCCL_VERSION"):
         found["nccl (image)"] = env["NCCL_VERSION"]
-    src = pk[1] if pk else "cmds/torch.out"
+    src = pk[1] if pk else ctx.facts.src("torch")
     desc = ", ".join(f"{k} {v}" for k, v in found.items()) or "none of torch, sglang, vllm, flashinfer"
     return finding("runtime.stack", NAME, Status.ok, f"Serving stack: {desc}", evidence_=evidence((src, desc)), details={"versions": found})
 
@@ -50,7 +50,7 @@ def _arch(ctx: Context) -> Finding | None:
         return unknown("runtime.torch_arch", NAME, "torch's CUDA arch list: not captured",
                        "The torch probe (run by infergap collect) records torch.cuda.get_arch_list(); GPU compute capability: " + (", ".join(caps) or "unknown") + ".")
     archs = t["arch_list"]
-    evs = evidence(("cmds/torch.out", "arch list: " + " ".join(archs)), *[(g.sources[-1], f"{g.bdf}: compute capability {g.cuda_capability}") for g in gpus[:1]])
+    evs = evidence((ctx.facts.src("torch"), "arch list: " + " ".join(archs)), *[(g.sources[-1], f"{g.bdf}: compute capability {g.cuda_capability}") for g in gpus[:1]])
     missing = []
     for cap in caps:
         num = cap.replace(".", "")
@@ -95,7 +95,7 @@ def _nccl_env(ctx: Context) -> Finding:
         bad.append(("NCCL_SOCKET_IFNAME", ifn, "Sockets bound to loopback/docker bridge: multi-node traffic cannot leave the host."))
     if nccl.get("NCCL_DEBUG", "").upper() in ("INFO", "TRACE"):
         bad.append(("NCCL_DEBUG", nccl["NCCL_DEBUG"], "Verbose NCCL logging left on in production adds logging on every communicator setup."))
-    src = "cmds/env.out" if env is not None else "files/etc/nccl.conf"
+    src = ctx.facts.src("env") if env is not None else "files/etc/nccl.conf"
     evs = evidence(*[(src, f"{k}={v}") for k, v in nccl.items()]) or evidence((src, "no NCCL_* variables set"))
     if bad:
         p2p = ctx.facts.p2p()

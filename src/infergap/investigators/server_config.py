@@ -12,7 +12,7 @@ capacity, not speed — flat or slower in public reports, worse when prefill dom
 from __future__ import annotations
 
 from infergap.evidence.common import engine_logs
-from infergap.evidence.hostinfo import gpu_links, gpu_names, is_sm120, nvlink_between_gpus
+from infergap.evidence.hostinfo import gpu_names, is_sm120, nvlink_between_gpus
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status, ev
 from infergap.server import ServerConfig, server_config_from_log
 

@@ -374,3 +374,24 @@ def nvml_to_gpus(probe: dict[str, Any]) -> list[NvsmiGpu]:
             g.throttle_active = throttle_names(int(d["throttle_reasons"]))
         out.append(g)
     return out
+
+
+def parse_nvlink_status(text: str) -> dict[int, dict[int, float | None]]:
+    """``nvidia-smi nvlink -s`` -> {GPU index: {link: GB/s, or None when the link is inactive}}.
+
+    Lines look like ``GPU 0: NVIDIA H200 (UUID: …)`` then ``\t Link 0: 26.562 GB/s`` (or
+    ``Link 3: <inactive>``). A GPU without NVLink prints nothing.
+    """
+    out: dict[int, dict[int, float | None]] = {}
+    cur: int | None = None
+    for line in strip_ansi(text).splitlines():
+        m = re.match(r"^GPU (\d+):", line.strip())
+        if m:
+            cur = int(m.group(1))
+            out.setdefault(cur, {})
+            continue
+        m = re.match(r"^Link (\d+):\s*(.*)$", line.strip())
+        if m and cur is not None:
+            v = re.match(r"([\d.]+)\s*GB/s", m.group(2))
+            out[cur][int(m.group(1))] = float(v.group(1)) if v else None
+    return out

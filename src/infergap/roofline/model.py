@@ -267,13 +267,26 @@ def _resolve_source(name_or_path: str) -> tuple[dict[str, Any], dict[str, Any] |
     raise UserError(f"--model {name_or_path}: no such file and not a built-in model{hint}")
 
 
-def _int(cfg: dict[str, Any], key: str, source: str, default: int | None = None) -> int:
+#: Upper limits that keep a malformed config from making the model loop for ever.
+MAX_DIM = 1 << 31
+MAX_LAYERS = 4096
+
+
+def _int(cfg: dict[str, Any], key: str, source: str, default: int | None = None, *, limit: int = MAX_DIM) -> int:
     v = cfg.get(key, default)
     if v is None:
         raise UserError(f"{source}: missing required field {key!r}")
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v < 0:
-        raise UserError(f"{source}: field {key!r} must be a non-negative integer, got {v!r}")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= limit or int(v) != v:
+        raise UserError(f"{source}: field {key!r} must be an integer from 0 to {limit}, got {v!r}")
     return int(v)
+
+
+def _opt_int(cfg: dict[str, Any], source: str, *keys: str, limit: int = MAX_DIM) -> int | None:
+    """The first of ``keys`` present (not null) as a checked integer, or None."""
+    for k in keys:
+        if cfg.get(k) is not None:
+            return _int(cfg, k, source, limit=limit)
+    return None
 
 
 def _first(cfg: dict[str, Any], *keys: str) -> Any:
@@ -286,7 +299,7 @@ def _first(cfg: dict[str, Any], *keys: str) -> Any:
 def _layer_kinds(cfg: dict[str, Any], layers: int, n_experts: int, source: str) -> list[LayerKind]:
     kinds = [LayerKind() for _ in range(layers)]
     layer_types = cfg.get("layer_types")
-    window = cfg.get("sliding_window")
+    window = _opt_int(cfg, source, "sliding_window")
     if isinstance(layer_types, list) and layer_types:
         if len(layer_types) != layers:
             raise UserError(f"{source}: layer_types has {len(layer_types)} entries for {layers} layers")
@@ -298,15 +311,17 @@ def _layer_kinds(cfg: dict[str, Any], layers: int, n_experts: int, source: str) 
             k.window = window
     if n_experts:
         mlp_types = cfg.get("mlp_layer_types")
-        first_dense = cfg.get("first_k_dense_replace")
+        first_dense = _opt_int(cfg, source, "first_k_dense_replace", limit=MAX_LAYERS)
         only = cfg.get("mlp_only_layers") or []
-        step = int(cfg.get("decoder_sparse_step") or 1)
-        freq = int(cfg.get("moe_layer_freq") or 1)
+        if not isinstance(only, list):
+            raise UserError(f"{source}: mlp_only_layers must be a list of layer indices")
+        step = _opt_int(cfg, source, "decoder_sparse_step", limit=MAX_LAYERS) or 1
+        freq = _opt_int(cfg, source, "moe_layer_freq", limit=MAX_LAYERS) or 1
         for i, k in enumerate(kinds):
             if isinstance(mlp_types, list) and len(mlp_types) == layers:
                 k.moe = str(mlp_types[i]).lower() in ("sparse", "moe")
             elif first_dense is not None:
-                k.moe = i >= int(first_dense) and i % freq == 0
+                k.moe = i >= first_dense and i % freq == 0
             else:
                 k.moe = i not in only and (i + 1) % step == 0
     return kinds
@@ -346,34 +361,34 @@ def load_model(name_or_path: str, overrides: dict[str, str] | None = None) -> Mo
     if missing:
         raise UserError(f"{source}: missing required field{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
     H = _int(cfg, "hidden_size", source)
-    L = _int(cfg, "num_hidden_layers", source)
+    L = _int(cfg, "num_hidden_layers", source, limit=MAX_LAYERS)
     nh = _int(cfg, "num_attention_heads", source)
     V = _int(cfg, "vocab_size", source)
     if min(H, L, nh, V) == 0:
         raise UserError(f"{source}: hidden_size, num_hidden_layers, num_attention_heads and vocab_size must be > 0")
-    nkv = _int(cfg, "num_key_value_heads", source, nh) or nh
+    nkv = _opt_int(cfg, source, "num_key_value_heads") or nh
     model_type = str(cfg.get("model_type") or "")
     tied = bool(cfg.get("tie_word_embeddings", False))
     mla = cfg.get("kv_lora_rank") is not None
-    n_experts = int(_first(cfg, "n_routed_experts", "num_experts", "num_local_experts") or 0)
-    top_k = int(_first(cfg, "num_experts_per_tok", "experts_per_token", "moe_topk") or 0)
+    n_experts = _opt_int(cfg, source, "n_routed_experts", "num_experts", "num_local_experts", limit=1 << 16) or 0
+    top_k = _opt_int(cfg, source, "num_experts_per_tok", "experts_per_token", "moe_topk", limit=1 << 16) or 0
     if n_experts and not top_k:
         raise UserError(f"{source}: {n_experts} experts but no num_experts_per_tok")
     if n_experts and top_k > n_experts:
         raise UserError(f"{source}: num_experts_per_tok {top_k} exceeds the {n_experts} experts")
     kinds = _layer_kinds(cfg, L, n_experts, source)
     any_dense = any(not k.moe for k in kinds)
-    inter = cfg.get("intermediate_size")
-    moe_inter = cfg.get("moe_intermediate_size") or (inter if n_experts else None)
+    inter = _opt_int(cfg, source, "intermediate_size")
+    moe_inter = _opt_int(cfg, source, "moe_intermediate_size") or (inter if n_experts else None)
     if any_dense and inter is None:
         raise UserError(f"{source}: missing required field intermediate_size")
     if n_experts and moe_inter is None:
         raise UserError(f"{source}: missing required field moe_intermediate_size")
-    inter = int(inter or 0)
-    moe_inter = int(moe_inter or 0)
+    inter = inter or 0
+    moe_inter = moe_inter or 0
 
     if mla:
-        q_lora = cfg.get("q_lora_rank")
+        q_lora = _opt_int(cfg, source, "q_lora_rank")
         kv_lora = _int(cfg, "kv_lora_rank", source)
         nope = _int(cfg, "qk_nope_head_dim", source)
         rope = _int(cfg, "qk_rope_head_dim", source)
@@ -382,15 +397,16 @@ def load_model(name_or_path: str, overrides: dict[str, str] | None = None) -> Mo
         attention = "mla"
     else:
         q_lora = kv_lora = nope = rope = None
-        hd = cfg.get("head_dim") or (H // nh)
-        head_dim = int(hd)
+        head_dim = _opt_int(cfg, source, "head_dim") or (H // nh)
+        if head_dim == 0:
+            raise UserError(f"{source}: head_dim is 0 (hidden_size {H} < num_attention_heads {nh})")
         v_dim = head_dim
         attention = "mha" if nkv == nh else "gqa"
         if nkv == 0 or nh % nkv:
             raise UserError(f"{source}: num_attention_heads {nh} is not a multiple of num_key_value_heads {nkv}")
-    idx_heads = cfg.get("index_n_heads") if mla else None
-    idx_dim = cfg.get("index_head_dim") if mla else None
-    idx_topk = cfg.get("index_topk") if mla else None
+    idx_heads = _opt_int(cfg, source, "index_n_heads") if mla else None
+    idx_dim = _opt_int(cfg, source, "index_head_dim") if mla else None
+    idx_topk = _opt_int(cfg, source, "index_topk") if mla else None
 
     names = _names(model_type)
     attn_bias = bool(cfg.get("attention_bias", False))
@@ -440,8 +456,8 @@ def load_model(name_or_path: str, overrides: dict[str, str] | None = None) -> Mo
             if model_type == "gpt_oss":  # gate_up and down biases per expert
                 per_expert += 2 * moe_inter + H
             add(p + names["experts"], "experts", n_experts * per_expert, i, "experts", n_experts=n_experts)
-            shared = int(cfg.get("n_shared_experts") or 0) * 3 * H * moe_inter
-            shared += 3 * H * int(cfg.get("shared_expert_intermediate_size") or 0)
+            shared = (_opt_int(cfg, source, "n_shared_experts", limit=1 << 16) or 0) * 3 * H * moe_inter
+            shared += 3 * H * (_opt_int(cfg, source, "shared_expert_intermediate_size") or 0)
             add(p + names["shared"], "shared_experts", shared, i, "tp")
             if cfg.get("shared_expert_intermediate_size"):
                 add(p + "mlp.shared_expert_gate", "other", H, i, "replicated")
@@ -475,7 +491,7 @@ def load_model(name_or_path: str, overrides: dict[str, str] | None = None) -> Mo
         expert_params=(3 * H * moe_inter + ((2 * moe_inter + H) if model_type == "gpt_oss" else 0)) if n_experts else 0,
         layer_kinds=kinds,
         tensors=tensors,
-        mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0),
+        mtp_layers=_opt_int(cfg, source, "num_nextn_predict_layers", limit=MAX_LAYERS) or 0,
     )
     _resolve_precision(spec, cfg, hf_quant, source, overrides or {})
     if spec.mtp_layers:

@@ -43,12 +43,23 @@ def scrub(text: str, hostnames: tuple[str, ...] = ()) -> str:
     text = _UUID.sub(lambda m: (m.group(1) or "") + "00000000-0000-0000-0000-000000000000", text)
     text = _MAC.sub("00:00:00:00:00:00", text)
     for h in hostnames:
+        # NCCL prefixes each log line with "<host>:<pid>:<tid>": redact there whatever the length.
+        text = re.sub(rf"(?m)^(\s*){re.escape(h)}(:\d+:\d+ \[)", r"\1redacted-host\2", text)
         if len(h) < 4 or h.lower() in _COMMON_WORDS:
             # a short or common host name ("vm", "gpu") also occurs in ordinary text
             # ("vm.swappiness"): redacting it would corrupt the evidence.
             continue
         text = re.sub(rf"(?<![\w.-]){re.escape(h)}(?![\w-]|\.\w)", "redacted-host", text)
     return text
+
+
+_IPV4 = re.compile(r"(?<![\d.])(?!127\.)(?!0\.0\.0\.0)(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})(?![\d.])")
+
+
+def scrub_ips(text: str) -> str:
+    """Replace IPv4 addresses other than loopback and 0.0.0.0 with 192.0.2.1 (RFC 5737 TEST-NET-1);
+    used on logs (NCCL prints its bootstrap interface address)."""
+    return _IPV4.sub("192.0.2.1", text)
 
 
 _COMMON_WORDS = {"localhost", "host", "server", "node", "linux", "ubuntu", "debian", "worker", "master", "cuda", "nvidia", "kernel", "root", "none", "default"}
@@ -74,8 +85,9 @@ def _scrub_environ(data: bytes) -> bytes:
     return b"\0".join(keep)
 
 
-def collect(output: str | os.PathLike[str], root: str = "/") -> dict[str, Any]:
+def collect(output: str | os.PathLike[str], root: str = "/", active: bool = False) -> dict[str, Any]:
     """Collect this host into ``output`` (a directory, or a ``.tar.gz`` when the name ends so).
+    ``active`` adds the GPU measurements (probes/active.json; they use the GPUs for a minute).
 
     Returns the meta dict written to ``meta.json``. Raises OSError only when ``output`` itself
     cannot be written. ``root`` redirects file reads (tests); commands always run on this host.
@@ -102,14 +114,22 @@ def collect(output: str | os.PathLike[str], root: str = "/") -> dict[str, Any]:
         write(f"cmds/{name}.rc", f"{res.rc if res.rc is not None else ''}\n".encode())
         sources[f"cmds/{name}"] = {"duration_s": round(res.duration_s, 4), "rc": res.rc, "error": res.error}
 
+    probes = dict(PROBES)
+    if active:
+        from infergap.snapshot.active import ACTIVE_TIMEOUT_S, active_probe
+
+        probes["active"] = (active_probe, ACTIVE_TIMEOUT_S)
+
     def do_probe(name: str) -> None:
-        fn, _timeout = PROBES[name]
+        fn, _timeout = probes[name]
         t0 = time.monotonic()
         try:
             data = fn()
             err = data.get("error") if isinstance(data, dict) else None
         except Exception as e:  # third-party library: record, do not crash collection
             data, err = {"available": False, "error": f"{type(e).__name__}: {e}"}, f"{type(e).__name__}: {e}"
+        if isinstance(data, dict) and isinstance(data.get("nccl_log"), str):
+            data["nccl_log"] = scrub_ips(scrub(data["nccl_log"], hosts))
         write(f"probes/{name}.json", scrub(json.dumps(data, indent=1), hosts).encode())
         sources[f"probes/{name}"] = {"duration_s": round(time.monotonic() - t0, 4), "error": err}
 
@@ -132,7 +152,7 @@ def collect(output: str | os.PathLike[str], root: str = "/") -> dict[str, Any]:
 
     with ThreadPoolExecutor(max_workers=16, thread_name_prefix="infergap-collect") as pool:
         futs = [pool.submit(do_cmd, n) for n in [*COMMANDS, "env"]]
-        futs += [pool.submit(do_probe, n) for n in PROBES]
+        futs += [pool.submit(do_probe, n) for n in probes]
         futs.append(pool.submit(do_files))
         for f in futs:
             f.result()

@@ -381,7 +381,7 @@ class LiveSnapshot(Snapshot):
 
     kind = "live"
 
-    def __init__(self, root: str = "/", workers: int = 16, live_only: bool = True) -> None:
+    def __init__(self, root: str = "/", workers: int = 16, live_only: bool = True, active: bool = False) -> None:
         self.root = root
         self.label = "live host"
         self.live_only = live_only
@@ -394,6 +394,10 @@ class LiveSnapshot(Snapshot):
         from infergap.snapshot.probes import PROBES
 
         self.probe_functions.update(PROBES)
+        if active:
+            from infergap.snapshot.active import ACTIVE_TIMEOUT_S, active_probe
+
+            self.probe_functions["active"] = (active_probe, ACTIVE_TIMEOUT_S + 10)
 
     def _real(self, path: str) -> str:
         return os.path.join(self.root, path.lstrip("/")) if self.root != "/" else path
@@ -475,14 +479,15 @@ class LiveSnapshot(Snapshot):
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def open_snapshot(path: str | os.PathLike[str] | None) -> Snapshot:
-    """Open ``path`` as a snapshot (directory or ``.tar.gz``), or the live host when None.
+def open_snapshot(path: str | os.PathLike[str] | None, active: bool = False) -> Snapshot:
+    """Open ``path`` as a snapshot (directory or ``.tar.gz``), or the live host when None
+    (``active``: also run the GPU measurements of :mod:`infergap.snapshot.active`).
 
     Raises :class:`SnapshotError` with a one-line message for a missing path, a file that is not
     a tar archive, or an unreadable directory.
     """
     if path is None:
-        return LiveSnapshot()
+        return LiveSnapshot(active=active)
     p = Path(path)
     if not p.exists():
         raise SnapshotError(f"snapshot {path}: no such file or directory")

@@ -1,0 +1,58 @@
+"""Facts from a kernel log (``dmesg`` or ``journalctl -k``): NVIDIA Xid events and PCIe AER errors.
+
+Line formats are the kernel's and the NVIDIA driver's: ``NVRM: Xid (PCI:0000:02:00): 79, GPU has
+fallen off the bus.`` (Xid meanings: NVIDIA's "XID Errors" document), ``pcieport 0000:00:02.0: AER:
+Corrected error received`` and ``PCIe Bus Error: severity=Uncorrected (Fatal)``
+(``drivers/pci/pcie/aer.c``). Streaming, bounded memory.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from pydantic import BaseModel, Field
+
+_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)\): (\d+)(?:, pid=\S+)?(?:, name=\S+)?,?\s*(.*)$")
+_AER = re.compile(r"(\S+ [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): (?:AER: )?PCIe Bus Error: severity=([A-Za-z ()]+?),")
+
+#: Xid codes that mean the GPU or its link is failing (NVIDIA XID Errors document): 48 double-bit
+#: ECC, 74 NVLink error, 79 fallen off the bus, 92/94/95 ECC/containment, 119/120 GSP timeouts.
+SEVERE_XIDS = {48, 74, 79, 92, 94, 95, 119, 120}
+
+
+class DmesgFacts(BaseModel):
+    """Xid events (code, PCI address, message; first 20) and AER error counts by severity."""
+
+    lines: int = 0
+    xids: list[tuple[int, str, str]] = Field(default_factory=list)
+    xid_count: int = 0
+    aer: dict[str, int] = Field(default_factory=dict)
+    aer_devices: list[str] = Field(default_factory=list)
+
+
+def parse_dmesg(lines: Iterable[str]) -> DmesgFacts:
+    """Parse kernel log lines into :class:`DmesgFacts`.
+
+    >>> parse_dmesg(["[74889.644138] NVRM: Xid (PCI:0000:02:00): 79, GPU has fallen off the bus."]).xids
+    [(79, '0000:02:00', 'GPU has fallen off the bus.')]
+    """
+    f = DmesgFacts()
+    for line in lines:
+        f.lines += 1
+        if "Xid" in line:
+            m = _XID.search(line)
+            if m:
+                f.xid_count += 1
+                if len(f.xids) < 20:
+                    f.xids.append((int(m.group(2)), m.group(1), m.group(3).strip()[:200]))
+                continue
+        if "severity=" in line:
+            m = _AER.search(line)
+            if m:
+                sev = m.group(2).strip()
+                f.aer[sev] = f.aer.get(sev, 0) + 1
+                dev = m.group(1)
+                if dev not in f.aer_devices and len(f.aer_devices) < 20:
+                    f.aer_devices.append(dev)
+    return f

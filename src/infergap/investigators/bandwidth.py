@@ -1,0 +1,88 @@
+"""Measured bandwidths (from ``--active`` probes): host<->device copies against the PCIe link,
+device memory against the datasheet, NCCL all-reduce bus bandwidth against the link.
+
+Reference figures:
+- PCIe per direction, x16: gen3 15.75, gen4 31.5, gen5 63.0 GB/s (GT/s x lanes x 128/130 / 8,
+  PCIe Base Specification); pinned copies reach ~80-90 % of it (this project's H200 measurement:
+  55.5 GB/s on gen5 x16 = 88 %). Below 60 % points at the link, the IOMMU or NUMA placement.
+- Device memory: datasheet peak (H200 4.8 TB/s, H100 SXM 3.35, A100 80GB 2.039, B200 8.0, RTX PRO
+  6000 Blackwell Server 1.597, L40S 0.864 TB/s). A copy reaches ~85-90 % (H200 measured 4.2-4.3 TB/s);
+  below 70 % is flagged.
+- Pageable copies go through a staging buffer and are expected to be several times slower.
+"""
+
+from __future__ import annotations
+
+from infergap.findings import Finding, FixKind, Remedy, Severity, Status
+from infergap.investigators.base import Context, evidence, finding
+
+NAME = "bandwidth"
+PCIE_GBPS = {3: 15.75, 4: 31.5, 5: 63.0, 6: 126.0}
+DATASHEET_TBPS = {"H200": 4.8, "H100 80GB HBM3": 3.35, "H100 SXM": 3.35, "A100-SXM4-80GB": 2.039, "A100 80GB": 2.039, "B200": 8.0,
+                  "RTX PRO 6000 Blackwell Server": 1.597, "RTX PRO 6000 Blackwell Workstation": 1.792, "L40S": 0.864}
+H2D_OK = 0.60
+MEM_OK = 0.70
+
+
+def _datasheet(name: str) -> float | None:
+    for k, v in DATASHEET_TBPS.items():
+        if k.lower() in name.lower():
+            return v
+    return None
+
+
+def investigate(ctx: Context) -> list[Finding]:
+    """pcie.h2d_bandwidth and gpu.memory_bandwidth per GPU, nccl.allreduce_bandwidth; nothing
+    unless active probes were run."""
+    data = ctx.snap.probe("active")
+    if data is None:
+        return []
+    src = "probes/active.json"
+    if not data.get("available"):
+        return [finding("active.probes", NAME, Status.unknown, "Active measurements did not run", impact=data.get("error"))]
+    out: list[Finding] = []
+    gpus = ctx.facts.gpus()
+    for c in data.get("copies", []):
+        i = c["device"]
+        g = gpus[i] if i < len(gpus) else None
+        subj = g.bdf if g else f"cuda:{i}"
+        gen, width = (g.pcie_gen_max, g.pcie_width_max) if g else (None, None)
+        link = PCIE_GBPS.get(gen or 0, 0) * (width or 16) / 16 if gen else None
+        evs = evidence((src, f"H2D pinned {c['h2d_pinned_GBps']:.1f} GB/s, D2H pinned {c['d2h_pinned_GBps']:.1f} GB/s, H2D pageable {c['h2d_pageable_GBps']:.1f} GB/s ({c['bytes'] >> 20} MiB, median of {c['repeats']}, CUDA events on the GPU)"))
+        if link:
+            frac = c["h2d_pinned_GBps"] / link
+            if frac < H2D_OK:
+                out.append(finding("pcie.h2d_bandwidth", NAME, Status.actionable, f"GPU {subj}: pinned host-to-device copy {c['h2d_pinned_GBps']:.1f} GB/s = {frac:.0%} of gen{gen} x{width}",
+                                   severity=Severity.P1, fix_kind=FixKind.bios, subject=subj, evidence_=evs, expected_value=f">= {H2D_OK:.0%} of {link:.1f} GB/s",
+                                   impact="Weight loading, KV offload and CPU-GPU transfers run below what the link carries: check the IOMMU mode, MaxReadReq, NUMA placement of the copying thread and the link itself.",
+                                   remedy=Remedy(note="Compare with the pcie.* and iommu.mode findings; bind the process to the GPU's NUMA node and re-measure.")))
+            else:
+                out.append(finding("pcie.h2d_bandwidth", NAME, Status.ok, f"GPU {subj}: pinned host-to-device copy {c['h2d_pinned_GBps']:.1f} GB/s = {frac:.0%} of gen{gen} x{width} ({link:.1f} GB/s)",
+                                   subject=subj, evidence_=evs, expected_value=f">= {H2D_OK:.0%} of {link:.1f} GB/s"))
+        peak = _datasheet(g.name or "") if g else None
+        mevs = evidence((src, f"device-to-device copy {c['d2d_copy_GBps'] / 1000:.2f} TB/s counting read + write"))
+        if peak:
+            frac = c["d2d_copy_GBps"] / 1000 / peak
+            st = Status.ok if frac >= MEM_OK else Status.actionable
+            out.append(finding("gpu.memory_bandwidth", NAME, st, f"GPU {subj}: memory copy {c['d2d_copy_GBps'] / 1000:.2f} TB/s = {frac:.0%} of the {peak} TB/s datasheet peak",
+                               severity=Severity.P1 if st == Status.actionable else None, fix_kind=FixKind.hardware if st == Status.actionable else None,
+                               subject=subj, evidence_=mevs, expected_value=f">= {MEM_OK:.0%} of {peak} TB/s",
+                               impact="Decode is bound by memory bandwidth; this measured figure is the ceiling to use in the roofline (infergap roofline --measured-bandwidth).",
+                               remedy=Remedy(note="Check clocks and throttling under load (gpu.clocks, gpu.throttle).") if st == Status.actionable else None,
+                               details={"measured_GBps": c["d2d_copy_GBps"], "datasheet_TBps": peak}))
+        else:
+            out.append(finding("gpu.memory_bandwidth", NAME, Status.ok, f"GPU {subj}: memory copy {c['d2d_copy_GBps'] / 1000:.2f} TB/s (no datasheet figure for {g.name if g else 'this GPU'})",
+                               subject=subj, evidence_=mevs, details={"measured_GBps": c["d2d_copy_GBps"]}))
+    ar = data.get("allreduce")
+    if ar and ar.get("sizes"):
+        big = ar["sizes"][-1]
+        small = ar["sizes"][0]
+        evs = evidence((src, f"{ar['world']} GPUs: {small['bytes'] >> 10} KiB in {small['time_us']:.1f} µs; {big['bytes'] >> 20} MiB busbw {big['busbw_GBps']:.1f} GB/s"))
+        out.append(finding("nccl.allreduce_bandwidth", NAME, Status.ok if ar.get("result_ok") else Status.actionable,
+                           f"NCCL all-reduce on {ar['world']} GPUs: {big['busbw_GBps']:.0f} GB/s bus bandwidth at {big['bytes'] >> 20} MiB, {small['time_us']:.0f} µs at {small['bytes'] >> 10} KiB",
+                           severity=None if ar.get("result_ok") else Severity.P0, fix_kind=None if ar.get("result_ok") else FixKind.software,
+                           evidence_=evs, impact="Small-message latency is what tensor-parallel decode pays per all-reduce; the bus bandwidth is what prefill and large batches see (nccl-tests definition).",
+                           details={"sizes": ar["sizes"]}))
+    elif ar and ar.get("error"):
+        out.append(finding("nccl.allreduce_bandwidth", NAME, Status.unknown, "NCCL all-reduce measurement failed", impact=ar["error"]))
+    return out
