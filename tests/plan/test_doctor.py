@@ -14,7 +14,7 @@ import time
 import pytest
 
 import chromium
-from conftest import ROOT, free_port
+from plan_support import ROOT, free_port
 
 ARTEFACTS = ("audit.json", "server.json", "roofline.json", "bench.json", "plan.json", "plan.md", "report.md", "report.html")
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import H200X2, ROOT, constructed_bench
+from plan_support import H200X2, ROOT, constructed_bench
 from infergap.plan import build_plan
 
 PCIE_ONLY = {"allreduce.pcie_ipc", "eng.pcie_allreduce_kernel", "parallel.dp_replicas", "no.reenable_custom_allreduce",

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, SEED_LOG
+from plan_support import ROOT, SEED_LOG
 from infergap.plan import SCHEMA, build_plan
 
 
