@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "tests" / "fixtures" / "hosts" / "seed-8x-rtxpro6000"
 FIX = Path(__file__).resolve().parent / "fixtures"
 SEED_LOG = FIX / "seed-sglang-tp8.log"
-H200X2 = FIX / "h200x2-nvlink-partial"
+H200X2 = ROOT / "tests" / "fixtures" / "hosts" / "h200-2gpu-collect.tar.gz"  # real capture, NV18 between two H200s
 
 # The bench tests' real llama-cpp-python server (tests/bench/conftest.py), reused, not copied.
 sys.path.insert(0, str(ROOT / "tests" / "bench"))

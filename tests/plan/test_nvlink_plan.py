@@ -1,4 +1,5 @@
-"""The same synthesis on an NVLink host: no PCIe workarounds, custom all-reduce not 'expected off'."""
+"""The same synthesis on an NVLink host (the real two-H200 capture): no PCIe workarounds, custom
+all-reduce not 'expected off'."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ def nvlink_plan(request):
     finally:
         snap.close()
     rl = bounds(load_model("llama-3.1-70b"), load_hardware("h200", 2), Parallel(tp=2), Workload(batches=[1, 8, 64]))
+    # Illustrative figures (no assertion depends on them): a bench is needed for the regime facts.
     bench = constructed_bench([(1, 38.0, None), (8, 260.0, None), (64, 1500.0, 650.0)], gpu_name="NVIDIA H200", gpus=2)
     return request.param, audit, build_plan(audit=audit, roofline=rl, bench=bench, server=cfg)
 
