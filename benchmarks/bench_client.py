@@ -104,7 +104,8 @@ def main() -> None:
     os.sched_setaffinity(0, {0})
     install_uvloop()
     proc, url = start_stub(1)
-    print(f"stub on core 1 ({url}), client on core 0; 256-token prompts, 128 streamed tokens per response")
+    print(f"stub on core 1 ({url}), client on core 0; 256-token prompts, 128 streamed tokens per response; "
+          f"load average {os.getloadavg()[0]:.1f} (other processes share these cores: compare client CPU %)")
     rows = {}
     try:
         asyncio.run(client_run(url, 64, 500))  # warm-up: connections, caches
@@ -114,8 +115,10 @@ def main() -> None:
             r = asyncio.run(client_run(url, c, n))
             s = stub(url, "/stats")
             rows[c] = (r, s)
-            print(f"\ninfergap c={c} ({n} requests): {r['tok_s']:,.0f} streamed tok/s, {r['req_s']:,.0f} req/s "
+            print(f"\n[load {os.getloadavg()[0]:.1f}] infergap c={c} ({n} requests): {r['tok_s']:,.0f} streamed tok/s, {r['req_s']:,.0f} req/s "
                   f"(stub counted {s['tokens_per_s']:,.0f} tok/s, {s['requests_per_s']:,.0f} req/s), failed {r['failed']}")
+            print(f"  per client CPU-second: {r['tok_s'] / max(r['cpu'], 1e-9):,.0f} tok/s "
+                  f"(the ceiling of one whole core; the client got {r['cpu'] * 100:.0f} % of core 0)")
             print(f"  in flight: client {r['in_flight']:.1f}, stub {s['mean_in_flight']:.1f} of {c} "
                   f"({(s['mean_in_flight'] / c - 1) * 100:+.1f} %), peak {s['peak_in_flight']}")
             print(f"  scheduler lateness (event-loop lag) p50 {r['lag_p50']:.2f} ms, p99 {r['lag_p99']:.2f} ms; "
@@ -142,7 +145,7 @@ def main() -> None:
             tok = a.tokenizer_dir
             if tok is None:
                 sys.path.insert(0, str(ROOT / "tests" / "bench"))
-                from tiny_models import write_hf_llama
+                from bench_tiny_models import write_hf_llama
 
                 tok = str(write_hf_llama(Path(tempfile.mkdtemp()) / "tok"))
             for c in levels:

@@ -1,84 +1,21 @@
-"""Real OpenAI-compatible servers on 127.0.0.1 for the bench tests, each started once per session.
-
-- ``llama_server``: llama-cpp-python's server on a tiny random GGUF (one request at a time, no
-  usage while streaming, honours ``min_tokens``, sends ``[DONE]``).
-- ``tf_server``: ``transformers serve`` on a tiny random Llama with a locally trained tokenizer
-  (usage on the last chunk, no ``[DONE]``, HTTP 422 for unknown fields).
-- ``stub_server``: factory for ``benchmarks/stub_server.py`` subprocesses (killed in fault tests).
-
-Each server's access log is kept so that tests can count the requests the server itself saw.
-"""
+"""Fixtures: real OpenAI-compatible servers on 127.0.0.1, each started once per session
+(see bench_helpers for what each server does differently on the wire)."""
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-START_TIMEOUT_S = 120
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class Server:
-    url: str
-    proc: subprocess.Popen
-    log: Path
-    model_path: Path | None = None
-
-    def posts(self, path: str) -> int:
-        """Requests to ``path`` the server's own access log shows (any status)."""
-        pat = re.compile(rf'"POST {re.escape(path)} HTTP/1\.1" \d{{3}}')
-        return len(pat.findall(self.log.read_text(errors="replace")))
-
-
-def _start(cmd: list[str], port: int, log: Path, env=None) -> Server:
-    fh = open(log, "w")
-    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=log.parent)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited ({proc.returncode}): {log.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(url + "/v1/models", timeout=2) as r:
-                if r.status == 200:
-                    return Server(url, proc, log)
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    raise RuntimeError(f"server did not answer within {START_TIMEOUT_S} s: {log.read_text()[-2000:]}")
-
-
-def _stop(s: Server) -> None:
-    s.proc.terminate()
-    try:
-        s.proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        s.proc.kill()
-        s.proc.wait(timeout=10)
-
+from bench_helpers import ROOT, Server, _start, _stop, free_port
 
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory):
     pytest.importorskip("llama_cpp.server")
     pytest.importorskip("gguf")
-    from tiny_models import write_llama_gguf
+    from bench_tiny_models import write_llama_gguf
 
     d = tmp_path_factory.mktemp("llama")
     model = write_llama_gguf(d / "tiny.gguf")
@@ -96,7 +33,7 @@ def tf_server(tmp_path_factory):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     pytest.importorskip("fastapi")
-    from tiny_models import write_hf_llama
+    from bench_tiny_models import write_hf_llama
 
     d = tmp_path_factory.mktemp("tf")
     model = write_hf_llama(d / "model")
@@ -129,15 +66,3 @@ def stub_server(tmp_path):
             _stop(s)
 
 
-def bench_cmd(*args) -> list[str]:
-    return [sys.executable, "-m", "infergap", "bench", *map(str, args)]
-
-
-def bench_env() -> dict:
-    return dict(os.environ, PYTHONPATH=str(ROOT / "src"), PYTHONUNBUFFERED="1")
-
-
-def run_bench(*args, timeout: float = 240) -> subprocess.CompletedProcess:
-    """Run ``infergap bench`` in a subprocess (bounded by ``timeout``)."""
-    return subprocess.run(bench_cmd(*args), capture_output=True, text=True, timeout=timeout, env=bench_env(),
-                          stdin=subprocess.DEVNULL)

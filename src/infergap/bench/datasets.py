@@ -65,12 +65,17 @@ def synthetic(n: int, input_len: int, output_len: int, *, spread: float = 0.0, s
         count = n_in
         if tokenizer is not None:
             count = tokenizer(text)
-            while count > n_in and len(body) > 1:
+            while count > n_in + 8 and len(body) > 1:  # coarse trim
                 body = body[:-max(1, (count - n_in) // 2)]
                 text = head + " " + " ".join(body)
                 count = tokenizer(text)
-            while count < n_in:
-                body.append(rng.choice(_WORDS))
+            for _ in range(4 * n_in + 64):  # fine: one word at a time until the count is exact
+                if count == n_in:
+                    break
+                if count > n_in and len(body) > 1:
+                    body.pop()
+                else:
+                    body.append(rng.choice(_WORDS))
                 text = head + " " + " ".join(body)
                 count = tokenizer(text)
         out.append(Prompt(text, count, n_out))

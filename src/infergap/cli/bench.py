@@ -169,6 +169,9 @@ def bench(
     levels = _numbers(concurrency, int, "--concurrency") or ([] if rates else [1, 2, 4, 8, 16, 32, 64])
     if rates and len(levels) > 1:
         raise UserError("--concurrency with --request-rate is one cap on requests in flight, not a list")
+    for opt, path in (("--output", output), ("--plot", plot)):
+        if path is not None and not path.parent.is_dir():
+            raise UserError(f"{opt} {path}: directory {path.parent} does not exist")
     base = load_result(baseline) if baseline else None
     settings = BenchSettings(api=api, stream=not no_stream, concurrency=levels, request_rate=rates, arrival=arrival,
                              num_prompts=num_prompts, duration_s=duration, input_len=input_len, output_len=output_len,

@@ -124,10 +124,12 @@ def _notes(result: BenchResult) -> list[str]:
             if t.client.client_bound:
                 notes.append(f"{p.label} trial {t.trial}: CLIENT-BOUND ({'; '.join(t.client.reasons)}): "
                              "throughput measures the client, not the server")
-        if p.telemetry is not None:
+        if p.telemetry is not None and p.telemetry.available:
             notes.append(f"{p.label}: {telemetry_line(p.telemetry)}")
         if p.error:
             notes.append(f"{p.label}: {p.error}")
+    missing = {telemetry_line(p.telemetry) for p in result.points if p.telemetry is not None and not p.telemetry.available}
+    notes += [f"GPU {m}" if m.startswith("telemetry") else m for m in sorted(missing)]
     if result.interrupted:
         notes.append("run interrupted: results are partial")
     if result.error:
@@ -213,6 +215,7 @@ def plot(result: BenchResult, path: str) -> None:
     a1.set_xlabel("request rate (req/s)" if rate else "concurrency")
     if not rate and xs and max(xs) / max(min(xs), 1) >= 8:
         a1.set_xscale("log", base=2)
+        a1.set_xticks(xs, [str(x) for x in xs])
     a1.set_ylabel("tokens/s")
     a1.set_title("throughput vs load")
     a1.legend()

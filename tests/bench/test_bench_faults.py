@@ -12,7 +12,7 @@ import time
 
 import pytest
 from aiohttp import web
-from conftest import bench_cmd, bench_env, free_port, run_bench
+from bench_helpers import bench_cmd, bench_env, free_port, run_bench
 
 from infergap.bench import load_result
 

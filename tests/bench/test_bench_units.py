@@ -133,3 +133,23 @@ def test_split_url_accepts_base_v1_and_endpoint():
     for u in ("http://h:1", "http://h:1/", "http://h:1/v1", "http://h:1/v1/chat/completions"):
         assert split_url(u) == "http://h:1"
     assert split_url("http://h:1/proxy/v1") == "http://h:1/proxy"
+
+
+def test_synthetic_prompts_are_token_exact_with_a_local_tokenizer(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    from infergap.bench.datasets import _WORDS, synthetic
+    from infergap.cli.bench import _load_tokenizer
+
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator([" ".join(_WORDS)] * 20, trainers.BpeTrainer(vocab_size=300, special_tokens=["[UNK]"]))
+    tok.save(str(tmp_path / "tokenizer.json"))
+    count = _load_tokenizer(str(tmp_path))
+    for seed in range(10):  # the first prompt of a seed draws its target length before any word
+        target = synthetic(1, 40, 8, spread=0.5, seed=seed, salt="s1.")[0].input_tokens
+        p = synthetic(1, 40, 8, spread=0.5, seed=seed, salt="s1.", tokenizer=count)[0]
+        assert count(p.text) == p.input_tokens == target
+    a = synthetic(5, 40, 8, seed=2, salt="s1.", tokenizer=count)
+    b = synthetic(5, 40, 8, seed=2, salt="s2.", tokenizer=count)
+    assert all(x.text != y.text for x, y in zip(a, b))  # salted per run: no shared prefix to cache

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import run_bench
+from bench_helpers import run_bench
 
 from infergap.bench import datasets, load_result
 

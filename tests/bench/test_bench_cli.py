@@ -1,0 +1,82 @@
+"""Load modes, baseline comparison and output formats, against the streaming stub (a real aiohttp
+server that counts what it served)."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+from bench_helpers import run_bench
+
+from infergap.bench import load_result
+from infergap.bench.telemetry import GPUSampler
+
+pytestmark = pytest.mark.slow
+
+
+def _stats(url: str) -> dict:
+    return json.loads(urllib.request.urlopen(url + "/stats", timeout=5).read())
+
+
+def test_constant_rate_keeps_an_absolute_schedule(stub_server, tmp_path):
+    s = stub_server("--itl-ms", "2", "--tokens", "8")
+    out = tmp_path / "r.json"
+    r = run_bench("--url", s.url, "--request-rate", "20", "--arrival", "constant", "--num-prompts", "20", "--trials", "1",
+                  "--warmup", "2", "--output-len", "8", "--format", "json", "--output", out, timeout=120)
+    assert r.returncode == 0, r.stderr
+    res = load_result(out)
+    t = res.points[0].trials[0]
+    assert _stats(s.url)["requests"] == res.environment.probe_requests + 2 + 20
+    assert t.completed == 20 and t.output_token_source == {"usage": 20} and t.output_tokens == 20 * 8
+    assert t.duration_s >= 19 / 20  # 20 arrivals 50 ms apart cannot finish sooner
+    assert t.client.target_in_flight is None and t.client.send_slip_ms.n == 20
+    assert res.points[0].label == "r=20/s"
+
+
+def test_capped_rate_exposes_queueing_from_the_intended_send_time(stub_server, tmp_path):
+    """50 req/s against a server taking ~100 ms per request, capped at 1 in flight: requests queue
+    in the client. Latency from the actual send hides that; from the intended send time it shows."""
+    s = stub_server("--itl-ms", "12", "--tokens", "8")
+    out = tmp_path / "r.json"
+    r = run_bench("--url", s.url, "--request-rate", "50", "--concurrency", "1", "--num-prompts", "12", "--trials", "1",
+                  "--warmup", "0", "--output-len", "8", "--format", "json", "--output", out, timeout=120)
+    assert r.returncode == 0, r.stderr
+    t = load_result(out).points[0].trials[0]
+    assert t.completed == 12 and _stats(s.url)["peak_in_flight"] == 1
+    assert t.e2e_from_intended_ms.p99 > 3 * t.e2e_ms.p99
+    assert t.ttft_from_intended_ms.p50 > t.ttft_ms.p50
+
+
+def test_duration_mode_baseline_markdown_and_png(stub_server, tmp_path):
+    s = stub_server("--itl-ms", "1", "--tokens", "8")
+    a, b = tmp_path / "a.json", tmp_path / "b.md"
+    common = ["--url", s.url, "--concurrency", "1,2", "--trials", "2", "--warmup", "1", "--output-len", "8"]
+    r = run_bench(*common, "--duration", "0.5", "--format", "json", "--output", a, timeout=120)
+    assert r.returncode == 0, r.stderr
+    ra = load_result(a)
+    assert all(t.duration_s >= 0.5 and t.completed > 0 for p in ra.points for t in p.trials)
+    png = tmp_path / "p.png"
+    r = run_bench(*common, "--num-prompts", "16", "--baseline", a, "--format", "md", "--output", b, "--plot", png,
+                  timeout=120)
+    assert r.returncode == 0, r.stderr
+    md = b.read_text()
+    assert md.startswith("# infergap bench") and "| c=1 |" in md and "comparison with baseline" in md
+    assert "output_throughput_tps" in md and ("within noise" in md or "better" in md or "worse" in md)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": "other"}')
+    r = run_bench(*common, "--baseline", bad, timeout=60)
+    assert r.returncode == 2 and str(bad) in r.stderr
+
+
+def test_telemetry_without_gpu_is_unavailable_not_an_error():
+    s = GPUSampler().start()
+    try:
+        summ = s.summary([(0.0, 1e12)])
+    finally:
+        s.stop()
+    if s.available:  # a machine with a GPU: the summary has readings
+        assert summ.gpus and summ.gpus[0].power_limit_W
+    else:
+        assert summ.available is False and summ.reason
