@@ -291,6 +291,8 @@ class Ledger:
         if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA foreign_keys = ON")
+        # Journal first means the journal is on disk before the change: sync every commit.
+        db.execute("PRAGMA synchronous = FULL")
         if version == len(MIGRATIONS):
             return
         db.execute("BEGIN IMMEDIATE")

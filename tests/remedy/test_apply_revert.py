@@ -174,8 +174,12 @@ def test_declined_at_the_prompt_changes_nothing(netns, sandbox, tmp_path):
         run = led.latest(kind="fix")
         assert [c["state"] for c in run.payload["changes"]] == ["declined", "applied"]
         assert [s["target"] for s in led.steps(run.id)] == ["sysctl:net.ipv4.tcp_rmem"]
+    with Ledger(sandbox["db"]) as led:
+        declined_only = led.record("fix", {"mode": "apply", "changes": []}, None, status="nothing")
+    # "last" is the newest run with journalled changes, not the newer one that changed nothing.
     r = netns.infergap("fix", "--revert", "--db", str(sandbox["db"]), env=sandbox["env"])
     assert r.returncode == 0 and netns.read("net.ipv4.tcp_rmem") == rmem
+    assert f"reverting fix run {run.id} " in r.stdout and declined_only > run.id
 
 
 def test_report_commands_are_never_executed(netns, sandbox, tmp_path):
@@ -192,4 +196,50 @@ def test_report_commands_are_never_executed(netns, sandbox, tmp_path):
     assert "not in the check catalog" in r.stdout and "kernel.core_pattern" in r.stdout
     assert netns.read("net.core.somaxconn") == _bump(som)
     r = netns.infergap("fix", "--revert", "--db", str(sandbox["db"]), env=sandbox["env"])
+    assert netns.read("net.core.somaxconn") == som
+
+
+def test_interrupted_at_a_prompt_leaves_a_revertable_journal(netns, sandbox, tmp_path):
+    import os
+    import select
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from .conftest import SRC
+
+    som, rmem = netns.read("net.core.somaxconn"), netns.read("net.ipv4.tcp_rmem")
+    rep = write_report(tmp_path / "audit.json", [
+        sysctl_finding("net.socket_buffers", [{"target": "net.core.somaxconn", "value": _bump(som), "previous": som},
+                                              {"target": "net.ipv4.tcp_rmem", "value": _bump(rmem), "previous": rmem}])])
+    env = {**os.environ, "PYTHONPATH": str(SRC), "PYTHONWARNINGS": "ignore", **sandbox["env"]}
+    p = subprocess.Popen(["ip", "netns", "exec", netns.name, sys.executable, "-m", "infergap", "fix", "--report", str(rep),
+                          "--db", str(sandbox["db"]), "--apply"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env)
+    seen, deadline = b"", time.monotonic() + 60
+    try:
+        def wait_prompts(n: int) -> None:
+            nonlocal seen
+            while seen.count(b"apply this change?") < n:
+                assert time.monotonic() < deadline, seen.decode()
+                if select.select([p.stdout], [], [], 1)[0]:
+                    seen += os.read(p.stdout.fileno(), 4096)
+        wait_prompts(1)
+        p.stdin.write(b"y\n")
+        p.stdin.flush()
+        wait_prompts(2)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err
+    assert netns.read("net.core.somaxconn") == _bump(som) and netns.read("net.ipv4.tcp_rmem") == rmem
+    with Ledger(sandbox["db"]) as led:
+        run = led.latest(kind="fix")
+        assert run.status == "interrupted"
+        assert [(s["target"], s["status"]) for s in led.steps(run.id)] == [("sysctl:net.core.somaxconn", "applied")]
+    r = netns.infergap("fix", "--revert", "--db", str(sandbox["db"]))
+    assert r.returncode == 0, r.stdout + r.stderr
     assert netns.read("net.core.somaxconn") == som

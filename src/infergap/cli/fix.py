@@ -142,11 +142,13 @@ def fix(
         return
 
     def confirm(ch: Any) -> bool:
+        # Plain readline: end of input declines this change, Ctrl-C interrupts the whole run.
+        import sys
+
         typer.echo("\n".join(_render_change(ch, persist)))
-        try:
-            return typer.confirm("apply this change?", default=False)
-        except typer.Abort:
-            return False
+        typer.echo("apply this change? [y/N]: ", nl=False)
+        sys.stdout.flush()
+        return sys.stdin.readline().strip().lower() in ("y", "yes")
 
     with Ledger(db) as ledger:
         # A live audit is this machine's; a snapshot's host is identified from its report.

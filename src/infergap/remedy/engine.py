@@ -256,8 +256,20 @@ def apply_plan(plan: FixPlan, ledger: Ledger, *, paths: SystemPaths | None = Non
     todo = [c for c in changes if c.state == ChangeState.planned]
     if not todo:
         return FixResult(run_id=None, status="nothing", changes=changes)
-    payload: dict[str, Any] = {"mode": "apply", "source": source or {}, "persist": persist, "changes": []}
+    payload: dict[str, Any] = {"mode": "apply", "source": source or {}, "persist": persist, "changes": [],
+                               "roots": {"proc_sys": str(paths.proc_sys), "etc": str(paths.etc), "sys": str(paths.sys)}}
     run_id = ledger.record("fix", payload, local_host(), status="running", parent_id=parent_id)
+    try:
+        return _apply_all(ledger, run_id, payload, changes, todo, paths, persist, confirm)
+    except BaseException:
+        # Interrupted (Ctrl-C) or crashed: what was journalled stays revertable.
+        payload["changes"] = [c.model_dump(mode="json") for c in changes]
+        ledger.update_run(run_id, payload=payload, status="interrupted")
+        raise
+
+
+def _apply_all(ledger: Ledger, run_id: int, payload: dict[str, Any], changes: list[Change], todo: list[Change],
+               paths: SystemPaths, persist: bool, confirm: Callable[[Change], bool] | None) -> FixResult:
     seq, failed, files = 0, False, []
     for ch in todo:
         if failed:
@@ -270,7 +282,10 @@ def apply_plan(plan: FixPlan, ledger: Ledger, *, paths: SystemPaths | None = Non
         h = handler_for(ch.action, paths)
         seq += 1
         ok = _apply_one(ledger, run_id, seq, ch, h)
-        if ok and persist and h.persistable:
+        if ch.state != ChangeState.applied:  # failed, or refused at the last re-read
+            failed = not ok
+            continue
+        if persist and h.persistable:
             try:
                 pfiles = h.persist_files(ch.action)
             except OSError as e:
@@ -282,10 +297,10 @@ def apply_plan(plan: FixPlan, ledger: Ledger, *, paths: SystemPaths | None = Non
                     ok = False
                     break
                 files.append(str(pf.path))
-        elif ok and persist:
+        elif persist:
             ch.reason = "no persistent file for this action type"
         failed = not ok
-    status = "failed" if failed else "applied"
+    status = "failed" if failed else ("applied" if any(c.state == ChangeState.applied for c in changes) else "nothing")
     payload["changes"] = [c.model_dump(mode="json") for c in changes]
     payload["files"] = files
     ledger.update_run(run_id, payload=payload, status=status)
@@ -300,6 +315,10 @@ def _apply_one(ledger: Ledger, run_id: int, seq: int, ch: Change, h: Handler) ->
     except RemedyFailed as e:
         ch.state, ch.reason = ChangeState.failed, f"cannot read the value before the change: {e}"
         return False
+    if not h.same_as_audit(a, before):
+        ch.state = ChangeState.refused
+        ch.reason = f"value changed since the audit (audit saw {a.previous!r}, now {before!r}): re-audit first"
+        return True
     intended = h.intended(a, before)
     step = ledger.journal_begin(run_id, seq, check_id=ch.check_id, subject=ch.subject, step_kind="value",
                                 target=f"{a.type}:{a.target}", command=h.command(a), action_json=a.model_dump_json(),
@@ -351,11 +370,12 @@ def _persist_one(ledger: Ledger, run_id: int, seq: int, ch: Change, path: Path, 
 
 
 def find_run(ledger: Ledger, ref: str = "last") -> int:
-    """The id of the fix run ``ref`` names: a number, or ``last`` (the newest run that applied
-    changes). Raises :class:`FixRefused` when there is none or the run is not an apply run."""
+    """The id of the fix run ``ref`` names: a number, or ``last`` (the newest apply run with at
+    least one journalled change). Raises :class:`FixRefused` when there is none or the run is not
+    an apply run."""
     if ref == "last":
         for run in ledger.runs(kind="fix"):
-            if isinstance(run.payload, dict) and run.payload.get("mode") == "apply":
+            if isinstance(run.payload, dict) and run.payload.get("mode") == "apply" and ledger.steps(run.id):
                 return run.id
         raise FixRefused(f"ledger {ledger.path}: no fix run to revert")
     run = ledger.get(ref)
@@ -375,8 +395,12 @@ def revert_run(ledger: Ledger, ref: str = "last", *, paths: SystemPaths | None =
     run_id = find_run(ledger, ref)
     if not is_root():
         raise FixRefused(f"fix --revert must run as root (effective uid {os.geteuid()})")
-    paths = paths or SystemPaths.from_env()
     run = ledger.get(run_id)
+    if paths is None:
+        roots = run.payload.get("roots") if isinstance(run.payload, dict) else None
+        # Revert acts on the trees the run changed, whatever the environment says now.
+        paths = SystemPaths(proc_sys=Path(roots["proc_sys"]), etc=Path(roots["etc"]), sys=Path(roots["sys"])) \
+            if roots else SystemPaths.from_env()
     already = run.status == "reverted"
     out: list[RevertStep] = []
     steps = ledger.steps(run_id)
