@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -103,31 +105,46 @@ async def _session(ws_url: str, page: str, queries: dict[str, str], shots: dict[
 
 def load(html: Path, profile: Path, queries: dict[str, str] | None = None,
          shots: dict[str, tuple[int, int, str | None]] | None = None, viewport: tuple[int, int] | None = None,
-         timeout_s: float = 60) -> PageLoad:
+         timeout_s: float = 120) -> PageLoad:
     """Load ``html`` (a file) in headless Chromium; return what the page did."""
     exe = chromium()
     port = _port()
-    proc = subprocess.Popen([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                             "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-default-apps",
-                             f"--user-data-dir={profile}", f"--remote-debugging-port={port}", "--remote-debugging-address=127.0.0.1",
-                             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    errlog = profile.parent / f"{profile.name}.chromium.log"
+    profile.mkdir(parents=True, exist_ok=True)
+    with open(errlog, "wb") as err:
+        proc = subprocess.Popen([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                                 "--disable-background-networking", "--disable-component-update", "--no-first-run", "--disable-sync",
+                                 "--disable-default-apps", f"--user-data-dir={profile}", f"--remote-debugging-port={port}",
+                                 "--remote-debugging-address=127.0.0.1", "about:blank"],
+                                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
     try:
         deadline = time.monotonic() + timeout_s
         ws_url = None
         while time.monotonic() < deadline and ws_url is None:
+            if proc.poll() is not None:
+                raise RuntimeError(f"chromium exited ({proc.returncode}): {errlog.read_text(errors='replace')[-1500:]}")
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=2) as r:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5) as r:
                     pages = [t for t in json.load(r) if t.get("type") == "page"]
-                    ws_url = pages[0]["webSocketDebuggerUrl"] if pages else None
-            except OSError:
-                time.sleep(0.2)
+                if not pages:  # the browser is up but has no tab yet: open one
+                    req = urllib.request.Request(f"http://127.0.0.1:{port}/json/new?about:blank", method="PUT")
+                    with urllib.request.urlopen(req, timeout=5) as r:
+                        pages = [json.load(r)]
+                ws_url = pages[0]["webSocketDebuggerUrl"]
+            except (OSError, ValueError, KeyError):
+                time.sleep(0.3)
         if ws_url is None:
-            raise RuntimeError("chromium did not expose a page over the DevTools protocol")
+            raise RuntimeError(f"chromium did not expose a page over the DevTools protocol: {errlog.read_text(errors='replace')[-1500:]}")
         return asyncio.run(asyncio.wait_for(_session(ws_url, html.resolve().as_uri(), queries or {}, shots or {}, viewport), timeout_s))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        # chromium runs in its own session: end that process group (the browser and its helpers)
+        for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(wait_s)
+                break
+            except subprocess.TimeoutExpired:
+                continue
