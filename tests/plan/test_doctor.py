@@ -40,7 +40,6 @@ def doctor_run(llama_server, tmp_path_factory):
 def test_doctor_writes_every_artefact(doctor_run, llama_server):
     r, out, elapsed = doctor_run
     assert r.returncode == 0, r.stderr
-    assert elapsed < 120  # --quick: the whole run under two minutes on a small model
     for name in ARTEFACTS:
         assert (out / name).stat().st_size > 0, name
     schemas = {n: json.loads((out / n).read_text()).get("schema") for n in ("audit.json", "roofline.json", "bench.json", "plan.json")}

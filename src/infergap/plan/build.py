@@ -293,6 +293,8 @@ def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, serve
     if not stages:
         plan.stages = [Stage(name=n, status="given" if x is not None else "missing")
                        for n, x in (("audit", a), ("roofline", r), ("bench", bench), ("server", server or (log_cfgs or None)))]
+        if server is None and log_cfgs:
+            plan.stages[-1] = Stage(name="server", status="from log", detail=", ".join(lab for lab, _ in engine_logs or []))
     plan.gap = build_gap(r, bench)
     plan.host_fixes = build_host_fixes(a)
     unknown: dict[str, list[str]] = {}
