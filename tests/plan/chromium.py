@@ -35,10 +35,11 @@ class PageLoad:
     log_errors: list[str] = field(default_factory=list)
     values: dict[str, object] = field(default_factory=dict)
     shots: dict[str, bytes] = field(default_factory=dict)
+    pdf: bytes | None = None
 
 
 async def _session(ws_url: str, page: str, queries: dict[str, str], shots: dict[str, tuple[int, int, str | None]],
-                   viewport: tuple[int, int] | None) -> PageLoad:
+                   viewport: tuple[int, int] | None, pdf: bool = False) -> PageLoad:
     import aiohttp
 
     res = PageLoad()
@@ -99,13 +100,18 @@ async def _session(ws_url: str, page: str, queries: dict[str, str], shots: dict[
             res.values[f"{name}.scrollWidth"] = (await call("Runtime.evaluate", expression="document.documentElement.scrollWidth", returnByValue=True))["result"]["value"]
             shot = await call("Page.captureScreenshot", **params)
             res.shots[name] = base64.b64decode(shot["data"])
+        if pdf:
+            await call("Emulation.setEmulatedMedia", media="print")
+            res.values["print.visible_details_text"] = (await call("Runtime.evaluate", returnByValue=True, expression=(
+                "Array.from(document.querySelectorAll('details pre')).filter(e => e.checkVisibility() && e.getBoundingClientRect().height > 0).length")))["result"]["value"]
+            res.pdf = base64.b64decode((await call("Page.printToPDF", printBackground=False))["data"])
         task.cancel()
     return res
 
 
 def load(html: Path, profile: Path, queries: dict[str, str] | None = None,
          shots: dict[str, tuple[int, int, str | None]] | None = None, viewport: tuple[int, int] | None = None,
-         timeout_s: float = 120) -> PageLoad:
+         pdf: bool = False, timeout_s: float = 120) -> PageLoad:
     """Load ``html`` (a file) in headless Chromium; return what the page did."""
     exe = chromium()
     port = _port()
@@ -135,7 +141,7 @@ def load(html: Path, profile: Path, queries: dict[str, str] | None = None,
                 time.sleep(0.3)
         if ws_url is None:
             raise RuntimeError(f"chromium did not expose a page over the DevTools protocol: {errlog.read_text(errors='replace')[-1500:]}")
-        return asyncio.run(asyncio.wait_for(_session(ws_url, html.resolve().as_uri(), queries or {}, shots or {}, viewport), timeout_s))
+        return asyncio.run(asyncio.wait_for(_session(ws_url, html.resolve().as_uri(), queries or {}, shots or {}, viewport, pdf), timeout_s))
     finally:
         # chromium runs in its own session: end that process group (the browser and its helpers)
         for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):

@@ -92,8 +92,11 @@ def test_report_in_headless_chromium(doctor_run, tmp_path):
         assert len(colors) > 50, f"{name}: {len(colors)} colours — an empty or uniform picture"
         top = max(colors)[0] / (img.width * img.height)
         assert top < 0.97, f"{name}: {top:.1%} of the pixels are one colour"
-    phone = chromium.load(page, tmp_path / "profile2", viewport=(390, 800), queries={"sw": "document.documentElement.scrollWidth"})
+    phone = chromium.load(page, tmp_path / "profile2", viewport=(390, 800), queries={"sw": "document.documentElement.scrollWidth",
+                                                                                     "closed": "document.querySelectorAll('details pre').length"}, pdf=True)
     assert phone.values["sw"] <= 391  # nothing wider than a phone screen outside the scrollable tables
+    assert phone.pdf and phone.pdf.startswith(b"%PDF") and len(phone.pdf) > 20_000
+    assert phone.values["print.visible_details_text"] == phone.values["closed"] > 0  # printed, the evidence blocks are open
 
 
 def test_stages_that_cannot_run_are_recorded(tmp_path):
