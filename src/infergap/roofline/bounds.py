@@ -666,6 +666,7 @@ def bounds(model: ModelSpec, hardware: Hardware, parallel: Parallel, workload: W
             "hidden": m.hidden,
             "experts": m.n_experts,
             "top_k": m.top_k,
+            "mtp_layers": m.mtp_layers,
             "total_params": m.total_params(),
             "active_params": m.active_params(),
             "active_params_incl_embedding": m.active_params(True),

@@ -1,0 +1,55 @@
+"""``infergap doctor``: audit, introspect, bound, measure and plan in one run; one report."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from infergap.cli import app, fail
+
+
+@app.command()
+def doctor(
+    url: str = typer.Option(..., "--url", help="Server base URL, e.g. http://127.0.0.1:8000."),
+    model: str | None = typer.Option(None, "--model", "-m", help="config.json path or built-in name for the roofline (default: what the server reports)."),
+    quick: bool = typer.Option(False, "--quick", help="Three concurrencies, one trial, short requests (under two minutes on a small model)."),
+    output_dir: Path = typer.Option(Path("infergap-report"), "--output-dir", "-o", help="Where to write the report and the JSON of every stage."),
+    evidence: list[Path] | None = typer.Option(None, "--evidence", "-e", help="Engine/NCCL logs and pasted outputs for the audit and the plan."),
+    api_key: str | None = typer.Option(None, "--api-key", envvar="INFERGAP_API_KEY", show_envvar=False, help="Admin API key for the server's config endpoints."),
+    gpu: str | None = typer.Option(None, "--gpu", help="GPU name for the roofline when the host's cannot be read (h200, rtx-pro-6000-server, ...)."),
+    gpus: int | None = typer.Option(None, "--gpus", help="GPU count with --gpu."),
+    snapshot: Path | None = typer.Option(None, "--snapshot", help="Audit this snapshot instead of this machine."),
+) -> None:
+    """Run audit (+ evidence), server introspection, roofline, a bench sweep and the plan; write
+    report.html (self-contained), report.md and the JSON of every stage; print the top actions."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from infergap.doctor import run_doctor
+    from infergap.errors import UserError
+
+    err = Console(stderr=True, highlight=False)
+
+    def progress(stage: str, msg: str) -> None:
+        err.print(f"[bold]{stage}[/]: {escape(msg)}")
+
+    for p in evidence or []:
+        if not p.exists():
+            raise fail(f"--evidence {p}: no such file or directory")
+    try:
+        res = run_doctor(url, output_dir, model=model, quick=quick, evidence=[str(p) for p in evidence or []], api_key=api_key,
+                         gpu=gpu, gpus=gpus, snapshot=str(snapshot) if snapshot else None, progress=progress)
+    except UserError as e:
+        raise fail(str(e))
+    out = Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    plan = res.plan
+    if plan is not None and plan.gap.summary:
+        out.print(escape(plan.gap.summary))
+    out.print("[bold]top actions[/]")
+    for i, a in enumerate(plan.top_actions if plan else [], 1):
+        out.print(f" {i}. {escape(a)}")
+    if plan is not None and not plan.top_actions:
+        out.print("  none selected by the facts at hand")
+    out.print(f"report: {res.files.get('report.html')}  ({len(res.files)} files in {output_dir}, {res.duration_s:.0f} s)")

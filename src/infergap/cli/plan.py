@@ -1,0 +1,75 @@
+"""``infergap plan``: a ranked, tiered plan from any of an audit, a roofline, a bench, a live server and logs."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+from infergap.cli import app, fail
+
+
+class Fmt(str, Enum):
+    text = "text"
+    json = "json"
+    md = "md"
+
+
+@app.command()
+def plan(
+    audit: Path | None = typer.Option(None, "--audit", help="infergap audit --format json output."),
+    roofline: Path | None = typer.Option(None, "--roofline", help="infergap roofline --format json output."),
+    bench: Path | None = typer.Option(None, "--bench", help="infergap bench --format json output."),
+    server: str | None = typer.Option(None, "--server", help="Read the serving engine's configuration from this URL."),
+    api_key: str | None = typer.Option(None, "--api-key", envvar="INFERGAP_API_KEY", show_envvar=False, help="Admin API key for --server."),
+    evidence: list[Path] | None = typer.Option(None, "--evidence", "-e", help="Engine logs (SGLang, vLLM); repeat for more."),
+    catalog: Path | None = typer.Option(None, "--catalog", help="Use this lever catalog (YAML) instead of the shipped one."),
+    fmt: Fmt = typer.Option(Fmt.text, "--format", "-f", help="text, json or md."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write the plan here instead of stdout."),
+) -> None:
+    """Synthesize the efficiency gap, host fixes, levers by tier (flag flips, small changes, engineering),
+    what will not help and what is unknown, from whatever inputs are given."""
+    from infergap.errors import UserError
+    from infergap.plan import Stage, build_plan, load_catalog
+    from infergap.plan.inputs import engine_logs_from_files, load_audit, load_bench, load_roofline
+    from infergap.render.plan import render_json, render_markdown, render_text
+
+    try:
+        a = load_audit(audit) if audit else None
+        r = load_roofline(roofline) if roofline else None
+        b = load_bench(bench) if bench else None
+        logs = engine_logs_from_files(list(evidence or []))
+        cat = load_catalog(catalog) if catalog else None
+        cfg = None
+        if server:
+            from infergap.server import introspect
+
+            try:
+                cfg = introspect(server, api_key=api_key)
+            except ValueError as e:
+                raise UserError(str(e)) from None
+            for err in cfg.errors:
+                typer.echo(f"infergap: warning: {err}", err=True)
+    except UserError as e:
+        raise fail(str(e))
+    stages = [Stage(name="audit", status="given" if a else "missing", detail=str(audit) if audit else None),
+              Stage(name="roofline", status="given" if r else "missing", detail=str(roofline) if roofline else None),
+              Stage(name="bench", status="given" if b else "missing", detail=str(bench) if bench else None),
+              Stage(name="server", status=("given" if cfg.reachable is not False else "failed") if cfg else ("from log" if logs else "missing"),
+                    detail=server or (", ".join(lab for lab, _ in logs) if logs else None))]
+    p = build_plan(audit=a, roofline=r, bench=b, server=cfg, engine_logs=logs, catalog=cat, stages=stages)
+    if fmt is Fmt.json:
+        text = render_json(p)
+    elif fmt is Fmt.md:
+        text = render_markdown(p)
+    else:
+        text = render_text(p, color=output is None and sys.stdout.isatty())
+    if output is not None:
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as e:
+            raise fail(f"--output {output}: cannot write ({e.strerror or e})")
+    else:
+        typer.echo(text, nl=False)

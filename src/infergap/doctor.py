@@ -1,0 +1,177 @@
+"""``infergap doctor``: audit (+ evidence) → server introspection → roofline → bench sweep → plan,
+and one self-contained report of it all.
+
+Each stage that cannot run (no GPU on the host, a model the roofline does not know, a server that
+does not answer) is recorded with its reason and the rest goes on; the JSON of every stage is
+written as soon as it exists, so nothing measured is lost. This module reads the host and the
+network; the stages it calls are the project's libraries.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel, Field
+
+from infergap.errors import UserError
+from infergap.plan import Plan, Stage, build_plan
+
+log = logging.getLogger(__name__)
+
+#: --quick: three concurrencies, one trial, short requests — under two minutes on a small model.
+QUICK = {"concurrency": [1, 2, 4], "trials": 1, "warmup": 1, "input_len": 64, "output_len": 32, "num_prompts": 8}
+FULL = {"concurrency": [1, 2, 4, 8, 16, 32, 64], "trials": 3, "warmup": 4, "input_len": 256, "output_len": 128, "num_prompts": None}
+
+
+class DoctorResult(BaseModel):
+    """What a doctor run produced: the stages with their status, the files written, the plan."""
+
+    stages: list[Stage] = Field(default_factory=list)
+    files: dict[str, str] = Field(default_factory=dict)
+    plan: Plan | None = None
+    duration_s: float = 0.0
+
+
+def _model_candidates(cfg: Any) -> list[str]:
+    """Names to try for the roofline from what the server reports (a local path with a
+    config.json, or a built-in name matching the path's last component)."""
+    out = []
+    for v in (getattr(cfg, "model", None), getattr(cfg, "served_model_name", None)):
+        if not v:
+            continue
+        p = Path(v)
+        if p.is_dir() and (p / "config.json").exists():
+            out.append(str(p))
+        base = re.sub(r"[-_](instruct|chat|hf)$", "", p.name.lower().removesuffix(".gguf"))
+        out.append(base)
+    return out
+
+
+def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, quick: bool = False,
+               evidence: list[str] | None = None, api_key: str | None = None, gpu: str | None = None,
+               gpus: int | None = None, snapshot: str | None = None,
+               progress: Callable[[str, str], None] | None = None) -> DoctorResult:
+    """Run every stage against the server at ``url`` and write the artefacts into ``output_dir``:
+    ``audit.json``, ``server.json``, ``roofline.json``, ``bench.json``, ``plan.json``, ``plan.md``,
+    ``report.md``, ``report.html``. ``model``: a config.json path or built-in name for the
+    roofline (default: from the server); ``gpu``/``gpus``: GPU name and count when the host's
+    cannot be read; ``snapshot``: audit a snapshot instead of this host. Raises
+    :class:`UserError` only for an unusable ``output_dir`` or a malformed URL.
+    """
+    t0 = time.monotonic()
+    out = Path(output_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"--output-dir {out}: cannot create ({e.strerror or e})") from None
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise UserError(f"--url {url}: not an http:// or https:// URL")
+    res = DoctorResult()
+    say = progress or (lambda stage, msg: None)
+
+    def write(name: str, text: str) -> None:
+        p = out / name
+        p.write_text(text, encoding="utf-8")
+        res.files[name] = str(p)
+
+    def stage(name: str, status: str, detail: str | None = None) -> None:
+        res.stages.append(Stage(name=name, status=status, detail=detail))
+        say(name, f"{status}" + (f": {detail}" if detail else ""))
+
+    # 1. server introspection (first: the audit's server investigator reads it)
+    from infergap.server import introspect
+
+    cfg = None
+    try:
+        cfg = introspect(url, api_key=api_key)
+        write("server.json", cfg.model_dump_json(indent=2, exclude={"raw"}))
+        stage("server", "ok" if cfg.reachable else "failed", f"{cfg.engine or 'unknown engine'} {cfg.version or ''}".strip()
+              if cfg.reachable else "; ".join(cfg.errors[:2]))
+    except Exception as e:  # a stage failing must not stop the others
+        stage("server", "failed", f"{type(e).__name__}: {e}")
+
+    # 2. audit (+ evidence)
+    from infergap.audit import run_audit
+    from infergap.evidence.snapshot import open_with_evidence
+    from infergap.plan.inputs import engine_logs_from
+
+    audit = None
+    logs: list[tuple[str, Any]] = []
+    snap = None
+    try:
+        snap = open_with_evidence(snapshot, list(evidence or []), host=True)
+        audit = run_audit(snap, server=cfg if cfg is not None and cfg.reachable else None)
+        logs = engine_logs_from(snap)
+        write("audit.json", json.dumps(audit.to_json(), indent=2, ensure_ascii=False) + "\n")
+        stage("audit", "ok", audit.host.get("gpu_summary"))
+    except Exception as e:
+        stage("audit", "failed", f"{type(e).__name__}: {e}")
+
+    # 3. roofline
+    from infergap.roofline import Parallel, Workload, bounds, load_hardware, load_model
+
+    settings = QUICK if quick else FULL
+    rl = None
+    try:
+        names = [model] if model else _model_candidates(cfg)
+        spec, errs = None, []
+        for n in names:
+            try:
+                spec = load_model(n)
+                break
+            except UserError as e:
+                errs.append(str(e))
+        if spec is None:
+            raise UserError("model unknown: pass --model CONFIG|NAME" + (f" ({errs[0]})" if errs else " (the server did not report one)"))
+        hw = load_hardware(gpu or "auto", gpus if gpus else (None if not gpu else (cfg.tp_size if cfg and cfg.tp_size else 1)),
+                           snapshot=snap if not gpu else None)
+        tp = (cfg.tp_size if cfg is not None and cfg.tp_size else None) or hw.count
+        rl = bounds(spec, hw, Parallel(tp=min(tp, hw.count)), Workload(batches=list(settings["concurrency"])))
+        write("roofline.json", json.dumps(rl.to_json_dict(), indent=2) + "\n")
+        stage("roofline", "ok", f"{spec.name} on {hw.count} × {hw.gpu.label}, TP{min(tp, hw.count)}")
+    except UserError as e:
+        stage("roofline", "skipped", str(e))
+    except Exception as e:
+        stage("roofline", "failed", f"{type(e).__name__}: {e}")
+    finally:
+        if snap is not None:
+            snap.close()
+
+    # 4. bench sweep
+    from infergap.bench.models import BenchSettings
+    from infergap.bench.runner import run as run_bench
+
+    bench = None
+    try:
+        bs = BenchSettings(concurrency=list(settings["concurrency"]), trials=settings["trials"], warmup=settings["warmup"],
+                           input_len=settings["input_len"], output_len=settings["output_len"], num_prompts=settings["num_prompts"])
+        bench = run_bench(url, None, bs, on_partial=lambda r: write("bench.json", r.to_json() + "\n"))
+        write("bench.json", bench.to_json() + "\n")
+        stage("bench", "ok" if not bench.error else "partial", f"{len(bench.points)} point(s)" + (f"; {bench.error}" if bench.error else ""))
+    except Exception as e:
+        stage("bench", "failed", f"{type(e).__name__}: {e}")
+
+    # 5. plan
+    from infergap.render.plan import render_json, render_markdown
+
+    plan = build_plan(audit=audit, roofline=rl, bench=bench, server=cfg if cfg is not None and cfg.reachable else None,
+                      engine_logs=logs, stages=list(res.stages))
+    res.plan = plan
+    write("plan.json", render_json(plan))
+    write("plan.md", render_markdown(plan))
+    stage("plan", "ok", f"{len(plan.levers)} lever(s), {len(plan.wont_help)} will-not-help, {len(plan.unknowns)} unknown(s)")
+    plan.stages = list(res.stages)
+    write("plan.json", render_json(plan))
+
+    # 6. report
+    from infergap.render.report import render_html, render_report_markdown
+
+    res.duration_s = time.monotonic() - t0
+    write("report.md", render_report_markdown(plan, audit, rl, bench))
+    write("report.html", render_html(plan, audit=audit, roofline=rl, bench=bench, server=cfg, duration_s=res.duration_s))
+    return res

@@ -1,0 +1,334 @@
+"""Build the plan: efficiency gap, host fixes, levers by tier with their evidence chains, what will
+not help, and what is unknown — as :class:`Plan` (JSON schema ``infergap.plan/1``).
+
+Pure: reads only its arguments (and the shipped catalog). Ranking rule (stated in every plan):
+inside a tier, levers are ordered by expected gain over effort, (√(low·high) − 1) / effort_h, the
+fractional speed-up per hour of work using the geometric middle of the stated gain range; host
+fixes come in the audit's order (runtime first, then software, reboot, BIOS, hardware; P0 first
+inside each). The summary's top actions are the P0 host fixes, then flag flips, then P1 runtime
+host fixes, then small changes, then engineering, in those orders.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from infergap import __version__
+from infergap.plan.catalog import TIER_ORDER, Lever, load_catalog
+from infergap.plan.conditions import Fact, evaluate
+from infergap.plan.facts import gather, how_to_find
+
+SCHEMA = "infergap.plan/1"
+
+RANKING = ("Levers inside a tier: expected gain over effort, (√(low·high) − 1) / effort hours, from the catalog's stated "
+           "gain range and effort; disagree by editing the catalog (--catalog). Host fixes: runtime first, then software, "
+           "reboot, BIOS, hardware; P0 before P1 before P2 inside each. Top actions: P0 host fixes, flag flips, P1 runtime "
+           "host fixes, small changes, engineering.")
+
+_FIX_ORDER = {"runtime": 0, "software": 1, "reboot": 2, "bios": 3, "hardware": 4}
+_SEV_ORDER = {"P0": 0, "P1": 1, "P2": 2}
+
+
+class GapPoint(BaseModel):
+    """Measured output tok/s at one concurrency against the roofline bound at that batch."""
+
+    concurrency: int
+    measured_tok_s: float
+    bound_tok_s: float | None = None
+    bound: str | None = None
+    binds: str | None = None
+    ratio: float | None = None
+    note: str | None = None
+
+
+class Gap(BaseModel):
+    """The efficiency gap. ``headline`` is batch-1 against each single-stream bound."""
+
+    headline: list[dict[str, Any]] = Field(default_factory=list)
+    points: list[GapPoint] = Field(default_factory=list)
+    binds: str | None = None
+    summary: str = ""
+
+
+class HostFix(BaseModel):
+    """One actionable audit check (all its subjects), with the commands and the exact revert."""
+
+    id: str
+    severity: str | None
+    fix_kind: str | None
+    title: str
+    subjects: list[str] = Field(default_factory=list)
+    commands: list[str] = Field(default_factory=list)
+    revert: list[str] = Field(default_factory=list)
+    note: str | None = None
+    evidence: list[str] = Field(default_factory=list)
+
+
+class PlanItem(BaseModel):
+    """A lever the facts selected, with the chain of facts that selected it."""
+
+    id: str
+    tier: str
+    title: str
+    actions: list[str] = Field(default_factory=list)
+    selected_by: list[str] = Field(default_factory=list)
+    facts: list[str] = Field(default_factory=list)
+    effect: str | None = None
+    gain: tuple[float, float] | None = None
+    metric: str | None = None
+    effort_h: float | None = None
+    score: float | None = None
+    risk: str | None = None
+    verify: str | None = None
+    undo: str | None = None
+    source: str = ""
+    why: str | None = None
+
+
+class Unknown(BaseModel):
+    """A fact the plan lacked, the levers it would decide, and the command that finds it out."""
+
+    fact: str
+    decides: list[str] = Field(default_factory=list)
+    command: str
+
+
+class Stage(BaseModel):
+    """An input stage: given, computed, or why it could not run."""
+
+    name: str
+    status: str
+    detail: str | None = None
+
+
+class Plan(BaseModel):
+    """The plan (``"schema": "infergap.plan/1"``)."""
+
+    schema_: str = Field(SCHEMA, alias="schema")
+    created: str
+    infergap_version: str = __version__
+    stages: list[Stage] = Field(default_factory=list)
+    facts: dict[str, Fact] = Field(default_factory=dict)
+    gap: Gap = Field(default_factory=Gap)
+    host_fixes: list[HostFix] = Field(default_factory=list)
+    levers: list[PlanItem] = Field(default_factory=list)
+    wont_help: list[PlanItem] = Field(default_factory=list)
+    unknowns: list[Unknown] = Field(default_factory=list)
+    top_actions: list[str] = Field(default_factory=list)
+    ranking: str = RANKING
+
+    model_config = {"populate_by_name": True}
+
+    def tier(self, name: str) -> list[PlanItem]:
+        """Selected levers of one tier, in rank order."""
+        return [x for x in self.levers if x.tier == name]
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The JSON document."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+# -- gap -----------------------------------------------------------------------------------------
+
+def _tps(p: Any) -> float | None:
+    s = p.summary.get("output_throughput_tps")
+    return s.median if s is not None else None
+
+
+def _batched_bound(rl: dict[str, Any], c: int) -> tuple[float | None, str | None, str | None]:
+    pts = sorted(rl.get("batched") or [], key=lambda b: b["batch"])
+    for b in pts:
+        if b["batch"] == c:
+            return b["tok_s"], b["bound"], None
+    lo = [b for b in pts if b["batch"] < c]
+    hi = [b for b in pts if b["batch"] > c]
+    if lo and hi:
+        a, b = lo[-1], hi[0]
+        t = (math.log(c) - math.log(a["batch"])) / (math.log(b["batch"]) - math.log(a["batch"]))
+        v = math.exp(math.log(a["tok_s"]) + t * (math.log(b["tok_s"]) - math.log(a["tok_s"])))
+        return v, a["bound"] if a["bound"] == b["bound"] else f"{a['bound']}→{b['bound']}", f"interpolated between batch {a['batch']} and {b['batch']}"
+    return None, None, "outside the roofline's batch range"
+
+
+def build_gap(roofline: dict[str, Any] | None, bench: Any) -> Gap:
+    """Measured vs bound at each concurrency; which bound binds (batch 1: the per-GPU bound's parts;
+    batches: memory or compute from the roofline's batched model)."""
+    gap = Gap()
+    single = {b["name"]: b for b in (roofline or {}).get("single_stream") or []}
+    pts = sorted([p for p in (bench.points if bench else []) if p.mode == "concurrency" and p.concurrency and _tps(p) is not None],
+                 key=lambda p: p.concurrency)
+    pg = single.get("per_gpu")
+    if pg:
+        comm = pg.get("collectives_s") or 0.0
+        t = pg["time_per_token_s"]
+        gap.binds = (f"batch 1: memory bandwidth of the busiest rank ({(t - comm) * 1e3:.2f} ms reading {pg['bytes_per_token'] / 1e9:.2f} GB) "
+                     f"+ collectives ({comm * 1e3:.2f} ms, {comm / t:.0%} of the step)")
+    for p in pts:
+        m = _tps(p)
+        gp = GapPoint(concurrency=p.concurrency, measured_tok_s=m)
+        if p.concurrency == 1 and single:
+            tight = min(single.values(), key=lambda b: b["tok_s"])
+            gp.bound_tok_s, gp.bound, gp.binds = tight["tok_s"], tight["name"], "memory + collectives" if tight.get("collectives_s") else "memory"
+            for b in sorted(single.values(), key=lambda b: -b["tok_s"]):
+                gap.headline.append({"bound": b["name"], "label": b["label"], "bound_tok_s": b["tok_s"], "measured_tok_s": m, "ratio": m / b["tok_s"]})
+        elif roofline:
+            v, binds, note = _batched_bound(roofline, p.concurrency)
+            gp.bound_tok_s, gp.bound, gp.binds, gp.note = v, "batched" if v else None, binds, note
+        if gp.bound_tok_s:
+            gp.ratio = m / gp.bound_tok_s
+        if p.client_bound:
+            gp.note = ((gp.note + "; ") if gp.note else "") + "client-bound: not the server's throughput"
+        gap.points.append(gp)
+    if gap.headline:
+        agg = next((h for h in gap.headline if h["bound"] == "aggregate"), gap.headline[0])
+        tight = gap.headline[-1]
+        gap.summary = (f"batch 1: {agg['measured_tok_s']:.2f} tok/s is {agg['ratio']:.1%} of the aggregate bound "
+                       f"({agg['bound_tok_s']:.1f} tok/s) and {tight['ratio']:.1%} of the tightest bound, {tight['label']} ({tight['bound_tok_s']:.1f} tok/s)")
+        if agg["ratio"] > 1.05:
+            gap.summary += " — above the bound: the roofline's model or GPUs are not what the server runs (check --model / --gpu)"
+    elif gap.points and roofline:
+        best = max((g for g in gap.points if g.ratio), key=lambda g: g.ratio, default=None)
+        if best:
+            gap.summary = f"best point c={best.concurrency}: {best.measured_tok_s:.1f} tok/s is {best.ratio:.1%} of the bound at that batch"
+    elif gap.points:
+        gap.summary = "no roofline: the measured points cannot be compared with a bound"
+    return gap
+
+
+# -- host fixes ----------------------------------------------------------------------------------
+
+def build_host_fixes(audit: dict[str, Any] | None) -> list[HostFix]:
+    """Actionable audit findings grouped by check id, runtime first, P0 first inside each kind."""
+    groups: dict[str, HostFix] = {}
+    for f in (audit or {}).get("findings") or []:
+        if f.get("status") != "actionable" or f["id"].startswith(("engine.", "server.")):
+            continue  # the serving engine's own settings are levers, not host fixes
+        h = groups.get(f["id"])
+        rem = f.get("remedy") or {}
+        if h is None:
+            h = groups[f["id"]] = HostFix(id=f["id"], severity=f.get("severity"), fix_kind=f.get("fix_kind"), title=f["title"],
+                                          note=rem.get("note"))
+        elif _SEV_ORDER.get(f.get("severity"), 9) < _SEV_ORDER.get(h.severity, 9):
+            h.severity = f.get("severity")
+        if f.get("subject"):
+            h.subjects.append(f["subject"])
+        cmds = rem.get("commands") or rem.get("persist") or []
+        h.commands += [c for c in cmds if c not in h.commands]
+        h.revert += [c for c in rem.get("revert") or [] if c not in h.revert]
+        h.evidence += [f"{e['source']}: {e['value']}" for e in (f.get("evidence") or [])[:2] if f"{e['source']}: {e['value']}" not in h.evidence][:4]
+    out = list(groups.values())
+    for h in out:
+        if len(h.subjects) > 1:
+            s0 = h.subjects[0]
+            h.title = h.title.replace(f"GPU {s0}: ", "").replace(s0, "").strip(" :") + f" ({len(h.subjects)} devices)"
+    out.sort(key=lambda h: (_FIX_ORDER.get(h.fix_kind or "", 9), _SEV_ORDER.get(h.severity or "", 9), h.id))
+    return out
+
+
+# -- levers --------------------------------------------------------------------------------------
+
+def _pow2(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def _params(facts: dict[str, Fact], url: str | None) -> dict[str, Any]:
+    v = {k: f.value for k, f in facts.items()}
+    seen = [x for x in (v.get("load.running_max"), v.get("load.max_concurrency")) if isinstance(x, int)]
+    tp = v.get("par.tp") or v.get("gpu.count") or 1
+    return {"n": _pow2(max(seen)) if seen else "N", "tp": tp, "dp": max(1, (v.get("gpu.count") or tp) // 2), "url": url or "URL"}
+
+
+def _actions(lv: Lever, facts: dict[str, Fact], params: dict[str, Any]) -> list[str]:
+    eng = facts.get("engine.name")
+    ver = facts.get("engine.version")
+    out: list[str] = []
+    names = {"sglang": "SGLang", "vllm": "vLLM", "llama.cpp": "llama.cpp"}
+    for e, variants in lv.engines.items():
+        if eng is not None and eng.value != e:
+            continue
+        for var in variants:
+            if ver is not None and eng is not None and not var.matches(str(ver.value)):
+                continue
+            rng = "" if var.versions in (">=0", "") else f" {var.versions.replace(',', ' and ')}"
+            label = f"{names.get(e, e)}{rng}" + (f" (server reports {ver.value})" if ver is not None and eng is not None else "")
+            text = var.set.format_map(params)
+            out.append(f"{label}: {text}" + (f" — {var.note}" if var.note else ""))
+    return out
+
+
+def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, server: Any = None,
+               engine_logs: list[tuple[str, Any]] | None = None, catalog: list[Lever] | None = None,
+               stages: list[Stage] | None = None, facts: dict[str, Fact] | None = None) -> Plan:
+    """Synthesize the plan from any subset of the inputs.
+
+    ``audit``: an :class:`~infergap.synthesis.AuditReport` or its JSON dict (``infergap.audit/1``);
+    ``roofline``: a :class:`~infergap.roofline.RooflineResult` or its JSON dict
+    (``infergap.roofline/1``); ``bench``: a :class:`~infergap.bench.BenchResult`; ``server``: a
+    :class:`~infergap.server.ServerConfig` (live); ``engine_logs``: (label, ``EngineLogFacts``)
+    pairs of SGLang/vLLM logs, whose startup arguments also fill the server facts when there is no
+    live server; ``catalog``: levers (default: the shipped catalog); ``facts``: use these facts
+    instead of gathering them (for tests that remove one). Never raises for missing inputs: what
+    they would have decided becomes an unknown.
+    """
+    a = audit.to_json() if hasattr(audit, "to_json") and not isinstance(audit, dict) else audit
+    r = roofline.to_json_dict() if hasattr(roofline, "to_json_dict") else roofline
+    log_cfgs = []
+    if engine_logs:
+        from infergap.server import server_config_from_log
+
+        log_cfgs = [server_config_from_log(f, label) for label, f in engine_logs]
+    if facts is None:
+        facts = gather(audit=a, roofline=r, bench=bench, server=server, log_configs=log_cfgs, engine_logs=engine_logs)
+    catalog = catalog if catalog is not None else load_catalog()
+    url = server.url if server is not None and getattr(server, "url", None) else (bench.environment.url if bench is not None else None)
+    params = _params(facts, url)
+    plan = Plan(created=datetime.now(timezone.utc).isoformat(timespec="seconds"), facts=facts, stages=list(stages or []))
+    if not stages:
+        plan.stages = [Stage(name=n, status="given" if x is not None else "missing")
+                       for n, x in (("audit", a), ("roofline", r), ("bench", bench), ("server", server or (log_cfgs or None)))]
+        if server is None and log_cfgs:
+            plan.stages[-1] = Stage(name="server", status="from log", detail=", ".join(lab for lab, _ in engine_logs or []))
+    plan.gap = build_gap(r, bench)
+    plan.host_fixes = build_host_fixes(a)
+    unknown: dict[str, list[str]] = {}
+    for lv in catalog:
+        o = evaluate(lv.when, facts)
+        if o.value is None:
+            if lv.tier != "wont_help":
+                for m in dict.fromkeys(o.missing):
+                    unknown.setdefault(m, []).append(lv.id)
+            continue
+        if not o.value:
+            continue
+        used = [t for t in o.used if t.held]
+        item = PlanItem(id=lv.id, tier=lv.tier, title=lv.title, actions=_actions(lv, facts, params),
+                        selected_by=[t.text() for t in used], facts=list(dict.fromkeys(t.fact for t in used)),
+                        effect=lv.effect, gain=lv.gain, metric=lv.metric, effort_h=lv.effort_h, score=lv.score(), risk=lv.risk,
+                        verify=lv.verify.format_map(params) if lv.verify else None, undo=lv.undo, source=lv.source, why=lv.why)
+        (plan.wont_help if lv.tier == "wont_help" else plan.levers).append(item)
+    plan.levers.sort(key=lambda x: (TIER_ORDER[x.tier], -(x.score or 0.0), x.id))
+    plan.unknowns = [Unknown(fact=k, decides=v, command=how_to_find(k)) for k, v in sorted(unknown.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+    plan.top_actions = _top(plan)
+    return plan
+
+
+def _top(plan: Plan, n: int = 5) -> list[str]:
+    def fix(h: HostFix) -> str:
+        cmd = h.commands[0] if h.commands else (h.note or "see the audit")
+        return f"[host {h.severity} {h.fix_kind}] {h.title}: {cmd}"
+
+    def lever(x: PlanItem) -> str:
+        return f"[{x.tier.replace('_', ' ')}] {x.title}: {x.actions[0] if x.actions else x.verify}"
+
+    seq = [fix(h) for h in plan.host_fixes if h.severity == "P0"]
+    seq += [lever(x) for x in plan.tier("flag_flip")]
+    seq += [fix(h) for h in plan.host_fixes if h.severity == "P1" and h.fix_kind == "runtime"]
+    seq += [lever(x) for x in plan.tier("small_change")] + [lever(x) for x in plan.tier("engineering")]
+    return seq[:n]

@@ -1,0 +1,274 @@
+"""Facts the plan reasons on, gathered from whatever inputs exist: an audit report, a roofline
+result, a bench result, the server's configuration (live or from its log) and engine-log facts.
+
+Every fact records where it was read. A fact no input supports is absent, and a lever that
+depends on it becomes an *unknown* with the command that would find out (:data:`HOW_TO_FIND`).
+Regime thresholds (stated so a reader can disagree): latency-bound when batch-1 throughput is
+below half of the per-GPU memory bound (fixed per-step costs — launches, collectives,
+synchronisation — then take at least as long as reading the weights); communication-bound when
+the roofline puts at least 25 % of the batch-1 step in collectives; throughput-bound when the last
+doubling of concurrency gained less than 10 % output tok/s.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from infergap.plan.conditions import Fact
+
+LATENCY_BOUND_EFF = 0.5
+COMM_BOUND_SHARE = 0.25
+PLATEAU_GAIN = 1.10
+
+#: GPU product name → compute capability ×10 (NVIDIA "CUDA GPUs" compute-capability table).
+SM_BY_NAME: list[tuple[re.Pattern[str], int]] = [
+    (re.compile(r"B300|GB300", re.I), 103),
+    (re.compile(r"B200|GB200|B100", re.I), 100),
+    (re.compile(r"H100|H200|H800|H20\b|GH200", re.I), 90),
+    (re.compile(r"RTX PRO \d+ Blackwell|RTX 50\d\d|RTX 5\d\d\d\b", re.I), 120),
+    (re.compile(r"L40|L4\b|RTX 6000 Ada|RTX 5880 Ada|RTX 4\d\d\d|Ada Generation", re.I), 89),
+    (re.compile(r"A100|A800|A30\b", re.I), 80),
+    (re.compile(r"A10\b|A40\b|RTX A6000|RTX 30\d\d|A16\b", re.I), 86),
+]
+
+#: Fact-name prefix → the command that establishes it.
+HOW_TO_FIND: dict[str, str] = {
+    "gpu.": "infergap audit --format json -o audit.json   (on the serving host; reads nvidia-smi topo -m)",
+    "finding.": "infergap audit --format json -o audit.json",
+    "engine.": "infergap plan --server URL   (or --evidence <the server's startup log>)",
+    "server.": "infergap plan --server URL   (or --evidence <the server's startup log>)",
+    "par.": "infergap plan --server URL   (or --evidence <the server's startup log>)",
+    "log.": "infergap plan --evidence <the server's log, covering start-up and load>",
+    "model.": "infergap roofline -m <config.json or name> --format json -o roofline.json",
+    "regime.": "infergap bench --url URL --concurrency 1,4,16,64 --format json -o bench.json   (with a roofline for the efficiency)",
+    "load.": "infergap bench --url URL --concurrency 1,4,16,64 --format json -o bench.json",
+}
+
+_STATUS_RANK = {"actionable": 0, "expected": 1, "unknown": 2, "ok": 3, "not_applicable": 4}
+
+
+def how_to_find(fact: str) -> str:
+    """The command that would establish ``fact``."""
+    for p, cmd in HOW_TO_FIND.items():
+        if fact.startswith(p):
+            return cmd
+    return "infergap doctor --url URL"
+
+
+def sm_of(name: str | None) -> int | None:
+    """Compute capability ×10 of a GPU product name (``NVIDIA H200`` → 90), None when unknown."""
+    for pat, sm in SM_BY_NAME:
+        if name and pat.search(name):
+            return sm
+    return None
+
+
+def _put(facts: dict[str, Fact], name: str, value: Any, source: str, overwrite: bool = False) -> None:
+    if value is None or (name in facts and not overwrite):
+        return
+    facts[name] = Fact(value=value, source=source)
+
+
+def _norm_kv(dt: str) -> str:
+    d = dt.lower()
+    return "fp8" if d in ("fp8",) else d
+
+
+def from_audit(facts: dict[str, Fact], audit: dict[str, Any]) -> None:
+    """GPU facts from the audit's host summary and interconnect findings; every finding's worst
+    status as ``finding.<id>``."""
+    host = audit.get("host") or {}
+    gpus = [g for g in host.get("gpus") or [] if g.get("name")]
+    if gpus:
+        _put(facts, "gpu.count", len(gpus), "audit host.gpus")
+        _put(facts, "gpu.name", gpus[0]["name"], "audit host.gpus")
+        sm = sm_of(gpus[0]["name"])
+        _put(facts, "gpu.sm", sm, f"compute capability of {gpus[0]['name']} (NVIDIA CUDA GPUs table)")
+        if gpus[0].get("memory_total_B"):
+            _put(facts, "gpu.memory_GB", round(gpus[0]["memory_total_B"] / 1e9, 1), "audit host.gpus")
+    worst: dict[str, dict[str, Any]] = {}
+    for f in audit.get("findings") or []:
+        cur = worst.get(f["id"])
+        if cur is None or _STATUS_RANK.get(f["status"], 9) < _STATUS_RANK.get(cur["status"], 9):
+            worst[f["id"]] = f
+    for fid, f in worst.items():
+        ev = (f.get("evidence") or [{}])[0].get("source")
+        _put(facts, f"finding.{fid}", f["status"], f"audit {fid}" + (f": {ev}" if ev else ""))
+    if "engine.moe_config" in worst:
+        _put(facts, "log.moe_default", worst["engine.moe_config"]["status"] == "actionable", "audit engine.moe_config")
+    if "engine.kv_pressure" in worst:
+        _put(facts, "load.kv_pressure", worst["engine.kv_pressure"]["status"] == "actionable", "audit engine.kv_pressure")
+    nv = worst.get("nvlink.topology")
+    if nv is not None:
+        ev = (nv.get("evidence") or [{}])[0]
+        src = f"audit nvlink.topology: {ev.get('source', '')} {ev.get('value', '')}".strip()
+        if nv["status"] == "ok":
+            _put(facts, "gpu.nvlink", True, src)
+        elif nv["status"] in ("expected", "actionable"):
+            _put(facts, "gpu.nvlink", False, src)
+
+
+def from_roofline(facts: dict[str, Fact], rl: dict[str, Any]) -> None:
+    """Model facts (MoE, MLA, quantization, MTP head, GPUs a replica needs), GPU facts the audit
+    did not give, the TP the bound assumed, and the collectives' share of the batch-1 step."""
+    m = rl.get("model") or {}
+    hw = rl.get("hardware") or {}
+    src = f"roofline {m.get('name', '')}".strip()
+    _put(facts, "model.name", m.get("name"), src)
+    if "experts" in m:
+        _put(facts, "model.moe", bool(m.get("experts")), f"{src}: {m.get('experts')} experts")
+    if m.get("attention"):
+        _put(facts, "model.mla", m["attention"].startswith("mla"), f"{src}: attention {m['attention']}")
+    prec = m.get("precision") or {}
+    q = prec.get("experts") or prec.get("dense_ffn") or prec.get("attention")
+    _put(facts, "model.quant", q, f"{src}: {m.get('precision_source', 'precision')}")
+    if "mtp_layers" in m:
+        _put(facts, "model.mtp", bool(m["mtp_layers"]), f"{src}: {m['mtp_layers']} MTP layer(s)")
+    stored, mem = m.get("stored_bytes"), hw.get("memory_B")
+    if stored and mem:
+        need = max(1, math.ceil(stored / (0.85 * mem)))
+        _put(facts, "model.min_gpus", need, f"{src}: {stored / 1e9:.0f} GB of weights / 85 % of {mem / 1e9:.0f} GB per GPU")
+    _put(facts, "gpu.count", hw.get("count"), f"roofline hardware ({hw.get('label')})")
+    _put(facts, "gpu.name", hw.get("label"), "roofline hardware")
+    if "gpu.sm" not in facts:
+        _put(facts, "gpu.sm", sm_of(hw.get("label")), f"compute capability of {hw.get('label')} (NVIDIA CUDA GPUs table)")
+    if "nvlink_GBps" in hw and (hw.get("count") or 1) > 1:
+        _put(facts, "gpu.nvlink", bool(hw["nvlink_GBps"]), f"roofline GPU table: NVLink {hw['nvlink_GBps']:g} GB/s")
+    par = rl.get("parallel") or {}
+    _put(facts, "par.tp", par.get("tp"), "roofline --tp (assumed, not read from the server)")
+    single = {b["name"]: b for b in rl.get("single_stream") or []}
+    pg = single.get("per_gpu")
+    if pg and pg.get("time_per_token_s"):
+        share = (pg.get("collectives_s") or 0.0) / pg["time_per_token_s"]
+        s = f"roofline: collectives {pg.get('collectives_s', 0) * 1e3:.2f} ms of a {pg['time_per_token_s'] * 1e3:.2f} ms per-GPU step"
+        _put(facts, "regime.comm_share", round(share, 3), s)
+        _put(facts, "regime.communication_bound", share >= COMM_BOUND_SHARE and (par.get("tp") or 1) > 1, s + f" (≥ {COMM_BOUND_SHARE:.0%} is communication-bound)")
+
+
+def from_server(facts: dict[str, Fact], cfg: Any, overwrite: bool = False) -> None:
+    """Engine, version, parallel sizes and serving flags from a :class:`~infergap.server.ServerConfig`."""
+    def src(field: str) -> str:
+        return cfg.sources.get(field) or cfg.url or "server"
+
+    def put(name: str, value: Any, field: str) -> None:
+        _put(facts, name, value, src(field), overwrite=overwrite)
+
+    put("engine.name", cfg.engine, "engine")
+    put("engine.version", cfg.version, "version")
+    put("par.tp", cfg.tp_size, "tp_size")
+    put("par.dp", cfg.dp_size, "dp_size")
+    put("par.ep", cfg.ep_size if cfg.ep_size is not None else (cfg.tp_size if cfg.enable_expert_parallel else None), "ep_size")
+    put("par.pp", cfg.pp_size, "pp_size")
+    if cfg.disable_custom_all_reduce is not None:
+        put("server.custom_ar_off", bool(cfg.disable_custom_all_reduce), "disable_custom_all_reduce")
+    if cfg.disable_cuda_graph is not None:
+        put("server.cuda_graph", not cfg.disable_cuda_graph, "disable_cuda_graph")
+    elif cfg.cuda_graph_max_bs or cfg.cuda_graph_bs:
+        put("server.cuda_graph", True, "cuda_graph_max_bs" if cfg.cuda_graph_max_bs else "cuda_graph_bs")
+    put("server.cuda_graph_max_bs", cfg.cuda_graph_max_bs, "cuda_graph_max_bs")
+    put("server.max_running_requests", cfg.max_running_requests, "max_running_requests")
+    if cfg.speculative_algorithm:
+        put("server.spec", str(cfg.speculative_algorithm).lower(), "speculative_algorithm")
+    elif cfg.engine in ("sglang", "vllm") and ("speculative_algorithm" in cfg.raw or "speculative_config" in cfg.raw):
+        _put(facts, "server.spec", "none", cfg.sources.get("engine") or cfg.url or "server", overwrite=overwrite)
+    if cfg.enable_dp_attention is not None:
+        put("server.dp_attention", bool(cfg.enable_dp_attention), "enable_dp_attention")
+    if cfg.kv_cache_dtype:
+        put("server.kv_cache_dtype", _norm_kv(cfg.kv_cache_dtype), "kv_cache_dtype")
+    put("server.n_slots", cfg.n_slots, "n_slots")
+    if cfg.preemptions_total is not None:
+        put("load.kv_pressure", cfg.preemptions_total > 0, "preemptions_total")
+
+
+def from_engine_logs(facts: dict[str, Fact], logs: list[tuple[str, Any]]) -> None:
+    """Facts only logs carry: decode batches without CUDA graphs, untuned MoE tables, the
+    largest running batch, custom all-reduce disabled (and why)."""
+    if not logs:
+        return
+    no_graph = sum(f.decode_no_graph for _, f in logs)
+    label = logs[0][0]
+    if any(f.decode_batches for _, f in logs):
+        first = next((f.first_no_graph_line for _, f in logs if f.first_no_graph_line), None)
+        _put(facts, "log.decode_no_graph", no_graph, f"{label}: " + (first or "every decode batch ran with CUDA graphs"))
+    _put(facts, "log.moe_default", any(f.moe_default_count for _, f in logs), f"{label}: 'Using default MoE config' lines")
+    if any(f.decode_batches or f.retractions or f.preemptions for _, f in logs):
+        hit = [(lab, f) for lab, f in logs if f.retractions or f.preemptions or (f.max_token_usage or 0) >= 0.95]
+        _put(facts, "load.kv_pressure", bool(hit), f"{(hit or logs)[0][0]}: " + (
+            f"retractions {hit[0][1].retractions}, preemptions {hit[0][1].preemptions}, max token usage {hit[0][1].max_token_usage}" if hit
+            else "no retraction, preemption or full KV cache in the decode lines"))
+    runs = [f.max_running for _, f in logs if f.max_running]
+    if runs:
+        _put(facts, "load.running_max", max(runs), f"{label}: largest #running-req")
+    for lab, f in logs:
+        if f.custom_ar_disabled:
+            _put(facts, "server.custom_ar_off", True, f"{lab}: Custom allreduce is disabled because {f.custom_ar_disabled[0]}", overwrite=True)
+            break
+
+
+def from_bench(facts: dict[str, Fact], bench: Any, roofline: dict[str, Any] | None) -> None:
+    """Load and regime facts from the sweep (and the roofline, for batch-1 efficiency)."""
+    pts = sorted([p for p in bench.points if p.mode == "concurrency" and p.concurrency and _tps(p) is not None],
+                 key=lambda p: p.concurrency)
+    if not pts:
+        return
+    _put(facts, "load.max_concurrency", pts[-1].concurrency, f"bench: highest concurrency measured (c={pts[-1].concurrency})")
+    cb = [p.label for p in bench.points if p.client_bound]
+    _put(facts, "regime.client_bound", bool(cb), "bench client health: " + (", ".join(cb) + " client-bound" if cb else "no point client-bound"))
+    if len(pts) >= 2 and pts[-1].concurrency >= 2 * pts[-2].concurrency:
+        a, b = _tps(pts[-2]), _tps(pts[-1])
+        if a:
+            _put(facts, "regime.throughput_bound", b / a < PLATEAU_GAIN,
+                 f"bench: c={pts[-2].concurrency} → c={pts[-1].concurrency} output tok/s {a:.1f} → {b:.1f} (×{b / a:.2f}; < ×{PLATEAU_GAIN} is a plateau)")
+    c1 = next((p for p in pts if p.concurrency == 1), None)
+    if c1 is not None and roofline:
+        single = {x["name"]: x for x in roofline.get("single_stream") or []}
+        mem = single.get("per_gpu_memory") or single.get("aggregate")
+        if mem:
+            eff = _tps(c1) / mem["tok_s"]
+            s = f"bench c=1 {_tps(c1):.2f} tok/s vs roofline {mem['name']} {mem['tok_s']:.1f} tok/s"
+            _put(facts, "regime.batch1_eff", round(eff, 4), s)
+            _put(facts, "regime.latency_bound", eff < LATENCY_BOUND_EFF, s + f" ({eff:.1%}; < {LATENCY_BOUND_EFF:.0%} is latency-bound)")
+
+
+def derive(facts: dict[str, Fact]) -> None:
+    """Facts computed from other facts: whether the running batch exceeds the captured CUDA-graph size."""
+    cap = facts.get("server.cuda_graph_max_bs")
+    if cap is None:
+        return
+    seen = [(f.value, f.source) for k in ("load.running_max",) if (f := facts.get(k)) is not None]
+    conc = facts.get("load.max_concurrency")
+    if conc is not None:
+        lim = facts.get("server.max_running_requests")
+        v = min(conc.value, lim.value) if lim is not None else conc.value
+        seen.append((v, conc.source + (f", capped by max_running_requests={lim.value}" if lim is not None and lim.value < conc.value else "")))
+    if not seen:
+        return
+    v, s = max(seen, key=lambda x: x[0])
+    _put(facts, "load.graph_overflow", v > cap.value, f"{s}: {v} running vs cuda_graph_max_bs={cap.value} [{cap.source}]")
+
+
+def _tps(p: Any) -> float | None:
+    s = p.summary.get("output_throughput_tps")
+    return s.median if s is not None else None
+
+
+def gather(audit: dict[str, Any] | None = None, roofline: dict[str, Any] | None = None, bench: Any = None,
+           server: Any = None, log_configs: list[Any] | None = None, engine_logs: list[tuple[str, Any]] | None = None) -> dict[str, Fact]:
+    """All facts from the given inputs. Precedence for a fact several inputs give: the live
+    server, then engine logs, then the audit, then the roofline (which only assumes a TP)."""
+    facts: dict[str, Fact] = {}
+    if server is not None and server.reachable is not False:
+        from_server(facts, server)
+    for cfg in log_configs or []:
+        from_server(facts, cfg)
+    from_engine_logs(facts, engine_logs or [])
+    if audit is not None:
+        from_audit(facts, audit)
+    if roofline is not None:
+        from_roofline(facts, roofline)
+    if bench is not None:
+        from_bench(facts, bench, roofline)
+    derive(facts)
+    return facts

@@ -1,0 +1,68 @@
+"""Read the plan's inputs from files: audit, roofline and bench JSON, engine logs (``--evidence``).
+
+Each loader raises :class:`~infergap.errors.UserError` naming the file and the problem.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from infergap.errors import UserError
+
+
+def _json(path: str | Path, schema: str, what: str) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UserError(f"--{what} {p}: cannot read ({e.strerror or e})") from None
+    except ValueError as e:
+        raise UserError(f"--{what} {p}: not JSON ({e})") from None
+    if not isinstance(data, dict) or data.get("schema") != schema:
+        got = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise UserError(f"--{what} {p}: expected an {schema} document, found {got!r}")
+    return data
+
+
+def load_audit(path: str | Path) -> dict[str, Any]:
+    """An ``infergap audit --format json`` document (``infergap.audit/1``)."""
+    return _json(path, "infergap.audit/1", "audit")
+
+
+def load_roofline(path: str | Path) -> dict[str, Any]:
+    """An ``infergap roofline --format json`` document (``infergap.roofline/1``)."""
+    return _json(path, "infergap.roofline/1", "roofline")
+
+
+def load_bench(path: str | Path) -> Any:
+    """An ``infergap bench --format json`` document as a :class:`~infergap.bench.BenchResult`."""
+    from infergap.bench import load_result
+
+    try:
+        return load_result(path)
+    except UserError as e:
+        raise UserError(f"--bench {e}") from None
+
+
+def engine_logs_from(snap: Any) -> list[tuple[str, Any]]:
+    """(label, :class:`~infergap.evidence.engine.EngineLogFacts`) of every SGLang/vLLM log in a
+    snapshot's evidence."""
+    from infergap.evidence.common import engine_logs
+
+    return [(part.label, facts) for part, facts in engine_logs(snap)]
+
+
+def engine_logs_from_files(paths: list[str | Path]) -> list[tuple[str, Any]]:
+    """Engine-log facts of the given evidence files (other evidence kinds are ignored here; the
+    audit reads them)."""
+    if not paths:
+        return []
+    from infergap.evidence.snapshot import open_with_evidence
+
+    snap = open_with_evidence(None, [str(p) for p in paths], host=False)
+    try:
+        return engine_logs_from(snap)
+    finally:
+        snap.close()

@@ -1,0 +1,149 @@
+"""Render a :class:`~infergap.plan.Plan`: terminal text (rich), Markdown, JSON."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from infergap.plan import TIER_LABEL, Plan, PlanItem
+
+
+def render_json(plan: Plan) -> str:
+    """The ``infergap.plan/1`` JSON document."""
+    return json.dumps(plan.to_json_dict(), indent=2, ensure_ascii=False) + "\n"
+
+
+def _gain(x: PlanItem) -> str:
+    if not x.gain:
+        return ""
+    lo, hi = x.gain
+    return f"×{lo:g}–{hi:g} {x.metric}, ~{x.effort_h:g} h (score {x.score:.2f}/h)"
+
+
+def render_text(plan: Plan, color: bool = False, width: int = 120) -> str:
+    """Terminal report: gap, host fixes, levers by tier (with evidence chains), will-not-help, unknowns."""
+    buf = io.StringIO()
+    c = Console(file=buf, force_terminal=color, no_color=not color, width=width, highlight=False)
+    c.print("[bold]infergap plan[/]  " + escape("  ".join(f"{s.name}: {s.status}" + (f" ({s.detail})" if s.detail else "") for s in plan.stages)))
+    c.print()
+    c.print("[bold]EFFICIENCY GAP[/]")
+    g = plan.gap
+    if g.summary:
+        c.print(escape("  " + g.summary))
+    if g.binds:
+        c.print(escape("  binds: " + g.binds))
+    if g.headline:
+        for h in g.headline:
+            c.print(escape(f"    {h['label']:<28} {h['bound_tok_s']:>9.1f} tok/s   measured {h['measured_tok_s']:.2f} = {h['ratio']:.2%}"))
+    if g.points:
+        t = Table(show_edge=False, pad_edge=False, box=None)
+        for col in ("concurrency", "measured tok/s", "bound tok/s", "bound", "binds", "efficiency", "note"):
+            t.add_column(col, justify="right" if col in ("concurrency", "measured tok/s", "bound tok/s", "efficiency") else "left")
+        for p in g.points:
+            t.add_row(*map(escape, [str(p.concurrency), f"{p.measured_tok_s:.2f}", f"{p.bound_tok_s:.1f}" if p.bound_tok_s else "–", p.bound or "–",
+                      p.binds or "–", f"{p.ratio:.1%}" if p.ratio else "–", p.note or ""]))
+        c.print(t)
+    if not g.points and not g.headline:
+        c.print("  no bench result: run infergap bench (or infergap doctor) to measure the gap")
+    c.print()
+    c.print("[bold]TOP ACTIONS[/]")
+    for i, a in enumerate(plan.top_actions, 1):
+        c.print(escape(f" {i}. {a}"))
+    c.print()
+    c.print(f"[bold]HOST FIXES[/] ({len(plan.host_fixes)}, from the audit: runtime first, P0 first)")
+    for h in plan.host_fixes:
+        c.print(escape(f"  {h.severity} {h.fix_kind:<8} {h.id} — {h.title}"))
+        for cmd in h.commands[:2]:
+            c.print(escape(f"      fix: {cmd}"))
+        if len(h.commands) > 2:
+            c.print(escape(f"      (+{len(h.commands) - 2} more commands)"))
+        for cmd in h.revert[:1]:
+            c.print(escape(f"      revert: {cmd}"))
+    if not plan.host_fixes:
+        c.print("  none" + ("" if any(s.name == "audit" and s.status in ("given", "ok") for s in plan.stages) else " (no audit)"))
+    for tier in ("flag_flip", "small_change", "engineering"):
+        items = plan.tier(tier)
+        c.print()
+        c.print(f"[bold]{TIER_LABEL[tier].upper()}[/] ({len(items)})")
+        for x in items:
+            c.print(escape(f"  • {x.title}  [{x.id}]"))
+            c.print(escape(f"      because: {' ∧ '.join(x.selected_by)}"))
+            for a in x.actions:
+                c.print(escape(f"      do: {a}"))
+            c.print(escape(f"      expect: {_gain(x)} — {x.source}"))
+            c.print(escape(f"      risk: {x.risk}"))
+            c.print(escape(f"      verify: {x.verify}"))
+            c.print(escape(f"      undo: {x.undo}"))
+        if not items:
+            c.print("  none selected by the facts at hand")
+    c.print()
+    c.print(f"[bold]WILL NOT HELP[/] ({len(plan.wont_help)})")
+    for x in plan.wont_help:
+        c.print(escape(f"  • {x.title}  [{x.id}]"))
+        c.print(escape(f"      why: {x.why}"))
+        c.print(escape(f"      because: {' ∧ '.join(x.selected_by)}"))
+    c.print()
+    c.print(f"[bold]UNKNOWN[/] ({len(plan.unknowns)})")
+    for u in plan.unknowns:
+        c.print(escape(f"  • {u.fact} — decides {', '.join(u.decides)}"))
+        c.print(escape(f"      find out: {u.command}"))
+    c.print()
+    c.print("[dim]ranking: " + escape(plan.ranking) + "[/]")
+    return buf.getvalue()
+
+
+def _md_escape(s: str) -> str:
+    return s.replace("|", "\\|")
+
+
+def render_markdown(plan: Plan) -> str:
+    """Markdown report with the same sections as the text report."""
+    out = ["# infergap plan", ""]
+    out.append("Inputs: " + ", ".join(f"{s.name} {s.status}" + (f" ({s.detail})" if s.detail else "") for s in plan.stages))
+    out += ["", "## Efficiency gap", ""]
+    g = plan.gap
+    if g.summary:
+        out.append(g.summary + ".")
+    if g.binds:
+        out += ["", f"What binds: {g.binds}."]
+    if g.headline:
+        out += ["", "| bound | tok/s | measured | efficiency |", "|---|---:|---:|---:|"]
+        out += [f"| {h['label']} | {h['bound_tok_s']:.1f} | {h['measured_tok_s']:.2f} | {h['ratio']:.2%} |" for h in g.headline]
+    if g.points:
+        out += ["", "| concurrency | measured tok/s | bound tok/s | binds | efficiency | note |", "|---:|---:|---:|---|---:|---|"]
+        out += [f"| {p.concurrency} | {p.measured_tok_s:.2f} | {p.bound_tok_s:.1f} | {p.binds or '–'} | {p.ratio:.1%} | {_md_escape(p.note or '')} |"
+                if p.bound_tok_s and p.ratio else f"| {p.concurrency} | {p.measured_tok_s:.2f} | – | – | – | {_md_escape(p.note or '')} |" for p in g.points]
+    out += ["", "## Top actions", ""] + [f"{i}. {_md_escape(a)}" for i, a in enumerate(plan.top_actions, 1)]
+    out += ["", "## Host fixes (runtime first, P0 first)", ""]
+    for h in plan.host_fixes:
+        out.append(f"- **{h.severity} {h.fix_kind}** `{h.id}` — {h.title}" + (f"  \n  fix: `{h.commands[0]}`" if h.commands else "")
+                   + (f"  \n  revert: `{h.revert[0]}`" if h.revert else ""))
+    if not plan.host_fixes:
+        out.append("None.")
+    for tier in ("flag_flip", "small_change", "engineering"):
+        out += ["", f"## {TIER_LABEL[tier]}", ""]
+        items = plan.tier(tier)
+        for x in items:
+            out.append(f"### {x.title} (`{x.id}`)")
+            out.append("")
+            out.append("- because: " + "; ".join(x.selected_by))
+            out += [f"- do: `{a}`" for a in x.actions]
+            out.append(f"- expect: {_gain(x)} — {x.source}")
+            out.append(f"- risk: {x.risk}")
+            out.append(f"- verify: `{x.verify}`")
+            out.append(f"- undo: {x.undo}")
+            out.append("")
+        if not items:
+            out.append("None selected by the facts at hand.")
+    out += ["", "## Will not help", ""]
+    for x in plan.wont_help:
+        out.append(f"- **{x.title}** (`{x.id}`): {x.why}  \n  because: {'; '.join(x.selected_by)}")
+    out += ["", "## Unknown", ""]
+    for u in plan.unknowns:
+        out.append(f"- `{u.fact}` decides {', '.join(u.decides)} — find out: `{u.command}`")
+    out += ["", f"_Ranking: {plan.ranking}_", ""]
+    return "\n".join(out)

@@ -1,0 +1,79 @@
+"""The doctor's report: one self-contained HTML page (jinja2; CSS and SVG plots inline, no external
+resource of any kind) and its Markdown counterpart.
+
+Sections: summary (efficiency gap, top five actions, stages), triaged audit, roofline with its
+assumptions, sweep table and plots, plan by tier, what will not help, unknowns, and the raw
+evidence of every finding (collapsible). Responsive CSS for phones; a print stylesheet that
+expands every collapsed block.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+import jinja2
+
+from infergap.plan import TIER_LABEL, Plan
+from infergap.render import plots
+
+
+def _env() -> jinja2.Environment:
+    text = (resources.files("infergap") / "data" / "templates" / "report.html.j2").read_text(encoding="utf-8")
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["pct"] = lambda v, d=1: "–" if v is None else f"{v * 100:.{d}f} %"
+    env.filters["num"] = lambda v, d=1: "–" if v is None else f"{v:,.{d}f}"
+    env.globals["TIER_LABEL"] = TIER_LABEL
+    env.globals["tmpl"] = env.from_string(text)
+    return env
+
+
+def _sweep_rows(bench: Any) -> list[dict[str, Any]]:
+    rows = []
+    for p in bench.points if bench is not None else []:
+        def m(k: str) -> float | None:
+            s = p.summary.get(k)
+            return s.median if s is not None else None
+
+        rows.append({"label": p.label, "trials": len(p.trials), "out": m("output_throughput_tps"), "total": m("total_throughput_tps"),
+                     "rps": m("request_throughput_rps"), "ttft50": m("ttft_p50_ms"), "ttft99": m("ttft_p99_ms"),
+                     "tpot50": m("tpot_p50_ms"), "tpot99": m("tpot_p99_ms"), "itl50": m("itl_p50_ms"),
+                     "failed": m("failed"), "client_bound": p.client_bound, "unstable": p.unstable, "error": p.error,
+                     "spread": (p.summary.get("output_throughput_tps").spread_pct if p.summary.get("output_throughput_tps") else None)})
+    return rows
+
+
+def render_html(plan: Plan, *, audit: Any = None, roofline: Any = None, bench: Any = None, server: Any = None,
+                duration_s: float | None = None) -> str:
+    """The report page as one HTML string (UTF-8, self-contained)."""
+    rl = roofline.to_json_dict() if hasattr(roofline, "to_json_dict") else roofline
+    groups: dict[str, list[Any]] = {}
+    for f in audit.findings if audit is not None else []:
+        groups.setdefault(f.status.value, []).append(f)
+    env = _env()
+    return env.globals["tmpl"].render(
+        plan=plan, audit=audit, groups=groups, rl=rl, bench=bench, server=server, duration_s=duration_s,
+        sweep=_sweep_rows(bench), plot_tput=plots.throughput_plot(bench, rl), plot_lat=plots.latency_plot(bench),
+        plot_gpu=plots.gpu_plot(bench),
+        telemetry_reason=next((p.telemetry.reason for p in (bench.points if bench else []) if p.telemetry and not p.telemetry.available), None),
+    )
+
+
+def render_report_markdown(plan: Plan, audit: Any = None, roofline: Any = None, bench: Any = None) -> str:
+    """Markdown of the whole run: the plan, then the audit, the roofline and the sweep."""
+    from infergap.render.plan import render_markdown
+
+    parts = [render_markdown(plan)]
+    if audit is not None:
+        from infergap.render.audit import render_md
+
+        parts.append(render_md(audit))
+    if roofline is not None and hasattr(roofline, "single_stream"):
+        from infergap.roofline.render import render_markdown as rl_md
+
+        parts.append(rl_md(roofline))
+    if bench is not None:
+        from infergap.render.bench import to_markdown
+
+        parts.append(to_markdown(bench))
+    return "\n\n".join(parts)

@@ -1,0 +1,130 @@
+"""infergap doctor against a real llama-cpp-python server on 127.0.0.1: every artefact, a
+self-contained report that Chromium renders without errors or network requests, with the plots."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+import chromium
+from plan_support import ROOT, free_port
+
+ARTEFACTS = ("audit.json", "server.json", "roofline.json", "bench.json", "plan.json", "plan.md", "report.md", "report.html")
+
+
+def _env() -> dict:
+    return dict(os.environ, PYTHONPATH=str(ROOT / "src"), PYTHONUNBUFFERED="1", COLUMNS="140")
+
+
+def _doctor(*args, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "infergap", "doctor", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=_env(), stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def doctor_run(llama_server, tmp_path_factory):
+    out = tmp_path_factory.mktemp("doctor")
+    t0 = time.monotonic()
+    r = _doctor("--url", llama_server.url, "--quick", "--model", "llama-3.1-8b", "--gpu", "h200", "--output-dir", out)
+    return r, out, time.monotonic() - t0
+
+
+@pytest.mark.slow
+def test_doctor_writes_every_artefact(doctor_run, llama_server):
+    r, out, elapsed = doctor_run
+    assert r.returncode == 0, r.stderr
+    for name in ARTEFACTS:
+        assert (out / name).stat().st_size > 0, name
+    schemas = {n: json.loads((out / n).read_text()).get("schema") for n in ("audit.json", "roofline.json", "bench.json", "plan.json")}
+    assert schemas == {"audit.json": "infergap.audit/1", "roofline.json": "infergap.roofline/1", "bench.json": "infergap.bench/1",
+                       "plan.json": "infergap.plan/1"}
+    assert json.loads((out / "server.json").read_text())["engine"] == "llama.cpp"
+    bench = json.loads((out / "bench.json").read_text())
+    assert [p["concurrency"] for p in bench["points"]] == [1, 2, 4]
+    assert all(p["trials"][0]["completed"] > 0 for p in bench["points"])
+    plan = json.loads((out / "plan.json").read_text())
+    assert [s["name"] for s in plan["stages"]] == ["server", "audit", "roofline", "bench", "plan"]
+    assert all(s["status"] == "ok" for s in plan["stages"])
+    assert [g["concurrency"] for g in plan["gap"]["points"]] == [1, 2, 4] and plan["gap"]["headline"]
+    assert "top actions" in r.stdout and "report.html" in r.stdout
+    assert llama_server.posts("/v1/chat/completions") > 0
+
+
+@pytest.mark.slow
+def test_report_is_self_contained(doctor_run):
+    _, out, _ = doctor_run
+    html = (out / "report.html").read_text()
+    assert not re.search(r"""(?:src|href|action|poster|data)\s*=\s*["']?\s*(?:https?:)?//""", html, re.I)
+    assert not re.search(r"url\(\s*['\"]?\s*(?:https?:)?//", html, re.I)
+    assert "@import" not in html and "<link" not in html.lower() and not re.search(r"<script[^>]+src", html, re.I)
+    for sec in ("summary", "audit", "roofline", "sweep", "plan", "wont", "unknown", "evidence"):
+        assert f'id="{sec}"' in html, sec
+    assert html.count("<svg") >= 2 and "<details" in html and "@media print" in html and "max-width: 640px" in html
+
+
+@pytest.mark.slow
+def test_report_in_headless_chromium(doctor_run, tmp_path):
+    if chromium.chromium() is None:
+        pytest.skip("chromium is not installed (CI installs it: apt-get install -y chromium)")
+    from PIL import Image
+
+    _, out, _ = doctor_run
+    page = out / "report.html"
+    r = chromium.load(page, tmp_path / "profile", queries={"svgs": "document.querySelectorAll('figure svg').length",
+                                                           "h2": "Array.from(document.querySelectorAll('h2')).map(h => h.textContent)"},
+                      shots={"plot": (1200, 900, "#plot-throughput"), "latency": (1200, 900, "#plot-latency")})
+    assert r.requests == [page.resolve().as_uri()], r.requests  # the page itself, nothing else
+    assert not [c for c in r.console if c[0] in ("error", "assert", "warning")], r.console
+    assert not r.exceptions and not r.log_errors, (r.exceptions, r.log_errors)
+    assert r.values["svgs"] >= 2
+    assert r.values["h2"][:3] == ["Summary", "Audit", "Roofline"]
+    for name in ("plot", "latency"):
+        img = Image.open(io.BytesIO(r.shots[name])).convert("RGB")
+        assert img.width >= 300 and img.height >= 150, img.size
+        colors = img.getcolors(maxcolors=1 << 20)
+        assert len(colors) > 50, f"{name}: {len(colors)} colours — an empty or uniform picture"
+        top = max(colors)[0] / (img.width * img.height)
+        assert top < 0.97, f"{name}: {top:.1%} of the pixels are one colour"
+    phone = chromium.load(page, tmp_path / "profile2", viewport=(390, 800), queries={"sw": "document.documentElement.scrollWidth",
+                                                                                     "closed": "document.querySelectorAll('details pre').length"}, pdf=True)
+    assert phone.values["sw"] <= 391  # nothing wider than a phone screen outside the scrollable tables
+    assert phone.pdf and phone.pdf.startswith(b"%PDF") and len(phone.pdf) > 20_000
+    assert phone.values["print.visible_details_text"] == phone.values["closed"] > 0  # printed, the evidence blocks are open
+
+
+def test_stages_that_cannot_run_are_recorded(tmp_path):
+    """No server at the URL and a model the roofline does not know: recorded, and the rest goes on."""
+    url = f"http://127.0.0.1:{free_port()}"
+    r = _doctor("--url", url, "--quick", "--model", "no-such-model", "--snapshot", ROOT / "tests/fixtures/hosts/seed-8x-rtxpro6000",
+                "--output-dir", tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    st = {s["name"]: s for s in plan["stages"]}
+    assert st["server"]["status"] == "failed" and st["roofline"]["status"] == "skipped" and st["bench"]["status"] == "failed"
+    assert "no-such-model" in st["roofline"]["detail"] and st["audit"]["status"] == "ok"
+    assert plan["host_fixes"] and plan["host_fixes"][0]["id"] == "nvidia.peermem"  # the audit still drove the plan
+    html = (tmp_path / "report.html").read_text()
+    assert "Not computed" in html and "No sweep" in html
+
+
+def test_bad_url_is_one_line(tmp_path):
+    r = _doctor("--url", "not-a-url", "--output-dir", tmp_path, timeout=60)
+    assert r.returncode == 2 and r.stderr.strip().startswith("infergap: error: --url not-a-url") and "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+def test_plan_reads_a_live_server(llama_server):
+    r = subprocess.run([sys.executable, "-m", "infergap", "plan", "--server", llama_server.url, "--format", "json"], capture_output=True,
+                       text=True, timeout=60, env=_env(), stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert next(s for s in plan["stages"] if s["name"] == "server")["status"] == "given"
+    assert plan["facts"]["engine.name"]["value"] == "llama.cpp" and plan["facts"]["engine.name"]["source"].startswith("GET ")
+    assert plan["unknowns"] and all(u["command"].startswith("infergap ") for u in plan["unknowns"])
