@@ -24,6 +24,8 @@ from infergap.parsers.nvsmi import (
     parse_nvsmi_xml,
     parse_p2p,
     parse_query_csv,
+    parse_nvsmi_q_text,
+    parse_nvsmi_table,
     parse_topo,
 )
 from infergap.parsers.pci import ConfigSpace, ConfigSpaceError, LspciDevice, decode_config, parse_lspci_vvv, parse_od_hex, system_pci_ids
@@ -282,6 +284,12 @@ class Facts:
             if f.is_gpu:
                 merged[f.bdf] = GpuFacts(bdf=f.bdf, sources=[f.source])
         layers: list[tuple[str, list[NvsmiGpu]]] = []
+        r = self.cmd_ok("nvsmi")
+        if r:
+            layers.append((self.src("nvsmi"), parse_nvsmi_table(r.stdout)))
+        r = self.cmd_ok("nvsmi_q")
+        if r:
+            layers.append((self.src("nvsmi_q"), parse_nvsmi_q_text(r.stdout)))
         r = self.cmd_ok("nvsmi_csv")
         if r:
             layers.append((self.src("nvsmi_csv"), csv_to_gpus(parse_query_csv(r.stdout))))
@@ -312,6 +320,10 @@ class Facts:
                     g2.cuda_capability = d["cuda_capability"]
         caps = self.torch_info().get("capability") if self.torch_info() else None
         gl2 = sorted(merged.values(), key=lambda g: g.bdf)
+        topo = self.topology()
+        if not gl2 and topo is not None and topo.gpus:
+            # Only topo -m was given: the GPUs are known by index, not by PCI address or name.
+            gl2 = [GpuFacts(bdf=name, sources=[self.src("nvsmi_topo")]) for name in topo.gpus]
         if caps and len(caps) == len(gl2):
             for g, c in zip(gl2, caps):
                 if g.cuda_capability is None and isinstance(c, list) and len(c) == 2:

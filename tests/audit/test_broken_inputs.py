@@ -38,8 +38,9 @@ def test_truncated_nvsmi_xml(tmp_path):
     shutil.copytree(H200, snap_dir)
     xml = (snap_dir / "cmds" / "nvsmi_qx.out").read_text()
     (snap_dir / "cmds" / "nvsmi_qx.out").write_text(xml[: len(xml) // 3])
-    # remove the CSV so that the XML is the only per-GPU source besides sysfs
-    (snap_dir / "cmds" / "nvsmi_csv.out").unlink()
+    # remove the other nvidia-smi forms so that the XML is the only per-GPU source besides sysfs
+    for other in ("nvsmi_csv", "nvsmi_q", "nvsmi"):
+        (snap_dir / "cmds" / f"{other}.out").unlink()
     with open_snapshot(snap_dir) as snap:
         r = run_audit(snap)
     bad = [f for f in r.findings if f.id == "evidence.unreadable" and f.subject == "cmds/nvsmi_qx.out"]
@@ -96,3 +97,28 @@ def test_unwritable_output(tmp_path):
     p = run_cli("audit", "--snapshot", str(H200), "--output", str(tmp_path / "no" / "such" / "dir" / "r.txt"))
     assert p.returncode == 2 and "--output" in p.stderr
     _no_traceback(p)
+
+
+@pytest.mark.parametrize("name", ["nvsmi_q", "nvsmi", "nvsmi_csv"])
+def test_single_nvidia_smi_output_names_the_gpu(tmp_path, name):
+    """Each nvidia-smi form alone (-q text, the plain table, the CSV) is enough to know the GPU."""
+    (tmp_path / "cmds").mkdir()
+    shutil.copy(H200 / "cmds" / f"{name}.out", tmp_path / "cmds" / f"{name}.out")
+    with open_snapshot(tmp_path) as snap:
+        r = run_audit(snap)
+    assert r.host["gpu_summary"] == "1 × NVIDIA H200"
+    assert not r.get("gpu.present")
+    clocks = r.get("gpu.clocks", "0000:00:06.0")
+    if name != "nvsmi":  # the table has no clocks; the others show an idle GPU, not a slow one
+        assert clocks[0].status == Status.expected
+
+
+def test_topology_alone_gives_gpu_count_and_links(tmp_path):
+    (tmp_path / "cmds").mkdir()
+    shutil.copy(HOSTS.parent / "evidence" / "topo-667-pxb-pix.txt", tmp_path / "cmds" / "nvsmi_topo.out")
+    with open_snapshot(tmp_path) as snap:
+        r = run_audit(snap)
+    assert len(r.host["gpus"]) == 4
+    nv = r.get("nvlink.topology")[0]
+    assert nv.status == Status.unknown and "model is not known" in nv.title
+    assert r.get("allreduce.custom")[0].status == Status.expected

@@ -86,6 +86,9 @@ def _nvlink(ctx: Context) -> list[Finding]:
                                details={"pairs": {f"{a}-{b}": n for (a, b), n in pairs.items()}, "links_per_pair": counts, "active_links_per_gpu": active,
                                         "link_GBps": {i: l for i, l in links.items()}}))
         return out
+    if all(g.name in (None, "unknown device") for g in gpus):
+        return [finding(cid, NAME, Status.unknown, f"No NVLink between the {len(gpus)} GPUs; their model is not known", evidence_=evs,
+                        impact="Whether that is expected depends on the GPU model (PCIe-only SKUs have no NVLink); add nvidia-smi -q or -q -x to tell.")]
     if _pcie_only(ctx):
         name = gpus[0].name
         return [finding(cid, NAME, Status.expected, f"No NVLink: {name} is a PCIe-only GPU", evidence_=evs,
@@ -210,7 +213,7 @@ def _custom_allreduce(ctx: Context) -> Finding | None:
     if len(gpus) <= 2:
         return finding(cid, NAME, Status.ok, "Custom all-reduce usable on 2 PCIe GPUs", evidence_=evidence((src or "host", f"{len(gpus)} GPUs, no NVLink")),
                        impact="SGLang and vLLM keep their custom all-reduce for two PCIe GPUs (with P2P).")
-    return finding(cid, NAME, Status.expected, f"Custom all-reduce will be disabled: {len(gpus)} PCIe-only GPUs", evidence_=evidence((src or "host", f"{len(gpus)} GPUs, no NVLink")),
+    return finding(cid, NAME, Status.expected, f"Custom all-reduce will be disabled: {len(gpus)} GPUs without NVLink", evidence_=evidence((src or "host", f"{len(gpus)} GPUs, no NVLink")),
                    impact="SGLang and vLLM disable their custom all-reduce kernel on more than two GPUs without full NVLink and fall back to NCCL (~20-25 µs per all-reduce at batch 1); no stock flag re-enables it. The plan covers PCIe alternatives.",
                    references=["sglang/srt/distributed/device_communicators/custom_all_reduce.py", "vllm/distributed/device_communicators/custom_all_reduce.py"])
 

@@ -326,6 +326,9 @@ def csv_to_gpus(rows: list[dict[str, str]]) -> list[NvsmiGpu]:
         g.persistence_mode = _yes(r.get("persistence_mode"))
         g.compute_mode = r.get("compute_mode")
         g.mig_current = r.get("mig.mode.current")
+        mask = r.get("clocks_event_reasons.active") or r.get("clocks_throttle_reasons.active")
+        if mask and re.fullmatch(r"0x[0-9a-fA-F]+", mask.strip()):
+            g.throttle_active = throttle_names(int(mask, 16))
         out.append(g)
     return out
 
@@ -394,4 +397,108 @@ def parse_nvlink_status(text: str) -> dict[int, dict[int, float | None]]:
         if m and cur is not None:
             v = re.match(r"([\d.]+)\s*GB/s", m.group(2))
             out[cur][int(m.group(1))] = float(v.group(1)) if v else None
+    return out
+
+
+def parse_nvsmi_q_text(text: str) -> list[NvsmiGpu]:
+    """GPUs from ``nvidia-smi -q`` text: a ``GPU 00000000:00:06.0`` header per GPU, then indented
+    ``Key : Value`` lines in nested sections (``MIG Mode`` / ``Current``, ``Clocks`` / ``SM`` …).
+    Section paths are joined with ``/`` and read like the XML (same units and N/A handling)."""
+    gpus: list[NvsmiGpu] = []
+    fields: dict[str, str] = {}
+    stack: list[tuple[int, str]] = []
+    bdf = None
+
+    def flush() -> None:
+        if bdf is not None:
+            gpus.append(_gpu_from_q(bdf, fields))
+
+    for raw in strip_ansi(text).splitlines():
+        line = raw.rstrip()
+        m = re.match(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$", line.strip())
+        if m and len(line) - len(line.lstrip()) == 0:
+            flush()
+            bdf, fields, stack = normalize_bdf(m.group(1)), {}, []
+            continue
+        if bdf is None or not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        key, sep, val = line.strip().partition(":")
+        key = key.strip()
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        path = "/".join([k for _, k in stack] + [key])
+        if sep and val.strip():
+            fields[path] = val.strip()
+        else:
+            stack.append((indent, key))
+    flush()
+    return gpus
+
+
+def _gpu_from_q(bdf: str, f: dict[str, str]) -> NvsmiGpu:
+    def v(*keys: str) -> str | None:
+        for k in keys:
+            x = f.get(k)
+            if x is not None and x not in ("N/A", "[N/A]", "Not Supported"):
+                return x
+        return None
+
+    g = NvsmiGpu(bdf=bdf)
+    g.name = v("Product Name")
+    g.architecture = v("Product Architecture")
+    g.persistence_mode = _yes(v("Persistence Mode"))
+    g.mig_current = v("MIG Mode/Current")
+    g.compute_mode = v("Compute Mode")
+    g.ecc_current = _yes(v("ECC Mode/Current"))
+    g.ecc_pending = _yes(v("ECC Mode/Pending"))
+    vol = [_num(v(f"ECC Errors/Volatile/{k}")) for k in ("DRAM Uncorrectable", "SRAM Uncorrectable Parity", "SRAM Uncorrectable SEC-DED", "SRAM Uncorrectable")]
+    g.ecc_volatile_uncorrected = int(sum(x for x in vol if x is not None)) if any(x is not None for x in vol) else None
+    g.remap_pending = _yes(v("Remapped Rows/Pending"))
+    g.remap_failure = _yes(v("Remapped Rows/Remapping Failure Occurred"))
+    g.memory_total_B = _mib(v("FB Memory Usage/Total"))
+    g.bar1_total_B = _mib(v("BAR1 Memory Usage/Total"))
+    link = "PCI/GPU Link Info"
+    g.pcie_gen, g.pcie_gen_max = _int(v(f"{link}/PCIe Generation/Current")), _int(v(f"{link}/PCIe Generation/Max"))
+    g.pcie_width, g.pcie_width_max = _int(v(f"{link}/Link Width/Current")), _int(v(f"{link}/Link Width/Max"))
+    g.sm_clock_MHz, g.sm_clock_max_MHz = _num(v("Clocks/SM")), _num(v("Max Clocks/SM"))
+    g.power_W = _num(v("GPU Power Readings/Instant Power Draw", "GPU Power Readings/Power Draw", "Power Readings/Power Draw"))
+    g.power_limit_W = _num(v("GPU Power Readings/Current Power Limit", "Power Readings/Power Limit"))
+    g.power_default_limit_W = _num(v("GPU Power Readings/Default Power Limit", "Power Readings/Default Power Limit"))
+    g.power_max_limit_W = _num(v("GPU Power Readings/Max Power Limit", "Power Readings/Max Power Limit"))
+    g.temperature_C = _num(v("Temperature/GPU Current Temp"))
+    g.temp_slowdown_C = _num(v("Temperature/GPU Slowdown Temp"))
+    g.temp_shutdown_C = _num(v("Temperature/GPU Shutdown Temp"))
+    if g.temp_slowdown_C is None and g.temperature_C is not None:
+        tl, slow = _num(v("Temperature/GPU T.Limit Temp")), _num(v("Temperature/GPU Slowdown T.Limit Temp"))
+        if tl is not None and slow is not None:
+            g.temp_slowdown_C = g.temperature_C + tl + slow
+    sect = "Clocks Event Reasons" if any(k.startswith("Clocks Event Reasons/") for k in f) else "Clocks Throttle Reasons"
+    names = {"Idle": "gpu_idle", "Applications Clocks Setting": "applications_clocks_setting", "SW Power Cap": "sw_power_cap",
+             "HW Slowdown": "hw_slowdown", "HW Thermal Slowdown": "hw_thermal_slowdown", "HW Power Brake Slowdown": "hw_power_brake_slowdown",
+             "Sync Boost": "sync_boost", "SW Thermal Slowdown": "sw_thermal_slowdown", "Display Clock Setting": "display_clocks_setting"}
+    g.throttle_active = [n for k, n in names.items() if f.get(f"{sect}/{k}") == "Active"]
+    g.pstate = v("Performance State")
+    g.utilization_pct = _num(v("Utilization/GPU"))
+    return g
+
+
+def parse_nvsmi_table(text: str) -> list[NvsmiGpu]:
+    """GPU index, name, persistence, bus id, temperature, power and memory from the plain
+    ``nvidia-smi`` table (rows ``|   0  NVIDIA H200   On  |   00000000:00:06.0 Off |``)."""
+    out: list[NvsmiGpu] = []
+    lines = strip_ansi(text).splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r"^\|\s+(\d+)\s+(.+?)\s+(On|Off)\s+\|\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s", line)
+        if not m:
+            continue
+        g = NvsmiGpu(bdf=normalize_bdf(m.group(4)), name=m.group(2).strip(), persistence_mode=m.group(3) == "On")
+        if i + 1 < len(lines):
+            n = re.search(r"(\d+)C\s+(P\d+)\s+(\d+)W\s*/\s*(\d+)W\s*\|\s*(\d+)MiB\s*/\s*(\d+)MiB\s*\|\s*(\d+)%\s+(\S+)", lines[i + 1])
+            if n:
+                g.temperature_C, g.pstate = float(n.group(1)), n.group(2)
+                g.power_W, g.power_limit_W = float(n.group(3)), float(n.group(4))
+                g.memory_total_B = int(n.group(6)) * 2**20
+                g.utilization_pct, g.compute_mode = float(n.group(7)), n.group(8)
+        out.append(g)
     return out
