@@ -479,88 +479,6 @@ def try_record(kind: str, payload: str | Mapping[str, Any], host: HostId | Mappi
 
 # -- comparing runs ---------------------------------------------------------------------------------
 
-#: Bench metrics compared per point: (name, path in a trial's JSON, True when higher is better).
-BENCH_METRICS: list[tuple[str, tuple[str, ...], bool]] = [
-    ("output_throughput_tps", ("output_throughput_tps",), True),
-    ("request_throughput_rps", ("request_throughput_rps",), True),
-    ("ttft_ms_p50", ("ttft_ms", "p50"), False),
-    ("ttft_ms_p99", ("ttft_ms", "p99"), False),
-    ("tpot_ms_p50", ("tpot_ms", "p50"), False),
-    ("itl_ms_p50", ("itl_ms", "p50"), False),
-    ("e2e_ms_p50", ("e2e_ms", "p50"), False),
-]
-
-
-@dataclass
-class MetricChange:
-    """One metric of one load point in two bench runs: the trial values of each run, their medians,
-    the relative change of the median (``change_pct``, B vs A), whether it is ``significant`` (each
-    run's median lies outside the other run's min–max range over its trials) and ``better``."""
-
-    point: str
-    metric: str
-    a_values: list[float]
-    b_values: list[float]
-    a_median: float | None
-    b_median: float | None
-    change_pct: float | None
-    significant: bool
-    better: bool | None
-
-
-def _dig(obj: Any, path: tuple[str, ...]) -> float | None:
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return float(obj) if isinstance(obj, (int, float)) and not isinstance(obj, bool) else None
-
-
-def _median(values: list[float]) -> float | None:
-    if not values:
-        return None
-    import numpy as np
-
-    return float(np.median(values))
-
-
-def _point_label(p: Mapping[str, Any]) -> str:
-    if p.get("mode") == "rate":
-        cap = f",c≤{p['concurrency']}" if p.get("concurrency") else ""
-        return f"r={p.get('request_rate'):g}/s{cap}" if isinstance(p.get("request_rate"), (int, float)) else f"r=?{cap}"
-    return f"c={p.get('concurrency')}"
-
-
-def compare_bench_points(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[MetricChange]:
-    """Per-point, per-metric comparison of two ``infergap.bench/1`` documents.
-
-    Points are matched by load level (``c=64``, ``r=4/s``); the values compared are each trial's
-    metric (:data:`BENCH_METRICS`). A change is *significant* only when B's median lies outside A's
-    min–max range over its trials **and** A's median lies outside B's — so noise as large as the
-    spread either run showed between its own trials is never reported as a change. With one trial
-    per run the ranges collapse to points and any difference counts; the report says how many
-    trials each side had.
-    """
-    def by_label(doc: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-        return {_point_label(p): p for p in (doc.get("points") or []) if isinstance(p, dict)}
-
-    pa, pb = by_label(a), by_label(b)
-    out: list[MetricChange] = []
-    for label in [k for k in pa if k in pb]:
-        for name, path, higher_better in BENCH_METRICS:
-            av = [v for v in (_dig(t, path) for t in pa[label].get("trials") or []) if v is not None]
-            bv = [v for v in (_dig(t, path) for t in pb[label].get("trials") or []) if v is not None]
-            if not av or not bv:
-                continue
-            am, bm = _median(av), _median(bv)
-            assert am is not None and bm is not None
-            sig = not (min(av) <= bm <= max(av)) and not (min(bv) <= am <= max(bv))
-            change = (bm - am) / am * 100.0 if am else None
-            better = None if bm == am else ((bm > am) == higher_better)
-            out.append(MetricChange(label, name, av, bv, am, bm, change, sig, better))
-    return out
-
-
 def finding_key(f: Mapping[str, Any]) -> tuple[str, str]:
     """Identity of a finding across runs: (check id, subject or "")."""
     return (str(f.get("id", "")), str(f.get("subject") or ""))
@@ -591,12 +509,13 @@ def compare_audits(a: Mapping[str, Any], b: Mapping[str, Any]) -> AuditDiff:
     return AuditDiff(appeared, disappeared, changed)
 
 
-def compare_runs(a: Run, b: Run) -> AuditDiff | list[MetricChange]:
-    """Compare two runs of the same kind: audits by finding, benches per point.
+def compare_runs(a: Run, b: Run) -> Any:
+    """Compare two runs of the same kind: audits finding by finding (:class:`AuditDiff`), benches
+    point by point with :func:`infergap.bench.compare_bench` (a :class:`~infergap.bench.BenchComparison`;
+    a change is significant only outside both runs' spread over their trials).
 
-    For benches, :func:`infergap.bench.compare_bench` is used when the bench library provides it;
-    otherwise :func:`compare_bench_points`. Raises :class:`LedgerError` for runs of different kinds
-    or of a kind with no comparison.
+    Raises :class:`LedgerError` for runs of different kinds, of a kind with no comparison, or
+    whose payload is not the expected document.
     """
     if a.kind != b.kind:
         raise LedgerError(f"compare: run {a.id} is a {a.kind} run and run {b.id} a {b.kind} run; compare runs of one kind")
@@ -605,5 +524,16 @@ def compare_runs(a: Run, b: Run) -> AuditDiff | list[MetricChange]:
     if a.kind == "audit":
         return compare_audits(a.payload, b.payload)
     if a.kind == "bench":
-        return compare_bench_points(a.payload, b.payload)
+        from pydantic import ValidationError
+
+        from infergap.bench import BenchResult, compare_bench
+
+        results = []
+        for run in (a, b):
+            try:
+                results.append(BenchResult.model_validate(run.payload))
+            except ValidationError as e:
+                raise LedgerError(f"compare: run {run.id} is not an infergap.bench/1 result "
+                                  f"({e.error_count()} problem(s), first: {e.errors()[0]['msg']})") from None
+        return compare_bench(results[0], results[1])
     raise LedgerError(f"compare: runs of kind {a.kind} cannot be compared (audit and bench runs can)")

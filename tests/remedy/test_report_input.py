@@ -68,11 +68,22 @@ def test_dry_run_from_the_real_h200_capture_lists_its_runtime_remedies(tmp_path)
     r = subprocess.run([sys.executable, "-m", "infergap", "fix", "--snapshot", str(FIXTURE), "--persist",
                         "--db", str(tmp_path / "db")], capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith(("dry run", "note: running inside a container"))
+    assert r.stdout.startswith(("dry run", "note: running inside a container", "note: the audit describes another machine"))
     # The capture's actionable runtime sysctls, with the commands this code would run.
     assert "command  sysctl -w vm.swappiness=10" in r.stdout
     assert "command  sysctl -w net.core.rmem_max=16777216" in r.stdout
     assert f"persist  {tmp_path}/etc/sysctl.d/90-infergap.conf: vm.swappiness = 10" in r.stdout
     # A runtime finding without an executable action is shown for doing by hand.
     assert "limits.nofile" in r.stdout and "by hand" in r.stdout
+    assert not (tmp_path / "etc").exists()
+
+
+def test_apply_refuses_an_audit_of_another_machine(tmp_path):
+    """The seed host's snapshot is not this machine: --apply stops before planning any change."""
+    seed = FIXTURE.parent / "seed-8x-rtxpro6000"
+    env = {**os.environ, "PYTHONPATH": str(SRC), "INFERGAP_ETC": str(tmp_path / "etc")}
+    r = subprocess.run([sys.executable, "-m", "infergap", "fix", "--snapshot", str(seed), "--apply", "--yes",
+                        "--db", str(tmp_path / "db")], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 2
+    assert "the audit describes another machine" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "etc").exists()

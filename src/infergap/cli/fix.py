@@ -26,6 +26,23 @@ def _audit_findings(snapshot: Path | None) -> tuple[list[Any], dict[str, Any], d
     return list(report.findings), doc.get("host") or {}, doc
 
 
+def _other_host(host: dict[str, Any]) -> str | None:
+    """Why a report's host is not this machine (CPU model or GPU set differ), or None when it may be."""
+    from infergap.facts import Facts
+    from infergap.snapshot import LiveSnapshot
+
+    with LiveSnapshot() as live:
+        facts = Facts(live)
+        cpu = facts.cpu_vendor_model()[1]
+        gpus = sorted((g.bdf, g.name) for g in facts.gpus())
+    theirs = sorted((g.get("bdf"), g.get("name")) for g in host.get("gpus") or [])
+    if host.get("cpu") and cpu and host["cpu"] != cpu:
+        return f"CPU {host['cpu']!r}, here {cpu!r}"
+    if "gpus" in host and theirs != gpus:
+        return f"GPUs {len(theirs)} × {theirs[0][1] if theirs else 'none'}, here {len(gpus)} × {gpus[0][1] if gpus else 'none'}"
+    return None
+
+
 def _render_change(ch: Any, persist: bool) -> list[str]:
     from infergap.remedy import ChangeState
 
@@ -71,6 +88,10 @@ def fix(
     revert: bool = typer.Option(False, "--revert", help="Restore every value and file of fix run RUN (default: the last one)."),
     run: str = typer.Argument(None, metavar="[RUN_ID|last]", help="With --revert: the fix run to revert."),
     db: Path = typer.Option(None, "--db", help="Ledger database (default: $INFERGAP_DB or the user data directory)."),
+    verify_url: str = typer.Option(None, "--verify-url", help="With --apply: bench this OpenAI-compatible server before and after the changes and compare."),
+    verify_model: str = typer.Option(None, "--verify-model", help="Model for --verify-url (default: the first of /v1/models)."),
+    verify_concurrency: int = typer.Option(4, "--verify-concurrency", help="Requests in flight during the --verify-url sweeps."),
+    verify_trials: int = typer.Option(3, "--verify-trials", help="Trials of each --verify-url sweep (at least 2)."),
 ) -> None:
     """Show, apply (--apply) or revert (--revert) the runtime remedies of an audit, with a journal."""
     from infergap.errors import UserError
@@ -98,6 +119,10 @@ def fix(
 
     if snapshot and report:
         raise UserError("--snapshot and --report: give one of them")
+    if verify_url and not apply:
+        raise UserError("--verify-url measures before and after changes: it needs --apply")
+    if verify_concurrency < 1 or verify_trials < 2:
+        raise UserError("--verify-concurrency must be ≥ 1 and --verify-trials ≥ 2 (a spread needs two trials)")
     try:
         sev = Severity(severity.upper()) if severity else None
     except ValueError:
@@ -120,6 +145,12 @@ def fix(
         findings, host, audit_doc = _audit_findings(snapshot)
         source = {"snapshot": str(snapshot) if snapshot else "live"}
 
+    other = _other_host(host) if (report or snapshot) else None
+    if other:
+        typer.echo(f"note: the audit describes another machine ({other}); 'now' values below are this machine's")
+        if apply:
+            raise UserError(f"the audit describes another machine ({other}): changes apply only to the machine "
+                            "that was audited — run infergap fix there, or audit this machine (infergap fix without --snapshot/--report)")
     plan = plan_fix(findings, only=only_ids, severity=sev, kinds=kinds)
     if plan.container:
         typer.echo(f"note: running inside a container ({plan.container}): host-owned settings are refused here")
@@ -154,7 +185,19 @@ def fix(
         # A live audit is this machine's; a snapshot's host is identified from its report.
         parent = (ledger.record("audit", audit_doc, host_fingerprint(host) if snapshot else None)
                   if audit_doc is not None else None)
-        res = apply_plan(plan, ledger, persist=persist, confirm=None if yes else confirm, source=source, parent_id=parent)
+        def do_apply() -> Any:
+            return apply_plan(plan, ledger, persist=persist, confirm=None if yes else confirm, source=source, parent_id=parent)
+
+        verified = why_not = None
+        if verify_url:
+            from infergap.remedy.verify import apply_verified, verify_settings
+
+            typer.echo(f"measuring {verify_url} before the changes…")
+            res, verified, why_not = apply_verified(
+                do_apply, ledger, verify_url, verify_model, verify_settings(verify_concurrency, verify_trials),
+                on_after=lambda: typer.echo(f"measuring {verify_url} after the changes…"))
+        else:
+            res = do_apply()
     for ch in res.changes:
         typer.echo("\n".join(_render_change(ch, persist)) + "\n")
     if res.run_id is None:
@@ -165,5 +208,13 @@ def fix(
         counts[ch.state.value] = counts.get(ch.state.value, 0) + 1
     typer.echo(f"fix run {res.run_id}: {res.status} ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}); "
                f"undo with: infergap fix --revert {res.run_id}")
+    if verified is not None:
+        from infergap.render.bench import comparison_text
+
+        typer.echo(f"\nbefore/after (bench runs {verified.before_run_id} → {verified.after_run_id}; "
+                   "a change counts only outside both runs' spread):")
+        typer.echo(comparison_text(verified.comparison))
+    elif why_not:
+        typer.echo(f"\nno before/after comparison: {why_not}")
     if res.status == "failed":
         raise typer.Exit(1)

@@ -67,12 +67,6 @@ def compare(
         if not (diff.appeared or diff.disappeared or diff.changed):
             typer.echo("  no finding appeared, disappeared or changed status")
         return
-    if not diff:
-        typer.echo("  no load point in common")
-        return
-    typer.echo(f"  {'point':12} {'metric':24} {'A median':>11} {'B median':>11} {'change':>8}  verdict")
-    for m in diff:
-        ch = f"{m.change_pct:+.1f}%" if m.change_pct is not None else "n/a"
-        verdict = ("better" if m.better else "worse") if m.significant and m.better is not None else "within spread"
-        typer.echo(f"  {m.point:12} {m.metric:24} {m.a_median:>11.4g} {m.b_median:>11.4g} {ch:>8}  {verdict}"
-                   f"  (trials {len(m.a_values)}/{len(m.b_values)})")
+    from infergap.render.bench import comparison_text
+
+    typer.echo(comparison_text(diff))

@@ -1,1 +1,1 @@
-"""Renderers: turn results into terminal text, Markdown, JSON, HTML and plots. No I/O beyond the output."""
+"""Renderers: terminal text (rich), Markdown, JSON, HTML and plots. No I/O beyond the output."""
