@@ -260,6 +260,9 @@ def _apply(cfg: ServerConfig, path: str, data: Any, text: str) -> None:
                 cfg.put("engine", "sglang", src)
             elif m.get("owned_by") == "llamacpp":
                 cfg.put("engine", "llama.cpp", src)
+            elif m.get("owned_by") == "local" and isinstance(m.get("status"), dict):
+                # transformers serve (transformers/cli/serving: model entries carry a load status)
+                cfg.put("engine", "transformers", src)
             meta = m.get("meta")
             if isinstance(meta, dict):
                 cfg.put("context_length", meta.get("n_ctx_train"), src)

@@ -98,3 +98,21 @@ def test_transformers_serve_sweep_usage_and_strict_fields(tf_server, tmp_path):
             assert t.output_tokens == sum(q.output_tokens for q in prompts) or t.truncated > 0
     data = json.loads(out.read_text())
     assert data["schema"] == "infergap.bench/1" and data["environment"]["client_host"]["aiohttp"]
+
+
+def test_transformers_serve_is_recognised_and_planned_for(tf_server, tmp_path):
+    """Introspection names the engine of a real transformers server, and the plan built from it and
+    a sweep offers that engine's batching lever with the facts that selected it."""
+    from infergap.bench import load_result
+    from infergap.plan import build_plan
+    from infergap.server import introspect
+
+    cfg = introspect(tf_server.url, timeout_s=10)
+    assert cfg.engine == "transformers" and cfg.sources["engine"].endswith("/v1/models")
+    out = tmp_path / "b.json"
+    r = run_bench("--url", tf_server.url, "--concurrency", "1,2", "--num-prompts", "2", "--trials", "1",
+                  "--input-len", "16", "--output-len", "8", "--format", "json", "--output", str(out))
+    assert r.returncode == 0, r.stderr
+    plan = build_plan(bench=load_result(out), server=cfg)
+    lever = next(l for l in plan.levers if l.id == "transformers.continuous_batching")
+    assert "engine.name" in lever.facts and "load.max_concurrency" in lever.facts
