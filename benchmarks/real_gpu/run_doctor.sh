@@ -9,6 +9,10 @@ MODEL=${MODEL:-/tmp/infergap-random-llama}
 PORT=${PORT:-8000}
 URL=http://127.0.0.1:$PORT
 mkdir -p "$OUT"
+# transformers serve lists models by scanning the Hugging Face cache, which must exist; nothing is
+# downloaded (HF_HUB_OFFLINE).
+export HF_HUB_OFFLINE=1
+mkdir -p "${HF_HUB_CACHE:-$HOME/.cache/huggingface/hub}"
 log() { echo "[$(date +%T)] $*"; }
 
 log "writing the random model"
@@ -20,7 +24,7 @@ serve() {  # serve TAG [extra flags]: start transformers serve in the background
   transformers serve "$MODEL" --host 127.0.0.1 --port "$PORT" "$@" > "$OUT/serve-$tag.log" 2>&1 &
   SERVER=$!
   for _ in $(seq 1 180); do
-    curl -sf "$URL/v1/models" > /dev/null && { log "server $tag up"; return 0; }
+    curl -sf "$URL/v1/models" > "$OUT/models-$tag.json" && { log "server $tag up: $(head -c 300 "$OUT/models-$tag.json")"; return 0; }
     kill -0 $SERVER 2>/dev/null || { log "server $tag exited"; tail -20 "$OUT/serve-$tag.log"; return 1; }
     sleep 1
   done
