@@ -32,11 +32,12 @@ serve() {  # serve TAG [extra flags]: start transformers serve in the background
 }
 stop() { kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; sleep 2; }
 
-SWEEP=(--concurrency 1,4,16 --trials 2 --warmup 2 --input-len 64 --output-len 32 --num-prompts 16 --format json)
+SWEEP=(--model "$MODEL" --concurrency 1,4,16 --trials 2 --warmup 2 --input-len 64 --output-len 32 --num-prompts 16 --format json)
 
 serve default || exit 1
 log "doctor"
-timeout 300 python3 -m infergap doctor --url "$URL" --model llama-3.1-8b --quick --output-dir "$OUT/doctor" | tee "$OUT/doctor.txt"
+curl -s "$URL/openapi.json" > "$OUT/openapi.json"
+timeout 300 python3 -m infergap doctor --url "$URL" --model llama-3.1-8b --served-model "$MODEL" --quick --output-dir "$OUT/doctor" | tee "$OUT/doctor.txt"
 log "bench, default server"
 timeout 240 python3 -m infergap bench --url "$URL" "${SWEEP[@]}" --output "$OUT/bench-default.json" | tail -3
 stop
@@ -53,4 +54,6 @@ print(comparison_text(compare_bench(load_result('$OUT/bench-default.json'), load
   cat "$OUT/compare-cb.txt"
   stop
 fi
+tar czf "$OUT/logs.tar.gz" -C "$OUT" $(cd "$OUT" && ls serve-*.log models-*.json openapi.json serve-help.txt 2>/dev/null) doctor && \
+  (cd "$OUT" && rm -rf doctor serve-*.log models-*.json serve-help.txt)
 log "done"

@@ -54,7 +54,7 @@ def _model_candidates(cfg: Any) -> list[str]:
 
 def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, quick: bool = False,
                evidence: list[str] | None = None, api_key: str | None = None, gpu: str | None = None,
-               gpus: int | None = None, snapshot: str | None = None,
+               gpus: int | None = None, snapshot: str | None = None, served_model: str | None = None,
                progress: Callable[[str, str], None] | None = None) -> DoctorResult:
     """Run every stage against the server at ``url`` and write the artefacts into ``output_dir``:
     ``audit.json``, ``server.json``, ``roofline.json``, ``bench.json``, ``plan.json``, ``plan.md``,
@@ -150,7 +150,7 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
     try:
         bs = BenchSettings(concurrency=list(settings["concurrency"]), trials=settings["trials"], warmup=settings["warmup"],
                            input_len=settings["input_len"], output_len=settings["output_len"], num_prompts=settings["num_prompts"])
-        bench = run_bench(url, None, bs, on_partial=lambda r: write("bench.json", r.to_json() + "\n"))
+        bench = run_bench(url, served_model, bs, on_partial=lambda r: write("bench.json", r.to_json() + "\n"))
         write("bench.json", bench.to_json() + "\n")
         stage("bench", "ok" if not bench.error else "partial", f"{len(bench.points)} point(s)" + (f"; {bench.error}" if bench.error else ""))
     except Exception as e:

@@ -268,7 +268,11 @@ def _apply(cfg: ServerConfig, path: str, data: Any, text: str) -> None:
                 cfg.put("context_length", meta.get("n_ctx_train"), src)
     elif path == "/openapi.json" and isinstance(data, dict):
         title = str((data.get("info") or {}).get("title", ""))
-        if "llama" in title.lower():
+        paths = data.get("paths") if isinstance(data.get("paths"), dict) else {}
+        if "/load_model" in paths and "/reset" in paths and "/v1/chat/completions" in paths:
+            # transformers serve (transformers/cli/serving/server.py registers /load_model and /reset)
+            cfg.put("engine", "transformers", src)
+        elif "llama" in title.lower():
             cfg.put("engine", "llama.cpp", src)
             cfg.put("version", (data.get("info") or {}).get("version"), src)
 

@@ -215,3 +215,22 @@ def test_llama_server_props_and_metrics():
         "llama.cpp", "b6130-e54d41be", 4, 8192, "/models/Qwen3-8B-Q4_K_M.gguf")
     assert (cfg.running_requests, cfg.waiting_requests) == (4.0, 7.0)
     assert cfg.sources["n_slots"] == "GET /props"
+
+
+def test_transformers_serve_recognised_from_its_real_openapi_body():
+    """The real H200 run's transformers 5.17 server listed no model in /v1/models; its OpenAPI
+    document (recorded there) still names the engine."""
+    from pathlib import Path
+
+    rec = Path(__file__).resolve().parents[1] / "fixtures" / "real-gpu" / "h200-transformers"
+    openapi = (rec / "openapi.json").read_bytes()
+    models = b'{"object":"list","data":[]}'
+
+    def raw(data):
+        async def h(request):
+            return web.Response(body=data, content_type="application/json")
+        return h
+
+    with AppServer({"/openapi.json": raw(openapi), "/v1/models": raw(models)}) as s:
+        cfg = introspect(s.url, timeout_s=5)
+    assert cfg.engine == "transformers" and cfg.sources["engine"] == "GET /openapi.json"

@@ -20,6 +20,7 @@ def doctor(
     api_key: str | None = typer.Option(None, "--api-key", envvar="INFERGAP_API_KEY", show_envvar=False, help="Admin API key for the server's config endpoints."),
     gpu: str | None = typer.Option(None, "--gpu", help="GPU name for the roofline when the host's cannot be read (h200, rtx-pro-6000-server, ...)."),
     gpus: int | None = typer.Option(None, "--gpus", help="GPU count with --gpu."),
+    served_model: str | None = typer.Option(None, "--served-model", help="Model name to request from the server (default: the first one /v1/models lists)."),
     snapshot: Path | None = typer.Option(None, "--snapshot", help="Audit this snapshot instead of this machine."),
 ) -> None:
     """Run audit (+ evidence), server introspection, roofline, a bench sweep and the plan; write
@@ -39,7 +40,7 @@ def doctor(
         if not p.exists():
             raise fail(f"--evidence {p}: no such file or directory")
     try:
-        res = run_doctor(url, output_dir, model=model, quick=quick, evidence=[str(p) for p in evidence or []], api_key=api_key,
+        res = run_doctor(url, output_dir, model=model, served_model=served_model, quick=quick, evidence=[str(p) for p in evidence or []], api_key=api_key,
                          gpu=gpu, gpus=gpus, snapshot=str(snapshot) if snapshot else None, progress=progress)
     except UserError as e:
         raise fail(str(e))
