@@ -185,7 +185,7 @@ class Facts:
         """Every PCI function in sysfs (plus those only in ``lspci -vvv``), keyed by BDF."""
         snap = self.snap
         lspci = {}
-        r = self.cmd_ok("lspci_vvv")
+        r = self.cmd_ok("lspci_vvv") or self.cmd_ok("lspci")
         if r:
             lspci = parse_lspci_vvv(r.stdout)
         out: dict[str, PciFunction] = {}
@@ -242,7 +242,7 @@ class Facts:
             out[bdf] = f
         for bdf, dev in lspci.items():
             if bdf not in out:
-                out[bdf] = PciFunction(bdf=bdf, vendor=dev.vendor_id, device=dev.device_id, lspci=dev)
+                out[bdf] = PciFunction(bdf=bdf, vendor=dev.vendor_id, device=dev.device_id, class_code=dev.class_code, lspci=dev)
         return out
 
     def pci_name(self, f: PciFunction) -> str:
@@ -626,6 +626,11 @@ class Facts:
             if sep:
                 out[k.strip()] = v
         return out
+
+    def pci_inventory_captured(self) -> bool:
+        """Whether the PCI device list was captured (sysfs or lspci), so that the absence of an
+        NVIDIA GPU in it is a fact rather than missing evidence."""
+        return bool(self.snap.listdir("/sys/bus/pci/devices")) or self.cmd_ok("lspci_vvv") is not None or self.cmd_ok("lspci") is not None
 
     def gpu_functions(self) -> list[PciFunction]:
         """PCI functions of NVIDIA GPUs (sysfs), ordered by BDF."""

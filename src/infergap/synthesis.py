@@ -114,7 +114,8 @@ def host_summary(snap: Any, facts: Any) -> dict[str, Any]:
         "cpu_vendor": vendor,
         "numa_nodes": len(nodes) if nodes else None,
         "gpus": [{"bdf": g.bdf, "name": g.name, "memory_total_B": g.memory_total_B} for g in gpus],
-        "gpu_summary": ", ".join(f"{n} × {k}" for k, n in names.items()) if names else "no NVIDIA GPU",
+        "gpu_summary": ", ".join(f"{n} × {k}" for k, n in names.items()) if names else
+        ("no NVIDIA GPU" if facts.pci_inventory_captured() or facts.nvml() is not None else "GPUs not captured"),
         "driver": (facts.driver_version().value if facts.driver_version() else None),
         "cuda_driver": (facts.cuda_driver_version().value if facts.cuda_driver_version() else None),
         "container": c.kind,

@@ -122,3 +122,93 @@ def test_topology_alone_gives_gpu_count_and_links(tmp_path):
     nv = r.get("nvlink.topology")[0]
     assert nv.status == Status.unknown and "model is not known" in nv.title
     assert r.get("allreduce.custom")[0].status == Status.expected
+
+
+def _copy(tmp_path, name="h200-1gpu"):
+    d = tmp_path / "s"
+    shutil.copytree(HOSTS / name, d)
+    return d
+
+
+def test_directory_where_a_command_output_belongs(tmp_path):
+    d = _copy(tmp_path)
+    for name in ("uname", "nvsmi_qx", "df"):
+        (d / "cmds" / f"{name}.out").unlink()
+        (d / "cmds" / f"{name}.out").mkdir()
+    p = run_cli("audit", "--snapshot", str(d))
+    assert p.returncode == 0, p.stderr
+    _no_traceback(p)
+    with open_snapshot(d) as snap:
+        r = run_audit(snap)
+    assert all(i.error is None for i in r.investigators), [i.error for i in r.investigators]
+
+
+def test_fifo_in_a_snapshot_does_not_hang(tmp_path):
+    import os
+
+    d = _copy(tmp_path)
+    (d / "cmds" / "nvsmi_topo.out").unlink()
+    os.mkfifo(d / "cmds" / "nvsmi_topo.out")
+    (d / "files/proc/cmdline").unlink()
+    os.mkfifo(d / "files/proc/cmdline")
+    p = run_cli("audit", "--snapshot", str(d), timeout=60)
+    assert p.returncode == 0
+    _no_traceback(p)
+
+
+def test_symlink_out_of_the_snapshot_is_not_followed(tmp_path):
+    import os
+
+    d = _copy(tmp_path)
+    (d / "files/proc/cmdline").unlink()
+    secret = tmp_path / "outside-secret"
+    secret.write_text("BOOT_IMAGE=/outside-the-snapshot root=/dev/secret\n")
+    os.symlink(secret, d / "files/proc/cmdline")
+    p = run_cli("audit", "--snapshot", str(d), "--format", "json")
+    assert p.returncode == 0 and "outside-the-snapshot" not in p.stdout
+
+
+@pytest.mark.parametrize("meta", [b"\xff\xfe\x00", b'{"sources": {"cmds/uname": "x"}}', b'{"sources": {"cmds/uname": {"duration_s": "abc"}}}', b"[1, 2]"])
+def test_malformed_meta_json(tmp_path, meta):
+    d = _copy(tmp_path)
+    (d / "meta.json").write_bytes(meta)
+    p = run_cli("audit", "--snapshot", str(d))
+    assert p.returncode == 0
+    _no_traceback(p)
+
+
+def test_damaged_archive_is_an_error_not_a_partial_audit(tmp_path):
+    data = bytearray((HOSTS / "h200-1gpu-collect.tar.gz").read_bytes())
+    data[2000:2100] = bytes(b ^ 0xFF for b in data[2000:2100])
+    f = tmp_path / "damaged.tar.gz"
+    f.write_bytes(bytes(data))
+    p = run_cli("audit", "--snapshot", str(f))
+    assert p.returncode == 2 and "the archive is damaged" in p.stderr
+    _no_traceback(p)
+
+
+def test_huge_command_output_is_capped(tmp_path):
+    from infergap.snapshot.core import MAX_FILE_BYTES
+
+    d = _copy(tmp_path)
+    with open(d / "cmds" / "lspci_vvv.out", "wb") as f:
+        f.truncate(MAX_FILE_BYTES * 4)  # sparse: 64 MiB of NUL bytes
+    with open_snapshot(d) as snap:
+        assert len(snap.cmd("lspci_vvv").stdout) == MAX_FILE_BYTES
+
+
+def test_missing_gpu_evidence_is_unknown_not_absent(tmp_path):
+    (tmp_path / "files/proc/sys/vm").mkdir(parents=True)
+    (tmp_path / "files/proc/sys/vm/swappiness").write_text("60\n")
+    with open_snapshot(tmp_path) as snap:
+        r = run_audit(snap)
+    f = r.get("gpu.present")[0]
+    assert f.status == Status.unknown and r.host["gpu_summary"] == "GPUs not captured"
+
+
+def test_lspci_alone_lists_the_gpus(tmp_path):
+    (tmp_path / "cmds").mkdir()
+    shutil.copy(HOSTS / "seed-8x-rtxpro6000" / "cmds" / "lspci.out", tmp_path / "cmds" / "lspci.out")
+    with open_snapshot(tmp_path) as snap:
+        r = run_audit(snap)
+    assert len(r.host["gpus"]) == 8 and not r.get("gpu.present")

@@ -58,11 +58,31 @@ def main() -> None:
     from infergap.errors import UserError
     from infergap.snapshot import SnapshotError
 
+    try:  # recent Typer vendors its own click
+        from typer._click import exceptions as cx
+    except ImportError:  # pragma: no cover - older Typer on the real click
+        from click import exceptions as cx
+
     try:
-        app()
+        rc = app(standalone_mode=False)  # returns the status of typer.Exit(status) raised by a command
+        sys.exit(rc if isinstance(rc, int) else 0)
+    except cx.NoArgsIsHelpError:
+        sys.exit(2)
+    except cx.UsageError as e:
+        # one line, like every other input error (Typer would draw a box)
+        opt = f"{e.ctx.command_path}: " if e.ctx is not None else ""
+        typer.echo(f"infergap: error: {opt}{e.format_message()}".replace("\n", " "), err=True)
+        sys.exit(2)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        typer.echo("infergap: interrupted", err=True)
+        sys.exit(130)
     except (UserError, SnapshotError) as e:
         typer.echo(f"infergap: error: {e}", err=True)
         sys.exit(2)
+    except BrokenPipeError:  # output piped into `head`: not an error
+        sys.exit(0)
     except KeyboardInterrupt:
         typer.echo("infergap: interrupted", err=True)
         sys.exit(130)

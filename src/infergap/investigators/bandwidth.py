@@ -33,13 +33,25 @@ def _datasheet(name: str) -> float | None:
 
 def investigate(ctx: Context) -> list[Finding]:
     """pcie.h2d_bandwidth and gpu.memory_bandwidth per GPU, nccl.allreduce_bandwidth; nothing
-    unless active probes were run."""
+    unless active probes were run. A malformed probe file gives one unknown finding."""
     data = ctx.snap.probe("active")
     if data is None:
         return []
-    src = "probes/active.json"
+    if not isinstance(data, dict):
+        return [finding("active.probes", NAME, Status.unknown, "Active measurements unreadable", impact="probes/active.json is not a JSON object.")]
     if not data.get("available"):
-        return [finding("active.probes", NAME, Status.unknown, "Active measurements did not run", impact=data.get("error"))]
+        if not ctx.facts.gpus():
+            return [finding("active.probes", NAME, Status.not_applicable, "No GPU to measure", impact="Active measurements need an NVIDIA GPU (and torch); this host has none.")]
+        return [finding("active.probes", NAME, Status.unknown, "Active measurements did not run", impact=str(data.get("error")))]
+    try:
+        return _judge(ctx, data)
+    except (TypeError, KeyError, AttributeError, ValueError, IndexError, ZeroDivisionError) as e:
+        return [finding("active.probes", NAME, Status.unknown, "Active measurements unreadable",
+                        impact=f"probes/active.json does not have the expected fields ({type(e).__name__}: {e}).")]
+
+
+def _judge(ctx: Context, data: dict) -> list[Finding]:
+    src = "probes/active.json"
     out: list[Finding] = []
     gpus = ctx.facts.gpus()
     for c in data.get("copies", []):

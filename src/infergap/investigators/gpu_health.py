@@ -128,6 +128,9 @@ def investigate(ctx: Context) -> list[Finding]:
     """gpu.present (only when absent), and per GPU gpu.ecc, gpu.clocks, gpu.power_limit,
     gpu.throttle, gpu.thermals, gpu.mig, gpu.compute_mode."""
     gpus = ctx.facts.gpus()
+    if not gpus and not ctx.facts.pci_inventory_captured() and ctx.facts.nvml() is None:
+        return [unknown("gpu.present", NAME, "GPU inventory not captured",
+                        "Neither the PCI device list (sysfs, lspci) nor NVML or nvidia-smi output is in this evidence, so whether the host has NVIDIA GPUs is not known.")]
     if not gpus:
         nv = ctx.snap.cmd("nvsmi")
         why = "No NVIDIA GPU on the PCI bus"

@@ -112,9 +112,9 @@ def _socket_buffers(ctx: Context) -> Finding:
         rem.host_controlled = True
         rem.note = "Inside a container the socket buffer maxima of the container's network namespace can differ from the host's; NCCL traffic between containers uses the host's. Apply on the host as well."
     return finding(
-        cid, NAME, Status.actionable, f"Socket buffer maxima are at kernel defaults ({r} / {w} bytes)",
+        cid, NAME, Status.actionable, f"Socket buffer maxima below 16 MiB (rmem_max {r}, wmem_max {w} bytes)",
         severity=Severity.P2, fix_kind=FixKind.runtime, evidence_=evs, expected_value=f"{SOCKET_BUF_GOOD_B} (tuned network-throughput)",
-        impact="NCCL's socket transport and multi-node TCP are capped by these maxima; the defaults (~208 KiB) limit the window per connection.",
+        impact="NCCL's socket transport and multi-node TCP windows are capped by these maxima (the kernel default is 212992 bytes); tuned's network-throughput profile raises them to 16 MiB. tcp_rmem/tcp_wmem are min, default and max per socket.",
         remedy=rem, references=["Documentation/networking/ip-sysctl.rst", "tuned: profiles/network-throughput/tuned.conf"],
     )
 

@@ -206,6 +206,7 @@ class LspciDevice:
     description: str
     vendor_id: int | None = None
     device_id: int | None = None
+    class_code: int | None = None
     mps_supported_B: int | None = None
     mps_B: int | None = None
     mrrs_B: int | None = None
@@ -234,6 +235,9 @@ def parse_lspci_vvv(text: str) -> dict[str, LspciDevice]:
                 bdf = "0000:" + bdf
             cur = LspciDevice(bdf=bdf, description=m.group("rest"))
             ids = re.findall(r"\[([0-9a-f]{4}):([0-9a-f]{4})\]", m.group("rest"))
+            cls = re.match(r"^[^\[\]]*\[([0-9a-f]{4})\]:", m.group("rest"), flags=re.I)
+            if cls:
+                cur.class_code = int(cls.group(1), 16) << 8
             if ids:
                 cur.vendor_id, cur.device_id = int(ids[-1][0], 16), int(ids[-1][1], 16)
             devices[bdf] = cur

@@ -109,6 +109,10 @@ def collect(output: str | os.PathLike[str], root: str = "/", active: bool = Fals
     def do_cmd(name: str) -> None:
         res = run_command(name)
         text_out = scrub(res.stdout, hosts)
+        if name == "uname":  # "Linux <hostname> <release> …": the second field, whatever its length
+            text_out = re.sub(r"^(\S+\s+)\S+", r"\1redacted-host", text_out, count=1)
+        elif name == "sysctl_all":
+            text_out = re.sub(r"(?m)^(kernel\.hostname|kernel\.domainname)\s*=.*$", r"\1 = redacted-host", text_out)
         write(f"cmds/{name}.out", text_out.encode())
         write(f"cmds/{name}.err", scrub(res.stderr, hosts).encode())
         write(f"cmds/{name}.rc", f"{res.rc if res.rc is not None else ''}\n".encode())

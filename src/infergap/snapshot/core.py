@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import subprocess
 import tarfile
 import tempfile
@@ -208,81 +209,145 @@ class DirSnapshot(Snapshot):
         self.label = label or str(root)
         self._meta: dict[str, Any] | None = None
         self._files = str(self.root / "files")
+        self._real_root = os.path.realpath(self.root)
+        # Snapshot files are plain files (symlinks are stored as ``.link`` text). A tree that holds
+        # real symlinks anyway gets every read checked against the root, so that a link cannot
+        # make the audit read (and report) the machine it runs on; a normal tree skips the check.
+        self._has_links = any(
+            os.path.islink(os.path.join(d, n)) for d, dirs, files in os.walk(self.root) for n in (*dirs, *files)
+        )
 
     def _host(self, path: str) -> str:
         # String normalisation, not Path.resolve(): resolving costs syscalls per component and
-        # an audit reads thousands of files. Snapshot files are plain files (symlinks are stored
-        # as ``.link`` text), so ".." is the only way out of the tree.
+        # an audit reads thousands of files; symlinks are handled by _inside().
         rel = os.path.normpath(path.lstrip("/"))
         if rel == ".." or rel.startswith("../") or os.path.isabs(rel):
             raise ValueError(f"path escapes snapshot: {path}")
         return os.path.join(self._files, rel) if rel != "." else self._files
 
-    def _read_bytes(self, path: str) -> bytes | None:
-        p = self._host(path)
-        try:
-            with open(p, "rb") as f:
-                return f.read(MAX_FILE_BYTES)
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+    def _inside(self, p: str) -> bool:
+        if not self._has_links:
+            return True
+        real = os.path.realpath(p)
+        return real == self._real_root or real.startswith(self._real_root + os.sep)
+
+    def _read_file(self, p: str | os.PathLike[str], limit: int = MAX_FILE_BYTES) -> bytes | None:
+        """Bytes of a regular file inside the snapshot (at most ``limit``), else None: absent,
+        a directory, a FIFO or device (opened non-blocking, never read), or a link out of the tree."""
+        p = os.fspath(p)
+        if not self._inside(p):
+            log.debug("snapshot path %s leads outside the snapshot: ignored", p)
             return None
+        try:
+            fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError, OSError):
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            chunks, total = [], 0
+            while total < limit:
+                b = os.read(fd, min(1 << 20, limit - total))
+                if not b:
+                    break
+                chunks.append(b)
+                total += len(b)
+            return b"".join(chunks)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def _read_bytes(self, path: str) -> bytes | None:
+        return self._read_file(self._host(path))
 
     def _listdir(self, path: str) -> list[str] | None:
         p = self._host(path)
+        if not self._inside(p):
+            return None
         try:
             return sorted(os.listdir(p))
-        except (FileNotFoundError, NotADirectoryError):
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
             return None
 
     def _cmd(self, name: str) -> CmdResult | None:
         base = self.root / "cmds"
-        out, err, rcf = base / f"{name}.out", base / f"{name}.err", base / f"{name}.rc"
-        if not (out.exists() or err.exists() or rcf.exists()):
+        out = self._read_file(base / f"{name}.out")
+        err = self._read_file(base / f"{name}.err")
+        rc_b = self._read_file(base / f"{name}.rc", 64)
+        if out is None and err is None and rc_b is None:
             return None
         res = CmdResult(name=name)
-        if out.exists():
-            res.stdout = out.read_bytes()[:MAX_FILE_BYTES].decode("utf-8", errors="replace")
-        if err.exists():
-            res.stderr = err.read_bytes()[:MAX_FILE_BYTES].decode("utf-8", errors="replace")
-        if rcf.exists():
+        if out is not None:
+            res.stdout = out.decode("utf-8", errors="replace")
+        if err is not None:
+            res.stderr = err.decode("utf-8", errors="replace")
+        if rc_b is not None:
             try:
-                res.rc = int(rcf.read_text().strip())
+                res.rc = int(rc_b.decode("ascii", errors="replace").strip())
             except ValueError:
                 res.error = f"unreadable exit status in cmds/{name}.rc"
         else:
-            res.rc = 0 if out.exists() else None  # a captured output without .rc: assume success
-        info = (self.meta().get("sources") or {}).get(f"cmds/{name}") or {}
+            res.rc = 0 if out is not None else None  # a captured output without .rc: assume success
+        info = (self.meta().get("sources") or {}).get(f"cmds/{name}")
+        info = info if isinstance(info, dict) else {}
         if info.get("error"):
             res.error = str(info["error"])
         elif res.rc == 127:
             res.error = "command not found"
         elif res.rc == 124:
             res.error = "timed out"
-        res.duration_s = float(info.get("duration_s", 0.0) or 0.0)
+        try:
+            res.duration_s = float(info.get("duration_s", 0.0) or 0.0)
+        except (TypeError, ValueError):
+            res.duration_s = 0.0
         return res
 
     def _probe(self, name: str) -> Any | None:
-        p = self.root / "probes" / f"{name}.json"
-        if not p.is_file():
+        data = self._read_file(self.root / "probes" / f"{name}.json")
+        if data is None:
             return None
         try:
-            return json.loads(p.read_text(errors="replace"))
+            return json.loads(data.decode("utf-8", errors="replace"))
         except json.JSONDecodeError as e:
             return {"error": f"probes/{name}.json is not valid JSON: {e.msg} at line {e.lineno}"}
 
     def meta(self) -> dict[str, Any]:
         if self._meta is None:
-            p = self.root / "meta.json"
+            data = self._read_file(self.root / "meta.json")
             try:
-                m = json.loads(p.read_text()) if p.is_file() else {}
-                self._meta = m if isinstance(m, dict) else {}
-            except (OSError, json.JSONDecodeError):
-                self._meta = {}
+                m = json.loads(data.decode("utf-8", errors="replace")) if data is not None else {}
+            except json.JSONDecodeError:
+                m = {}
+            m = m if isinstance(m, dict) else {}
+            if not isinstance(m.get("sources"), dict):
+                m["sources"] = {}
+            self._meta = m
         return self._meta
 
     def evidence_files(self) -> list[Path]:
         """Files dropped into the snapshot's ``evidence/`` folder (pasted outputs and logs)."""
         d = self.root / "evidence"
         return sorted(p for p in d.rglob("*") if p.is_file()) if d.is_dir() else []
+
+
+def _check_compressed_stream(path: str | os.PathLike[str]) -> None:
+    """Read a gzip-compressed archive to its end, so that damage is an error: Python's tar reader
+    stops silently at the first bad header after the first member, which would audit a fraction
+    of the snapshot. Raises :class:`SnapshotError` naming the file."""
+    import gzip
+    import zlib
+
+    try:
+        with open(path, "rb") as f:
+            if f.read(2) != b"\x1f\x8b":
+                return
+        with gzip.open(path, "rb") as g:
+            while g.read(1 << 20):
+                pass
+    except (OSError, EOFError, zlib.error) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise SnapshotError(f"snapshot {path}: the archive is damaged ({reason})") from None
 
 
 class ArchiveSnapshot(DirSnapshot):
@@ -295,6 +360,7 @@ class ArchiveSnapshot(DirSnapshot):
     kind = "archive"
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        _check_compressed_stream(path)
         self._tmp = tempfile.mkdtemp(prefix="infergap-snap-")
         try:
             with tarfile.open(path, "r:*") as tf:
