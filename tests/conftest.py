@@ -24,3 +24,10 @@ def run_cli(*args: str, timeout: float = 120, input: str | None = None, env: dic
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture(autouse=True)
+def _private_ledger(tmp_path_factory, monkeypatch):
+    """Every test records runs into its own ledger, never the user's."""
+    if "INFERGAP_DB" not in __import__("os").environ or not __import__("os").environ["INFERGAP_DB"].startswith(str(tmp_path_factory.getbasetemp())):
+        monkeypatch.setenv("INFERGAP_DB", str(tmp_path_factory.mktemp("ledger") / "ledger.sqlite3"))

@@ -80,3 +80,21 @@ def test_collect_to_directory(tmp_path):
     assert p.returncode == 0, p.stderr
     assert (out / "meta.json").is_file() and (out / "cmds").is_dir() and (out / "files").is_dir()
     assert (out / "probes" / "nvml.json").is_file()
+
+
+def test_runs_are_recorded_in_the_ledger(tmp_path, monkeypatch):
+    import os
+
+    db = tmp_path / "l.sqlite3"
+    monkeypatch.setenv("INFERGAP_DB", str(db))
+    from tests.conftest import HOSTS
+
+    assert run_cli("audit", "--snapshot", str(HOSTS / "h200-1gpu"), "-f", "json").returncode == 0
+    assert run_cli("audit", "--snapshot", str(HOSTS / "seed-8x-rtxpro6000"), "-f", "json").returncode == 0
+    h = run_cli("history", "--json")
+    assert h.returncode == 0, h.stderr
+    runs = json.loads(h.stdout)
+    assert [r["kind"] for r in runs] == ["audit", "audit"]
+    c = run_cli("compare", str(runs[1]["id"]), str(runs[0]["id"]))
+    assert c.returncode == 0 and "nvidia.peermem" in c.stdout
+    assert os.environ["INFERGAP_DB"] == str(db)

@@ -116,3 +116,16 @@ def test_transformers_serve_is_recognised_and_planned_for(tf_server, tmp_path):
     plan = build_plan(bench=load_result(out), server=cfg)
     lever = next(l for l in plan.levers if l.id == "transformers.continuous_batching")
     assert "engine.name" in lever.facts and "load.max_concurrency" in lever.facts
+
+
+def test_baseline_last_reads_the_ledger(llama_server, tmp_path, monkeypatch):
+    """Each bench run is recorded; --baseline last compares with the newest recorded one."""
+    monkeypatch.setenv("INFERGAP_DB", str(tmp_path / "ledger.sqlite3"))
+    common = ["--url", llama_server.url, "--api", "completions", "--concurrency", "1", "--num-prompts", "2",
+              "--trials", "2", "--warmup", "0", "--input-len", "8", "--output-len", "4"]
+    r = run_bench(*common, "--baseline", "last")
+    assert r.returncode == 2 and "holds no bench run yet" in r.stderr
+    assert run_bench(*common, "--format", "json", "--output", tmp_path / "a.json").returncode == 0
+    r = run_bench(*common, "--baseline", "last", "--format", "md")
+    assert r.returncode == 0, r.stderr
+    assert "baseline" in r.stdout.lower() and "c=1" in r.stdout

@@ -43,6 +43,14 @@ def fail(message: str) -> "typer.Exit":
     return typer.Exit(2)
 
 
+def record(kind: str, payload: object, host: object = None) -> None:
+    """Keep a run in the ledger (``$INFERGAP_DB`` or the user's data directory) after its output
+    was written; a ledger that cannot be used only logs a warning, never fails the command."""
+    from infergap.ledger import try_record
+
+    try_record(kind, payload, host)  # type: ignore[arg-type]
+
+
 # Command modules register themselves on `app` when imported.
 from infergap.cli import audit as _audit  # noqa: E402,F401
 from infergap.cli import roofline as _roofline  # noqa: E402,F401

@@ -97,6 +97,9 @@ def audit(
     else:
         text = render_text(report, color=output is None and sys.stdout.isatty())
     _write_output(text, output)
+    from infergap.cli import record
+
+    record("audit", report.to_json(), None if snapshot is None and host else report.host)
     if fail_on is not None:
         order = ["P0", "P1", "P2"]
         worst = order[: order.index(fail_on.value) + 1]

@@ -40,6 +40,21 @@ def parse_slo(text: str):
     return SLO(**vals)
 
 
+def _baseline(baseline: str):
+    """A bench result from a file, or ``last``: the newest bench run in the ledger."""
+    if baseline == "last":
+        from infergap.ledger import Ledger
+
+        with Ledger() as led:
+            run = led.latest(kind="bench")
+        if run is None:
+            raise UserError("--baseline last: the ledger holds no bench run yet (run infergap bench once first)")
+        from infergap.bench.models import BenchResult
+
+        return BenchResult.model_validate(run.payload)
+    return load_result(Path(baseline))
+
+
 def _numbers(text: str | None, kind, what: str) -> list:
     if not text:
         return []
@@ -141,7 +156,7 @@ def bench(
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Local tokenizer.json for exact counts when the server sends no usage."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report here (rewritten after every point)."),
     fmt: str = typer.Option("text", "--format", help="text, json or md."),
-    baseline: Optional[Path] = typer.Option(None, "--baseline", help="A previous --format json result to compare with."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="A previous --format json result to compare with, or 'last' for the last bench in the ledger."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write a plot (.svg or .png)."),
 ) -> None:
     """Sweep concurrency (closed loop) or request rate (open loop) against an OpenAI-compatible server,
@@ -172,7 +187,7 @@ def bench(
     for opt, path in (("--output", output), ("--plot", plot)):
         if path is not None and not path.parent.is_dir():
             raise UserError(f"{opt} {path}: directory {path.parent} does not exist")
-    base = load_result(baseline) if baseline else None
+    base = _baseline(baseline) if baseline else None
     settings = BenchSettings(api=api, stream=not no_stream, concurrency=levels, request_rate=rates, arrival=arrival,
                              num_prompts=num_prompts, duration_s=duration, input_len=input_len, output_len=output_len,
                              len_spread=len_spread, dataset=dataset, trials=trials, warmup=warmup, seed=seed,
@@ -215,6 +230,9 @@ def bench(
             render.plot(result, str(plot))
         except OSError as e:
             raise UserError(f"--plot {plot}: cannot write ({e.strerror or e})") from None
+    from infergap.cli import record
+
+    record("bench", result.to_json())
     if result.interrupted:
         raise typer.Exit(130)
     if result.error:
