@@ -7,8 +7,10 @@ import os
 import subprocess
 import sys
 
+from infergap.evidence.recognize import scan_file
 from infergap.evidence.snapshot import open_with_evidence
-from tests.evidence.evidence_data import FIX, ROOT
+from infergap.evidence.text import clean_line
+from tests.evidence.evidence_data import FIX, H200, ROOT
 
 SEED_QX = ROOT / "tests" / "fixtures" / "hosts" / "seed-8x-rtxpro6000" / "cmds" / "nvsmi_qx.out"
 
@@ -55,3 +57,17 @@ def test_empty_directory_is_reported(tmp_path):
     rep = json.loads(r.stdout)
     assert any(f["id"] == "evidence.unrecognized" and "no files" in json.dumps(f) for f in rep["findings"])
 
+
+def test_esc_less_remnant_before_lowercase_text(tmp_path):
+    src = (H200 / "cmds" / "nvsmi_csv.out").read_text()
+    p = tmp_path / "csv.txt"
+    p.write_text("".join(f"[0;32m{ln}\n" for ln in src.splitlines()))
+    parts, unknown = scan_file(p)
+    assert [x.kind for x in parts] == ["nvsmi_csv"], unknown
+    assert clean_line("[0;32mname, index") == "name, index"
+    assert clean_line("[1;31mERROR: [0m x") == "ERROR:  x"
+
+
+def test_bracket_text_kept():
+    for s in ("grep '[a-z]m' x", "regex [0-9]+ matched", "[m]atch", "item[3]m", "[TP0] ready", "[2025-01-01 10:00:00] x"):
+        assert clean_line(s) == s
