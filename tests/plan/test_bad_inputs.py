@@ -58,7 +58,7 @@ def test_real_audit_still_accepted():
     assert r.returncode == 0, r.stderr
 
 
-@pytest.mark.parametrize("opt", ["--catalog", "--audit", "--roofline"])
+@pytest.mark.parametrize("opt", ["--catalog", "--bench", "--audit", "--roofline"])
 def test_plan_binary_input(random_bytes, opt):
     one_line_error(infergap("plan", opt, str(random_bytes)), "bin.dat")
 
