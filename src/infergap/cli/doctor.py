@@ -54,3 +54,9 @@ def doctor(
     if plan is not None and not plan.top_actions:
         out.print("  none selected by the facts at hand")
     out.print(f"report: {res.files.get('report.html')}  ({len(res.files)} files in {output_dir}, {res.duration_s:.0f} s)")
+    if not res.reachable:
+        typer.echo(f"infergap: error: the server at {url} could not be reached; nothing was measured", err=True)
+        raise typer.Exit(1)
+    if res.points == 0:
+        typer.echo(f"infergap: error: the bench against {url} measured nothing (see the bench stage above)", err=True)
+        raise typer.Exit(1)
