@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from infergap.evidence.recognize import scan_file
 from infergap.evidence.snapshot import open_with_evidence
@@ -71,3 +75,11 @@ def test_esc_less_remnant_before_lowercase_text(tmp_path):
 def test_bracket_text_kept():
     for s in ("grep '[a-z]m' x", "regex [0-9]+ matched", "[m]atch", "item[3]m", "[TP0] ready", "[2025-01-01 10:00:00] x"):
         assert clean_line(s) == s
+
+
+@given(st.text(alphabet=st.sampled_from("[]am-z0;:x \t,.19"), max_size=40))
+def test_only_digit_remnants_are_stripped(s):
+    out = clean_line(s)
+    if not re.search(r"\[\d[\d;]*m", s):
+        assert out == s
+    assert len(out) <= len(s)
