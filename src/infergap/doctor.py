@@ -35,6 +35,20 @@ class DoctorResult(BaseModel):
     files: dict[str, str] = Field(default_factory=dict)
     plan: Plan | None = None
     duration_s: float = 0.0
+    #: Whether the server at the URL answered (introspection or any bench request).
+    reachable: bool = False
+    #: Bench points measured (0: the run measured nothing).
+    points: int = 0
+
+
+#: Python exception class names and aiohttp connector internals, kept out of what users read.
+_INTERNAL = re.compile(r"\b(?:[A-Z]\w*(?:Error|Exception|Timeout\w*)|Exception):\s*|\s+ssl:(?:default|None|True|False)\b")
+
+
+def plain(message: object) -> str:
+    """``str(message)`` without Python class names (``ClientConnectorError: ``) or aiohttp's
+    ``ssl:default``, so a stage's reason reads as words."""
+    return _INTERNAL.sub(" ", str(message)).replace("( ", "(").replace("  ", " ").strip()
 
 
 def _model_candidates(cfg: Any) -> list[str]:
@@ -91,9 +105,10 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
         cfg = introspect(url, api_key=api_key)
         write("server.json", cfg.model_dump_json(indent=2, exclude={"raw"}))
         stage("server", "ok" if cfg.reachable else "failed", f"{cfg.engine or 'unknown engine'} {cfg.version or ''}".strip()
-              if cfg.reachable else "; ".join(cfg.errors[:2]))
+              if cfg.reachable else plain("; ".join(cfg.errors[:2])))
+        res.reachable = bool(cfg.reachable)
     except Exception as e:  # a stage failing must not stop the others
-        stage("server", "failed", f"{type(e).__name__}: {e}")
+        stage("server", "failed", plain(e))
 
     # 2. audit (+ evidence)
     from infergap.audit import run_audit
@@ -110,7 +125,7 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
         write("audit.json", json.dumps(audit.to_json(), indent=2, ensure_ascii=False) + "\n")
         stage("audit", "ok", audit.host.get("gpu_summary"))
     except Exception as e:
-        stage("audit", "failed", f"{type(e).__name__}: {e}")
+        stage("audit", "failed", plain(e))
 
     # 3. roofline
     from infergap.roofline import Parallel, Workload, bounds, load_hardware, load_model
@@ -135,9 +150,9 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
         write("roofline.json", json.dumps(rl.to_json_dict(), indent=2) + "\n")
         stage("roofline", "ok", f"{spec.name} on {hw.count} × {hw.gpu.label}, TP{min(tp, hw.count)}")
     except UserError as e:
-        stage("roofline", "skipped", str(e))
+        stage("roofline", "skipped", plain(e))
     except Exception as e:
-        stage("roofline", "failed", f"{type(e).__name__}: {e}")
+        stage("roofline", "failed", plain(e))
     finally:
         if snap is not None:
             snap.close()
@@ -152,9 +167,11 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
                            input_len=settings["input_len"], output_len=settings["output_len"], num_prompts=settings["num_prompts"])
         bench = run_bench(url, served_model, bs, on_partial=lambda r: write("bench.json", r.to_json() + "\n"))
         write("bench.json", bench.to_json() + "\n")
-        stage("bench", "ok" if not bench.error else "partial", f"{len(bench.points)} point(s)" + (f"; {bench.error}" if bench.error else ""))
+        res.points = len(bench.points)
+        res.reachable = True  # the bench raises before any load when the server does not answer
+        stage("bench", "ok" if not bench.error else "partial", f"{len(bench.points)} point(s)" + (f"; {plain(bench.error)}" if bench.error else ""))
     except Exception as e:
-        stage("bench", "failed", f"{type(e).__name__}: {e}")
+        stage("bench", "failed", plain(e))
 
     # 5. plan
     from infergap.render.plan import render_json, render_markdown

@@ -24,6 +24,8 @@ def load_result(path) -> BenchResult:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise UserError(f"{p}: cannot read ({e.strerror or e})") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{p}: not text (not UTF-8); expected an {SCHEMA} JSON result") from None
     try:
         r = BenchResult.model_validate_json(text)
     except ValidationError as e:

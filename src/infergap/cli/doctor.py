@@ -16,7 +16,8 @@ def doctor(
     model: str | None = typer.Option(None, "--model", "-m", help="config.json path or built-in name for the roofline (default: what the server reports)."),
     quick: bool = typer.Option(False, "--quick", help="Three concurrencies, one trial, short requests (under two minutes on a small model)."),
     output_dir: Path = typer.Option(Path("infergap-report"), "--output-dir", "-o", help="Where to write the report and the JSON of every stage."),
-    evidence: list[Path] | None = typer.Option(None, "--evidence", "-e", help="Engine/NCCL logs and pasted outputs for the audit and the plan."),
+    evidence: list[Path] | None = typer.Option(None, "--evidence", "-e", help="Engine/NCCL logs and pasted outputs for the audit and the plan; more files may follow."),
+    more_evidence: list[Path] | None = typer.Argument(None, hidden=True),
     api_key: str | None = typer.Option(None, "--api-key", envvar="INFERGAP_API_KEY", show_envvar=False, help="Admin API key for the server's config endpoints."),
     gpu: str | None = typer.Option(None, "--gpu", help="GPU name for the roofline when the host's cannot be read (h200, rtx-pro-6000-server, ...)."),
     gpus: int | None = typer.Option(None, "--gpus", help="GPU count with --gpu."),
@@ -36,7 +37,10 @@ def doctor(
     def progress(stage: str, msg: str) -> None:
         err.print(f"[bold]{stage}[/]: {escape(msg)}")
 
-    for p in evidence or []:
+    if more_evidence and not evidence:
+        raise fail(f"unexpected argument {more_evidence[0]} (evidence files go after --evidence)")
+    evidence = [*(evidence or []), *(more_evidence or [])]
+    for p in evidence:
         if not p.exists():
             raise fail(f"--evidence {p}: no such file or directory")
     try:
@@ -54,3 +58,9 @@ def doctor(
     if plan is not None and not plan.top_actions:
         out.print("  none selected by the facts at hand")
     out.print(f"report: {res.files.get('report.html')}  ({len(res.files)} files in {output_dir}, {res.duration_s:.0f} s)")
+    if not res.reachable:
+        typer.echo(f"infergap: error: the server at {url} could not be reached; nothing was measured", err=True)
+        raise typer.Exit(1)
+    if res.points == 0:
+        typer.echo(f"infergap: error: the bench against {url} measured nothing (see the bench stage above)", err=True)
+        raise typer.Exit(1)

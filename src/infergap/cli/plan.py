@@ -24,7 +24,8 @@ def plan(
     bench: Path | None = typer.Option(None, "--bench", help="infergap bench --format json output."),
     server: str | None = typer.Option(None, "--server", help="Read the serving engine's configuration from this URL."),
     api_key: str | None = typer.Option(None, "--api-key", envvar="INFERGAP_API_KEY", show_envvar=False, help="Admin API key for --server."),
-    evidence: list[Path] | None = typer.Option(None, "--evidence", "-e", help="Engine logs (SGLang, vLLM); repeat for more."),
+    evidence: list[Path] | None = typer.Option(None, "--evidence", "-e", help="Engine logs (SGLang, vLLM); more files may follow."),
+    more_evidence: list[Path] | None = typer.Argument(None, hidden=True),
     catalog: Path | None = typer.Option(None, "--catalog", help="Use this lever catalog (YAML) instead of the shipped one."),
     fmt: Fmt = typer.Option(Fmt.text, "--format", "-f", help="text, json or md."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the plan here instead of stdout."),
@@ -36,6 +37,9 @@ def plan(
     from infergap.plan.inputs import engine_logs_from_files, load_audit, load_bench, load_roofline
     from infergap.render.plan import render_json, render_markdown, render_text
 
+    if more_evidence and not evidence:
+        raise fail(f"unexpected argument {more_evidence[0]} (evidence files go after --evidence)")
+    evidence = [*(evidence or []), *(more_evidence or [])]
     try:
         a = load_audit(audit) if audit else None
         r = load_roofline(roofline) if roofline else None

@@ -86,6 +86,12 @@ def roofline(
         }.items()
         if v
     }
+    if tp is not None and tp < 1:
+        raise fail(f"--tp {tp}: must be at least 1")
+    if ep < 1:
+        raise fail(f"--ep {ep}: must be at least 1")
+    if gpus is not None and gpus < 1:
+        raise fail(f"--gpus {gpus}: must be at least 1")
     try:
         spec = load_model(model, overrides)
         snap = None

@@ -180,11 +180,13 @@ class EvidencePart:
     n_lines: int
     counts: dict[str, int] = field(default_factory=dict)
     multi: bool = False
+    #: Name shown in the label when ``path`` is a spooled copy of a pipe (``/dev/stdin``, ``<(cmd)``).
+    name: str | None = None
 
     @property
     def label(self) -> str:
         """Evidence source label: ``evidence/<file name>`` (``#<line>`` when the file has several parts)."""
-        base = f"evidence/{self.path.name}"
+        base = f"evidence/{self.name or self.path.name}"
         return f"{base}#L{self.first_line}" if self.multi else base
 
     def iter_lines(self):

@@ -15,10 +15,13 @@ import json
 import logging
 import os
 import re
+import shutil
+import stat
+import tempfile
 from pathlib import Path
 from typing import Any
 
-from infergap.evidence.recognize import KINDS, EvidencePart, Unrecognized, scan_file
+from infergap.evidence.recognize import CHUNK_BYTES, KINDS, EvidencePart, Unrecognized, scan_file
 from infergap.snapshot.core import CmdResult, Snapshot
 
 log = logging.getLogger(__name__)
@@ -91,9 +94,13 @@ class EvidenceSnapshot(Snapshot):
         self.files = files
         self.parts: list[EvidencePart] = []
         self._unrecognized: list[Unrecognized] = []
+        self._spool_dir: tempfile.TemporaryDirectory[str] | None = None
         for f in files:
             if f.is_dir():
-                for sub in sorted(q for q in f.rglob("*") if q.is_file()):
+                subs = sorted(q for q in f.rglob("*") if q.is_file())
+                if not subs:
+                    self._unrecognized.append(Unrecognized(f, "directory holds no files"))
+                for sub in subs:
                     self._scan(sub)
             else:
                 self._scan(f)
@@ -104,10 +111,40 @@ class EvidenceSnapshot(Snapshot):
         if not path.exists():
             self._unrecognized.append(Unrecognized(path, "no such file"))
             return
-        parts, unknown = scan_file(path)
+        try:
+            seekable = stat.S_ISREG(os.stat(path).st_mode)
+        except OSError as e:
+            self._unrecognized.append(Unrecognized(path, f"cannot read ({e.strerror or e})"))
+            return
+        if seekable:
+            parts, unknown = scan_file(path)
+        else:
+            copy = self._spool(path)
+            if isinstance(copy, Unrecognized):
+                self._unrecognized.append(copy)
+                return
+            parts, unknown = scan_file(copy)
+            for part in parts:
+                part.name = path.name
+            for u in unknown:
+                u.path = path
         self.parts.extend(parts)
         self._unrecognized.extend(unknown)
         log.debug("evidence %s: %s", path, [p.kind for p in parts])
+
+    def _spool(self, path: Path) -> Path | Unrecognized:
+        """Copy a pipe or other non-seekable input (``/dev/stdin``, a shell's ``<(cmd)``) to a
+        temporary file, :data:`~infergap.evidence.recognize.CHUNK_BYTES` at a time so memory stays
+        bounded, because parts are read again by byte offset. The copy is deleted by :meth:`close`."""
+        if self._spool_dir is None:
+            self._spool_dir = tempfile.TemporaryDirectory(prefix="infergap-evidence-")
+        dest = Path(self._spool_dir.name) / f"{len(os.listdir(self._spool_dir.name))}-{path.name or 'stdin'}"
+        try:
+            with open(path, "rb") as src, open(dest, "wb") as out:
+                shutil.copyfileobj(src, out, CHUNK_BYTES)
+        except OSError as e:
+            return Unrecognized(path, f"cannot read ({e.strerror or e})")
+        return dest
 
     # -- what was found ----------------------------------------------------------------------
     def unrecognized(self) -> list[Unrecognized]:
@@ -196,6 +233,10 @@ class EvidenceSnapshot(Snapshot):
         return list(self.files)
 
     def close(self) -> None:
+        """Close the base snapshot and delete the spooled copies of piped evidence."""
+        if self._spool_dir is not None:
+            self._spool_dir.cleanup()
+            self._spool_dir = None
         if self.base is not None:
             self.base.close()
 

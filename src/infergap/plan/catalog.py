@@ -120,6 +120,8 @@ def load_catalog(path: str | Path | None = None) -> list[Lever]:
         text = Path(path).read_text(encoding="utf-8") if path else (resources.files("infergap") / "data" / "levers.yaml").read_text(encoding="utf-8")
     except OSError as e:
         raise UserError(f"{where}: cannot read ({e.strerror or e})") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{where}: not text (not UTF-8); expected a YAML lever catalog") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:

@@ -27,8 +27,21 @@ def _json(path: str | Path, schema: str, what: str) -> dict[str, Any]:
 
 
 def load_audit(path: str | Path) -> dict[str, Any]:
-    """An ``infergap audit --format json`` document (``infergap.audit/1``)."""
-    return _json(path, "infergap.audit/1", "audit")
+    """An ``infergap audit --format json`` document (``infergap.audit/1``), checked against
+    :class:`infergap.synthesis.AuditReport` so a hand-edited or cut file is refused with one line
+    naming the file and the first bad field, instead of failing later inside the plan."""
+    from pydantic import ValidationError
+
+    from infergap.synthesis import AuditReport
+
+    data = _json(path, "infergap.audit/1", "audit")
+    try:
+        AuditReport.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(map(str, err["loc"])) or "document"
+        raise UserError(f"--audit {path}: not a valid infergap audit report ({where}: {err['msg']})") from None
+    return data
 
 
 def load_roofline(path: str | Path) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from infergap.roofline.bounds import RooflineResult
@@ -25,6 +26,15 @@ def _ms(x: float) -> str:
 
 def _pct(x: float) -> str:
     return f"{x * 100:.2f} %"
+
+
+def fit_warning(r: RooflineResult) -> str | None:
+    """The line that opens the report when the model does not fit in GPU memory
+    (``r.memory.fits`` False): every tok/s below is then a bound for a setup that cannot run."""
+    if r.memory.fits:
+        return None
+    return (f"WARNING: the model does not fit: {r.memory.message.removeprefix('does not fit: ')}. "
+            "The figures below are what it would reach if it did; add GPUs (--gpus, --tp) or use a lower precision.")
 
 
 def _header(r: RooflineResult) -> list[str]:
@@ -165,6 +175,9 @@ def render_text(r: RooflineResult, *, color: bool = True, width: int = 140) -> s
     buf = io.StringIO()
     con = Console(file=buf, width=width, force_terminal=color, color_system="standard" if color else None, highlight=False)
     lines = _header(r)
+    warn = fit_warning(r)
+    if warn:
+        con.print(f"[bold red]{escape(warn)}[/bold red]" if color else warn, markup=color, soft_wrap=True)
     con.print(f"[bold]{lines[0]}[/bold]" if color else lines[0], soft_wrap=False)
     for line in lines[1:]:
         con.print(line, markup=False)
@@ -187,7 +200,9 @@ def render_text(r: RooflineResult, *, color: bool = True, width: int = 140) -> s
 def render_markdown(r: RooflineResult) -> str:
     """The report as Markdown (tables and bullet lists)."""
     lines = _header(r)
-    out = [f"# Roofline: {lines[0]}", "", *[f"- {x}" for x in lines[1:]]]
+    warn = fit_warning(r)
+    out = [f"**{warn}**", ""] if warn else []
+    out += [f"# Roofline: {lines[0]}", "", *[f"- {x}" for x in lines[1:]]]
     for title, cols, rows in _tables(r):
         out += ["", f"## {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         out += ["| " + " | ".join(row) + " |" for row in rows]

@@ -1,0 +1,85 @@
+"""Evidence given as a pipe, an empty directory, or with ANSI remnants whose ESC byte was lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from infergap.evidence.recognize import scan_file
+from infergap.evidence.snapshot import open_with_evidence
+from infergap.evidence.text import clean_line
+from tests.evidence.evidence_data import FIX, H200, ROOT
+
+SEED_QX = ROOT / "tests" / "fixtures" / "hosts" / "seed-8x-rtxpro6000" / "cmds" / "nvsmi_qx.out"
+
+
+def _audit(*args, stdin=None):
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run([sys.executable, "-m", "infergap", "audit", "--no-host", "--format", "json", *args],
+                          input=stdin, capture_output=True, env=env, timeout=300)
+
+
+def test_stdin_pipe_is_read():
+    r = _audit("-e", "/dev/stdin", stdin=SEED_QX.read_bytes())
+    assert r.returncode == 0, r.stderr.decode()
+    rep = json.loads(r.stdout)
+    assert not any(f["id"] == "evidence.unrecognized" for f in rep["findings"])
+    assert any(f["id"].startswith("pcie.") and f["status"] == "ok" for f in rep["findings"])
+
+
+def test_fifo_is_spooled_and_copy_deleted(tmp_path):
+    fifo = tmp_path / "paste"
+    os.mkfifo(fifo)
+    data = (FIX / "sglang-1362-server-args.log").read_bytes()
+    writer = subprocess.Popen([sys.executable, "-c", f"import sys; open({str(fifo)!r}, 'wb').write(sys.stdin.buffer.read())"],
+                              stdin=subprocess.PIPE)
+    writer.stdin.write(data)
+    writer.stdin.close()
+    snap = open_with_evidence(None, [fifo], host=False)
+    writer.wait(timeout=30)
+    parts = snap.evidence_parts("sglang_log")
+    assert [p.label for p in parts] == ["evidence/paste"]
+    assert "server_args=ServerArgs(" in parts[0].text()
+    spooled = parts[0].path
+    assert spooled.exists() and spooled != fifo
+    snap.close()
+    assert not spooled.exists()
+
+
+def test_empty_directory_is_reported(tmp_path):
+    empty = tmp_path / "logs"
+    empty.mkdir()
+    snap = open_with_evidence(None, [empty], host=False)
+    assert [(u.path, u.reason) for u in snap.unrecognized()] == [(empty, "directory holds no files")]
+    r = _audit("-e", str(empty))
+    rep = json.loads(r.stdout)
+    assert any(f["id"] == "evidence.unrecognized" and "no files" in json.dumps(f) for f in rep["findings"])
+
+
+def test_esc_less_remnant_before_lowercase_text(tmp_path):
+    src = (H200 / "cmds" / "nvsmi_csv.out").read_text()
+    p = tmp_path / "csv.txt"
+    p.write_text("".join(f"[0;32m{ln}\n" for ln in src.splitlines()))
+    parts, unknown = scan_file(p)
+    assert [x.kind for x in parts] == ["nvsmi_csv"], unknown
+    assert clean_line("[0;32mname, index") == "name, index"
+    assert clean_line("[1;31mERROR: [0m x") == "ERROR:  x"
+
+
+def test_bracket_text_kept():
+    for s in ("grep '[a-z]m' x", "regex [0-9]+ matched", "[m]atch", "item[3]m", "[TP0] ready", "[2025-01-01 10:00:00] x"):
+        assert clean_line(s) == s
+
+
+@given(st.text(alphabet=st.sampled_from("[]am-z0;:x \t,.19"), max_size=40))
+def test_only_digit_remnants_are_stripped(s):
+    out = clean_line(s)
+    if not re.search(r"\[\d[\d;]*m", s):
+        assert out == s
+    assert len(out) <= len(s)

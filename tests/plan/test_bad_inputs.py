@@ -1,0 +1,64 @@
+"""``infergap plan`` given files that are not what they claim: one line, exit 2."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+REAL_AUDIT = ROOT / "tests" / "fixtures" / "real-gpu" / "h200-transformers" / "audit.json"
+
+
+def infergap(*args, cwd=None):
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env.pop("INFERGAP_API_KEY", None)
+    return subprocess.run([sys.executable, "-m", "infergap", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
+
+
+def one_line_error(r, *words):
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("infergap: error: "), r.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+@pytest.fixture
+def random_bytes(tmp_path):
+    p = tmp_path / "bin.dat"
+    rng = random.Random(7)
+    p.write_bytes(b"\xff\xfe\x80" + bytes(rng.randrange(256) for _ in range(4000)))
+    return p
+
+
+def test_audit_finding_without_fields(tmp_path):
+    p = tmp_path / "b.json"
+    p.write_text('{"schema":"infergap.audit/1","findings":[{"id":1}]}')
+    one_line_error(infergap("plan", "--audit", str(p)), "b.json")
+
+
+def test_audit_finding_cut(tmp_path):
+    import json
+
+    d = json.loads(REAL_AUDIT.read_text())
+    del d["findings"][0]["status"]
+    p = tmp_path / "cut.json"
+    p.write_text(json.dumps(d))
+    one_line_error(infergap("plan", "--audit", str(p)), "cut.json", "status")
+
+
+def test_real_audit_still_accepted():
+    r = infergap("plan", "--audit", str(REAL_AUDIT), "--format", "json")
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("opt", ["--catalog", "--bench", "--audit", "--roofline"])
+def test_plan_binary_input(random_bytes, opt):
+    one_line_error(infergap("plan", opt, str(random_bytes)), "bin.dat")
+

@@ -1,0 +1,42 @@
+"""``plan`` and ``doctor`` take several files after one ``--evidence``, as ``audit`` does."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from plan_support import ROOT, free_port
+
+FIX = ROOT / "tests" / "fixtures" / "evidence"
+LOGS = ("sglang-1362-server-args.log", "vllm-24162-nondefault.log")
+
+
+def _run(*args, cwd=FIX):
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), COLUMNS="300")
+    env.pop("INFERGAP_API_KEY", None)
+    return subprocess.run([sys.executable, "-m", "infergap", *map(str, args)], capture_output=True, text=True, timeout=240,
+                          env=env, cwd=cwd, stdin=subprocess.DEVNULL)
+
+
+def test_plan_several_files_after_one_evidence():
+    r = _run("plan", "--format", "json", "--evidence", *LOGS)
+    assert r.returncode == 0, r.stderr
+    server = [s for s in json.loads(r.stdout)["stages"] if s["name"] == "server"][0]
+    assert server["detail"] == ", ".join(f"evidence/{n}" for n in LOGS)
+
+
+def test_plan_stray_argument_without_evidence():
+    r = _run("plan", LOGS[0])
+    assert r.returncode == 2
+    assert r.stderr.strip() == f"infergap: error: unexpected argument {LOGS[0]} (evidence files go after --evidence)"
+
+
+def test_doctor_several_files_after_one_evidence(tmp_path):
+    out = tmp_path / "d"
+    r = _run("doctor", "--url", f"http://127.0.0.1:{free_port()}", "--quick", "-o", out, "--evidence", "nccl-1232-two-nodes.log",
+             "sglang-13023-decode-no-graph.log")
+    assert "unexpected extra argument" not in r.stderr.lower(), r.stderr
+    subjects = {f.get("subject") for f in json.loads((out / "audit.json").read_text())["findings"]}
+    assert {"evidence/nccl-1232-two-nodes.log", "evidence/sglang-13023-decode-no-graph.log"} <= subjects
