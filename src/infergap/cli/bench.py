@@ -52,6 +52,8 @@ def _baseline(baseline: str):
         from infergap.bench.models import BenchResult
 
         return BenchResult.model_validate(run.payload)
+    from infergap.bench import load_result
+
     return load_result(Path(baseline))
 
 

@@ -10,6 +10,21 @@ import typer
 from infergap.cli import app, fail
 
 
+def _record(files: dict[str, str]) -> None:
+    """Keep the doctor's audit, roofline, bench and plan in the ledger, each as its own run."""
+    import json
+
+    from infergap.cli import record
+
+    for kind in ("audit", "roofline", "bench", "plan"):
+        path = files.get(f"{kind}.json")
+        if path:
+            try:
+                record(kind, json.loads(open(path, encoding="utf-8").read()))
+            except (OSError, ValueError):
+                continue
+
+
 @app.command()
 def doctor(
     url: str = typer.Option(..., "--url", help="Server base URL, e.g. http://127.0.0.1:8000."),
@@ -57,6 +72,7 @@ def doctor(
         out.print(f" {i}. {escape(a)}")
     if plan is not None and not plan.top_actions:
         out.print("  none selected by the facts at hand")
+    _record(res.files)
     out.print(f"report: {res.files.get('report.html')}  ({len(res.files)} files in {output_dir}, {res.duration_s:.0f} s)")
     if not res.reachable:
         typer.echo(f"infergap: error: the server at {url} could not be reached; nothing was measured", err=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import sys
 from enum import Enum
 from pathlib import Path
@@ -77,3 +79,6 @@ def plan(
             raise fail(f"--output {output}: cannot write ({e.strerror or e})")
     else:
         typer.echo(text, nl=False)
+    from infergap.cli import record
+
+    record("plan", json.loads(render_json(p)), (a or {}).get("host") if isinstance(a, dict) else (a.host if a is not None else None))

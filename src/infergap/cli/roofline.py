@@ -142,3 +142,6 @@ def roofline(
             raise fail(f"--output {output}: cannot write ({e.strerror or e})")
     else:
         typer.echo(text, nl=False)
+    from infergap.cli import record
+
+    record("roofline", result.to_json_dict(), None if gpu == "auto" and snapshot is None else {"gpu": gpu})
