@@ -95,7 +95,10 @@ def audit(
     elif fmt == Fmt.md:
         text = render_md(report)
     else:
-        text = render_text(report, color=output is None and sys.stdout.isatty())
+        tty = output is None and sys.stdout.isatty()
+        import shutil
+
+        text = render_text(report, width=shutil.get_terminal_size().columns if tty else None, color=tty)
     _write_output(text, output)
     from infergap.cli import record
 

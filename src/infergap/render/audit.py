@@ -62,10 +62,11 @@ def render_json(r: AuditReport) -> str:
     return json.dumps(r.to_json(), indent=2, ensure_ascii=False)
 
 
-def render_text(r: AuditReport, width: int = 110, color: bool = False) -> str:
-    """The report for a terminal (colour when ``color``) or a pipe (plain)."""
+def render_text(r: AuditReport, width: int | None = None, color: bool = False) -> str:
+    """The report for a terminal (colour when ``color``; wrapped at ``width`` columns when given)
+    or for a pipe or file (plain, one line per item, never wrapped mid-phrase)."""
     buf = io.StringIO()
-    con = Console(file=buf, width=width, force_terminal=color, no_color=not color, highlight=False, soft_wrap=False)
+    con = Console(file=buf, width=width or 1000, force_terminal=color, no_color=not color, highlight=False, soft_wrap=width is None)
     h = r.host
     con.print(Text(f"infergap audit — {h['snapshot']['label']}", style="bold"))
     desc = [h.get("gpu_summary") or "", h.get("cpu") or "", f"kernel {h.get('kernel')}" if h.get("kernel") else ""]
