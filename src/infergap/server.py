@@ -283,8 +283,16 @@ async def _fetch(client: Any, base: str, path: str, headers: dict[str, str], tim
 
     try:
         async with client.get(base + path, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s), allow_redirects=False) as r:
-            body = await r.content.read(8 * 1024 * 1024)
-            return path, r.status, body.decode("utf-8", "replace"), None
+            # StreamReader.read(n) returns what has arrived so far, not n bytes: read to the end
+            # (or the cap), or a body split over several TCP segments is cut and is not JSON.
+            cap, chunks, total = 8 * 1024 * 1024, [], 0
+            while total < cap:
+                b = await r.content.read(min(1 << 16, cap - total))
+                if not b:
+                    break
+                chunks.append(b)
+                total += len(b)
+            return path, r.status, b"".join(chunks).decode("utf-8", "replace"), None
     except asyncio.TimeoutError:
         return path, None, "", f"timed out after {timeout_s:g} s"
     except aiohttp.ClientError as e:

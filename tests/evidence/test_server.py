@@ -234,3 +234,23 @@ def test_transformers_serve_recognised_from_its_real_openapi_body():
     with AppServer({"/openapi.json": raw(openapi), "/v1/models": raw(models)}) as s:
         cfg = introspect(s.url, timeout_s=5)
     assert cfg.engine == "transformers" and cfg.sources["engine"] == "GET /openapi.json"
+
+
+def test_body_arriving_in_pieces_is_read_whole():
+    """A JSON body split over several writes (as a large /openapi.json is) must be read to the end."""
+    doc = json.dumps({"openapi": "3.1.0", "info": {"title": "🦙 llama.cpp Python API", "version": "0.3.36"},
+                      "paths": {f"/p{i}": {} for i in range(2000)}}).encode()
+
+    async def pieces(request):
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+        for i in range(0, len(doc), 4096):
+            await resp.write(doc[i:i + 4096])
+            await asyncio.sleep(0.01)
+        await resp.write_eof()
+        return resp
+
+    with AppServer({"/openapi.json": pieces}) as s:
+        cfg = introspect(s.url, timeout_s=10)
+    assert not any("openapi" in e for e in cfg.errors), cfg.errors
+    assert cfg.engine == "llama.cpp" and cfg.version == "0.3.36"
