@@ -22,26 +22,17 @@ log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_S = 0.2
 
-#: nvmlClocksThrottleReason* bits (nvml.h) → short names. GpuIdle is left out: it is not a limit.
-THROTTLE_BITS = {
-    0x2: "applications_clocks_setting",
-    0x4: "sw_power_cap",
-    0x8: "hw_slowdown",
-    0x10: "sync_boost",
-    0x20: "sw_thermal_slowdown",
-    0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown",
-    0x100: "display_clock_setting",
-}
-
 
 def throttle_names(mask: int) -> list[str]:
-    """Names of the throttle-reason bits set in ``mask`` (idle excluded).
+    """Names of the throttle-reason bits set in ``mask``, idle excluded (idle is not a limit);
+    the names are those of :func:`infergap.parsers.nvsmi.throttle_names` (nvml.h bits).
 
     >>> throttle_names(0x4 | 0x40 | 0x1)
     ['sw_power_cap', 'hw_thermal_slowdown']
     """
-    return [name for bit, name in THROTTLE_BITS.items() if mask & bit]
+    from infergap.parsers.nvsmi import throttle_names as all_names
+
+    return [n for n in all_names(mask) if n != "gpu_idle"]
 
 
 class GPUSampler:
