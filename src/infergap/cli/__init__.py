@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from enum import Enum
 
 import typer
 
@@ -35,6 +36,14 @@ def _root(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages to stderr."),
 ) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+
+class Fmt(str, Enum):
+    """Output format of the report commands (audit, roofline, plan)."""
+
+    text = "text"
+    json = "json"
+    md = "md"
 
 
 def fail(message: str) -> "typer.Exit":

@@ -163,7 +163,7 @@ def bench(
 ) -> None:
     """Sweep concurrency (closed loop) or request rate (open loop) against an OpenAI-compatible server,
     with repeated trials, client self-monitoring and GPU telemetry."""
-    from infergap.bench import compare_bench, load_result
+    from infergap.bench import compare_bench
     from infergap.bench.models import BenchSettings
     from infergap.bench.runner import run
     from infergap.render import bench as render

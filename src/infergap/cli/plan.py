@@ -5,18 +5,11 @@ from __future__ import annotations
 import json
 
 import sys
-from enum import Enum
 from pathlib import Path
 
 import typer
 
-from infergap.cli import app, fail
-
-
-class Fmt(str, Enum):
-    text = "text"
-    json = "json"
-    md = "md"
+from infergap.cli import Fmt, app, fail
 
 
 @app.command()

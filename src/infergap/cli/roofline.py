@@ -9,13 +9,7 @@ from pathlib import Path
 
 import typer
 
-from infergap.cli import app, fail
-
-
-class Fmt(str, Enum):
-    text = "text"
-    json = "json"
-    md = "md"
+from infergap.cli import Fmt, app, fail
 
 
 class Ceiling(str, Enum):
