@@ -2,7 +2,9 @@
 
 Each request streams ``--tokens`` chunks (default 128; one SSE ``data:`` event per token, the
 event loop yielded between tokens as a real server's would be), then a usage chunk and
-``data: [DONE]``. ``--itl-ms`` adds a delay between tokens (a slower server). The stub counts
+``data: [DONE]``. ``--itl-ms`` adds a delay between tokens (a slower server).
+``--close-after-stream`` closes the connection after each streamed response although the
+response was sent as keep-alive (what llama.cpp's ``llama-server`` does). The stub counts
 requests, tokens and the time-weighted number of streams in flight (its own view of the
 concurrency the client achieved): ``GET /stats``; ``POST /reset`` zeroes them.
 
@@ -50,7 +52,7 @@ class Stats:
                 "tokens_per_s": self.tokens / span if span else 0.0, "requests_per_s": self.requests / span if span else 0.0}
 
 
-def make_app(tokens: int, itl_ms: float) -> web.Application:
+def make_app(tokens: int, itl_ms: float, close_after_stream: bool = False) -> web.Application:
     st = Stats()
     chat_chunk = (b'data: {"id":"x","object":"chat.completion.chunk","created":0,"model":"stub",'
                   b'"choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}]}\n\n')
@@ -90,6 +92,8 @@ def make_app(tokens: int, itl_ms: float) -> web.Application:
             await resp.write(b"data: " + json.dumps(fin).encode() + b"\n\ndata: " + json.dumps(use).encode()
                              + b"\n\ndata: [DONE]\n\n")
             await resp.write_eof()
+            if close_after_stream and req.transport is not None:
+                req.transport.close()  # after the response's bytes are flushed; no Connection: close sent
         finally:
             st.change(-1)
         return resp
@@ -116,6 +120,7 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=8799)
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--itl-ms", type=float, default=0.0)
+    ap.add_argument("--close-after-stream", action="store_true")
     a = ap.parse_args()
     try:
         import uvloop
@@ -123,7 +128,7 @@ def main() -> None:
         uvloop.install()
     except ImportError:
         pass
-    web.run_app(make_app(a.tokens, a.itl_ms), host="127.0.0.1", port=a.port, access_log=None, print=None,
+    web.run_app(make_app(a.tokens, a.itl_ms, a.close_after_stream), host="127.0.0.1", port=a.port, access_log=None, print=None,
                 backlog=4096)
 
 

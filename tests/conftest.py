@@ -1,9 +1,19 @@
-"""Shared test helpers: fixture paths and a CLI runner that returns (exit code, stdout, stderr)."""
+"""Shared test helpers: fixture paths and a CLI runner that returns (exit code, stdout, stderr).
+
+The user's ledger is never touched: before any test module, fixture or subprocess exists, this
+file points ``INFERGAP_DB`` at a private file (every ``python -m infergap`` a test starts inherits
+it), and after the session it checks that the user's ledger (``$INFERGAP_DB`` as it was, and the
+default path under the user data directory) is byte for byte as it was; if not, the run fails.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,10 +23,55 @@ FIXTURES = ROOT / "tests" / "fixtures"
 HOSTS = FIXTURES / "hosts"
 
 
+def user_ledger_paths() -> list[Path]:
+    """The ledger files a user's own runs write: ``$INFERGAP_DB`` from the environment the tests
+    were started in, and the default path (platformdirs' user data directory)."""
+    from platformdirs import user_data_dir
+
+    paths = [Path(user_data_dir("infergap", appauthor=False)) / "ledger.sqlite3"]
+    if _USER_ENV_DB:
+        paths.insert(0, Path(_USER_ENV_DB))
+    return paths
+
+
+def ledger_state(paths: list[Path]) -> dict[str, tuple[int, int, str] | None]:
+    """Size, mtime (ns) and SHA-256 of each ledger file and its SQLite side files (None: absent)."""
+    out: dict[str, tuple[int, int, str] | None] = {}
+    for p in paths:
+        for f in (p, p.with_name(p.name + "-wal"), p.with_name(p.name + "-shm"), p.with_name(p.name + "-journal")):
+            try:
+                st = f.stat()
+                out[str(f)] = (st.st_size, st.st_mtime_ns, hashlib.sha256(f.read_bytes()).hexdigest())
+            except OSError:
+                out[str(f)] = None
+    return out
+
+
+_USER_ENV_DB = os.environ.get("INFERGAP_DB")
+USER_LEDGERS = user_ledger_paths()
+_BEFORE = ledger_state(USER_LEDGERS)
+PRIVATE_LEDGER_DIR = Path(tempfile.mkdtemp(prefix="infergap-tests-ledger-"))
+os.environ["INFERGAP_DB"] = str(PRIVATE_LEDGER_DIR / "ledger.sqlite3")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session, exitstatus):
+    """After the suite: the user's ledger must be exactly as it was before it."""
+    after = ledger_state(USER_LEDGERS)
+    changed = [p for p in after if after[p] != _BEFORE.get(p)]
+    shutil.rmtree(PRIVATE_LEDGER_DIR, ignore_errors=True)
+    if changed:
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        msg = f"the test suite changed the user's ledger: {', '.join(changed)}"
+        if tr is not None:
+            tr.write_line(f"ERROR: {msg}", red=True)
+        else:
+            print(f"ERROR: {msg}", file=sys.stderr)
+        session.exitstatus = 1
+
+
 def run_cli(*args: str, timeout: float = 120, input: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run ``python -m infergap ARGS`` in a subprocess (the real entry point, real exit codes)."""
-    import os
-
     e = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
     return subprocess.run([sys.executable, "-m", "infergap", *args], capture_output=True, text=True, timeout=timeout, input=input, env=e)
 
@@ -26,8 +81,16 @@ def cli():
     return run_cli
 
 
+@pytest.fixture(scope="session")
+def user_ledger():
+    """(the user's ledger paths, a function returning their current state, the session's private
+    ledger directory) for tests of the guard itself."""
+    return USER_LEDGERS, lambda: ledger_state(USER_LEDGERS), PRIVATE_LEDGER_DIR
+
+
 @pytest.fixture(autouse=True)
 def _private_ledger(tmp_path_factory, monkeypatch):
-    """Every test records runs into its own ledger, never the user's."""
-    if "INFERGAP_DB" not in __import__("os").environ or not __import__("os").environ["INFERGAP_DB"].startswith(str(tmp_path_factory.getbasetemp())):
+    """Every test records runs into its own ledger (the session's private one is the fallback
+    for module- and session-scoped fixtures, which run before this)."""
+    if not os.environ["INFERGAP_DB"].startswith(str(tmp_path_factory.getbasetemp())):
         monkeypatch.setenv("INFERGAP_DB", str(tmp_path_factory.mktemp("ledger") / "ledger.sqlite3"))

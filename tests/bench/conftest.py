@@ -29,6 +29,24 @@ def llama_server(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def llama_server_default(tmp_path_factory):
+    """llama-cpp-python's server as a user starts it: default settings, so --interrupt_requests
+    is on and a streaming request is cut short whenever another one waits."""
+    pytest.importorskip("llama_cpp.server")
+    pytest.importorskip("gguf")
+    from bench_tiny_models import write_llama_gguf
+
+    d = tmp_path_factory.mktemp("llama-default")
+    model = write_llama_gguf(d / "tiny.gguf")
+    port = free_port()
+    s = _start([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
+                "--port", str(port)], port, d / "server.log")
+    s.model_path = model
+    yield s
+    _stop(s)
+
+
+@pytest.fixture(scope="session")
 def tf_server(tmp_path_factory):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")

@@ -1,0 +1,147 @@
+"""Failures are never hidden: interrupted streams, the failure budget, percentiles of few samples,
+and how reports and the plan treat an invalid point — no server needed."""
+
+from __future__ import annotations
+
+import pytest
+from test_bench_units import LLAMA_STREAM, _parse
+
+from infergap.bench.metrics import RequestRecord, judge_point, likely_cause, summarize_trials, trial_metrics
+from infergap.bench.models import BenchEnvironment, BenchResult, BenchSettings, PointResult
+from infergap.cli.bench import parse_error_rate
+from infergap.errors import UserError
+
+# What llama-cpp-python's server sends when --interrupt_requests (its default) cuts a stream short
+# because another request waits: the chunk it had, then [DONE], never a finish_reason
+# (llama_cpp/server/app.py, get_event_publisher).
+INTERRUPTED = LLAMA_STREAM.split(b'data: {"id": "chatcmpl-b9", "model": "tiny.gguf", "created": 1795983591, '
+                                 b'"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}')[0] + b"data: [DONE]\r\n\r\n"
+
+
+def _rec(stream: bytes, max_tokens: int) -> RequestRecord:
+    from infergap.bench.client import SSEParser
+
+    rec = RequestRecord(intended=0.0, start=0.0, max_tokens=max_tokens)
+    p = SSEParser(rec, chat=True)
+    p.feed(stream, 1.0)
+    p.finish()
+    return rec
+
+
+def test_a_stream_ended_before_finish_reason_and_short_of_max_tokens_is_interrupted():
+    assert b"finish_reason\": \"length" not in INTERRUPTED and INTERRUPTED.endswith(b"[DONE]\r\n\r\n")
+    r = _rec(INTERRUPTED, max_tokens=16)
+    assert r.error == "interrupted" and "2 of 16 tokens" in r.error_detail
+    assert _rec(LLAMA_STREAM, max_tokens=16).ok  # finish_reason "length": complete, merely short
+    assert _rec(INTERRUPTED, max_tokens=2).ok  # every token asked for arrived
+    assert _parse(INTERRUPTED, []).ok  # max_tokens unknown (the probe): not judged
+
+
+def _trial(k: int, ok: int, failed: dict[str, int], latency_s: float = 0.1):
+    recs = []
+    t = 0.0
+    for i in range(ok):
+        recs.append(RequestRecord(intended=t, start=t, first=t + 0.01, end=t + latency_s, chunk_times=[t + 0.01, t + latency_s],
+                                  usage_completion=2, usage_prompt=4, max_tokens=2, finish_reason="length"))
+        t += latency_s
+    for kind, n in failed.items():
+        for _ in range(n):
+            recs.append(RequestRecord(intended=t, start=t, end=t + 0.001, error=kind, error_detail=f"{kind} detail"))
+    return trial_metrics(k, recs)
+
+
+def _point(c: int, trials) -> PointResult:
+    p = PointResult(mode="concurrency", concurrency=c, trials=trials)
+    p.summary, p.unstable_metrics = summarize_trials(p.trials)
+    return p
+
+
+@pytest.mark.parametrize("ok, failed, budget, valid", [
+    (99, {"http_503": 1}, 0.01, True),        # exactly 1 %: within
+    (98, {"http_503": 2}, 0.01, False),
+    (100, {}, 0.0, True),
+    (99, {"timeout": 1}, 0.0, False),          # --max-error-rate 0: any failure invalidates
+    (90, {"cancelled": 10}, 0.01, True),       # Ctrl-C is the user's doing, not the server's
+])
+def test_failure_budget(ok, failed, budget, valid):
+    p = _point(4, [_trial(1, ok, failed)])
+    judge_point(p, budget)
+    assert p.valid is valid and p.requests == ok + sum(failed.values()) and p.failed == sum(failed.values())
+    assert (p.invalid_reason is None) is valid
+    if not valid:
+        assert f"{sum(failed.values())} of {p.requests} requests failed" in p.invalid_reason
+
+
+def test_likely_cause_names_the_interrupting_server_and_slots():
+    assert "--interrupt_requests False" in likely_cause({"interrupted": 255, "connection": 1})
+    assert "slot" in likely_cause({"http_503": 3})
+    assert "--timeout" in likely_cause({"timeout": 2})
+    assert "log" in likely_cause({"http_502": 1})
+    assert likely_cause({"cancelled": 4}) is None and likely_cause({}) is None
+
+
+@pytest.mark.parametrize("text, value", [("1%", 0.01), ("0.05", 0.05), ("0", 0.0), (" 2.5 % ", 0.025)])
+def test_parse_error_rate(text, value):
+    assert parse_error_rate(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["5", "-1%", "lots", "150%"])
+def test_parse_error_rate_rejects(text):
+    with pytest.raises(UserError, match="--max-error-rate"):
+        parse_error_rate(text)
+
+
+def _result(points) -> BenchResult:
+    return BenchResult(infergap_version="0", started_at="2026-01-01T00:00:00+00:00",
+                       environment=BenchEnvironment(url="http://127.0.0.1:1", endpoint="e", model="m"),
+                       settings=BenchSettings(concurrency=[p.concurrency for p in points], trials=1), points=points)
+
+
+def test_reports_mark_invalid_points_and_few_sample_percentiles(tmp_path):
+    from infergap.render import bench as render
+
+    good = _point(1, [_trial(1, 40, {})])
+    bad = _point(2, [_trial(1, 1, {"interrupted": 31})])
+    for p in (good, bad):
+        judge_point(p, 0.01)
+    res = _result([good, bad])
+    text = render.to_text(res)
+    head = text.split("infergap bench")[0]
+    assert "FAILED" in head and "INVALID: 1 of 2 point(s)" in head  # before any figure
+    assert "c=2: 31 of 32 requests failed (96.9 %, INVALID): interrupted ×31" in text
+    assert "--interrupt_requests False" in text
+    row = next(line for line in text.splitlines() if "c=2 " in line and "│" in line)
+    assert "max 10.0 (n=1)" in row and "31/32" in row  # TTFT p99 of one request is shown as what it is
+    assert "max" not in next(line for line in text.splitlines() if "c=1 " in line and "│" in line)
+    md = render.to_markdown(res)
+    assert "## Failed requests" in md and "INVALID" in md and "max 10.0 (n=1)" in md
+    data = res.model_dump(mode="json", by_alias=True)["points"]
+    assert [(p["valid"], p["failed"], p["errors"]) for p in data] == [(True, 0, {}), (False, 31, {"interrupted": 31})]
+    render.plot(res, str(tmp_path / "p.svg"))
+    assert (tmp_path / "p.svg").stat().st_size > 0
+    from infergap.render import plots
+
+    assert [p.label for p in plots._pts(res)] == ["c=1"]
+
+
+def test_plan_states_the_error_rate_first_and_ignores_invalid_points():
+    from infergap.plan import build_plan
+    from infergap.render.plan import render_markdown, render_text
+
+    good = _point(1, [_trial(1, 40, {})])
+    bad = _point(2, [_trial(1, 1, {"interrupted": 31})])
+    for p in (good, bad):
+        judge_point(p, 0.01)
+    plan = build_plan(bench=_result([good, bad]))
+    names = list(plan.facts)
+    assert names[:3] == ["load.error_rate", "load.error_kind", "load.error_cause"]
+    assert plan.facts["load.error_rate"].value == pytest.approx(31 / 72, abs=1e-4)
+    assert "c=2" in plan.facts["load.error_rate"].source and "interrupt_requests" in plan.facts["load.error_cause"].value
+    assert plan.facts["load.max_concurrency"].value == 1  # c=2 is not a measurement
+    assert [g.concurrency for g in plan.gap.points] == [1]
+    text = render_text(plan)
+    assert text.index("FAILED REQUESTS") < text.index("EFFICIENCY GAP") and "43.1% of the bench's requests failed" in text
+    assert "## Failed requests" in render_markdown(plan)
+    all_bad = _point(2, [_trial(1, 0, {"interrupted": 8})])
+    judge_point(all_bad, 0.01)
+    assert "no valid point" in build_plan(bench=_result([all_bad])).gap.summary
