@@ -132,16 +132,25 @@ def test_plan_states_the_error_rate_first_and_ignores_invalid_points():
     bad = _point(2, [_trial(1, 1, {"interrupted": 31})])
     for p in (good, bad):
         judge_point(p, 0.01)
-    plan = build_plan(bench=_result([good, bad]))
+    res = _result([good, bad])
+    plan = build_plan(bench=res)
     names = list(plan.facts)
     assert names[:3] == ["load.error_rate", "load.error_kind", "load.error_cause"]
     assert plan.facts["load.error_rate"].value == pytest.approx(31 / 72, abs=1e-4)
     assert "c=2" in plan.facts["load.error_rate"].source and "interrupt_requests" in plan.facts["load.error_cause"].value
     assert plan.facts["load.max_concurrency"].value == 1  # c=2 is not a measurement
     assert [g.concurrency for g in plan.gap.points] == [1]
+    lever = next(x for x in plan.levers if x.id == "llamacpp.no_interrupt")
+    assert lever.tier == "flag_flip" and "--interrupt_requests False" in lever.actions[0]
     text = render_text(plan)
     assert text.index("FAILED REQUESTS") < text.index("EFFICIENCY GAP") and "43.1% of the bench's requests failed" in text
     assert "## Failed requests" in render_markdown(plan)
+    from infergap.render.report import render_html
+
+    html = render_html(plan, bench=res)
+    assert html.index("of the bench&#39;s requests failed") < html.index("Top actions")
+    row = html[html.index("<td>c=2"):].split("</tr>")[0]
+    assert "INVALID" in row and "31 (96.9 %)" in row and "likely cause" in row and "max of 1" in row
     all_bad = _point(2, [_trial(1, 0, {"interrupted": 8})])
     judge_point(all_bad, 0.01)
     assert "no valid point" in build_plan(bench=_result([all_bad])).gap.summary

@@ -308,6 +308,7 @@ def judge_point(point, max_error_rate: float = DEFAULT_MAX_ERROR_RATE) -> None:
     point.failed = sum(t.failed for t in ts)
     point.retried = sum(t.retried for t in ts)
     point.min_completed = min((t.completed for t in ts), default=None)
+    point.few_samples = point.min_completed is not None and point.min_completed < MIN_TAIL_SAMPLES
     sent = point.requests - errors.get("cancelled", 0)
     failed = point.failed - errors.get("cancelled", 0)
     point.error_rate = failed / sent if sent > 0 else None

@@ -189,13 +189,8 @@ class PointResult(BaseModel):
     #: Fewest completed requests of a trial; below ``metrics.MIN_TAIL_SAMPLES`` the per-request
     #: p90/p95/p99 are the largest of a few values, not tail percentiles.
     min_completed: int | None = None
-
-    @property
-    def few_samples(self) -> bool:
-        """True when some trial completed fewer than ``MIN_TAIL_SAMPLES`` requests."""
-        from infergap.bench.metrics import MIN_TAIL_SAMPLES
-
-        return self.min_completed is not None and self.min_completed < MIN_TAIL_SAMPLES
+    #: True when some trial completed fewer than ``MIN_TAIL_SAMPLES`` requests.
+    few_samples: bool = False
 
     @property
     def label(self) -> str:
