@@ -154,3 +154,18 @@ def test_plan_states_the_error_rate_first_and_ignores_invalid_points():
     all_bad = _point(2, [_trial(1, 0, {"interrupted": 8})])
     judge_point(all_bad, 0.01)
     assert "no valid point" in build_plan(bench=_result([all_bad])).gap.summary
+
+
+def test_a_point_invalid_in_either_run_is_never_better_or_worse():
+    from infergap.bench.compare import compare_bench
+
+    fast = [_point(2, [_trial(k, 40, {}, latency_s=0.05) for k in (1, 2)])]
+    slow_failing = [_point(2, [_trial(k, 20, {"http_503": 20}, latency_s=0.2) for k in (1, 2)])]
+    slow = [_point(2, [_trial(k, 40, {}, latency_s=0.2) for k in (1, 2)])]
+    for p in fast + slow_failing + slow:
+        judge_point(p, 0.01)
+    honest = compare_bench(_result(slow), _result(fast)).points[0]
+    assert any(m.verdict == "better" for m in honest.metrics) and not honest.notes
+    c = compare_bench(_result(slow_failing), _result(fast)).points[0]
+    assert all(m.verdict in ("within noise", "missing") for m in c.metrics)
+    assert "baseline run is invalid at this point (40 of 80 requests failed" in c.notes[0]
