@@ -204,7 +204,17 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
         bs = BenchSettings(concurrency=list(settings["concurrency"]), trials=settings["trials"], warmup=settings["warmup"],
                            input_len=settings["input_len"], output_len=settings["output_len"], num_prompts=settings["num_prompts"],
                            max_error_rate=max_error_rate)
-        bench = run_bench(url, served_model, bs, on_partial=lambda r: write("bench.json", r.to_json() + "\n"))
+        live = None
+        if progress is not None:  # a command line is watching: a live line per point on a terminal
+            from infergap.render.bench import BenchProgress
+
+            live = BenchProgress()
+        try:
+            bench = run_bench(url, served_model, bs, on_partial=lambda r: write("bench.json", r.to_json() + "\n"),
+                              progress=live.hooks() if live is not None else None)
+        finally:
+            if live is not None:
+                live.stop()
         write("bench.json", bench.to_json() + "\n")
         res.points = len(bench.points)
         res.invalid_points = len(bench.invalid_points)

@@ -8,9 +8,9 @@ connector's limit is set explicitly to the concurrency asked for (aiohttp's defa
 make TTFT include waiting for a connection) and the read buffer is raised to 256 KiB.
 
 Keep-alive: a request that fails before any response byte on a *re-used* pooled connection
-(``Server disconnected``, ``Can not write request body``: the server had closed the connection
-while it sat in the pool) is sent once more on a fresh connection, as curl and browsers do, and
-counted as a retry. aiohttp retries such failures itself only for idempotent methods, not POST.
+within :data:`RETRY_WINDOW_S` (``Server disconnected``, ``Can not write request body``: the
+server had closed the connection while it sat in the pool) is sent once more on a fresh
+connection, as curl and browsers do, and counted as a retry. aiohttp retries such failures itself only for idempotent methods, not POST.
 Some servers (llama.cpp's ``llama-server``) close the connection after every streamed response
 although their headers say ``Keep-Alive``; when most re-used connections fail that way the client
 stops re-using them (one fresh connection per request) and the result says so.
@@ -44,6 +44,10 @@ READ_BUFSIZE = 256 * 1024
 #: Re-used connections that failed before a response: after this many, and when they are at least
 #: half of the re-uses, the server is taken to close connections after responses.
 CLOSE_DETECT_MIN = 3
+#: A re-used connection that fails later than this after the request was sent may have delivered
+#: it (the server then died or a proxy cut it): not retried, so no request is ever run twice
+#: knowingly. A connection the server had already closed fails within a round trip.
+RETRY_WINDOW_S = 1.0
 CLOSE_NOTE = ("the server does not keep connections alive after streamed responses (it closes them although "
               "it answers Keep-Alive): each request opens a new connection")
 PROBE_TIMEOUT_S = 30.0
@@ -168,6 +172,7 @@ class StreamClient:
             while True:
                 rec.reused = False
                 answered = False
+                attempt = perf_counter()
                 try:
                     session = self.session if not rec.retries else await self._retry_session()
                     async with session.post(self.endpoint, data=data, headers=_HEADERS, trace_request_ctx=rec) as resp:
@@ -188,7 +193,8 @@ class StreamClient:
                         self.reused += 1
                     if rec.retries:
                         self.retry_failures += 1
-                    if answered or not rec.reused or rec.retries or isinstance(e, aiohttp.ClientConnectorError):
+                    if answered or not rec.reused or rec.retries or isinstance(e, aiohttp.ClientConnectorError) \
+                            or perf_counter() - attempt > RETRY_WINDOW_S:
                         raise
                     # The pooled connection was closed by the server before this request reached it.
                     rec.retries += 1
