@@ -236,11 +236,18 @@ class StreamClient:
         content = resp.content
         parser = SSEParser(rec, self.api == "chat")
         feed = parser.feed
-        while True:
-            data = await content.readany()
-            if not data:
-                break
-            feed(data, perf_counter())
+        try:
+            while True:
+                data = await content.readany()
+                if not data:
+                    break
+                feed(data, perf_counter())
+        except aiohttp.ClientPayloadError:
+            # A connection cut after the stream's [DONE] lost nothing of the answer; llama-cpp-python
+            # cuts a stream it interrupts this way ([DONE], then no end of the chunked body), and
+            # finish() names that from the missing finish_reason and tokens.
+            if not parser.done:
+                raise
         parser.finish()
 
 

@@ -54,7 +54,7 @@ def _stability(p: PointResult) -> str:
     return ", ".join(tags)
 
 
-def _tail(p: PointResult, key: str) -> str:
+def tail_cell(p: PointResult, key: str) -> str:
     """A p99 cell: the median over trials, or ``max X (n=K)`` when a trial had fewer than
     :data:`MIN_TAIL_SAMPLES` samples (then p99 is about the largest value, not a tail percentile)."""
     attr = _TAIL[key]
@@ -89,8 +89,8 @@ def rows(result: BenchResult) -> list[list[str]]:
         trunc = sum(t.truncated for t in p.trials)
         retried = sum(t.retried for t in p.trials)
         out.append([p.label, _thr(s.get("request_throughput_rps"), cb), _thr(s.get("output_throughput_tps"), cb),
-                    _thr(s.get("total_throughput_tps"), cb), lat("ttft_p50_ms"), _tail(p, "ttft_p99_ms"), lat("tpot_p50_ms"),
-                    _tail(p, "tpot_p99_ms"), lat("itl_p50_ms"), _tail(p, "itl_p99_ms"), _failed(p), str(retried), str(trunc),
+                    _thr(s.get("total_throughput_tps"), cb), lat("ttft_p50_ms"), tail_cell(p, "ttft_p99_ms"), lat("tpot_p50_ms"),
+                    tail_cell(p, "tpot_p99_ms"), lat("itl_p50_ms"), tail_cell(p, "itl_p99_ms"), _failed(p), str(retried), str(trunc),
                     _stability(p)])
     return out
 

@@ -15,6 +15,7 @@ from typing import Any
 import jinja2
 
 from infergap.bench.metrics import likely_cause
+from infergap.render.bench import tail_cell
 from infergap.plan import TIER_LABEL, Plan
 from infergap.render import plots
 
@@ -37,8 +38,8 @@ def _sweep_rows(bench: Any) -> list[dict[str, Any]]:
             return s.median if s is not None else None
 
         rows.append({"label": p.label, "trials": len(p.trials), "out": m("output_throughput_tps"), "total": m("total_throughput_tps"),
-                     "rps": m("request_throughput_rps"), "ttft50": m("ttft_p50_ms"), "ttft99": m("ttft_p99_ms"),
-                     "tpot50": m("tpot_p50_ms"), "tpot99": m("tpot_p99_ms"), "itl50": m("itl_p50_ms"),
+                     "rps": m("request_throughput_rps"), "ttft50": m("ttft_p50_ms"), "ttft99": tail_cell(p, "ttft_p99_ms"),
+                     "tpot50": m("tpot_p50_ms"), "tpot99": tail_cell(p, "tpot_p99_ms"), "itl50": m("itl_p50_ms"),
                      "client_bound": p.client_bound, "unstable": p.unstable, "error": p.error,
                      "mode": p.mode, "concurrency": p.concurrency, "valid": p.valid, "invalid_reason": p.invalid_reason,
                      "requests": p.requests, "completed": p.completed, "failed": p.failed, "retried": p.retried,
