@@ -62,7 +62,8 @@ def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(PRIVATE_LEDGER_DIR, ignore_errors=True)
     if changed:
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
-        msg = f"the test suite changed the user's ledger: {', '.join(changed)}"
+        msg = (f"the user's ledger changed while the tests ran: {', '.join(changed)} (a test or a command it ran "
+               "wrote there; or another process on this machine did)")
         if tr is not None:
             tr.write_line(f"ERROR: {msg}", red=True)
         else:
