@@ -181,3 +181,14 @@ def test_a_point_invalid_in_either_run_is_never_better_or_worse():
     c = compare_bench(_result(slow_failing), _result(fast)).points[0]
     assert all(m.verdict in ("within noise", "missing") for m in c.metrics)
     assert "baseline run is invalid at this point (40 of 80 requests failed" in c.notes[0]
+
+
+def test_a_result_without_point_totals_gets_them_from_its_trials():
+    """A file written before points carried totals: its failures still count and show."""
+    p = _point(2, [_trial(1, 10, {"http_503": 5})])
+    data = _result([p]).model_dump(mode="json", by_alias=True)
+    for k in ("requests", "completed", "failed", "retried", "errors", "error_rate", "valid", "invalid_reason"):
+        data["points"][0].pop(k)
+    old = BenchResult.model_validate(data)
+    q = old.points[0]
+    assert (q.requests, q.failed, q.valid, q.errors) == (15, 5, False, {"http_503": 5})

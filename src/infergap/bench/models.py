@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 SCHEMA = "infergap.bench/1"
 
@@ -255,6 +255,17 @@ class BenchResult(BaseModel):
     error: str | None = None
 
     model_config = {"populate_by_name": True}
+
+    @model_validator(mode="after")
+    def _totals(self) -> "BenchResult":
+        """Results written before points carried their totals get them (and their validity)
+        from their trials, so an old file's failures are not hidden either."""
+        from infergap.bench.metrics import judge_point
+
+        for p in self.points:
+            if not p.requests and any(t.requests for t in p.trials):
+                judge_point(p, self.settings.max_error_rate)
+        return self
 
     @property
     def invalid_points(self) -> list[PointResult]:
