@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import types
 from pathlib import Path
 
 import pytest
@@ -47,11 +48,28 @@ def ledger_state(paths: list[Path]) -> dict[str, tuple[int, int, str] | None]:
     return out
 
 
-_USER_ENV_DB = os.environ.get("INFERGAP_DB")
-USER_LEDGERS = user_ledger_paths()
-_BEFORE = ledger_state(USER_LEDGERS)
-PRIVATE_LEDGER_DIR = Path(tempfile.mkdtemp(prefix="infergap-tests-ledger-"))
-os.environ["INFERGAP_DB"] = str(PRIVATE_LEDGER_DIR / "ledger.sqlite3")
+def _guard() -> types.SimpleNamespace:
+    """Set up once per process: this file is also imported as ``tests.conftest`` by some tests,
+    and a second set-up would point INFERGAP_DB elsewhere in mid-session."""
+    g = sys.modules.get("_infergap_tests_ledger_guard")
+    if g is None:
+        g = types.SimpleNamespace(user_env_db=os.environ.get("INFERGAP_DB"))
+        sys.modules["_infergap_tests_ledger_guard"] = g  # type: ignore[assignment]
+        global _USER_ENV_DB
+        _USER_ENV_DB = g.user_env_db
+        g.paths = user_ledger_paths()
+        g.before = ledger_state(g.paths)
+        g.private_dir = Path(tempfile.mkdtemp(prefix="infergap-tests-ledger-"))
+        os.environ["INFERGAP_DB"] = str(g.private_dir / "ledger.sqlite3")
+    return g
+
+
+_USER_ENV_DB: str | None = None
+_G = _guard()
+_USER_ENV_DB = _G.user_env_db
+USER_LEDGERS: list[Path] = _G.paths
+_BEFORE = _G.before
+PRIVATE_LEDGER_DIR: Path = _G.private_dir
 
 
 @pytest.hookimpl(tryfirst=True)

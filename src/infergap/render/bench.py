@@ -46,7 +46,7 @@ def _stability(p: PointResult) -> str:
     if p.client_bound:
         tags.append("CLIENT-BOUND")
     if not p.valid:
-        tags.append("INVALID: too many failures")
+        tags.append("INVALID")
     elif p.failed:
         tags.append("FAILURES")
     if p.error:
