@@ -514,8 +514,8 @@ def compare_audits(a: Mapping[str, Any], b: Mapping[str, Any]) -> AuditDiff:
 
 
 def compare_runs(a: Run, b: Run) -> Any:
-    """Compare two runs of the same kind: audits finding by finding (:class:`AuditDiff`), fleet
-    runs node by node (:class:`infergap.fleet.compare.FleetDiff`), benches point by point with :func:`infergap.bench.compare_bench` (a :class:`~infergap.bench.BenchComparison`;
+    """Compare two runs of the same kind: audits finding by finding (:class:`AuditDiff`), benches
+    point by point with :func:`infergap.bench.compare_bench` (a :class:`~infergap.bench.BenchComparison`;
     a change is significant only outside both runs' spread over their trials).
 
     Raises :class:`LedgerError` for runs of different kinds, of a kind with no comparison, or
@@ -540,8 +540,5 @@ def compare_runs(a: Run, b: Run) -> Any:
                 raise LedgerError(f"compare: run {run.id} is not an infergap.bench/1 result "
                                   f"({e.error_count()} problem(s), first: {e.errors()[0]['msg']})") from None
         return compare_bench(results[0], results[1])
-    if a.kind == "fleet":
-        from infergap.fleet.compare import compare_fleets
-
-        return compare_fleets(a.payload, b.payload)
-    raise LedgerError(f"compare: runs of kind {a.kind} cannot be compared (audit, bench and fleet runs can)")
+    raise LedgerError(f"compare: runs of kind {a.kind} cannot be compared here (audit and bench runs can; "
+                      "fleet runs are compared by infergap.fleet.compare)")

@@ -163,7 +163,7 @@ def fleet_audit(
     report = build_report(digests, source=source, tolerance=tolerance, duration_s=time.monotonic() - t0)
     if ledger.run_id is not None:
         report.source["ledger_run"] = ledger.run_id
-    from infergap.render import fleet as render
+    from infergap.fleet import render
 
     if fmt == FleetFmt.json:
         text = json.dumps(report.to_json(), indent=1)

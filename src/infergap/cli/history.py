@@ -49,11 +49,18 @@ def compare(
     db: Path = typer.Option(None, "--db", help=_DB_HELP),
 ) -> None:
     """Compare two runs of one kind: audits finding by finding, fleet runs node by node, benches point by point."""
-    from infergap.ledger import AuditDiff, Ledger, compare_runs
+    from infergap.ledger import AuditDiff, Ledger, LedgerError, compare_runs
 
     with Ledger(db) as ledger:
         a, b = ledger.get(run_a), ledger.get(run_b)
-        diff = compare_runs(a, b)
+        if a.kind == "fleet" and b.kind == "fleet":
+            from infergap.fleet.compare import compare_fleets
+
+            if not isinstance(a.payload, dict) or not isinstance(b.payload, dict):
+                raise LedgerError(f"compare: run {a.id if not isinstance(a.payload, dict) else b.id} has no JSON object payload")
+            diff = compare_fleets(a.payload, b.payload)
+        else:
+            diff = compare_runs(a, b)
     typer.echo(f"{a.kind} run {a.id} ({a.created_at[:19]}) → run {b.id} ({b.created_at[:19]})")
     if isinstance(diff, AuditDiff):
         for f in diff.appeared:
