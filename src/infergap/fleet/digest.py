@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -102,6 +103,17 @@ class NodeDigest:
         """The hardware class: GPU model × count × CPU model × GPU topology fingerprint."""
         h = self.hw
         return f"{h.get('gpu_count', 0)} × {h.get('gpu_model') or 'no GPU'} · {h.get('cpu') or 'unknown CPU'} · topology {h.get('topology') or 'not captured'}"
+
+    def intern(self) -> "NodeDigest":
+        """Share the strings that repeat from node to node (check ids, titles, values) with the
+        other digests of this process: a digest unpickled from an audit process otherwise holds
+        its own copy of each. Returns self."""
+        si = sys.intern
+        self.checks = {si(k): CheckState(si(c.check), si(c.subject), si(c.status), c.severity and si(c.severity), si(c.value),
+                                         si(c.title), c.remedy) for k, c in self.checks.items()}
+        self.versions = {si(k): si(v) for k, v in self.versions.items()}
+        self.measures = {si(k): v for k, v in self.measures.items()}
+        return self
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (checks as a list)."""

@@ -140,6 +140,7 @@ def audit_stream(items: Iterable[tuple[NodeIdentity, Payload]], *, workers: int 
     out: list[NodeDigest] = []
 
     def done(d: NodeDigest, audit: dict[str, Any] | None) -> None:
+        d.intern()
         if recorder is not None and audit is not None:
             d.ledger_run = recorder(d, audit)
         out.append(d)
@@ -256,10 +257,12 @@ def ray_stream(address: str, *, active: bool = False, timeout_s: float = DEFAULT
             pending[fn.options(**opts).remote(active)] = ident
         deadline = time.monotonic() + timeout_s
         while pending:
+            # Every answer that is ready within a second; past the deadline, only those already
+            # there (a slow consumer must not turn answered nodes into hung ones).
             left = deadline - time.monotonic()
-            if left <= 0:
+            ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=max(0.0, min(left, 1.0)))
+            if not ready and left <= 0:
                 break
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=min(left, 5.0))
             for ref in ready:
                 ident = pending.pop(ref)
                 try:
