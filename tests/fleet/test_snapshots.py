@@ -140,3 +140,24 @@ def test_without_ray_address_says_how_to_install(tmp_path):
     (hide / "ray.py").write_text("raise ImportError('No module named ray')\n")
     r = run_cli("fleet", "audit", "--address", "auto", env={"PYTHONPATH": f"{hide}:{ROOT / 'src'}"})
     assert r.returncode == 2 and r.stderr.strip() == "infergap: error: Ray is not installed: pip install 'infergap[fleet]' (or pip install 'ray>=2.9')"
+
+
+def test_tolerance_and_a_split_class(tmp_path):
+    """A copy 15 % below the median is drift at the default 10 % tolerance and not at 20 %; two
+    nodes that disagree have no majority, so both are named."""
+    from infergap.fleet import build_report
+    from infergap.fleet.runner import audit_stream, expand_snapshots, snapshot_stream
+
+    _fleet_dir(tmp_path, "h200-2gpu-collect.tar.gz", [None, None, "slow_memcopy"])
+    digests = audit_stream(snapshot_stream(expand_snapshots(str(tmp_path))), workers=0)
+    assert [d.key for d in build_report(digests, source={}).drift] == ["GPU0 memory copy GB/s"]
+    assert build_report(digests, source={}, tolerance=0.2).drift == []
+    split = tmp_path / "split"
+    split.mkdir()
+    _fleet_dir(split, "h200-2gpu-collect.tar.gz", [None, "swappiness"])
+    r = build_report(audit_stream(snapshot_stream(expand_snapshots(str(split))), workers=0), source={})
+    (d,) = r.drift
+    assert d.key == "vm.swappiness" and d.majority is None and d.nodes == ["node00", "node01"]
+    from infergap.fleet.render import render_text
+
+    assert "no majority: the 2 nodes are split" in render_text(r)
