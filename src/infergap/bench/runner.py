@@ -358,7 +358,6 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
                 n = min(n or len(spec.offsets), len(spec.offsets))
             windows = []
             records: list[RequestRecord] = []
-            slips = []
             if settings.warmup and not runner.stopping:
                 src = _prompt_source(settings, f"{settings.salt}.w{k}.", settings.warmup, tokenizer)
                 wspec = LoadSpec("concurrency", min(settings.warmup, spec.concurrency or settings.warmup))
@@ -378,7 +377,6 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
                     tr = await runner.trial(spec, src, n, settings.duration_s, seed=settings.seed + 7919 * t + k)
                 windows.append(tr.window)
                 records += tr.records
-                slips.append(tr.health.send_slip_ms)
                 tm = trial_metrics(t + 1, tr.records, window_start=tr.window[0], window_end=tr.window[1],
                                    slo=settings.slo, client=tr.health)
                 point.trials.append(tm)
@@ -389,7 +387,7 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
             if engine is not None:
                 point.engine = engine.summary(windows)
             if wl is not None:
-                point.workload = workloads.point_stats(wl.kind, records, slips if spec.offsets is not None else None)
+                point.workload = workloads.point_stats(wl.kind, records, schedule=spec.offsets is not None)
                 if trace is not None:
                     point.workload.scheduled = len(spec.offsets or [])
                     point.workload.ideal_hit_rate = workloads.traces.shared_prefix_fraction(trace)

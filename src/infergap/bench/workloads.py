@@ -311,10 +311,10 @@ class WorkloadStats(BaseModel):
     note: str | None = None
 
 
-def point_stats(kind: str, records: list, slips=None) -> WorkloadStats:
-    """Summarise the records of a point's trials (completed requests only) for workload ``kind``.
-    ``slips`` are the trials' send-slip :class:`~infergap.bench.models.Stats` of a trace replay
-    (lateness: the median of the p50s, the largest p99 and max)."""
+def point_stats(kind: str, records: list, schedule: bool = False) -> WorkloadStats:
+    """Summarise the records of a point's trials for workload ``kind``: cache hits and turns over
+    completed requests; with ``schedule`` (a trace replay), lateness over every request sent:
+    the moment the client started sending it minus its scheduled arrival."""
     import numpy as np
 
     ws = WorkloadStats(kind=kind, requests=len(records))
@@ -333,10 +333,10 @@ def point_stats(kind: str, records: list, slips=None) -> WorkloadStats:
         ws.cache_hit_rate = ws.cached_tokens / max(ws.prompt_tokens, 1)
     ws.turns = [TurnTokens(turn=t, requests=len(v), prompt_tokens_mean=float(np.mean(v)))
                 for t, v in sorted(by_turn.items())]
-    slips = [s for s in slips or [] if s.n]
-    if slips:
-        ws.lateness_ms = {"p50": float(np.median([s.p50 for s in slips])), "p99": max(s.p99 for s in slips),
-                          "max": max(s.max for s in slips)}
+    late = [(r.start - r.intended) * 1e3 for r in records if r.start] if schedule else []
+    if late:
+        a = np.maximum(np.asarray(late), 0.0)
+        ws.lateness_ms = {"p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)), "max": float(a.max())}
     return ws
 
 
