@@ -39,6 +39,17 @@ MAX_ERROR_RATE = 0.01
 MAX_DOUBLINGS = 16
 
 _KEY = re.compile(r"^(ttft|tpot|itl|e2e)_p(50|90|95|99)$")
+_DUR = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(us|ms|s)?\s*$")
+
+
+def parse_duration_ms(text: str, what: str) -> float:
+    """``2s`` → 2000.0, ``50ms`` → 50.0, ``250us`` → 0.25, bare numbers are ms. Raises UserError
+    naming ``what`` for anything else."""
+    m = _DUR.match(text)
+    if not m:
+        raise UserError(f"{what} {text!r}: expected a duration like 2s, 50ms or 250us")
+    v = float(m.group(1))
+    return v * {"us": 1e-3, "ms": 1.0, "s": 1e3, None: 1.0}[m.group(2)]
 
 
 class SLOTarget(BaseModel):
@@ -57,8 +68,6 @@ def parse_targets(text: str) -> list[SLOTarget]:
     """``ttft_p99=2s,tpot_p99=80ms`` → targets. Plain ``ttft=2s`` keys are not targets (they are
     per-request goodput bounds, :func:`infergap.cli.bench.parse_slo`). Raises UserError naming the
     bad part."""
-    from infergap.cli.bench import parse_duration_ms
-
     out = []
     for part in filter(None, (p.strip() for p in text.split(","))):
         k, _, v = part.partition("=")

@@ -106,7 +106,7 @@ def parse_dataset(text: str) -> DatasetSpec | None:
         return DatasetSpec(kind, groups=_pos_int(kv["groups"], text, "groups"),
                            prefix=_pos_int(kv["prefix"], text, "prefix"), suffix=_pos_int(kv["suffix"], text, "suffix"))
     # multi-turn
-    from infergap.cli.bench import parse_duration_ms
+    from infergap.bench.slo import parse_duration_ms
 
     if rest.strip().isdigit():
         kv = {"turns": rest.strip()}

@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from infergap.bench.slo import parse_duration_ms
 from infergap.cli import app
 from infergap.errors import UserError
-
-_DUR = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(us|ms|s)?\s*$")
-
-
-def parse_duration_ms(text: str, what: str) -> float:
-    """``2s`` → 2000.0, ``50ms`` → 50.0, ``250us`` → 0.25, bare numbers are ms."""
-    m = _DUR.match(text)
-    if not m:
-        raise UserError(f"{what} {text!r}: expected a duration like 2s, 50ms or 250us")
-    v = float(m.group(1))
-    return v * {"us": 1e-3, "ms": 1.0, "s": 1e3, None: 1.0}[m.group(2)]
 
 
 def parse_slo(text: str):
