@@ -33,7 +33,7 @@ from infergap.errors import UserError
 
 REL_TOL = 0.10
 """Bisection stops when the failing load is within 10 % of the passing one."""
-MAX_PROBES = 12
+MAX_PROBES = 16
 MAX_ERROR_RATE = 0.01
 """A trial with more than 1 % failed requests fails the SLO (the same budget as the bench's)."""
 MAX_DOUBLINGS = 16
@@ -187,55 +187,34 @@ class Search:
         self.result.probes.append(pr)
         return pr
 
+    def _next(self, load: float, lo: float | None, hi: float | None) -> float | None:
+        """The next load: double (no failure yet), halve (no pass yet), else bisect; ``None`` when
+        the bracket is tight enough or cannot move."""
+        if hi is None:
+            nxt = self._round(load * 2)
+            return nxt if nxt <= self.max_load and nxt != load else None
+        if lo is None:
+            nxt = self._round(load / 2)
+            return nxt if nxt != load and (self.integer or nxt >= 1e-3) else None
+        if hi / lo <= 1 + REL_TOL or (self.integer and hi - lo <= 1):
+            return None
+        mid = self._round(math.sqrt(lo * hi) if not self.integer else (lo + hi) / 2)
+        return None if mid in (lo, hi) else mid
+
     def __iter__(self):
-        lo = hi = None
-        lo_probe = hi_probe = None
-        load = self._round(self.start)
-        first = yield from self._probe(load)
-        if first is None:
-            return self._finish(lo, hi, lo_probe, hi_probe, "interrupted")
-        if first.passed:
-            lo, lo_probe = load, first
-            for _ in range(MAX_DOUBLINGS):
-                nxt = self._round(load * 2)
-                if nxt > self.max_load:
-                    break
-                load = nxt
-                pr = yield from self._probe(load)
-                if pr is None:
-                    return self._finish(lo, hi, lo_probe, hi_probe, "interrupted")
-                if pr.passed:
-                    lo, lo_probe = load, pr
-                else:
-                    hi, hi_probe = load, pr
-                    break
-        else:
-            hi, hi_probe = load, first
-            for _ in range(MAX_DOUBLINGS):
-                nxt = self._round(load / 2)
-                if nxt == load or (not self.integer and nxt < 1e-3):
-                    break
-                load = nxt
-                pr = yield from self._probe(load)
-                if pr is None:
-                    return self._finish(lo, hi, lo_probe, hi_probe, "interrupted")
-                if pr.passed:
-                    lo, lo_probe = load, pr
-                    break
-                hi, hi_probe = load, pr
-        while lo is not None and hi is not None and len(self.result.probes) < MAX_PROBES:
-            if hi / lo <= 1 + REL_TOL or (self.integer and hi - lo <= 1):
-                break
-            mid = self._round(math.sqrt(lo * hi) if not self.integer else (lo + hi) / 2)
-            if mid in (lo, hi):
-                break
-            pr = yield from self._probe(mid)
+        lo = hi = lo_probe = hi_probe = None
+        load: float | None = self._round(self.start)
+        steps = 0
+        while load is not None and len(self.result.probes) < MAX_PROBES and steps < MAX_PROBES + 2 * MAX_DOUBLINGS:
+            steps += 1
+            pr = yield from self._probe(load)
             if pr is None:
                 return self._finish(lo, hi, lo_probe, hi_probe, "interrupted")
-            if pr.passed:
-                lo, lo_probe = mid, pr
-            else:
-                hi, hi_probe = mid, pr
+            if pr.passed and (lo is None or load > lo):
+                lo, lo_probe = load, pr
+            elif not pr.passed and (hi is None or load < hi):
+                hi, hi_probe = load, pr
+            load = self._next(load, lo, hi)
         self._finish(lo, hi, lo_probe, hi_probe, None)
 
     def _finish(self, lo, hi, lo_probe: Probe | None, hi_probe: Probe | None, stopped: str | None) -> None:
