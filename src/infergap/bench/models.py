@@ -12,6 +12,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from infergap.bench.engine_metrics import EngineSummary, Explanation
+from infergap.bench.slo import Capacity, SLOTarget
+from infergap.bench.workloads import WorkloadStats
+
 SCHEMA = "infergap.bench/1"
 
 #: Where a token count came from. ``usage``: the server's own ``usage`` object; ``tokenizer``: the
@@ -67,6 +71,11 @@ class BenchSettings(BaseModel):
     tokenizer: str | None = None
     #: Failure budget: a point whose failed / sent requests exceeds it is invalid (0.01 = 1 %).
     max_error_rate: float = 0.01
+    time_scale: float = 1.0
+    max_duration_s: float | None = None
+    token_scale: float = 1.0
+    slo_targets: list[SLOTarget] = Field(default_factory=list)
+    search: Literal["rate", "concurrency"] | None = None
 
 
 class ClientHealth(BaseModel):
@@ -172,6 +181,9 @@ class PointResult(BaseModel):
     unstable_metrics: list[str] = Field(default_factory=list)
     client_bound: bool = False
     telemetry: TelemetrySummary | None = None
+    engine: EngineSummary | None = None
+    workload: WorkloadStats | None = None
+    explanation: Explanation | None = None
     error: str | None = None
     #: Totals over the trials (warm-up excluded); ``errors`` is failed requests by kind.
     requests: int = 0
@@ -251,6 +263,7 @@ class BenchResult(BaseModel):
     definitions: dict[str, str] = Field(default_factory=dict)
     points: list[PointResult] = Field(default_factory=list)
     connections: ConnectionHealth = Field(default_factory=ConnectionHealth)
+    capacity: Capacity | None = None
     interrupted: bool = False
     error: str | None = None
 
