@@ -222,7 +222,7 @@ def bench(
         typer.echo(f"infergap: error: {result.error} (partial results written)", err=True)
         raise typer.Exit(1)
     bad = result.invalid_points
-    if bad:
+    if bad and settings.search is None:  # a capacity search drives load past failure on purpose
         from infergap.bench.metrics import likely_cause
 
         errors: dict[str, int] = {}
