@@ -114,6 +114,8 @@ _DMESG = re.compile(r"^\[\s*\d+\.\d{3,6}\] |^\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ ke
 #: Kernel messages pasted without a timestamp (``NVRM: Xid …``, ``AMD-Vi: Event logged …``), or
 #: behind another prefix (``kern: warning: [2026-…]: NVRM: …``).
 _KERNEL_MSG = re.compile(r"(?:^|[\s:\]])(?:NVRM: |AMD-Vi: |DMAR: |pcieport \S+: AER: |nvidia-modeset: ERROR)")
+#: A "package version" line of a listing pasted without ``pip list``'s header (``torch 2.3.0+cu118``).
+_PKGVER = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]*\s+v?\d+\.\d+[\w.+!\-]*$")
 #: Lines of a Python traceback (the header, a frame, an exception line).
 _TRACEBACK = re.compile(r"^(?:Traceback \(most recent call last\):|\s+File \"[^\"]+\", line \d+|(?:\[rank\d+\]: )?(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): \S|nccl\w+Error: |ncclInvalidUsage: |Last error:$)")
 
@@ -331,6 +333,8 @@ def _close(seg: _Seg, end: int) -> tuple[str | None, frozenset[str]]:
             kind = "traceback" if logs.get("traceback", 0) >= logs.get("fragment", 0) else "fragment"
         elif seg.hint and seg.content:
             kind = seg.hint
+        elif seg.counts.get("_pkgver", 0) >= 2 and 2 * seg.counts["_pkgver"] >= seg.content:
+            kind = "pip_text"  # "torch 2.3.0+cu118" lines without pip's header
     if kind is None:
         return None, frozenset()
     kinds = {kind}
@@ -424,6 +428,8 @@ def scan_file(path: str | Path) -> tuple[list[EvidencePart], list[Unrecognized]]
                     seg.vvv += 1
                 elif seg.kind == "nvsmi_nvlink" and s.startswith("Link "):
                     seg.counts["_link"] += 1
+                elif seg.kind is None and _PKGVER.match(s):
+                    seg.counts["_pkgver"] += 1
                 elif seg.kind in ("nvsmi_p2p", "nvsmi_topo"):
                     if "= Status Ok" in s or s.startswith("CNS"):
                         seg.counts["_p2p_legend"] += 1

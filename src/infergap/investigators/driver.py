@@ -80,8 +80,22 @@ def _persistence(ctx: Context) -> list[Finding]:
     return out
 
 
+def _known_issues(ctx: Context) -> Finding | None:
+    """``driver.version``: the driver version (host facts or pasted ``nvidia-smi``, ``collect_env``,
+    ``sglang.check_env``) checked against the known-bad driver versions of ``signatures.yaml``."""
+    from infergap.evidence.versions import memo_versions, version_finding
+
+    sv = memo_versions(ctx.snap, ctx.facts)
+    if "driver" not in sv.versions:
+        return None
+    ver, src = sv.versions["driver"]
+    return version_finding("driver.version", NAME, [("driver", ver)], src, None, sv.gpu_sm)
+
+
 def investigate(ctx: Context) -> list[Finding]:
-    """driver.cuda_compat, gpu.persistence_mode (per GPU). Nothing when there is no NVIDIA GPU."""
+    """driver.cuda_compat, driver.version, gpu.persistence_mode (per GPU). Without an NVIDIA GPU
+    or driver on the host, only ``driver.version`` of a driver named in pasted evidence."""
+    known = _known_issues(ctx)
     if not ctx.facts.gpus() and ctx.facts.driver_version() is None:
-        return []
-    return [_cuda_compat(ctx), *_persistence(ctx)]
+        return [known] if known else []
+    return [f for f in (_cuda_compat(ctx), known) if f is not None] + _persistence(ctx)

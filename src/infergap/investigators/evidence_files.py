@@ -55,6 +55,15 @@ def _merge(into: dict[tuple[str, str], Finding], new: Finding) -> None:
     into[key] = merged
 
 
+def _read_elsewhere(sig: Signature, snap: Any, part: Any) -> bool:
+    """Whether the investigator named by ``read_by`` reads this part (and so reports the line)."""
+    if not sig.read_by or not part.kinds & _READER_KINDS[sig.read_by]:
+        return False
+    if sig.read_by == "nccl_log":
+        return any(p is part for p, _ in nccl_logs(snap))
+    return True
+
+
 def _condition(sig: Signature, snap: Any, part: Any, hits: dict[str, SignatureHit], ctx: Any) -> bool:
     if sig.when is None:
         return True
@@ -134,7 +143,7 @@ def investigate(ctx: object) -> list[Finding]:
         hits = signature_hits(snap, part)
         for sid, hit in hits.items():
             sig = cat.by_id(sid)
-            if sig.read_by and part.kinds & _READER_KINDS[sig.read_by]:
+            if _read_elsewhere(sig, snap, part):
                 continue  # that investigator reads the line and reports it
             if not _condition(sig, snap, part, hits, ctx):
                 continue
