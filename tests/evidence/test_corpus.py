@@ -5,39 +5,18 @@ nothing unrecognised."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
+from benchmarks.diagnosis import read_cases
 from infergap.audit import run_audit
 from infergap.evidence import EvidenceSnapshot
 from infergap.findings import Status
 from tests.evidence.evidence_data import FIX
 
-_ID = re.compile(r"`([a-z][a-z0-9_]*\.[a-z0-9_.]+)`")
-_STATUS = re.compile(r"\b(actionable|ok|expected|unknown|healthy)\b")
-_SEV = re.compile(r"\b(P[012])\b")
-
 
 def corpus_rows() -> list[tuple[str, str | None, str | None, str | None]]:
-    """(file, check id, status, severity) of every corpus row."""
-    rows = []
-    cols = None
-    for line in (FIX / "ABOUT.md").read_text(encoding="utf-8").splitlines():
-        if not line.startswith("|"):
-            cols = None
-            continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if cols is None:
-            cols = [c.lower() for c in cells]
-            continue
-        if set("".join(cells)) <= set("-: ") or "expected finding" not in cols:
-            continue
-        row = dict(zip(cols, cells))
-        exp = row["expected finding"]
-        i, s, v = _ID.search(exp), _STATUS.search(exp), _SEV.search(exp)
-        rows.append((row["file"].strip("` "), i.group(1) if i else None, s.group(1) if s else None, v.group(1) if v else None))
-    return rows
+    """(file, check id, status, severity) of every corpus row (the benchmark's reader)."""
+    return [(c.file, c.check, c.status, c.severity) for c in read_cases(FIX / "ABOUT.md")]
 
 
 ROWS = corpus_rows()

@@ -21,6 +21,9 @@ from infergap.evidence.signatures import Signature, SignatureHit, catalog, scan_
 from infergap.findings import SEVERITY_ORDER, Finding, FixKind, Remedy, Severity, Status, ev
 
 NAME = "evidence"
+#: Check ids the signature catalog may yield (a test keeps signatures.yaml within them).
+SIGNATURE_CHECKS = ("container.shm", "nccl.net", "nccl.version", "gpu.p2p", "iommu.fault", "pcie.acs", "gpu.gsp", "gpu.xid",
+                    "engine.kv_pressure", "allreduce.custom", "driver.version")
 #: Kinds of part whose investigator reads a signature marked ``read_by``.
 _READER_KINDS = {"engine_log": {"sglang_log", "vllm_log"}, "nccl_log": {"nccl_log"}}
 
@@ -71,7 +74,7 @@ def _condition(sig: Signature, snap: Any, part: Any, hits: dict[str, SignatureHi
     if sig.when == "multi_node":
         return any(f.single_host is False or any(lk.transport.startswith("NET") for lk in f.links) for f in nccl)
     if sig.when == "rdma_present":
-        if "nccl.ib_open_failed" in hits or any(f.ib_devices for f in nccl):
+        if any(catalog().by_id(h).finding.id == "nccl.net" for h in hits) or any(f.ib_devices for f in nccl):
             return True
         facts = getattr(ctx, "facts", None)
         try:
