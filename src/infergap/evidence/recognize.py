@@ -392,7 +392,7 @@ def scan_file(path: str | Path) -> tuple[list[EvidencePart], list[Unrecognized]]
             if _FENCE.match(s):
                 seg = finish(line_start, pos, lineno + 1, hint=seg.hint if not seg.content else None)
                 continue
-            hint = _prompt_hint(s) if s[0] in "$#>[P" or "@" in s[:64] else False
+            hint = _prompt_hint(s) if (s[0] in "$#>[P" or "@" in s[:64]) and not s.startswith(">>>") else False
             if hint is not False:
                 seg = finish(line_start, pos, lineno + 1, hint=hint)
                 continue

@@ -22,7 +22,7 @@ from infergap.findings import SEVERITY_ORDER, Finding, FixKind, Remedy, Severity
 
 NAME = "evidence"
 #: Check ids the signature catalog may yield (a test keeps signatures.yaml within them).
-SIGNATURE_CHECKS = ("container.shm", "nccl.net", "nccl.version", "gpu.p2p", "iommu.fault", "pcie.acs", "gpu.gsp", "gpu.xid",
+SIGNATURE_CHECKS = ("driver.cuda_compat", "container.shm", "nccl.net", "nccl.version", "gpu.p2p", "iommu.fault", "pcie.acs", "gpu.gsp", "gpu.xid",
                     "engine.kv_pressure", "allreduce.custom", "driver.version")
 #: Kinds of part whose investigator reads a signature marked ``read_by``.
 _READER_KINDS = {"engine_log": {"sglang_log", "vllm_log"}, "nccl_log": {"nccl_log"}}
@@ -81,6 +81,15 @@ def _condition(sig: Signature, snap: Any, part: Any, hits: dict[str, SignatureHi
             return bool(facts and facts.rdma_devices())
         except Exception:
             return False
+    if sig.when == "peer_result_false":
+        asked = False
+        for line in part.iter_lines():
+            t = line.strip()
+            if any(c in t for c in sig.contains):
+                asked = True
+            elif asked and t in ("0", "False", "result: 0", "(0, 0)"):
+                return True
+        return False
     return False
 
 
