@@ -37,7 +37,7 @@ def _finding(sig: Signature, label: str, examples: list[str], count: int) -> Fin
     f = sig.finding
     return Finding(
         id=f.id, investigator=NAME, status=Status.actionable, subject=label, severity=f.severity, fix_kind=f.fix_kind,
-        title=f.title, evidence=[ev(label, x) for x in examples] + ([ev(label, f"{count} matching line(s)")] if count > len(examples) else []),
+        title=f.title.replace("{count}", str(count)), evidence=[ev(label, x) for x in examples] + ([ev(label, f"{count} matching line(s)")] if count > len(examples) else []),
         impact=" ".join(sig.why.split()),
         remedy=Remedy(commands=list(f.fix), revert=list(f.revert), note=f.note),
         references=list(sig.sources), details={"signatures": [sig.id], "lines": count})
