@@ -25,7 +25,7 @@ def test_catalog_holds_the_field_signatures_with_sources():
         assert s.finding.id in SIGNATURE_CHECKS and s.finding.id in known, s.id
         assert s.why.strip() and s.finding.title.strip(), s.id
     comps = {s.version.component for s in cat.signatures if s.version}
-    assert {"nccl", "nccl_cuda", "driver"} <= comps
+    assert {"nccl", "nccl_cuda", "driver", "torch", "vllm", "sglang"} <= comps
 
 
 @pytest.mark.parametrize("text,problem", [
@@ -60,6 +60,9 @@ def test_version_ranges():
     (s, sure), = version_issues("nccl", "2.25.1", {120})
     assert s.id == "nccl.2_25_sm120" and sure
     assert version_issues("nccl", "2.25.1", {90}) == []
+    assert [s.id for s, _ in version_issues("sglang", "0.3.3")] == ["sglang.0_3_3_critical_fixes"]
+    assert version_issues("sglang", "0.3.3.post1") == [] and version_issues("vllm", "0.6.2") == []
+    assert [s.id for s, _ in version_issues("torch", "2.0.0+cu118", {120})] == ["torch.pre27_sm120"]
     (_, sure), = version_issues("nccl", "2.25.1", set())
     assert not sure  # the GPUs are not known: the caller says unknown, not ok
 

@@ -115,10 +115,11 @@ def _nccl_env(ctx: Context) -> Finding:
 VERSION_COMPONENTS = ("torch", "cuda", "vllm", "sglang", "nvidia-nccl-cu11", "nccl")
 
 
-def _known_versions(ctx: Context) -> list[Finding]:
+def _known_versions(ctx: Context, skip: set[str] = frozenset()) -> list[Finding]:
     """The stack's versions (host pip list and torch probe, pasted ``pip``, ``collect_env``,
     ``sglang.check_env``) checked against the known-bad versions of ``signatures.yaml``: one
-    finding per finding id a matching entry yields, and ``runtime.versions`` ok for the rest."""
+    finding per finding id a matching entry yields (except ids in ``skip``, already decided from
+    the host itself), and ``runtime.versions`` ok for the rest."""
     from infergap.evidence.common import nccl_logs
     from infergap.evidence.signatures import version_issues
     from infergap.evidence.versions import memo_versions, version_finding
@@ -131,7 +132,7 @@ def _known_versions(ctx: Context) -> list[Finding]:
     matched: dict[str, list[tuple[str, str, str]]] = {}
     rest = []
     for comp, ver, src in checks:
-        ids = {s.finding.id for s, _ in version_issues(comp, ver, sv.gpu_sm)}
+        ids = {s.finding.id for s, _ in version_issues(comp, ver, sv.gpu_sm)} - set(skip)
         for fid in ids:
             matched.setdefault(fid, []).append((comp, ver, src))
         if not ids:
@@ -145,4 +146,5 @@ def _known_versions(ctx: Context) -> list[Finding]:
 def investigate(ctx: Context) -> list[Finding]:
     """runtime.stack, runtime.torch_arch, nccl.env, runtime.versions (and the findings of
     known-bad versions)."""
-    return [f for f in (_stack(ctx), _arch(ctx), _nccl_env(ctx)) if f is not None] + _known_versions(ctx)
+    base = [f for f in (_stack(ctx), _arch(ctx), _nccl_env(ctx)) if f is not None]
+    return base + _known_versions(ctx, {f.id for f in base})
