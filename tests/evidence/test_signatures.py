@@ -80,3 +80,43 @@ def test_line_matching():
     assert hits["pip.nvidia_nccl_cu11_listed"].count == 1  # the listing line, not the Requires line
     assert xid_signature(31).finding.severity.value == "P1" and xid_signature(79).finding.severity.value == "P0"
     assert xid_signature(999) is None
+
+
+def test_old_nccl_format_is_read():
+    """NCCL 2.2/2.3 lines (``host:pid:tid [dev] INFO Ring 00 : …``, no ``NCCL`` word), as pasted in
+    https://github.com/pytorch/pytorch/issues/7019, give ranks and transports."""
+    from infergap.evidence.nccl import parse_nccl_log
+    from infergap.evidence.recognize import log_kinds
+
+    lines = [
+        "gpu-host:13802:13802 [1] misc/ibvwrap.cu:61 WARN Failed to open libibverbs.so[.1]",
+        "gpu-host:13802:13802 [1] INFO Using internal Network Socket",
+        "NCCL version 2.2.13+cuda9.2",
+        "gpu-host:13802:13802 [0] INFO comm 0xb25bf840 rank 0 nranks 2",
+        "gpu-host:13802:13802 [1] INFO Ring 00 :    0   1",
+        "gpu-host:13802:13802 [0] INFO Ring 00 : 0[0] -> 1[1] via P2P/direct pointer",
+        "gpu-host:13802:13802 [1] INFO Ring 00 : 1[1] -> 0[0] via P2P/direct pointer",
+        "gpu-host:11:11 [0] INFO Ring 01 : 0[1a000] -> 1[1b000] via direct shared memory",
+    ]
+    assert all(log_kinds(ln) == ("nccl_log",) for ln in lines if ln[0] != "N")
+    f = parse_nccl_log(lines)
+    assert f.version == "2.2.13" and f.cuda == "9.2"
+    assert f.transports == {"P2P/direct": 2, "SHM": 1}
+
+
+def test_acsctl_grep_fragments_count_functions(tmp_path):
+    """``lspci -vvv | grep -i acsctl`` pasted tab-indented without device headers (as in
+    https://github.com/NVIDIA/nccl/issues/629): recognised, and the finding counts the functions."""
+    from types import SimpleNamespace
+
+    from infergap.evidence import EvidenceSnapshot
+    from infergap.investigators import evidence_files
+
+    p = tmp_path / "acs.txt"
+    p.write_text("\t\tACSCtl:\tSrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-\n"
+                 "\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-\n"
+                 "\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-\n")
+    snap = EvidenceSnapshot(None, [p])
+    assert not snap.unrecognized()
+    (f,) = [x for x in evidence_files.investigate(SimpleNamespace(snap=snap)) if x.id == "pcie.acs"]
+    assert f.status.value == "actionable" and "2 PCIe function(s)" in f.title and "no device headers" in f.title

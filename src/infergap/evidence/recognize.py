@@ -101,7 +101,7 @@ _REPEATING = {"lspci", "sysctl_all", "pip_freeze", "ulimit", "nvsmi_nvlink", "cm
 _CONTINUES = {"lspci_vvv": {"lspci"}, "collect_env": {"pip_freeze", "collect_env"}, "nvsmi_topo": {"nvsmi_p2p"}, "check_env": {"pip_freeze", "env"}}
 
 # -- log line shapes (tested on the cleaned line) ----------------------------------------------
-_NCCL = re.compile(r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b|^NCCL version \d")
+_NCCL = re.compile(r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b|^NCCL version \d|^\S+:\d+:\d+ \[\d+\] (?:INFO|WARN) ")
 _SGLANG_START = re.compile(r"\[(?:TP|DP|PP|EP)\d+(?: (?:TP|DP|PP|EP)\d+)*\] |\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[ ,]\S[^\]]*)?\] |\[\d\d:\d\d:\d\d(?: [A-Z]{2}\d+)*\] ")
 _SGLANG_WORDS = ("server_args=ServerArgs(", "sglang.launch_server", "Decode batch. #running-req", "Decode batch, #running-req",
                  "Prefill batch. #new-seq", "Prefill batch, #new-seq")
@@ -265,7 +265,7 @@ def log_kinds(line: str) -> tuple[str, ...]:
     """
     s = line.lstrip()
     out = []
-    if "NCCL" in s and _NCCL.search(s):
+    if ("NCCL" in s or "INFO" in s or "WARN" in s) and _NCCL.search(s):
         out.append("nccl_log")
     c = s[:1]
     if (c == "[" and _SGLANG_START.match(s)) or any(w in s for w in _SGLANG_WORDS) or ("batch" in s and _SGLANG_SCHED.search(s)):
