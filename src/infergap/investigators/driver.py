@@ -43,8 +43,9 @@ def _cuda_compat(ctx: Context) -> Finding:
     stack = _stack_cuda(ctx)
     evs = evidence(dv, cv, stack and (stack[1], f"stack built for CUDA {stack[0]}"))
     if stack is None:
-        return finding(cid, NAME, Status.ok, f"Driver {dv.value}" + (f" (CUDA {cv.value})" if cv else ""), evidence_=evs,
-                       impact="No CUDA build of the Python stack was captured to compare with.")
+        return unknown(cid, NAME, f"Driver {dv.value}" + (f" (CUDA {cv.value})" if cv else "") + ": the CUDA the serving stack was built for is not captured",
+                       "Compatibility needs the stack's CUDA build: python -c 'import torch; print(torch.version.cuda)' "
+                       "(or pip list of the serving environment).", evidence_=evs)
     major = _ver(stack[0])[0]
     need = MIN_DRIVER.get(major)
     have = _ver(dv.value)
