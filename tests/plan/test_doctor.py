@@ -121,7 +121,7 @@ def test_bad_url_is_one_line(tmp_path):
 
 @pytest.mark.slow
 def test_plan_reads_a_live_server(llama_server):
-    r = subprocess.run([sys.executable, "-m", "infergap", "plan", "--server", llama_server.url, "--format", "json"], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "infergap", "plan", "--url", llama_server.url, "--format", "json"], capture_output=True,
                        text=True, timeout=60, env=_env(), stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr
     plan = json.loads(r.stdout)
