@@ -49,7 +49,9 @@ def _check_only(only: set[str], findings: list[Any]) -> None:
     """Refuse ``--only`` ids that no finding of the audit has, listing the ids that can be fixed."""
     from infergap.errors import UserError
 
-    known = {f.id for f in findings}
+    from infergap.checks import matching
+
+    known = {f.id for f in findings} | {c.id for c in matching(None)}
     unknown = sorted(only - known)
     if not unknown:
         return
