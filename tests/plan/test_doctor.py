@@ -127,4 +127,5 @@ def test_plan_reads_a_live_server(llama_server):
     plan = json.loads(r.stdout)
     assert next(s for s in plan["stages"] if s["name"] == "server")["status"] == "given"
     assert plan["facts"]["engine.name"]["value"] == "llama.cpp" and plan["facts"]["engine.name"]["source"].startswith("GET ")
-    assert plan["unknowns"] and all(u["command"].startswith("infergap ") for u in plan["unknowns"])
+    assert plan["unknowns"] and all(u["command"].startswith("infergap ") or "--evidence" in u["command"] for u in plan["unknowns"])
+    assert not any("infergap plan --url" in u["command"] for u in plan["unknowns"])  # never asks for what it was given

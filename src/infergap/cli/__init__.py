@@ -37,7 +37,7 @@ def usage_line(e: Exception, command: str | None = None) -> str:
     if isinstance(e, _cx.MissingParameter) and e.param is not None:
         names = getattr(e.param, "opts", None) or [e.param.name or "?"]
         kind = "option" if getattr(e.param, "param_type_name", "option") == "option" else "argument"
-        name = names[0] if kind == "option" else (e.param.human_readable_name if hasattr(e.param, "human_readable_name") else names[0])
+        name = names[0] if kind == "option" else (getattr(e.param, "metavar", None) or names[0].upper())
         return f"{where}{name} is required"
     if isinstance(e, _cx.BadParameter) and e.param is not None:
         if getattr(e.param, "param_type_name", "") == "argument":
