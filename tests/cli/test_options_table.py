@@ -35,11 +35,18 @@ def readme_table() -> list[tuple[set[str], set[str], str]]:
 
 
 def code_options() -> dict[str, list[tuple[str, set[str], str]]]:
-    """Per command (the root group as ``infergap``): (primary long name, all spellings, help) of
-    each visible option."""
+    """Per command (the root group as ``infergap``, a nested one as ``fleet audit``): (primary
+    long name, all spellings, help) of each visible option."""
     group = typer.main.get_command(app)
     out: dict[str, list[tuple[str, set[str], str]]] = {}
-    cmds = {"infergap": group, **group.commands}
+    cmds: dict[str, object] = {"infergap": group}
+
+    def walk(prefix: str, g: object) -> None:  # nested groups: "fleet audit"
+        for sub_name, sub in getattr(g, "commands", {}).items():
+            cmds[f"{prefix}{sub_name}"] = sub
+            walk(f"{prefix}{sub_name} ", sub)
+
+    walk("", group)
     for name, cmd in cmds.items():
         if getattr(cmd, "hidden", False):
             continue

@@ -107,6 +107,10 @@ def test_roofline_edges_are_accepted():
     (["fix", "--concurrency", "0"], "--concurrency 0", ["at least 1"]),
     (["fix", "--trials", "1"], "--trials 1", ["at least 2"]),
     (["doctor", "--url", NOWHERE, "--gpus", "0"], "--gpus 0", ["at least 1"]),
+    (["fleet", "audit", "--snapshots", "x", "--tolerance", "nan"], "--tolerance nan", ["finite"]),
+    (["fleet", "audit", "--snapshots", "x", "--tolerance", "2"], "--tolerance 2", ["at most 0.9"]),
+    (["fleet", "audit", "--snapshots", "x", "--timeout", "0"], "--timeout 0", ["at least 1"]),
+    (["fleet", "audit", "--snapshots", "x", "--workers", "-1"], "--workers -1", ["at least 0"]),
 ])
 def test_other_commands(args, option, words, tmp_path):
     refused(run_cli(*args, "--db", str(tmp_path / "ledger.sqlite3")), option, *words)

@@ -13,7 +13,7 @@ from infergap.cli.options import db_option, format_option
 
 @app.command()
 def history(
-    kind: str = typer.Option(None, "--kind", help="Only runs of this kind: audit, bench, roofline, plan, fix."),
+    kind: str = typer.Option(None, "--kind", help="Only runs of this kind: audit, bench, roofline, plan, fix, fleet."),
     host: str = typer.Option(None, "--host", help="Only runs of this host (fingerprint prefix or name)."),
     limit: int = typer.Option(50, "--limit", metavar="N", parser=v.number(integer=True, ge=1, le=1_000_000), help="Show at most this many runs, newest first."),
     fmt: ListFmt = format_option(ListFmt.text, "text or json (id, kind, created_at, host, host_name, status, what)"),
@@ -55,24 +55,33 @@ def compare(
     fmt: ListFmt = format_option(ListFmt.text, "text or json"),
     db: Path = db_option(),
 ) -> None:
-    """Compare two runs of one kind: audits finding by finding, benches point by point. Warns when
-    the two audits describe different hosts."""
-    from infergap.ledger import AuditDiff, Ledger, compare_runs
+    """Compare two runs of one kind: audits finding by finding, fleet runs node by node, benches
+    point by point. Warns when the two audits describe different hosts."""
+    from infergap.ledger import AuditDiff, Ledger, LedgerError, compare_runs
 
     with Ledger(db) as ledger:
         a, b = ledger.get(run_a), ledger.get(run_b)
-        diff = compare_runs(a, b)
-    other_host = a.kind == "audit" and a.host != b.host
-    if other_host:
+        if a.kind == "fleet" and b.kind == "fleet":
+            from infergap.fleet.compare import compare_fleets
+
+            if not isinstance(a.payload, dict) or not isinstance(b.payload, dict):
+                raise LedgerError(f"compare: run {a.id if not isinstance(a.payload, dict) else b.id} has no JSON object payload")
+            diff = compare_fleets(a.payload, b.payload)
+        else:
+            diff = compare_runs(a, b)
+    if a.kind == "audit" and a.host != b.host:
         typer.echo(f"infergap: warning: run {a.id} and run {b.id} are audits of different hosts "
                    f"({_host_label(a)} and {_host_label(b)}): differences may be the machines, not changes", err=True)
     if fmt is ListFmt.json:
+        import dataclasses
         import json
 
         doc = {"kind": a.kind, "a": a.summary(), "b": b.summary(), "same_host": a.host == b.host}
         if isinstance(diff, AuditDiff):
             doc.update(appeared=diff.appeared, disappeared=diff.disappeared,
                        changed=[{"id": cid, "subject": subj or None, "a": sa, "b": sb} for (cid, subj), sa, sb in diff.changed])
+        elif dataclasses.is_dataclass(diff):
+            doc["comparison"] = dataclasses.asdict(diff)
         else:
             doc["comparison"] = diff.model_dump(mode="json")
         typer.echo(json.dumps(doc, indent=1, ensure_ascii=False))
@@ -90,6 +99,12 @@ def compare(
             typer.echo(f"  ~ {cid}{(' ' + subj) if subj else ''}: {sa} → {sb}")
         if not (diff.appeared or diff.disappeared or diff.changed):
             typer.echo("  no finding appeared, disappeared or changed status")
+        return
+    from infergap.fleet.compare import FleetDiff, diff_lines
+
+    if isinstance(diff, FleetDiff):
+        for line in diff_lines(diff):
+            typer.echo(line)
         return
     from infergap.render.bench import comparison_text
 
