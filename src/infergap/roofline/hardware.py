@@ -46,6 +46,12 @@ class GpuSpec(BaseModel):
     smem_per_block_KB: float | None = None
     nvlink_GBps: float = 0
     pcie_gen: int = 4
+    sm: int | None = None
+    pci_device_ids: list[str] = []
+    p2p: str | None = None
+    nvlink_layout: str | None = None
+    nvlink_group: int | None = None
+    topology_source: str | None = None
     source: str
     measured: MeasuredCeiling | None = None
 
@@ -81,10 +87,12 @@ class Hardware(BaseModel):
     @property
     def link_GBps(self) -> float:
         """Per-direction GPU-to-GPU link bandwidth: NVLink total / 2, else PCIe x16 of the GPU's
-        generation (gen4 32 GB/s, gen5 63 GB/s per direction; PCI-SIG base specifications)."""
+        generation (``data/pcie.yaml``: gen4 31.5 GB/s, gen5 63 GB/s per direction)."""
+        from infergap.gpudata import pcie_x16_GBps
+
         if self.gpu.nvlink_GBps:
             return self.gpu.nvlink_GBps / 2
-        return {3: 16.0, 4: 32.0, 5: 63.0, 6: 126.0}.get(self.gpu.pcie_gen, 32.0)
+        return pcie_x16_GBps(self.gpu.pcie_gen) or pcie_x16_GBps(4) or 31.5
 
     def flops_per_s(self, precision: str) -> float:
         """Dense tensor FLOP/s of one GPU at ``precision`` (bf16|fp8|fp4), falling back to the next
