@@ -288,15 +288,19 @@ def _unidentified(ctx: Context) -> Finding | None:
         named[f.bdf] = f"{name} [{(f.vendor or 0):04x}:{(f.device or 0):04x}]" + (f" ({cls})" if cls else "")
         if f.vendor is not None and db.vendor_name(f.vendor) is None:
             unknown_ids.append(f.bdf)
-    evs = evidence(*[(f"files/sys/bus/pci/devices/{b}", n) for b, n in named.items() if any(b in x for x in notes)][:4],
-                   ("system pci.ids", db.path or "not installed"))
+    listing = sorted({f.source.rsplit("/", 1)[0] if f.listed_in is None else f.listed_in for f in funcs.values()})
+    evs = evidence(*[(funcs[b].source, n) for b, n in named.items() if any(b in x for x in notes)][:4],
+                   *[(s, f"{len(funcs)} PCI functions") for s in listing[:2]], ("system pci.ids", db.path or "not installed"))
     if not db.vendors:
         return unknown(cid, NAME, "PCI names: no pci.ids database installed", "Install the pci.ids package (Debian: pci.ids) to name devices.", evidence_=evs)
     if unknown_ids:
         return finding(cid, NAME, Status.unknown, f"{len(unknown_ids)} PCI function(s) of an unknown vendor: {', '.join(named[b] for b in unknown_ids[:4])}",
                        evidence_=evs, details={"devices": named}, impact="Not in the installed pci.ids; look the id up before guessing what it is.")
     unk_dev = [b for b in named if "unknown device" in named[b]]
-    title = f"All {len(named)} PCI functions identified" + (f" ({len(unk_dev)} by vendor and class only)" if unk_dev else "")
+    by_data = [b for b in named if funcs[b].vendor == NVIDIA and funcs[b].device is not None and db.device_name(NVIDIA, funcs[b].device) is None
+               and device_name(funcs[b].device)]
+    title = f"All {len(named)} PCI functions identified" + (f" ({len(unk_dev)} by vendor and class only)" if unk_dev else "") \
+        + (f"; {len(by_data)} NVIDIA device(s) newer than the system pci.ids named from infergap's GPU data" if by_data else "")
     if notes:
         title += "; " + "; ".join(notes)
     return finding(cid, NAME, Status.ok, title, evidence_=evs, details={"devices": named})
