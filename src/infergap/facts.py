@@ -707,3 +707,34 @@ class Facts:
     def gpu_functions(self) -> list[PciFunction]:
         """PCI functions of NVIDIA GPUs (sysfs), ordered by BDF."""
         return [f for f in self.pci_functions().values() if f.is_gpu]
+
+
+_REAL_BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+
+
+def other_host(base: Snapshot, pasted: Snapshot) -> str | None:
+    """Why the GPUs of ``pasted`` (evidence files alone) cannot be ``base``'s (this machine or a
+    snapshot), or None when they may be. Pasted evidence of another host (a bug report read on a
+    laptop) is audited as its own host instead of being merged into this one.
+
+    Compared, in order: GPUs in the evidence and none here; PCI addresses none of which is here;
+    product names none of which is here; the GPU count, when the evidence names GPUs only by index
+    (``nvidia-smi topo -m``)."""
+    ev = Facts(pasted).gpus()
+    if not ev:
+        return None
+    here = "this machine" if getattr(base, "kind", None) == "live" else (getattr(base, "label", "") or "the snapshot")
+    mine = Facts(base).gpus()
+    names = sorted({g.name for g in ev if g.name and g.name != "unknown device"})
+    what = f"{len(ev)} GPU(s)" + (f" ({', '.join(names)})" if names else "")
+    if not mine:
+        return f"the evidence describes {what}; {here} has no NVIDIA GPU"
+    addr = {g.bdf for g in ev if _REAL_BDF.fullmatch(g.bdf)}
+    if addr and not addr & {g.bdf for g in mine}:
+        return f"the evidence describes {what} at PCI addresses {here} does not have"
+    my_names = {g.name for g in mine if g.name and g.name != "unknown device"}
+    if names and my_names and not set(names) & my_names:
+        return f"the evidence describes {what}; {here} has {', '.join(sorted(my_names))}"
+    if not addr and len(ev) != len(mine):
+        return f"the evidence describes {what}; {here} has {len(mine)}"
+    return None

@@ -209,3 +209,46 @@ def test_healthy_h200_pair_has_no_weak_p2(h200x2):
     sb = one(r, "net.socket_buffers")
     assert sb.status == Status.not_applicable and any(e.source == "probes/active.json (NCCL log)" for e in sb.evidence)
     assert one(r, "kernel.sched_autogroup").status == Status.expected
+
+
+# -- kind 6: evidence of another host -----------------------------------------------------------
+
+
+def test_paste_of_another_host_is_audited_on_its_own():
+    from infergap.evidence.snapshot import open_with_evidence
+
+    snap = open_with_evidence(HOSTS / "h200-1gpu", [EV / "nvsmi-libc6shim14-rtx5070.txt"])
+    try:
+        assert snap.other_host and "RTX 5070" in snap.other_host and "PCI addresses" in snap.other_host
+        r = run_audit(snap)
+    finally:
+        snap.close()
+    assert "audited as its own host" in r.host["snapshot"]["label"]
+    assert [g["name"] for g in r.host["gpus"]] == ["NVIDIA GeForce RTX 5070"]
+    assert not r.get("gpu.present")
+
+
+def test_paste_of_the_same_host_is_merged():
+    from infergap.evidence.snapshot import open_with_evidence
+
+    snap = open_with_evidence(HOSTS / "h200-1gpu", [HOSTS / "h200-1gpu" / "cmds" / "nvsmi_q.out"])
+    try:
+        assert snap.other_host is None and snap.base is not None
+    finally:
+        snap.close()
+
+
+def test_cli_paste_on_a_machine_without_that_gpu(cli):
+    """On the machine running the tests (no RTX 5070 here), a pasted RTX 5070 table is its own host,
+    not "no NVIDIA GPU" over it."""
+    p = cli("audit", "--evidence", str(EV / "nvsmi-libc6shim14-rtx5070.txt"))
+    assert p.returncode == 0, p.stderr
+    head = p.stdout.splitlines()[0]
+    assert "audited as its own host" in head and "RTX 5070" in head
+    assert "No NVIDIA GPU" not in p.stdout
+
+
+def test_pcie_switch_told_apart_from_nvswitch():
+    f = one(audit_files(EV / "lspci-torchipc17-plx.txt"), "pci.unidentified")
+    assert "PLX PCIe switch ports, not NVSwitches" in f.title
+    assert all("NVSwitch" not in v.split("—")[0] for v in f.details["devices"].values())

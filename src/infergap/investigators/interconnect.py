@@ -271,21 +271,24 @@ def _unidentified(ctx: Context) -> Finding | None:
     named, unknown_ids, notes = {}, [], []
     for f in funcs.values():
         cls = db.class_name(f.class_code) if f.class_code is not None else None
+        text = f.lspci.description if f.vendor is None and f.lspci is not None else ""
         if f.bdf in gpu_names and gpu_names[f.bdf] and gpu_names[f.bdf] != "unknown device":
             name = gpu_names[f.bdf]
+        elif text:
+            name = text  # lspci without -nn: the name lspci read from its own pci.ids, no ids
         else:
             name = ctx.facts.pci_name(f)
-        if f.vendor == ASPEED:
+        if f.vendor == ASPEED or "ASPEED" in text:
             name += " — the BMC's video/bridge (baseboard management), benign"
             notes.append(f"{f.bdf}: ASPEED BMC, not an NVSwitch")
         elif f.vendor == NVIDIA and f.class_code is not None and f.class_code >> 8 == 0x0680:
             name += " — NVSwitch"
             notes.append(f"{f.bdf}: NVSwitch")
-        elif f.vendor == PLX and f.class_code is not None and f.class_code >> 8 == 0x0604:
+        elif (f.vendor == PLX and f.class_code is not None and f.class_code >> 8 == 0x0604) or re.search(r"PCI bridge: (?:PLX Technology|Broadcom / LSI PEX)", text):
             name += " — PCIe switch port, not an NVSwitch"
             if not any("PCIe switch" in n for n in notes):
                 notes.append("Broadcom/PLX PCIe switch ports, not NVSwitches")
-        named[f.bdf] = f"{name} [{(f.vendor or 0):04x}:{(f.device or 0):04x}]" + (f" ({cls})" if cls else "")
+        named[f.bdf] = name + (f" [{f.vendor:04x}:{(f.device or 0):04x}]" if f.vendor is not None else "") + (f" ({cls})" if cls else "")
         if f.vendor is not None and db.vendor_name(f.vendor) is None:
             unknown_ids.append(f.bdf)
     listing = sorted({f.source.rsplit("/", 1)[0] if f.listed_in is None else f.listed_in for f in funcs.values()})
@@ -297,9 +300,14 @@ def _unidentified(ctx: Context) -> Finding | None:
         return finding(cid, NAME, Status.unknown, f"{len(unknown_ids)} PCI function(s) of an unknown vendor: {', '.join(named[b] for b in unknown_ids[:4])}",
                        evidence_=evs, details={"devices": named}, impact="Not in the installed pci.ids; look the id up before guessing what it is.")
     unk_dev = [b for b in named if "unknown device" in named[b]]
+    by_text = [b for b in named if funcs[b].vendor is None]
     by_data = [b for b in named if funcs[b].vendor == NVIDIA and funcs[b].device is not None and db.device_name(NVIDIA, funcs[b].device) is None
                and device_name(funcs[b].device)]
+    if by_text and len(by_text) == len(named) and not notes:
+        return unknown(cid, NAME, f"PCI names: {len(named)} function(s) listed without vendor:device ids",
+                       "lspci without -nn prints names only; run lspci -nn (or -vvv -nn) so each device can be checked by its ids.", evidence_=evs)
     title = f"All {len(named)} PCI functions identified" + (f" ({len(unk_dev)} by vendor and class only)" if unk_dev else "") \
+        + (f" ({len(by_text)} by lspci's own names, no ids)" if by_text else "") \
         + (f"; {len(by_data)} NVIDIA device(s) newer than the system pci.ids named from infergap's GPU data" if by_data else "")
     if notes:
         title += "; " + "; ".join(notes)
