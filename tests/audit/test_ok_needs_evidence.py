@@ -9,8 +9,6 @@ capture's package list printed in those two formats.
 from __future__ import annotations
 
 import json
-import tarfile
-
 import pytest
 
 from infergap.audit import run_audit
@@ -37,14 +35,6 @@ SAMPLES = {
 MORE = ["topo-667-pxb-pix.txt", "topo-2079-rtx5880-node.txt", "lspci-torchipc17-plx.txt", "lspci-tree-club3090-859.txt",
         "nvsmi-libc6shim14-rtx5070.txt", "nvcc-risc0-2449.txt", "nccl-1537-gdr-disabled.log", "nccl-287-rtx5090-socket.log",
         "vllm-13719-custom-ar.log", "sglang-9856-server-args-wrapped.log"]
-
-
-@pytest.fixture(scope="module")
-def capture(tmp_path_factory):
-    d = tmp_path_factory.mktemp("h200x2")
-    with tarfile.open(HOSTS / "h200-2gpu-collect.tar.gz") as tf:
-        tf.extractall(d, filter="data")
-    return next(d.iterdir())
 
 
 def _sample(kind, capture, tmp_path):
@@ -81,8 +71,8 @@ def test_every_kind_has_a_sample():
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
-def test_ok_cites_the_input(kind, capture, tmp_path):
-    path = _sample(kind, capture, tmp_path)
+def test_ok_cites_the_input(kind, h200x2, tmp_path):
+    path = _sample(kind, h200x2, tmp_path)
     snap, report, bad = _oks_without_support(path)
     assert kind in {k for p in snap.parts for k in p.kinds}, [p.kind for p in snap.parts]
     assert not bad, "\n".join(bad)
@@ -94,8 +84,8 @@ def test_ok_cites_the_input_public_reports(name):
     assert not bad, "\n".join(bad)
 
 
-def test_topology_alone_says_nothing_about_throttling(capture, tmp_path):
+def test_topology_alone_says_nothing_about_throttling(h200x2, tmp_path):
     """nvidia-smi topo -m has no clock data: gpu.throttle must not be ok."""
-    _, report, _ = _oks_without_support(_sample("nvsmi_topo", capture, tmp_path))
+    _, report, _ = _oks_without_support(_sample("nvsmi_topo", h200x2, tmp_path))
     assert {f.status for f in report.get("gpu.throttle")} <= {Status.unknown}
     assert not [f for f in report.findings if f.id.startswith("gpu.") and f.status == Status.ok]

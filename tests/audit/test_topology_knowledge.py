@@ -9,8 +9,6 @@ the test changes the named values of a real output in its temporary directory an
 
 from __future__ import annotations
 
-import tarfile
-
 import pytest
 
 from infergap.audit import run_audit
@@ -21,14 +19,6 @@ from infergap.snapshot import open_snapshot
 from tests.conftest import FIXTURES, HOSTS
 
 EV = FIXTURES / "evidence"
-
-
-@pytest.fixture(scope="module")
-def h200x2(tmp_path_factory):
-    d = tmp_path_factory.mktemp("h200x2")
-    with tarfile.open(HOSTS / "h200-2gpu-collect.tar.gz") as tf:
-        tf.extractall(d, filter="data")
-    return next(d.iterdir())
 
 
 def audit_files(*paths):
