@@ -1,7 +1,7 @@
 """GPU figures (the datasheet table in ``infergap/data/gpus.yaml``) and the host's GPUs.
 
-:func:`load_hardware` turns a GPU name, an alias, an NVML product name or ``auto`` (the GPUs of a
-live host or a snapshot) into a :class:`Hardware`: the GPU's figures, how many there are, and the
+:func:`load_hardware` turns a GPU name, an alias, an NVML product name or ``auto`` (the host's GPUs,
+read by the caller) into a :class:`Hardware`: the GPU's figures, how many there are, and the
 bandwidth ceiling actually used (datasheet, measured, or the user's own figure).
 """
 
@@ -154,6 +154,7 @@ def load_hardware(
     name_or_auto: str,
     count: int | None = None,
     *,
+    host: list[HostGpu] | None = None,
     snapshot: Any = None,
     ceiling: Literal["datasheet", "measured"] = "datasheet",
     bandwidth_efficiency: float | None = None,
@@ -161,31 +162,22 @@ def load_hardware(
 ) -> Hardware:
     """Build the :class:`Hardware` for a GPU name (or ``auto``) and a count.
 
-    ``auto`` reads the GPUs of ``snapshot`` (see :func:`host_gpus`), or of the live host when
-    ``snapshot`` is None; all of them must be the same model. ``count`` defaults to the host's
+    ``auto`` takes the host's GPUs handed in as ``host`` (the caller reads them, e.g. with
+    :func:`host_gpus` on the snapshot it audits), or those of ``snapshot``; the roofline never
+    opens a snapshot itself. All of them must be the same model. ``count`` defaults to the host's
     GPU count (``auto``) or 1. ``ceiling="measured"`` uses the entry's measured figures (error if
     it has none); ``measured_bandwidth_GBps`` replaces the bandwidth outright;
     ``bandwidth_efficiency`` (0 < f <= 1) scales whichever bandwidth is in use.
-    Raises :class:`UserError` for an unknown GPU, a host without GPUs, mixed GPU models, or
-    out-of-range figures.
+    Raises :class:`UserError` for an unknown GPU, a host without GPUs, mixed GPU models, ``auto``
+    without the host's GPUs, or out-of-range figures.
     """
     host_label: str | None = None
     memory_B: int | None = None
     memory_source = "datasheet"
     if name_or_auto.strip().lower() == "auto":
-        if snapshot is None:
-            from infergap.snapshot import open_snapshot
-
-            with open_snapshot(None) as live:
-                return load_hardware(
-                    name_or_auto,
-                    count,
-                    snapshot=live,
-                    ceiling=ceiling,
-                    bandwidth_efficiency=bandwidth_efficiency,
-                    measured_bandwidth_GBps=measured_bandwidth_GBps,
-                )
-        gpus = host_gpus(snapshot)
+        if host is None and snapshot is None:
+            raise UserError("--gpu auto: the host's GPUs were not read; name one with --gpu")
+        gpus = host if host is not None else host_gpus(snapshot)
         if not gpus:
             where = getattr(snapshot, "label", "") or "this host"
             raise UserError(f"--gpu auto: no NVIDIA GPU found in {where} (no GPU in sysfs, nvidia-smi or NVML); name one with --gpu")
