@@ -2,39 +2,32 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from infergap.bench.slo import parse_duration_ms
 from infergap.cli import app
 from infergap.errors import UserError
 
-_DUR = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(us|ms|s)?\s*$")
-
-
-def parse_duration_ms(text: str, what: str) -> float:
-    """``2s`` → 2000.0, ``50ms`` → 50.0, ``250us`` → 0.25, bare numbers are ms."""
-    m = _DUR.match(text)
-    if not m:
-        raise UserError(f"{what} {text!r}: expected a duration like 2s, 50ms or 250us")
-    v = float(m.group(1))
-    return v * {"us": 1e-3, "ms": 1.0, "s": 1e3, None: 1.0}[m.group(2)]
-
 
 def parse_slo(text: str):
-    """``ttft=2s,tpot=50ms[,e2e=10s]`` → SLO. Raises UserError on an unknown key or bad value."""
+    """``ttft=2s,tpot=50ms[,e2e=10s]`` → SLO. Percentile keys (``ttft_p99=2s``) also bound each
+    request for goodput. Raises UserError on an unknown key or bad value."""
     from infergap.bench.models import SLO
 
     vals = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         k, _, v = part.partition("=")
         k = k.strip().lower()
-        if k not in ("ttft", "tpot", "e2e") or not v:
-            raise UserError(f"--slo {text!r}: expected ttft=2s,tpot=50ms[,e2e=10s]")
-        vals[f"{k}_ms"] = parse_duration_ms(v, f"--slo {k}")
+        base, _, pct = k.partition("_p")
+        if base not in ("ttft", "tpot", "e2e", "itl") or not v or (pct and pct not in ("50", "90", "95", "99")) \
+                or (base == "itl" and not pct):
+            raise UserError(f"--slo {text!r}: expected ttft=2s,tpot=50ms[,e2e=10s] or ttft_p99=2s,tpot_p99=80ms")
+        if base != "itl":
+            vals[f"{base}_ms"] = parse_duration_ms(v, f"--slo {k}")
     if not vals:
         raise UserError(f"--slo {text!r}: no bound given")
     return SLO(**vals)
@@ -148,11 +141,15 @@ def bench(
     input_len: int = typer.Option(256, "--input-len", help="Prompt length in tokens (synthetic dataset)."),
     output_len: int = typer.Option(128, "--output-len", help="max_tokens of each request."),
     len_spread: float = typer.Option(0.0, "--len-spread", help="Lengths uniform in L × (1 ± F)."),
-    dataset: str = typer.Option("random", "--dataset", help="random, or sharegpt:FILE (ShareGPT-format JSON)."),
+    dataset: str = typer.Option("random", "--dataset", help="random, sharegpt:FILE, shared-prefix:GxP+S (G groups sharing a P-token prefix, S-token suffixes), multi-turn:T[,think=1s], mooncake:FILE or azure:FILE (trace replay)."),
+    time_scale: float = typer.Option(1.0, "--time-scale", help="Trace replay: multiply the trace's arrival times (0.5 = twice as fast)."),
+    max_duration: Optional[float] = typer.Option(None, "--max-duration", help="Trace replay: only the arrivals of the first N seconds (after --time-scale)."),
+    token_scale: float = typer.Option(1.0, "--token-scale", help="Trace replay: multiply the trace's token lengths (a small test server)."),
+    search: Optional[str] = typer.Option(None, "--search", help="rate or concurrency: find the highest load meeting every --slo percentile bound (bracketing, then bisection)."),
     trials: int = typer.Option(3, "--trials", help="Repetitions of each point."),
     warmup: int = typer.Option(4, "--warmup", help="Unmeasured requests before each point."),
     seed: int = typer.Option(0, "--seed", help="Seed of the prompt lengths and arrival times."),
-    slo: Optional[str] = typer.Option(None, "--slo", help="Goodput bounds, e.g. ttft=2s,tpot=50ms."),
+    slo: Optional[str] = typer.Option(None, "--slo", help="Goodput bounds, e.g. ttft=2s,tpot=50ms; percentile bounds for --search, e.g. ttft_p99=2s,tpot_p99=80ms."),
     timeout: float = typer.Option(600.0, "--timeout", help="Per-request timeout in seconds."),
     no_stream: bool = typer.Option(False, "--no-stream", help="Non-streaming requests (no TTFT/ITL)."),
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Local tokenizer.json for exact counts when the server sends no usage."),
@@ -180,12 +177,28 @@ def bench(
         raise UserError("--num-prompts and --duration: give one, not both")
     if (num_prompts is not None and num_prompts < 1) or (duration is not None and duration <= 0) or trials < 1 or warmup < 0:
         raise UserError("--num-prompts, --duration and --trials must be positive, --warmup ≥ 0")
+    from infergap.bench import slo as slo_search
+    from infergap.bench import workloads
+
+    wl = None
     if not (dataset == "random" or dataset.startswith("sharegpt:")):
-        raise UserError(f"--dataset {dataset!r}: expected random or sharegpt:FILE")
+        wl = workloads.parse_dataset(dataset)
+    if time_scale <= 0 or token_scale <= 0 or (max_duration is not None and max_duration <= 0):
+        raise UserError("--time-scale, --token-scale and --max-duration must be positive")
+    if search not in (None, "rate", "concurrency"):
+        raise UserError(f"--search {search!r}: expected rate or concurrency")
+    targets = slo_search.parse_targets(slo) if slo else []
+    if search and not targets:
+        raise UserError("--search needs --slo with percentile bounds, e.g. --slo ttft_p99=2s,tpot_p99=80ms")
+    trace_run = wl is not None and wl.path is not None
+    if wl is not None and wl.kind == "multi-turn" and (request_rate or search == "rate"):
+        raise UserError("--dataset multi-turn runs conversations in a closed loop: use --concurrency, not a rate")
     rates = _numbers(request_rate, float, "--request-rate")
-    levels = _numbers(concurrency, int, "--concurrency") or ([] if rates else [1, 2, 4, 8, 16, 32, 64])
-    if rates and len(levels) > 1:
-        raise UserError("--concurrency with --request-rate is one cap on requests in flight, not a list")
+    levels = _numbers(concurrency, int, "--concurrency") or ([] if rates or trace_run or search else [1, 2, 4, 8, 16, 32, 64])
+    if (rates or trace_run or search == "rate") and len(levels) > 1:
+        raise UserError("--concurrency with --request-rate (or a trace) is one cap on requests in flight, not a list")
+    if search == "concurrency" and (rates or trace_run):
+        raise UserError("--search concurrency is a closed-loop search: drop --request-rate / use a non-trace dataset, or --search rate")
     for opt, path in (("--output", output), ("--plot", plot)):
         if path is not None and not path.parent.is_dir():
             raise UserError(f"{opt} {path}: directory {path.parent} does not exist")
@@ -193,11 +206,15 @@ def bench(
     settings = BenchSettings(api=api, stream=not no_stream, concurrency=levels, request_rate=rates, arrival=arrival,
                              num_prompts=num_prompts, duration_s=duration, input_len=input_len, output_len=output_len,
                              len_spread=len_spread, dataset=dataset, trials=trials, warmup=warmup, seed=seed,
-                             slo=parse_slo(slo) if slo else None, timeout_s=timeout, tokenizer=tokenizer)
+                             slo=parse_slo(slo) if slo else None, timeout_s=timeout, tokenizer=tokenizer,
+                             time_scale=time_scale, max_duration_s=max_duration, token_scale=token_scale,
+                             slo_targets=targets, search=search)
     if dataset.startswith("sharegpt:"):
         from infergap.bench.datasets import sharegpt
 
         sharegpt(dataset.split(":", 1)[1], 1, seed=seed)  # a malformed file fails before any load
+    if trace_run:
+        workloads.load_trace(wl, settings)  # a malformed trace fails before any load
     count = _load_tokenizer(tokenizer)
 
     def render_all(result) -> str:
