@@ -30,11 +30,10 @@ SAMPLES = {
     "pip_list": "cmds/pip_list", "pip_freeze": "pip_freeze", "pip_text": "pip_text", "nvcc": "cmds/nvcc", "df": "cmds/df",
     "env": "cmds/env", "torch": "cmds/torch", "collect_env": EV / "collect-env-tp3d66.txt", "dmesg": EV / "dmesg-gpuburn1-xid79.txt",
     "nccl_log": EV / "nccl-1817-shm-8gpu.log", "sglang_log": EV / "sglang-26248-kv-full.log", "vllm_log": EV / "vllm-15036-engine-config.log",
+    "check_env": EV / "sglang-1148-check-env-a800.txt", "traceback": EV / "trtllm-1625-4090d-peer.txt", "fragment": EV / "nccl-304-acs-plx.txt",
 }
-#: more public reports, each alone (other GPUs, other shapes of the same kinds)
-MORE = ["topo-667-pxb-pix.txt", "topo-2079-rtx5880-node.txt", "lspci-torchipc17-plx.txt", "lspci-tree-club3090-859.txt",
-        "nvsmi-libc6shim14-rtx5070.txt", "nvcc-risc0-2449.txt", "nccl-1537-gdr-disabled.log", "nccl-287-rtx5090-socket.log",
-        "vllm-13719-custom-ar.log", "sglang-9856-server-args-wrapped.log"]
+#: every public report of the evidence fixtures, each alone (other GPUs, other shapes of the same kinds)
+MORE = sorted(p.name for p in EV.iterdir() if p.is_file() and p.suffix != ".md")
 
 
 def _sample(kind, capture, tmp_path):
