@@ -60,6 +60,11 @@ def refused(r, option: str, *words: str) -> str:
     (["--trials", "0"], "--trials 0", ["at least 1"]),
     (["--warmup", "-1"], "--warmup -1", ["at least 0"]),
     (["--seed", "x"], "--seed x", ["whole number"]),
+    (["--api", "grpc"], "--api grpc", ["chat or completions"]),
+    (["--arrival", "burst"], "--arrival burst", ["poisson or constant"]),
+    (["--search", "fast"], "--search fast", ["rate or concurrency"]),
+    (["--time-scale", "0"], "--time-scale 0", ["greater than 0"]),
+    (["--max-duration", "nan"], "--max-duration nan", ["finite"]),
 ])
 def test_bench_numbers(args, option, words):
     refused(run_cli("bench", "--url", NOWHERE, *args, timeout=60), option, *words)
