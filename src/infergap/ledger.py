@@ -205,7 +205,7 @@ def describe_subject(kind: str, payload: Any) -> str:
         host = payload.get("host") if isinstance(payload.get("host"), dict) else {}
         snap = host.get("snapshot") if isinstance(host.get("snapshot"), dict) else {}
         label = _s(snap.get("label"))
-        parts += [label if snap.get("kind") != "live" else "this machine" + (f" ({label})" if label and label != "live" else ""),
+        parts += [label if snap.get("kind") != "live" else "this machine",
                   _s(host.get("gpu_summary"))]
     elif kind == "bench":
         env = payload.get("environment") if isinstance(payload.get("environment"), dict) else {}
