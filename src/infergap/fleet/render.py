@@ -117,7 +117,27 @@ def render_text(report: FleetReport) -> str:
             keys = ", ".join(d.key for d in by_node.get(n.node.name, []))
             out.append(f"  {n.node.name:<24} P0 {n.counts.get('P0', 0)} · P1 {n.counts.get('P1', 0)} · P2 {n.counts.get('P2', 0)}"
                        f"{'  drift: ' + keys if keys else ''}")
+        out += ["", *_text_matrix(report, {n.node.name for n in shown})]
     return "\n".join(out) + "\n"
+
+
+_TEXT_CELL = {"P0": "P0", "P1": "P1", "P2": "P2", "unknown": "?", "expected": "e", "ok": ".", "same": ".",
+              "not_applicable": "-", "absent": " ", "drift": "D"}
+
+
+def _text_matrix(report: FleetReport, names: set[str]) -> list[str]:
+    """The node × check matrix for the nodes in ``names``: columns numbered, with a legend."""
+    m = matrix(report)
+    cols = m["columns"]
+    w = max(len(n) for n in names)
+    lines = ["Node × check matrix (P0/P1/P2 actionable, ? unknown, e expected, . ok, - not applicable; * drift)",
+             " " * (w + 2) + "".join(f"{i + 1:>4}" for i in range(len(cols)))]
+    for r in m["rows"]:
+        if r["node"] in names:
+            lines.append(f"  {r['node']:<{w}}" + "".join(
+                f"{_TEXT_CELL.get(r['cells'][c]['cell'], '?') + ('*' if r['cells'][c]['drift'] else ''):>4}" for c in cols))
+    lines.append("  columns: " + ", ".join(f"{i + 1} {c}" for i, c in enumerate(cols)))
+    return lines
 
 
 def _md(text: Any) -> str:

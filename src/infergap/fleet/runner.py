@@ -230,7 +230,7 @@ def ray_stream(address: str, *, active: bool = False, timeout_s: float = DEFAULT
         init["runtime_env"] = runtime_env
     try:
         ray.init(**init)
-    except (ConnectionError, RuntimeError, ValueError) as e:
+    except Exception as e:  # ConnectionError, TimeoutError, RaySystemError …: one line either way
         where = address if address != "auto" else f"auto (RAY_ADDRESS={os.environ.get('RAY_ADDRESS') or 'unset'})"
         raise UserError(f"--address {where}: cannot connect to a Ray cluster ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
     try:
