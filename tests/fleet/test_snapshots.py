@@ -161,3 +161,18 @@ def test_tolerance_and_a_split_class(tmp_path):
     from infergap.fleet.render import render_text
 
     assert "no majority: the 2 nodes are split" in render_text(r)
+
+
+def test_a_node_that_lost_a_gpu_is_not_left_without_peers(tmp_path):
+    """A node with one H200 among nodes with two lands in a class of its own; it is reported as
+    hardware drift against the larger class of the same GPU model and CPU, not passed over."""
+    from infergap.fleet import build_report
+    from infergap.fleet.runner import audit_stream, expand_snapshots, snapshot_stream
+
+    _fleet_dir(tmp_path, "h200-2gpu-collect.tar.gz", [None] * 5)
+    (tmp_path / "node99.tar.gz").write_bytes(to_targz(load("h200-1gpu-collect.tar.gz")))
+    r = build_report(audit_stream(snapshot_stream(expand_snapshots(str(tmp_path))), workers=0), source={})
+    assert len(r.classes) == 2
+    (d,) = r.drift
+    assert (d.kind, d.key, d.nodes, d.severity) == ("hardware", "GPU count", ["node99"], "P1")
+    assert d.majority == {"value": "2", "count": 5} and d.values[0] == {"value": "1", "count": 1, "nodes": ["node99"]}

@@ -45,18 +45,21 @@ def matrix(report: FleetReport) -> dict[str, Any]:
     drift_cols: dict[str, set[str]] = {}
     for name, items in drift.items():
         for d in items:
-            col = d.key.split("@", 1)[0] if d.kind == "check" else ("versions" if d.kind == "version" else "measurements")
+            col = d.key.split("@", 1)[0] if d.kind == "check" else {"version": "versions", "hardware": "hardware"}.get(d.kind, "measurements")
             drift_cols.setdefault(name, set()).add(col)
     shown = [c for c in seen if any(cells[n.node.name].get(c) not in (None, "ok", "not_applicable") for n in nodes)
              or any(c in drift_cols.get(n.node.name, ()) for n in nodes)]
     shown.sort(key=lambda c: (min(_RANK[cells[n.node.name].get(c, "absent")] for n in nodes), c))
-    columns = shown + ["versions", "measurements"]
+    hw = any("hardware" in v for v in drift_cols.values())
+    columns = shown + ["versions", "measurements"] + (["hardware"] if hw else [])
     rows = []
     for n in nodes:
         dc = drift_cols.get(n.node.name, set())
         row = {c: {"cell": cells[n.node.name].get(c, "absent"), "drift": c in dc} for c in shown}
         row["versions"] = {"cell": "drift" if "versions" in dc else "same", "drift": "versions" in dc}
         row["measurements"] = {"cell": "drift" if "measurements" in dc else ("same" if n.measures else "absent"), "drift": "measurements" in dc}
+        if hw:
+            row["hardware"] = {"cell": "drift" if "hardware" in dc else "same", "drift": "hardware" in dc}
         rows.append({"node": n.node.name, "cells": row, "drifts": len(drift.get(n.node.name, [])),
                      "worst": min((_RANK[v["cell"]] for v in row.values() if v["cell"] in _RANK), default=len(CELL_ORDER))})
     rows.sort(key=lambda r: (-r["drifts"], r["worst"], r["node"]))
