@@ -220,6 +220,9 @@ def describe_subject(kind: str, payload: Any) -> str:
         for st in payload.get("stages") or []:
             if isinstance(st, dict) and _s(st.get("detail")) and st.get("status") not in ("missing", None):
                 parts.append(f"{st.get('name')} {_s(st.get('detail'))}")
+    elif kind == "fleet":
+        src = payload.get("source") if isinstance(payload.get("source"), dict) else {}
+        parts += [f"{_s(src.get('kind'))} {_s(src.get('address')) or _s(src.get('snapshots'))}".strip()]
     elif kind == "fix":
         src = payload.get("source") if isinstance(payload.get("source"), dict) else {}
         parts += [f"{k} {v}" if v != "live" else "this machine" for k, v in src.items() if isinstance(v, str)]
