@@ -131,6 +131,13 @@ def test_bad_input_is_one_line(tmp_path):
     assert r.returncode == 2 and "--active" in r.stderr
     r = run_cli("fleet", "audit", "--address", "auto", "--runtime-env", "{pip")
     assert r.returncode == 2 and "--runtime-env: not JSON" in r.stderr
+    pytest.importorskip("ray", reason="Ray is the optional extra infergap[fleet]")
+    db = tmp_path / "ledger.sqlite3"
+    r = run_cli("fleet", "audit", "--address", "auto", "--db", str(db), env={"RAY_ADDRESS": "127.0.0.1:1"})
+    assert r.returncode == 2 and r.stderr.strip().startswith(
+        "infergap: error: --address auto (RAY_ADDRESS=127.0.0.1:1): nothing answers at 127.0.0.1:1"), r.stderr
+    (run,) = json.loads(run_cli("history", "--db", str(db), "--json").stdout)
+    assert (run["kind"], run["status"]) == ("fleet", "failed")  # the attempt is recorded as failed, not left running
 
 
 def test_without_ray_address_says_how_to_install(tmp_path):
