@@ -232,7 +232,13 @@ def builtin_models() -> list[str]:
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text())
+        raw = path.read_bytes()
+        if raw[:4] == b"GGUF":
+            raise UserError(f"{what} {path}: a GGUF file; the roofline reads a Hugging Face config.json "
+                            "(pass the original model's config.json or a built-in name)")
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise UserError(f"{what} {path}: not text (not UTF-8); expected a config.json") from None
     except OSError as e:
         raise UserError(f"{what} {path}: cannot read ({e.strerror or e})") from None
     except json.JSONDecodeError as e:
