@@ -22,7 +22,7 @@ from infergap.findings import SEVERITY_ORDER, Finding, FixKind, Remedy, Severity
 
 NAME = "evidence"
 #: Check ids the signature catalog may yield (a test keeps signatures.yaml within them).
-SIGNATURE_CHECKS = ("driver.cuda_compat", "container.shm", "nccl.net", "nccl.version", "gpu.p2p", "iommu.fault", "pcie.acs", "gpu.gsp", "gpu.xid",
+SIGNATURE_CHECKS = ("driver.cuda_compat", "container.shm", "nccl.net", "nccl.version", "gpu.p2p", "iommu.fault", "pcie.acs", "gpu.gsp", "gpu.xid", "limits.memlock", "nvlink.fabric",
                     "engine.kv_pressure", "allreduce.custom", "driver.version", "runtime.torch_arch", "runtime.versions")
 #: Kinds of part whose investigator reads a signature marked ``read_by``.
 _READER_KINDS = {"engine_log": {"sglang_log", "vllm_log"}, "nccl_log": {"nccl_log"}}
