@@ -104,6 +104,29 @@ def test_old_nccl_format_is_read():
     assert f.transports == {"P2P/direct": 2, "SHM": 1}
 
 
+def test_nccl_info_lines_without_prefix_are_read(tmp_path):
+    """NCCL INFO lines pasted without their ``host:pid:tid [dev]`` prefix (people trim it when they
+    quote a few lines; the channel lines of https://github.com/vllm-project/vllm/issues/9920, whose
+    two Ada GPUs went through SHM until ACS and the IOMMU were turned off) give the transport, and
+    the audit reports SHM between the GPUs instead of nothing."""
+    from infergap.audit import run_audit
+    from infergap.evidence import EvidenceSnapshot
+    from infergap.evidence.nccl import parse_nccl_log
+
+    lines = ["NCCL INFO Channel 00 : 1[1] -> 0[0] via SHM/direct/direct",
+             "NCCL INFO Channel 01 : 1[1] -> 0[0] via SHM/direct/direct"]
+    f = parse_nccl_log(lines)
+    assert f.transports == {"SHM": 2}
+    p = tmp_path / "channels.log"
+    p.write_text("\n".join(lines) + "\n")
+    snap = EvidenceSnapshot(None, [p])
+    try:
+        found = [x for x in run_audit(snap).findings if x.id == "nccl.transport"]
+    finally:
+        snap.close()
+    assert [(x.status.value, x.severity.value if x.severity else None) for x in found] == [("actionable", "P1")]
+
+
 def test_acsctl_grep_fragments_count_functions(tmp_path):
     """``lspci -vvv | grep -i acsctl`` pasted tab-indented without device headers (as in
     https://github.com/NVIDIA/nccl/issues/629): recognised, and the finding counts the functions."""
