@@ -74,6 +74,7 @@ class BenchSettings(BaseModel):
     token_scale: float = 1.0
     slo_targets: list[SLOTarget] = Field(default_factory=list)
     search: Literal["rate", "concurrency"] | None = None
+    client_procs: int = 1
 
 
 class ClientHealth(BaseModel):

@@ -145,6 +145,7 @@ def bench(
     time_scale: float = typer.Option(1.0, "--time-scale", help="Trace replay: multiply the trace's arrival times (0.5 = twice as fast)."),
     max_duration: Optional[float] = typer.Option(None, "--max-duration", help="Trace replay: only the arrivals of the first N seconds (after --time-scale)."),
     token_scale: float = typer.Option(1.0, "--token-scale", help="Trace replay: multiply the trace's token lengths (a small test server)."),
+    client_procs: int = typer.Option(1, "--client-procs", help="Client processes (one event loop each) sharing the load; raises the client's ceiling on a multi-core host."),
     search: Optional[str] = typer.Option(None, "--search", help="rate or concurrency: find the highest load meeting every --slo percentile bound (bracketing, then bisection)."),
     trials: int = typer.Option(3, "--trials", help="Repetitions of each point."),
     warmup: int = typer.Option(4, "--warmup", help="Unmeasured requests before each point."),
@@ -185,6 +186,9 @@ def bench(
         wl = workloads.parse_dataset(dataset)
     if time_scale <= 0 or token_scale <= 0 or (max_duration is not None and max_duration <= 0):
         raise UserError("--time-scale, --token-scale and --max-duration must be positive")
+    if client_procs < 1 or (client_procs > 1 and (duration is not None or (wl is not None and wl.kind == "multi-turn"))):
+        raise UserError("--client-procs must be ≥ 1, and more than 1 needs a request count (not --duration) "
+                        "and a dataset other than multi-turn")
     if search not in (None, "rate", "concurrency"):
         raise UserError(f"--search {search!r}: expected rate or concurrency")
     targets = slo_search.parse_targets(slo) if slo else []
@@ -208,7 +212,7 @@ def bench(
                              len_spread=len_spread, dataset=dataset, trials=trials, warmup=warmup, seed=seed,
                              slo=parse_slo(slo) if slo else None, timeout_s=timeout, tokenizer=tokenizer,
                              time_scale=time_scale, max_duration_s=max_duration, token_scale=token_scale,
-                             slo_targets=targets, search=search)
+                             slo_targets=targets, search=search, client_procs=client_procs)
     if dataset.startswith("sharegpt:"):
         from infergap.bench.datasets import sharegpt
 
