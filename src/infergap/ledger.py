@@ -38,7 +38,7 @@ from infergap.errors import UserError
 log = logging.getLogger(__name__)
 
 #: Kinds of run the ledger holds.
-KINDS = ("audit", "bench", "roofline", "plan", "fix")
+KINDS = ("audit", "bench", "roofline", "plan", "fix", "fleet")
 
 #: ``PRAGMA application_id`` of an infergap ledger ("IGAP" in ASCII), so another SQLite file is
 #: recognised as foreign instead of being migrated (https://www.sqlite.org/pragma.html#pragma_application_id).
@@ -200,6 +200,10 @@ def describe_payload(kind: str, payload: Any) -> str:
         pts = payload.get("points") or []
         model = (payload.get("environment") or {}).get("model", "")
         return f"{len(pts)} points{(' · ' + model) if model else ''}"
+    if kind == "fleet":
+        s = payload.get("summary") or {}
+        return (f"{s.get('nodes', 0)} nodes, {s.get('failed', 0)} not audited, {s.get('drift_items', 0)} drift items"
+                if s else str(payload.get("state") or ""))
     if kind == "fix":
         if payload.get("mode") == "revert":
             return f"revert of run {payload.get('reverts')}"
@@ -536,4 +540,5 @@ def compare_runs(a: Run, b: Run) -> Any:
                 raise LedgerError(f"compare: run {run.id} is not an infergap.bench/1 result "
                                   f"({e.error_count()} problem(s), first: {e.errors()[0]['msg']})") from None
         return compare_bench(results[0], results[1])
-    raise LedgerError(f"compare: runs of kind {a.kind} cannot be compared (audit and bench runs can)")
+    raise LedgerError(f"compare: runs of kind {a.kind} cannot be compared here (audit and bench runs can; "
+                      "fleet runs are compared by infergap.fleet.compare)")

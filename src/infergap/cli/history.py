@@ -13,7 +13,7 @@ _DB_HELP = "Ledger database (default: $INFERGAP_DB or the user data directory)."
 
 @app.command()
 def history(
-    kind: str = typer.Option(None, "--kind", help="Only runs of this kind: audit, bench, roofline, plan, fix."),
+    kind: str = typer.Option(None, "--kind", help="Only runs of this kind: audit, bench, roofline, plan, fix, fleet."),
     host: str = typer.Option(None, "--host", help="Only runs of this host (fingerprint prefix or name)."),
     limit: int = typer.Option(50, "--limit", help="Show at most this many runs, newest first."),
     as_json: bool = typer.Option(False, "--json", help="Print the list as JSON (id, kind, created_at, host, host_name, status, what)."),
@@ -48,12 +48,19 @@ def compare(
     run_b: str = typer.Argument(..., help="Run id (the new run), or 'last'."),
     db: Path = typer.Option(None, "--db", help=_DB_HELP),
 ) -> None:
-    """Compare two runs of one kind: audits finding by finding, benches point by point."""
-    from infergap.ledger import AuditDiff, Ledger, compare_runs
+    """Compare two runs of one kind: audits finding by finding, fleet runs node by node, benches point by point."""
+    from infergap.ledger import AuditDiff, Ledger, LedgerError, compare_runs
 
     with Ledger(db) as ledger:
         a, b = ledger.get(run_a), ledger.get(run_b)
-        diff = compare_runs(a, b)
+        if a.kind == "fleet" and b.kind == "fleet":
+            from infergap.fleet.compare import compare_fleets
+
+            if not isinstance(a.payload, dict) or not isinstance(b.payload, dict):
+                raise LedgerError(f"compare: run {a.id if not isinstance(a.payload, dict) else b.id} has no JSON object payload")
+            diff = compare_fleets(a.payload, b.payload)
+        else:
+            diff = compare_runs(a, b)
     typer.echo(f"{a.kind} run {a.id} ({a.created_at[:19]}) → run {b.id} ({b.created_at[:19]})")
     if isinstance(diff, AuditDiff):
         for f in diff.appeared:
@@ -66,6 +73,12 @@ def compare(
             typer.echo(f"  ~ {cid}{(' ' + subj) if subj else ''}: {sa} → {sb}")
         if not (diff.appeared or diff.disappeared or diff.changed):
             typer.echo("  no finding appeared, disappeared or changed status")
+        return
+    from infergap.fleet.compare import FleetDiff, diff_lines
+
+    if isinstance(diff, FleetDiff):
+        for line in diff_lines(diff):
+            typer.echo(line)
         return
     from infergap.render.bench import comparison_text
 
