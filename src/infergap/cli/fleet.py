@@ -13,6 +13,8 @@ from typing import Any
 import typer
 
 from infergap.cli import app, fail
+from infergap.cli import validate as v
+from infergap.cli.options import db_option, format_option, output_option
 
 fleet_app = typer.Typer(name="fleet", help="Audit many nodes at once and find the ones that drifted from their peers.",
                         no_args_is_help=True)
@@ -94,16 +96,16 @@ class _Ledger:
 def fleet_audit(
     address: str | None = typer.Option(None, "--address", help="Ray cluster address (ray://host:10001, host:6379), or 'auto' (RAY_ADDRESS, else a cluster on this machine)."),
     snapshots: str | None = typer.Option(None, "--snapshots", help="Audit snapshot files instead: a directory of .tar.gz files / snapshot directories, or a glob."),
-    fmt: FleetFmt = typer.Option(FleetFmt.text, "--format", "-f", help="Output format."),
-    output: Path | None = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
-    fail_on: FleetFailOn | None = typer.Option(None, "--fail-on", help="Exit 1 when a drift item or finding of this severity or worse exists (drift: any drift item), or a node could not be audited."),
+    fmt: FleetFmt = format_option(FleetFmt.text, "text, json, md or html"),
+    output: Path | None = output_option(),
+    fail_on: FleetFailOn | None = typer.Option(None, "--fail-on", case_sensitive=False, help="Exit 1 when a drift item or finding of this severity or worse exists (drift: any drift item), or a node could not be audited."),
     active: bool = typer.Option(False, "--active", help="With --address: also measure each node's GPUs (copy, memory and all-reduce bandwidth); the task asks Ray for all of the node's GPUs, so it waits for running GPU jobs."),
-    tolerance: float = typer.Option(0.10, "--tolerance", min=0.0, max=0.9, help="Measured bandwidth more than this fraction below the class median is drift."),
-    timeout: float = typer.Option(180.0, "--timeout", min=1.0, help="Per-node seconds to collect before the node is reported as hung."),
+    tolerance: float = typer.Option(0.10, "--tolerance", metavar="F", parser=v.number(ge=0, le=0.9), help="Measured bandwidth more than this fraction below the class median is drift."),
+    timeout: float = typer.Option(180.0, "--timeout", metavar="SECONDS", parser=v.number(ge=1, le=86400, cap_reason="one day"), help="Per-node seconds to collect before the node is reported as hung."),
     runtime_env: str | None = typer.Option(None, "--runtime-env", help="Ray runtime_env as JSON, passed to ray.init unchanged, e.g. '{\"pip\": [\"infergap\"]}' for nodes without infergap."),
-    workers: int | None = typer.Option(None, "--workers", min=0, help="Processes that audit snapshots (default: the CPUs here; 0: in this process)."),
+    workers: int | None = typer.Option(None, "--workers", metavar="N", parser=v.number(integer=True, ge=0, le=4096), help="Processes that audit snapshots (default: the CPUs here; 0: in this process)."),
     record: bool = typer.Option(True, "--record/--no-record", help="Record the fleet run and every node's audit in the ledger."),
-    db: Path | None = typer.Option(None, "--db", help="Ledger database (default: $INFERGAP_DB or the user data directory)."),
+    db: Path | None = db_option(),
 ) -> None:
     """Audit every node of a Ray cluster (one pinned task per node runs collect there) or a set
     of snapshots, group nodes into hardware classes and report what drifted within each class."""

@@ -138,11 +138,12 @@ def _notes(result: BenchResult) -> list[str]:
     return notes
 
 
-def to_text(result: BenchResult, comparison: BenchComparison | None = None, width: int = 200) -> str:
+def to_text(result: BenchResult, comparison: BenchComparison | None = None, width: int | None = None) -> str:
     """Terminal report: the sweep table (latencies in ms; throughputs median (min–max) over
-    trials), notes, the metric definitions, and the comparison with a baseline if given."""
+    trials), notes, the metric definitions, and the comparison with a baseline if given. Lines
+    are wrapped at ``width`` columns when given, never when ``None`` (a file or a pipe)."""
     buf = io.StringIO()
-    con = Console(file=buf, width=width, force_terminal=False, no_color=True)
+    con = Console(file=buf, width=width or 1000, force_terminal=False, no_color=True, soft_wrap=width is None)
     table = Table(title="infergap bench", show_lines=False)
     for c in COLUMNS:
         table.add_column(c, justify="left" if c in ("point", "stability") else "right")
