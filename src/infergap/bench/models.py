@@ -49,7 +49,10 @@ class SLO(BaseModel):
 
 class BenchSettings(BaseModel):
     """What was asked for. ``concurrency`` and ``request_rate`` are the sweep levels; with a rate
-    sweep, ``concurrency`` holds at most one value, the cap on requests in flight."""
+    sweep, ``concurrency`` holds at most one value, the cap on requests in flight. Trace replay:
+    ``time_scale`` multiplies arrival times, ``max_duration_s`` keeps the first seconds,
+    ``token_scale`` multiplies token lengths. ``slo_targets`` with ``search`` run the SLO capacity
+    search (:mod:`infergap.bench.slo`); ``client_procs`` client processes share the load."""
 
     api: Literal["chat", "completions"] = "chat"
     stream: bool = True
