@@ -253,8 +253,9 @@ class Facts:
                 except ConfigSpaceError as e:
                     f.config_error = str(e)
             f.lspci = lspci.get(bdf)
-            if f.iommu_group is None and f.lspci is not None:
-                f.iommu_group = f.lspci.iommu_group
+            if f.lspci is not None:
+                f.iommu_group = f.iommu_group or f.lspci.iommu_group
+                f.numa_node = f.numa_node if f.numa_node is not None else f.lspci.numa_node
             out[bdf] = f
         for bdf, dev in lspci.items():
             if bdf not in out:
@@ -262,7 +263,7 @@ class Facts:
                 if vendor is None:  # lspci without -nn: its names are pci.ids names, read back to ids
                     vendor, klass = _ids_from_names(dev.description)
                 out[bdf] = PciFunction(bdf=bdf, vendor=vendor, device=dev.device_id, class_code=klass, lspci=dev,
-                                       iommu_group=dev.iommu_group, listed_in=lspci_src)
+                                       iommu_group=dev.iommu_group, numa_node=dev.numa_node, listed_in=lspci_src)
         if any(d.secondary_bus is not None for d in lspci.values()):
             # No sysfs device links: the tree comes from the bridges' bus numbers in lspci -vvv
             # (a function under no bridge of the listing sits on a root bus).
