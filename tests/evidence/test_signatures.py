@@ -127,6 +127,42 @@ def test_nccl_info_lines_without_prefix_are_read(tmp_path):
     assert [(x.status.value, x.severity.value if x.severity else None) for x in found] == [("actionable", "P1")]
 
 
+#: NCCL 2.7.8 between two AWS nodes (ENA NIC ``ens5``, a Docker ``veth``), pasted with ANSI reset
+#: remnants in https://github.com/pytorch/pytorch/issues/68893: no RDMA NIC anywhere.
+ETHERNET_TWO_NODES = [
+    "\x1b[0m ip-172-31-0-137:14605:14673 [0] NCCL INFO Bootstrap : Using [0]ens5:172.31.0.137<0> [1]veth75fa783:fe80::14ad:64ff:fe64:b31e%veth75fa783<0>",
+    "\x1b[0m ip-172-31-0-137:14605:14673 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]",
+    "\x1b[0m ip-172-31-0-137:14605:14673 [0] NCCL INFO NET/Socket : Using [0]ens5:172.31.0.137<0> [1]veth75fa783:fe80::14ad:64ff:fe64:b31e%veth75fa783<0>",
+    "\x1b[0m ip-172-31-0-137:14605:14673 [0] NCCL INFO Using network Socket",
+    "\x1b[0m NCCL version 2.7.8+cuda11.1",
+    "\x1b[0m ip-172-31-0-137:14605:14688 [0] NCCL INFO Channel 00 : 1[1e0] -> 0[1e0] [receive] via NET/Socket/0",
+]
+
+
+def test_missing_libibverbs_between_ethernet_nodes_is_no_p0(tmp_path):
+    """Two nodes joined by plain Ethernet have nothing for libibverbs to open: no P0 'install
+    rdma-core'. The same log with an RDMA device NCCL could have used keeps the finding."""
+    from types import SimpleNamespace
+
+    from infergap.evidence import EvidenceSnapshot
+    from infergap.investigators import evidence_files
+
+    def net(lines):
+        p = tmp_path / "nccl.log"
+        p.write_text("\n".join(lines) + "\n")
+        snap = EvidenceSnapshot(None, [p])
+        try:
+            return [f for f in evidence_files.investigate(SimpleNamespace(snap=snap)) if f.id == "nccl.net"]
+        finally:
+            snap.close()
+
+    assert net(ETHERNET_TWO_NODES) == []
+    with_hca = ETHERNET_TWO_NODES[:3] + ["ip-172-31-0-137:14605:14673 [0] NCCL INFO NET/Socket : Using [0]ib0:10.0.0.1<0>"] + ETHERNET_TWO_NODES[3:]
+    found = net(with_hca)
+    assert found and found[0].severity.value == "P0"
+    assert "nccl.no_libibverbs_multinode" in found[0].details["signatures"]
+
+
 def test_acsctl_grep_fragments_count_functions(tmp_path):
     """``lspci -vvv | grep -i acsctl`` pasted tab-indented without device headers (as in
     https://github.com/NVIDIA/nccl/issues/629): recognised, and the finding counts the functions."""

@@ -67,20 +67,28 @@ def _read_elsewhere(sig: Signature, snap: Any, part: Any) -> bool:
     return True
 
 
+def _rdma_present(hits: dict[str, SignatureHit], ctx: Any, nccl: list[Any]) -> bool:
+    """Whether an RDMA NIC is in the evidence (a line that shows one, NCCL's IB devices) or on the host."""
+    if any(catalog().by_id(h).shows == "rdma_device" for h in hits) or any(f.ib_devices for f in nccl):
+        return True
+    facts = getattr(ctx, "facts", None)
+    try:
+        return bool(facts and facts.rdma_devices())
+    except Exception:
+        return False
+
+
 def _condition(sig: Signature, snap: Any, part: Any, hits: dict[str, SignatureHit], ctx: Any) -> bool:
     if sig.when is None:
         return True
     nccl = [f for p, f in nccl_logs(snap) if p is part]
+    multi_node = any(f.single_host is False or any(lk.transport.startswith("NET") for lk in f.links) for f in nccl)
     if sig.when == "multi_node":
-        return any(f.single_host is False or any(lk.transport.startswith("NET") for lk in f.links) for f in nccl)
+        return multi_node
+    if sig.when == "multi_node_rdma":
+        return multi_node and _rdma_present(hits, ctx, nccl)
     if sig.when == "rdma_present":
-        if any(catalog().by_id(h).shows == "rdma_device" for h in hits) or any(f.ib_devices for f in nccl):
-            return True
-        facts = getattr(ctx, "facts", None)
-        try:
-            return bool(facts and facts.rdma_devices())
-        except Exception:
-            return False
+        return _rdma_present(hits, ctx, nccl)
     if sig.when == "peer_result_false":
         asked = False
         for line in part.iter_lines():
