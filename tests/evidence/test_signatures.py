@@ -163,6 +163,23 @@ def test_missing_libibverbs_between_ethernet_nodes_is_no_p0(tmp_path):
     assert "nccl.no_libibverbs_multinode" in found[0].details["signatures"]
 
 
+def test_shm_permission_is_told_apart_from_a_small_shm():
+    """/dev/shm that refuses the serving user (nccl#328) is fixed with its mode, not --shm-size."""
+    from types import SimpleNamespace
+
+    from infergap.evidence import EvidenceSnapshot
+    from infergap.investigators import evidence_files
+    from tests.evidence.evidence_data import FIX
+
+    snap = EvidenceSnapshot(None, [FIX / "nccl-328-shm-permission.log"])
+    try:
+        shm = [f for f in evidence_files.investigate(SimpleNamespace(snap=snap)) if f.id == "container.shm"]
+    finally:
+        snap.close()
+    assert len(shm) == 1 and "permission denied" in shm[0].title
+    assert "chmod 1777 /dev/shm" in shm[0].remedy.commands and not any("--shm-size" in c for c in shm[0].remedy.commands)
+
+
 def test_acsctl_grep_fragments_count_functions(tmp_path):
     """``lspci -vvv | grep -i acsctl`` pasted tab-indented without device headers (as in
     https://github.com/NVIDIA/nccl/issues/629): recognised, and the finding counts the functions."""
