@@ -180,6 +180,33 @@ def test_shm_permission_is_told_apart_from_a_small_shm():
     assert "chmod 1777 /dev/shm" in shm[0].remedy.commands and not any("--shm-size" in c for c in shm[0].remedy.commands)
 
 
+def test_xid_45_names_the_nvlink_fault_behind_it():
+    """Xid 45 is the driver cleaning up channels; ``caused by previous Xid 149`` names the fault
+    (open-gpu-kernel-modules#1150), which the finding reports as an NVLink error."""
+    from infergap.evidence.dmesg import parse_dmesg
+    from tests.evidence.evidence_data import FIX
+
+    f = parse_dmesg((FIX / "open-gpu-1150-xid45-after-149.log").read_text().splitlines())
+    assert {x[0] for x in f.xids} == {45} and f.xid_causes == [149, 145]
+    found = [x for x in audit_ids("open-gpu-1150-xid45-after-149.log") if x.id == "gpu.xid"]
+    assert len(found) == 1 and found[0].severity.value == "P0" and "NVLink" in found[0].title and "149" in found[0].title
+
+
+def audit_ids(name):
+    """Findings of the evidence investigator for one corpus file."""
+    from types import SimpleNamespace
+
+    from infergap.evidence import EvidenceSnapshot
+    from infergap.investigators import evidence_files
+    from tests.evidence.evidence_data import FIX
+
+    snap = EvidenceSnapshot(None, [FIX / name])
+    try:
+        return evidence_files.investigate(SimpleNamespace(snap=snap))
+    finally:
+        snap.close()
+
+
 def test_acsctl_grep_fragments_count_functions(tmp_path):
     """``lspci -vvv | grep -i acsctl`` pasted tab-indented without device headers (as in
     https://github.com/NVIDIA/nccl/issues/629): recognised, and the finding counts the functions."""

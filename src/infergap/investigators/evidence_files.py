@@ -102,7 +102,7 @@ def _condition(sig: Signature, snap: Any, part: Any, hits: dict[str, SignatureHi
 
 
 def _xid_finding(label: str, f: DmesgFacts) -> Finding:
-    codes = sorted({x[0] for x in f.xids})
+    codes = sorted({x[0] for x in f.xids} | set(f.xid_causes))
     entries = {c: xid_signature(c) for c in codes}
     known = list({s.id: s for s in entries.values() if s is not None}.values())
     worst = min(known, key=lambda s: SEVERITY_ORDER[s.finding.severity]) if known else None
