@@ -203,6 +203,9 @@ def from_engine_logs(facts: dict[str, Fact], logs: list[tuple[str, Any]]) -> Non
     if any(f.decode_batches for _, f in logs):
         first = next((f.first_no_graph_line for _, f in logs if f.first_no_graph_line), None)
         _put(facts, "log.decode_no_graph", no_graph, f"{label}: " + (first or "every decode batch ran with CUDA graphs"))
+        with_graph = sum(f.decode_graph_known - f.decode_no_graph for _, f in logs)
+        if with_graph > 0:  # graphs were captured and replayed, whatever the server's flags
+            _put(facts, "server.cuda_graph", True, f"{label}: {with_graph} decode batch(es) ran with 'cuda graph: True'")
     _put(facts, "log.moe_default", any(f.moe_default_count for _, f in logs), f"{label}: 'Using default MoE config' lines")
     if any(f.decode_batches or f.retractions or f.preemptions for _, f in logs):
         hit = [(lab, f) for lab, f in logs if f.retractions or f.preemptions or (f.max_token_usage or 0) >= 0.95]
