@@ -409,7 +409,8 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
     result.connections = ConnectionHealth(reused=client.reused, reuse_failures=client.reuse_failures,
                                           retry_failures=client.retry_failures,
                                           fresh_per_request=client.fresh_per_request, note=client.connection_note)
-    for p, ex in zip(result.points, engine_metrics.explain(result.points)):
+    valid = [p for p in result.points if p.valid]  # a knee found in failed requests would explain nothing
+    for p, ex in zip(valid, engine_metrics.explain(valid)):
         p.explanation = ex
     if search is not None:
         result.capacity = search.result

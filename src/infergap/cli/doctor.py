@@ -51,7 +51,7 @@ def doctor(
     from infergap.doctor import run_doctor
     from infergap.errors import UserError
 
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)  # a piped stderr is not cut at 80 columns
 
     def progress(stage: str, msg: str) -> None:
         err.print(f"[bold]{stage}[/]: {escape(msg)}")
