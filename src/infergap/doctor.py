@@ -69,12 +69,15 @@ def _model_candidates(cfg: Any) -> list[str]:
 def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, quick: bool = False,
                evidence: list[str] | None = None, api_key: str | None = None, gpu: str | None = None,
                gpus: int | None = None, snapshot: str | None = None, served_model: str | None = None,
-               progress: Callable[[str, str], None] | None = None) -> DoctorResult:
+               progress: Callable[[str, str], None] | None = None, sweep: dict[str, Any] | None = None) -> DoctorResult:
     """Run every stage against the server at ``url`` and write the artefacts into ``output_dir``:
     ``audit.json``, ``server.json``, ``roofline.json``, ``bench.json``, ``plan.json``, ``plan.md``,
     ``report.md``, ``report.html``. ``model``: a config.json path or built-in name for the
     roofline (default: from the server); ``gpu``/``gpus``: GPU name and count when the host's
-    cannot be read; ``snapshot``: audit a snapshot instead of this host. Raises
+    cannot be read; ``snapshot``: audit a snapshot instead of this host; ``sweep``: overrides of
+    the sweep's ``concurrency`` (list), ``input_len``, ``output_len``, ``num_prompts`` (None: a
+    default enough for every slot to turn over, :func:`infergap.bench.runner.default_num_prompts`),
+    on top of :data:`QUICK` or :data:`FULL`. Raises
     :class:`UserError` only for an unusable ``output_dir`` or a malformed URL.
     """
     t0 = time.monotonic()
@@ -130,7 +133,13 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
     # 3. roofline
     from infergap.roofline import Parallel, Workload, bounds, load_hardware, load_model
 
-    settings = QUICK if quick else FULL
+    settings = dict(QUICK if quick else FULL)
+    for k, v in (sweep or {}).items():
+        if k not in settings:
+            raise UserError(f"sweep setting {k!r}: not one of {', '.join(settings)}")
+        settings[k] = v
+    if sweep and "concurrency" in sweep and "num_prompts" not in sweep:
+        settings["num_prompts"] = None
     rl = None
     try:
         names = [model] if model else _model_candidates(cfg)

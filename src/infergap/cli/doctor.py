@@ -38,6 +38,10 @@ def doctor(
     gpus: int | None = typer.Option(None, "--gpus", help="GPU count with --gpu."),
     served_model: str | None = typer.Option(None, "--served-model", help="Model name to request from the server (default: the first one /v1/models lists)."),
     snapshot: Path | None = typer.Option(None, "--snapshot", help="Audit this snapshot instead of this machine."),
+    concurrency: str | None = typer.Option(None, "--concurrency", help="Comma-separated concurrencies for the sweep instead of the default ones, e.g. 1,4,16,32 (past the server's slots shows queueing)."),
+    input_len: int | None = typer.Option(None, "--input-len", help="Prompt tokens per request in the sweep."),
+    output_len: int | None = typer.Option(None, "--output-len", help="Output tokens per request in the sweep."),
+    num_prompts: int | None = typer.Option(None, "--num-prompts", help="Requests per concurrency (default with --concurrency: 4 × concurrency, at least 32)."),
 ) -> None:
     """Run audit (+ evidence), server introspection, roofline, a bench sweep and the plan; write
     report.html (self-contained), report.md and the JSON of every stage; print the top actions."""
@@ -58,9 +62,22 @@ def doctor(
     for p in evidence:
         if not p.exists():
             raise fail(f"--evidence {p}: no such file or directory")
+    sweep: dict = {}
+    if concurrency:
+        try:
+            sweep["concurrency"] = [int(x) for x in concurrency.split(",") if x.strip()]
+        except ValueError:
+            raise fail(f"--concurrency {concurrency}: not a comma-separated list of integers") from None
+        if not sweep["concurrency"] or min(sweep["concurrency"]) < 1:
+            raise fail(f"--concurrency {concurrency}: needs positive integers")
+    for k, v in (("input_len", input_len), ("output_len", output_len), ("num_prompts", num_prompts)):
+        if v is not None:
+            if v < 1:
+                raise fail(f"--{k.replace('_', '-')} {v}: must be positive")
+            sweep[k] = v
     try:
         res = run_doctor(url, output_dir, model=model, served_model=served_model, quick=quick, evidence=[str(p) for p in evidence or []], api_key=api_key,
-                         gpu=gpu, gpus=gpus, snapshot=str(snapshot) if snapshot else None, progress=progress)
+                         gpu=gpu, gpus=gpus, snapshot=str(snapshot) if snapshot else None, progress=progress, sweep=sweep)
     except UserError as e:
         raise fail(str(e))
     out = Console(file=sys.stdout, highlight=False, soft_wrap=True)
