@@ -7,6 +7,7 @@
 #   SRC=path/to/llama.cpp PHASE=build   bash benchmarks/real_gpu/run_llama_server.sh
 #   PHASE=cases CASES="healthy p1 ngl16 kv" bash benchmarks/real_gpu/run_llama_server.sh
 #
+# (BIN=dir of prebuilt binaries and GGUFPY=llama.cpp's gguf-py skip the build: PHASE=prep.)
 # build: configure and build llama-server and llama-bench (in a new session, so it outlives the
 # calling shell; ~4.5 min on 16 cores), write the GGUF, and store a snapshot of the host with the
 # active measurements (`infergap collect --active`). cases: one server per case, each followed by
@@ -18,7 +19,8 @@ SRC=${SRC:-$WORK/llama.cpp}
 MODEL=${MODEL:-$WORK/llama-3.1-8b.gguf}
 PORT=${PORT:-8080}
 URL=http://127.0.0.1:$PORT
-BIN=$SRC/build/bin
+BIN=${BIN:-$SRC/build/bin}
+GGUFPY=${GGUFPY:-$SRC/gguf-py}
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT" "$WORK"
 log() { echo "[$(date +%T)] $*"; }
@@ -31,8 +33,8 @@ build() {
       cmake --build build -j$(nproc) --target llama-server llama-bench >> $WORK/build.log 2>&1; echo \$? > $WORK/build.rc" \
       < /dev/null > /dev/null 2>&1 &)
   fi
-  [ -f "$MODEL" ] || PYTHONPATH="$SRC/gguf-py:${PYTHONPATH:-}" python3 "$HERE/make_random_gguf.py" --model llama-3.1-8b --out "$MODEL"
-  PYTHONPATH="$SRC/gguf-py:${PYTHONPATH:-}" python3 "$HERE/gguf_header.py" "$MODEL" > "$OUT/gguf-header.json" 2> "$OUT/gguf-header.err"
+  [ -f "$MODEL" ] || PYTHONPATH="$GGUFPY:${PYTHONPATH:-}" python3 "$HERE/make_random_gguf.py" --model llama-3.1-8b --out "$MODEL"
+  PYTHONPATH="$GGUFPY:${PYTHONPATH:-}" python3 "$HERE/gguf_header.py" "$MODEL" > "$OUT/gguf-header.json" 2> "$OUT/gguf-header.err"
   [ -d "$WORK/snapshot" ] || timeout 300 python3 -m infergap collect --active -o "$WORK/snapshot" | tail -1
   tar czf "$OUT/snapshot.tar.gz" -C "$WORK" snapshot
   for _ in $(seq 1 "${BUILD_WAIT_S:-400}"); do [ -f "$WORK/build.rc" ] || [ -x "$BIN/llama-server" ] && break; sleep 1; done
@@ -79,6 +81,7 @@ case_run() {  # case_run TAG "SERVER FLAGS" DOCTOR-ARGS...
 SWEEP=(--input-len 128 --output-len 64)
 case "${PHASE:-cases}" in
   build) build ;;
+  prep) mkdir -p "$WORK"; [ -f "$MODEL" ] || PYTHONPATH="$GGUFPY:${PYTHONPATH:-}" python3 "$HERE/make_random_gguf.py" --model llama-3.1-8b --out "$MODEL" ;;
   cases)
     for c in ${CASES:-healthy p1 ngl16 kv}; do
       log "case $c"
@@ -87,6 +90,11 @@ case "${PHASE:-cases}" in
         p1)      case_run p1 "-ngl 99 -c 4096 --parallel 1 -fa on --metrics" --concurrency 1,4,16 "${SWEEP[@]}" ;;
         ngl16)   case_run ngl16 "-ngl 16 -c 32768 --parallel 16 -fa on --metrics" --concurrency 1,4 --num-prompts 4 "${SWEEP[@]}" ;;
         kv)      case_run kv "-ngl 99 -c 2048 --parallel 16 -fa on --metrics" --concurrency 1,4,16,32 "${SWEEP[@]}" ;;
+        # 16 slots of 256 tokens (llama.cpp rounds -c 2048 up to its 256-token minimum per slot):
+        # prompts that fit but leave no room for the output, then prompts that do not fit at all
+        kv-cut)  case_run kv-cut "-ngl 99 -c 2048 --parallel 16 -fa on --metrics" --quick --concurrency 1,4,16 --input-len 200 --output-len 64 ;;
+        kv-refuse) case_run kv-refuse "-ngl 99 -c 2048 --parallel 16 -fa on --metrics" --quick --concurrency 1,4,16 --input-len 256 --output-len 64 ;;
+        healthy-quick) case_run healthy-quick "-ngl 99 -c 32768 --parallel 16 -fa on --metrics" --quick --concurrency 1,16,32 "${SWEEP[@]}" ;;
         nometrics) mkdir -p "$OUT/nometrics"; serve nometrics -ngl 99 -c 32768 --parallel 16 -fa on && raw nometrics && \
                    python3 -c "from infergap.server import introspect; print(introspect('$URL').model_dump_json(indent=2))" > "$OUT/nometrics/server.json"; stop ;;
         bench)   "$BIN/llama-bench" -m "$MODEL" -p 0 -n 128 -ngl 99 -fa 1 -o json > "$OUT/llama-bench.json" 2> "$OUT/llama-bench.err"; tail -c 600 "$OUT/llama-bench.json" ;;

@@ -61,9 +61,23 @@ def _model_candidates(cfg: Any) -> list[str]:
         p = Path(v)
         if p.is_dir() and (p / "config.json").exists():
             out.append(str(p))
+        if p.name.lower().endswith(".gguf"):
+            out.append(str(p))  # the file when it is here, else the built-in model its name gives
         base = re.sub(r"[-_](instruct|chat|hf)$", "", p.name.lower().removesuffix(".gguf"))
         out.append(base)
     return out
+
+
+def _gguf_overrides(cfg: Any, name: str) -> dict[str, str]:
+    """For a GGUF the server reports but this machine does not have: the weights' tensor type
+    from the server's own ``model_ftype`` (``/props``: ``Q4_K - Medium`` → ``q4_k``)."""
+    ft = getattr(cfg, "model_type", None)
+    if not ft or not name.lower().endswith(".gguf") or Path(name).is_file():
+        return {}
+    from infergap.roofline.gguf import ggml_types
+
+    t = re.split(r"[\s-]", str(ft).strip().lower(), maxsplit=1)[0]
+    return {"weights": t} if t in ggml_types() else {}
 
 
 def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, quick: bool = False,
@@ -146,7 +160,7 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
         spec, errs = None, []
         for n in names:
             try:
-                spec = load_model(n)
+                spec = load_model(n, _gguf_overrides(cfg, n))
                 break
             except UserError as e:
                 errs.append(str(e))

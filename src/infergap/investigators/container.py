@@ -28,7 +28,7 @@ def _detect(ctx: Context) -> Finding:
                        impact="Kernel settings (sysctls), cpufreq, cpuidle and PCI config space belong to the host: findings about them are marked host-controlled and their commands are for the host.")
     if all(ctx.snap.read(p) is None for p in ("/proc/1/environ", "/proc/1/cgroup", "/proc/mounts")) and ctx.snap.cmd("systemd_detect_virt_c") is None and ctx.snap.cmd("systemd_detect_virt") is None:
         return unknown("container.detect", NAME, "Container: not captured", "Needs /proc/1/environ, /proc/1/cgroup, /proc/mounts or systemd-detect-virt -c.")
-    return finding("container.detect", NAME, Status.ok, "Not inside a container", evidence_=evidence(*c.evidence) or evidence(("files/proc/1/environ", "no container= variable")))
+    return finding("container.detect", NAME, Status.ok, "Not inside a container", evidence_=evidence(*c.evidence, *c.discounted) or evidence(("files/proc/1/environ", "no container= variable")))
 
 
 def _limit_remedy(ctx: Context, what: str, val: str) -> Remedy:

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from infergap.bench.compare import BenchComparison
 from infergap.bench.models import BenchResult, PointResult, Spread, TelemetrySummary
+from infergap.bench.telemetry import throttled
 
 COLUMNS = ("point", "req/s", "out tok/s", "total tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99",
            "ITL p50", "ITL p99", "failed", "trunc", "stability")
@@ -77,8 +78,9 @@ def telemetry_line(t: TelemetrySummary | None) -> str:
         s = f"GPU {g.index}: {_f(g.power_W_mean, 0)} W of {_f(g.power_limit_W, 0)} W, util {_f(g.util_pct_mean, 0)} %"
         s += f", SM {_f(g.sm_clock_MHz_mean, 0)} of {_f(g.sm_clock_MHz_max_rated, 0)} MHz"
         s += f", mem {_f(g.mem_used_MiB_max, 0)} of {_f(g.mem_total_MiB, 0)} MiB"
-        if g.throttle_reasons:
-            s += f", throttled: {', '.join(g.throttle_reasons)}"
+        held = throttled(g.throttle_reasons, g.sm_clock_MHz_mean, g.sm_clock_MHz_max_rated)
+        if held:
+            s += f", throttled: {', '.join(held)}"
         parts.append(s)
     return "; ".join(parts) or "no samples"
 

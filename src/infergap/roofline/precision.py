@@ -15,6 +15,8 @@ format          bytes       why
 ``nvfp4``       0.5+1/16    E2M1 values + one FP8 E4M3 scale per 16 elements (+ per-tensor fp32)
 ``mxfp4``       0.5+1/32    E2M1 values + one E8M0 scale per 32 elements (OCP MX spec)
 ``int4-gN``     0.5+2.5/N   AWQ: fp16 scale + 4-bit zero point per group of N (default N=128)
+``q8_0`` ...    GGML        GGUF tensor types: bytes per block / elements per block
+                            (``gguf.constants.GGML_QUANT_SIZES``; :mod:`infergap.roofline.gguf`)
 ==============  ==========  =====================================================================
 
 Sources: NVIDIA ModelOpt NVFP4 format (E2M1, FP8 scale per 16, fp32 global scale); OCP
@@ -67,6 +69,8 @@ _ALIASES = {
     "fp8-128": "fp8-block",
     "fp8-blockwise": "fp8-block",
     "fp4": "nvfp4",
+    "f16": "fp16",
+    "f32": "fp32",
     "int4": "int4-g128",
     "awq": "int4-g128",
     "w4a16": "int4-g128",
@@ -85,7 +89,15 @@ def normalize_format(name: str, *, what: str = "precision") -> str:
     m = re.fullmatch(r"int4-g(\d+)", key)
     if m and int(m.group(1)) > 0:
         return key
-    known = ", ".join([*BYTES_PER_PARAM, "int4-g128 (or int4-gN)"])
+    from infergap.roofline.gguf import ggml_types
+
+    ggml = key.replace("-", "_")
+    if ggml in ggml_types():
+        return ggml
+    if re.fullmatch(r"i?q\d_k_(s|m|l|xl)", ggml):
+        raise UserError(f"{what} {name!r}: a GGUF file type mixes tensor types; pass the .gguf file as --model, "
+                        f"or its main tensor type ({ggml.rsplit('_', 1)[0]})")
+    known = ", ".join([*BYTES_PER_PARAM, "int4-g128 (or int4-gN)", "GGUF tensor types (q8_0, q6_k, q4_k, iq4_xs, ...)"])
     raise UserError(f"{what} {name!r}: unknown format (known: {known})")
 
 
@@ -96,7 +108,9 @@ def bytes_per_param(fmt: str) -> float:
     m = re.fullmatch(r"int4-g(\d+)", fmt)
     if m:
         return 0.5 + 2.5 / int(m.group(1))
-    raise UserError(f"precision {fmt!r}: unknown format")
+    from infergap.roofline.gguf import bits_per_weight
+
+    return bits_per_weight(fmt) / 8.0
 
 
 def compute_precision(fmt: str) -> str:
