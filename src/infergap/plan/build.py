@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from infergap import __version__
 from infergap.plan.catalog import TIER_ORDER, Lever, load_catalog
 from infergap.plan.conditions import Fact, evaluate
-from infergap.plan.facts import gather, how_to_find
+from infergap.plan.facts import completed, gather, how_to_find
 
 SCHEMA = "infergap.plan/1"
 
@@ -160,8 +160,9 @@ def build_gap(roofline: dict[str, Any] | None, bench: Any) -> Gap:
     batches: memory or compute from the roofline's batched model)."""
     gap = Gap()
     single = {b["name"]: b for b in (roofline or {}).get("single_stream") or []}
-    pts = sorted([p for p in (bench.points if bench else []) if p.mode == "concurrency" and p.concurrency and _tps(p) is not None],
-                 key=lambda p: p.concurrency)
+    every = [p for p in (bench.points if bench else []) if p.mode == "concurrency" and p.concurrency and _tps(p) is not None]
+    pts = sorted([p for p in every if completed(p)], key=lambda p: p.concurrency)
+    dead = [p.label for p in every if not completed(p)]
     pg = single.get("per_gpu")
     if pg:
         comm = pg.get("collectives_s") or 0.0
@@ -197,6 +198,8 @@ def build_gap(roofline: dict[str, Any] | None, bench: Any) -> Gap:
             gap.summary = f"best point c={best.concurrency}: {best.measured_tok_s:.1f} tok/s is {best.ratio:.1%} of the bound at that batch"
     elif gap.points:
         gap.summary = "no roofline: the measured points cannot be compared with a bound"
+    if dead:
+        gap.summary = ((gap.summary + "; ") if gap.summary else "") + f"no request completed at {', '.join(dead)}: no throughput to compare there"
     return gap
 
 

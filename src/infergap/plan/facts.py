@@ -191,6 +191,8 @@ def from_server(facts: dict[str, Fact], cfg: Any, overwrite: bool = False) -> No
     put("server.max_running_requests", cfg.max_running_requests, "max_running_requests")
     if cfg.speculative_algorithm:
         put("server.spec", str(cfg.speculative_algorithm).lower(), "speculative_algorithm")
+    elif cfg.engine == "llama.cpp" and getattr(cfg, "speculative", None) is not None:
+        put("server.spec", "draft" if cfg.speculative else "none", "speculative")
     elif cfg.engine in ("sglang", "vllm") and ("speculative_algorithm" in cfg.raw or "speculative_config" in cfg.raw):
         _put(facts, "server.spec", "none", cfg.sources.get("engine") or cfg.url or "server", overwrite=overwrite)
     if cfg.enable_dp_attention is not None:
@@ -273,7 +275,7 @@ def _context_facts(facts: dict[str, Fact], bench: Any) -> None:
 def from_bench(facts: dict[str, Fact], bench: Any, roofline: dict[str, Any] | None) -> None:
     """Load and regime facts from the sweep (and the roofline, for batch-1 efficiency)."""
     _context_facts(facts, bench)
-    pts = sorted([p for p in bench.points if p.mode == "concurrency" and p.concurrency and _tps(p) is not None],
+    pts = sorted([p for p in bench.points if p.mode == "concurrency" and p.concurrency and _tps(p) is not None and completed(p)],
                  key=lambda p: p.concurrency)
     if not pts:
         return
@@ -395,6 +397,13 @@ def _derive_llamacpp(facts: dict[str, Fact]) -> None:
             _put(facts, "server.kv_slots_max", slots,
                  f"KV budget {budget / 1e9:.0f} GB ({KV_USABLE:.0%} of {mem / 1e9:.0f} GB GPU memory − {wb / 1e9:.1f} GB weights) "
                  f"/ ({kvt / 1024:.0f} KiB per token × {ctx} tokens per slot)")
+
+
+def completed(p: Any) -> int:
+    """Requests of a bench point that completed (over its trials); a point where none did has no
+    throughput to speak of (its 0 tok/s measures the failures, not the server)."""
+    trials = getattr(p, "trials", None)
+    return sum(t.completed for t in trials) if trials else 1
 
 
 def _med(p: Any, key: str) -> float | None:
