@@ -327,6 +327,10 @@ def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, serve
         if server is None and log_cfgs:
             plan.stages[-1] = Stage(name="server", status="from log", detail=", ".join(lab for lab, _ in engine_logs or []))
     plan.gap = build_gap(r, bench)
+    eff = facts.get("regime.batch1_eff_measured_bw")
+    bw = facts.get("gpu.measured_bw_GBps")
+    if eff is not None and bw is not None and plan.gap.summary:
+        plan.gap.summary += f"; {eff.value:.1%} of the bound at the {bw.value / 1000:.2f} TB/s this host's audit measured"
     plan.host_fixes = build_host_fixes(a)
     unknown: dict[str, list[str]] = {}
     eng = facts.get("engine.name")

@@ -108,6 +108,10 @@ def from_audit(facts: dict[str, Fact], audit: dict[str, Any]) -> None:
     for fid, f in worst.items():
         ev = (f.get("evidence") or [{}])[0].get("source")
         _put(facts, f"finding.{fid}", f["status"], f"audit {fid}" + (f": {ev}" if ev else ""))
+    bw = [f["details"]["measured_GBps"] for f in audit.get("findings") or []
+          if f["id"] == "gpu.memory_bandwidth" and isinstance((f.get("details") or {}).get("measured_GBps"), (int, float))]
+    if bw:
+        _put(facts, "gpu.measured_bw_GBps", round(min(bw), 1), f"audit gpu.memory_bandwidth: device-to-device copy {min(bw) / 1000:.2f} TB/s (slowest GPU)")
     if "engine.moe_config" in worst:
         _put(facts, "log.moe_default", worst["engine.moe_config"]["status"] == "actionable", "audit engine.moe_config")
     if "engine.kv_pressure" in worst:
@@ -144,8 +148,6 @@ def from_roofline(facts: dict[str, Fact], rl: dict[str, Any]) -> None:
         _put(facts, "model.kv_bytes_per_token", mm["kv_per_seq_per_gpu_B"] / mm["context"], f"{src}: KV cache per token per GPU")
     if hw.get("memory_B"):
         _put(facts, "gpu.memory_B", hw["memory_B"], f"roofline hardware ({hw.get('memory_source', 'GPU table')})")
-    if hw.get("measured_bandwidth_GBps"):
-        _put(facts, "gpu.measured_bw_GBps", hw["measured_bandwidth_GBps"], "audit: device-to-device copy (active measurement)")
     stored, mem = m.get("stored_bytes"), hw.get("memory_B")
     if stored and mem:
         need = max(1, math.ceil(stored / (0.85 * mem)))
@@ -309,12 +311,12 @@ def from_bench(facts: dict[str, Fact], bench: Any, roofline: dict[str, Any] | No
             s = f"bench c=1 {_tps(c1):.2f} tok/s vs roofline {mem['name']} {mem['tok_s']:.1f} tok/s"
             _put(facts, "regime.batch1_eff", round(eff, 4), s)
             _put(facts, "regime.latency_bound", eff < LATENCY_BOUND_EFF, s + f" ({eff:.1%}; < {LATENCY_BOUND_EFF:.0%} is latency-bound)")
-            bw = ((roofline.get("hardware") or {}).get("measured_bandwidth_GBps"))
+            bwf = facts.get("gpu.measured_bw_GBps")
             ds = ((roofline.get("hardware") or {}).get("bandwidth_GBps"))
-            if bw and ds and mem.get("name") in ("aggregate", "per_gpu_memory"):
-                at = mem["tok_s"] * bw / ds
+            if bwf is not None and ds and mem.get("name") in ("aggregate", "per_gpu_memory"):
+                at = mem["tok_s"] * bwf.value / ds
                 _put(facts, "regime.batch1_eff_measured_bw", round(_tps(c1) / at, 4),
-                     f"bench c=1 {_tps(c1):.2f} tok/s vs {at:.1f} tok/s at the measured {bw / 1000:.2f} TB/s (audit's device copy)")
+                     f"bench c=1 {_tps(c1):.2f} tok/s vs {at:.1f} tok/s, the bound at the {bwf.value / 1000:.2f} TB/s measured [{bwf.source}]")
 
 
 def derive(facts: dict[str, Fact]) -> None:
