@@ -91,7 +91,7 @@ class StreamClient:
         """The JSON request body for prompt ``p`` (max_tokens = its output length)."""
         d = {"model": self.model, "max_tokens": p.output_tokens, "stream": self.stream, "temperature": 0.0}
         if self.api == "chat":
-            d["messages"] = [{"role": "user", "content": p.text}]
+            d["messages"] = p.messages if p.messages is not None else [{"role": "user", "content": p.text}]
         else:
             d["prompt"] = p.text
         for f in self.length_fields:
@@ -104,7 +104,7 @@ class StreamClient:
         they become ``rec.error`` = ``http_<status>``, ``timeout``, ``connection``,
         ``stream_error``, ``bad_chunk``, ``incomplete_stream`` or ``cancelled``)."""
         data = self.body(p)
-        if self.count_tokens is not None:
+        if self.count_tokens is not None or rec.keep_reply:
             rec.text = []
         rec.start = perf_counter()
         try:
@@ -131,6 +131,8 @@ class StreamClient:
             rec.first = rec.chunk_times[0]
         if rec.text is not None and rec.error is None and self.count_tokens is not None:
             rec.tokenizer_completion = self.count_tokens("".join(rec.text))
+        if rec.keep_reply and rec.text is not None:
+            rec.reply = "".join(rec.text)
         rec.text = None
         return rec
 
@@ -144,6 +146,7 @@ class StreamClient:
         u = obj.get("usage") or {}
         rec.usage_prompt = u.get("prompt_tokens")
         rec.usage_completion = u.get("completion_tokens")
+        rec.usage_cached = cached_tokens(u)
         if rec.text is not None and text:
             rec.text.append(text)
 
@@ -157,6 +160,15 @@ class StreamClient:
                 break
             feed(data, perf_counter())
         parser.finish()
+
+
+def cached_tokens(usage: dict) -> int | None:
+    """Prompt tokens the server served from its prefix cache, from an OpenAI ``usage`` object's
+    ``prompt_tokens_details.cached_tokens`` (llama-server always; vLLM with
+    ``--enable-prompt-tokens-details``; SGLang); ``None`` when the server does not say."""
+    d = usage.get("prompt_tokens_details")
+    v = d.get("cached_tokens") if type(d) is dict else None
+    return v if type(v) is int else None
 
 
 class SSEParser:
@@ -225,6 +237,7 @@ class SSEParser:
                 pt, ct = u.get("prompt_tokens"), u.get("completion_tokens")
                 rec.usage_prompt = pt if type(pt) is int else rec.usage_prompt
                 rec.usage_completion = ct if type(ct) is int else rec.usage_completion
+                rec.usage_cached = cached_tokens(u)
             err = obj.get("error")
             if err:
                 rec.error = "stream_error"
