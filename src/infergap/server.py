@@ -119,6 +119,9 @@ class ServerConfig(BaseModel):
     speculative: bool | None = None
     #: Whether the engine's /metrics endpoint is on (False: llama-server without ``--metrics``).
     metrics_enabled: bool | None = None
+    #: llama.cpp startup log: layers offloaded to the GPU, of the model's (``offloaded N/M layers``).
+    offloaded_layers: int | None = None
+    model_layers: int | None = None
     running_requests: float | None = None
     waiting_requests: float | None = None
     preemptions_total: float | None = None
@@ -426,6 +429,10 @@ def server_config_from_log(facts: Any, source: str) -> ServerConfig:
     """A :class:`ServerConfig` from :class:`infergap.evidence.engine.EngineLogFacts` (an engine
     startup log), every field sourced to ``source`` (the log's evidence label)."""
     cfg = ServerConfig(engine=facts.engine, version=facts.version)
+    if facts.engine == "llama.cpp":
+        from infergap.evidence.llamacpp_log import apply_to_config
+
+        apply_to_config(cfg, facts, source)
     if facts.engine:
         cfg.sources["engine"] = source
     if facts.version:

@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infergap.evidence.llamacpp_log import is_llamacpp_line
 from infergap.evidence.text import clean_line, decode
 
 #: Longest line read at once; a longer line is read in pieces (bounded memory on a runaway line).
@@ -59,9 +60,10 @@ KINDS: dict[str, tuple[str, str]] = {
     "nccl_log": ("NCCL log (NCCL_DEBUG=INFO)", "log"),
     "sglang_log": ("SGLang server log", "log"),
     "vllm_log": ("vLLM server log", "log"),
+    "llamacpp_log": ("llama.cpp llama-server log", "log"),
 }
 
-LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "dmesg")
+LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "llamacpp_log", "dmesg")
 
 # -- start markers (tested on the stripped line) ------------------------------------------------
 _START: list[tuple[str, re.Pattern[str]]] = [
@@ -261,6 +263,8 @@ def log_kinds(line: str) -> tuple[str, ...]:
     elif any(w in s for w in _VLLM_WORDS) or ((" INFO " in s or " WARNING " in s or " ERROR " in s or " DEBUG " in s
                                                or s.startswith(("INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL"))) and _VLLM.search(s)):
         out.append("vllm_log")
+    if not out and is_llamacpp_line(s):
+        out.append("llamacpp_log")
     if c in "[kADFJMNOS" and "sglang_log" not in out and _DMESG.match(s):
         out.append("dmesg")
     return tuple(out)
@@ -301,7 +305,7 @@ def _close(seg: _Seg, end: int) -> tuple[str | None, frozenset[str]]:
     if kind == "nvsmi_nvlink" and not seg.counts.get("_link"):
         kind = None  # ``nvidia-smi -L`` also prints "GPU 0: … (UUID: …)"
     if kind is None:
-        engine = max(("sglang_log", "vllm_log"), key=lambda k: logs.get(k, 0))
+        engine = max(("sglang_log", "vllm_log", "llamacpp_log"), key=lambda k: logs.get(k, 0))
         if logs.get(engine):
             kind = engine
         elif logs.get("nccl_log"):
