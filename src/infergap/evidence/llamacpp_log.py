@@ -38,7 +38,6 @@ _GRAPHS = re.compile(r"graphs reused =\s*(\d+)")
 _EVAL = re.compile(r"(?<!prompt )eval time =.*?([\d.]+) tokens per second")
 _BUILD = re.compile(r"^(?:main: )?build: (\d+) \(([0-9a-f]+)\)|build_info: (b\S+)")
 _MODEL = re.compile(r"loading model '([^']+)'")
-_DEFERRED = re.compile(r"all slots are idle|no slot available|deferr", re.I)
 
 
 def is_llamacpp_line(line: str) -> bool:
