@@ -121,8 +121,12 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
     try:
         cfg = introspect(url, api_key=api_key)
         write("server.json", cfg.model_dump_json(indent=2, exclude={"raw"}))
-        stage("server", "ok" if cfg.reachable else "failed", f"{cfg.engine or 'unknown engine'} {cfg.version or ''}".strip()
-              if cfg.reachable else plain("; ".join(cfg.errors[:2])))
+        detail = f"{cfg.engine or 'unknown engine'} {cfg.version or ''}".strip()
+        if cfg.engine == "llama.cpp" and cfg.n_slots:
+            detail += f"; {cfg.n_slots} slot(s) of {cfg.slot_context or '?'} tokens"
+        if cfg.metrics_enabled is False:
+            detail += "; /metrics is off (start the server with --metrics for queue and token counters)"
+        stage("server", "ok" if cfg.reachable else "failed", detail if cfg.reachable else plain("; ".join(cfg.errors[:2])))
         res.reachable = bool(cfg.reachable)
     except Exception as e:  # a stage failing must not stop the others
         stage("server", "failed", plain(e))

@@ -80,7 +80,7 @@ def test_introspection_of_a_real_llama_server(server, model):
     assert cfg.model == str(model) and cfg.n_params and cfg.model_bytes and cfg.train_context == 4096
     assert cfg.model_type and cfg.metrics_enabled is True and cfg.speculative is False and cfg.slots_processing == 0
     off = introspect(server("--parallel", "1", "-c", "512").url, timeout_s=10)
-    assert off.metrics_enabled is False and off.errors == []  # said so, not an error
+    assert off.metrics_enabled is False and off.errors == []  # not an error: the doctor says so in its server stage
 
 
 def test_its_log_is_recognised_evidence(server):
