@@ -16,10 +16,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-_PREFIX = re.compile(r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL (?P<lvl>INFO|WARN|TRACE|ABORT) ?(?P<msg>.*)$")
+#: ``host:pid:tid [dev] NCCL INFO msg``; NCCL 2.2-2.3 printed ``INFO``/``WARN`` without ``NCCL``.
+_PREFIX = re.compile(r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:NCCL )?(?P<lvl>INFO|WARN|TRACE|ABORT) ?(?P<msg>.*)$")
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)(?:\+cuda(\d+\.\d+))?")
 _CHANNEL = re.compile(
-    r"Channel (?P<ch>\d+)(?:/\d+)? ?: (?P<src>\d+)\[(?P<sdev>[0-9a-fx]+)\] -> (?P<dst>\d+)\[(?P<ddev>[0-9a-fx]+)\]"
+    r"(?:Channel|Ring) (?P<ch>\d+)(?:/\d+)? ?: (?P<src>\d+)\[(?P<sdev>[0-9a-fx]+)\] -> (?P<dst>\d+)\[(?P<ddev>[0-9a-fx]+)\]"
     r"(?: \[(?P<dir>send|receive)\])? via (?P<via>.+?)\s*$"
 )
 _RING = re.compile(r"^Channel (\d+)/(\d+) ?:\s+\d+(?:\s+\d+)*\s*$")
@@ -46,6 +47,8 @@ def transport_family(via: str) -> str:
     >>> transport_family("NET/IBext_v8/7/GDRDMA"), transport_family("P2P/direct pointer/read")
     ('NET/IB', 'P2P/direct')
     """
+    if "shared memory" in via:  # NCCL 2.3: "via direct shared memory"
+        return "SHM"
     parts = via.split("/")
     head = parts[0].upper()
     if head == "P2P":
@@ -160,7 +163,7 @@ def parse_nccl_log(lines: Iterable[str]) -> NcclLogFacts:
     p2p_off: dict[tuple[int, int], None] = {}
     for line in lines:
         f.lines += 1
-        if "NCCL" not in line:
+        if "NCCL" not in line and " INFO " not in line and " WARN " not in line:
             continue
         m = _PREFIX.search(line)
         if m:
@@ -183,7 +186,7 @@ def parse_nccl_log(lines: Iterable[str]) -> NcclLogFacts:
                 warn_seen.add(key)
                 f.warnings.append(msg.strip()[:300])
             continue
-        if msg.startswith("Channel"):
+        if msg.startswith(("Channel", "Ring")):
             cm = _CHANNEL.search(msg)
             if cm:
                 src, dst = int(cm.group("src")), int(cm.group("dst"))
