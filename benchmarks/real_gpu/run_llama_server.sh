@@ -5,7 +5,7 @@
 # endpoints' raw answers are kept.
 #
 #   SRC=path/to/llama.cpp PHASE=build   bash benchmarks/real_gpu/run_llama_server.sh
-#   PHASE=cases CASES="healthy p1 ngl16 kv" bash benchmarks/real_gpu/run_llama_server.sh
+#   PHASE=cases CASES="healthy-quick p1-quick ngl16-quick kv-cut kv-refuse" bash benchmarks/real_gpu/run_llama_server.sh
 #
 # (BIN=dir of prebuilt binaries and GGUFPY=llama.cpp's gguf-py skip the build: PHASE=prep.)
 # build: configure and build llama-server and llama-bench (in a new session, so it outlives the
@@ -83,18 +83,20 @@ case "${PHASE:-cases}" in
   build) build ;;
   prep) mkdir -p "$WORK"; [ -f "$MODEL" ] || PYTHONPATH="$GGUFPY:${PYTHONPATH:-}" python3 "$HERE/make_random_gguf.py" --model llama-3.1-8b --out "$MODEL" ;;
   cases)
-    for c in ${CASES:-healthy p1 ngl16 kv}; do
+    for c in ${CASES:-healthy p1 ngl16 kv-fits}; do
       log "case $c"
       case $c in
         healthy) case_run healthy "-ngl 99 -c 32768 --parallel 16 -fa on --metrics" --concurrency 1,4,16,32,64 "${SWEEP[@]}" ;;
         p1)      case_run p1 "-ngl 99 -c 4096 --parallel 1 -fa on --metrics" --concurrency 1,4,16 "${SWEEP[@]}" ;;
         ngl16)   case_run ngl16 "-ngl 16 -c 32768 --parallel 16 -fa on --metrics" --concurrency 1,4 --num-prompts 4 "${SWEEP[@]}" ;;
-        kv)      case_run kv "-ngl 99 -c 2048 --parallel 16 -fa on --metrics" --concurrency 1,4,16,32 "${SWEEP[@]}" ;;
+        kv-fits) case_run kv-fits "-ngl 99 -c 2048 --parallel 16 -fa on --metrics" --concurrency 1,4,16,32 "${SWEEP[@]}" ;;
         # 16 slots of 256 tokens (llama.cpp rounds -c 2048 up to its 256-token minimum per slot):
         # prompts that fit but leave no room for the output, then prompts that do not fit at all
         kv-cut)  case_run kv-cut "-ngl 99 -c 2048 --parallel 16 -fa on --metrics" --quick --concurrency 1,4,16 --input-len 200 --output-len 64 ;;
         kv-refuse) case_run kv-refuse "-ngl 99 -c 2048 --parallel 16 -fa on --metrics" --quick --concurrency 1,4,16 --input-len 256 --output-len 64 ;;
         healthy-quick) case_run healthy-quick "-ngl 99 -c 32768 --parallel 16 -fa on --metrics" --quick --concurrency 1,16,32 "${SWEEP[@]}" ;;
+        p1-quick) case_run p1-quick "-ngl 99 -c 4096 --parallel 1 -fa on --metrics" --quick --concurrency 1,4,16 "${SWEEP[@]}" ;;
+        ngl16-quick) case_run ngl16-quick "-ngl 16 -c 32768 --parallel 16 -fa on --metrics" --quick --concurrency 1,4 --num-prompts 4 "${SWEEP[@]}" ;;
         nometrics) mkdir -p "$OUT/nometrics"; serve nometrics -ngl 99 -c 32768 --parallel 16 -fa on && raw nometrics && \
                    python3 -c "from infergap.server import introspect; print(introspect('$URL').model_dump_json(indent=2))" > "$OUT/nometrics/server.json"; stop ;;
         bench)   "$BIN/llama-bench" -m "$MODEL" -p 0 -n 128 -ngl 99 -fa 1 -o json > "$OUT/llama-bench.json" 2> "$OUT/llama-bench.err"; tail -c 600 "$OUT/llama-bench.json" ;;
