@@ -6,8 +6,9 @@ The shapes come from the config files infergap ships for its roofline
 (``src/infergap/data/models/<name>.json``), so the served file and the roofline describe the same
 tensors. The vocabulary is a SentencePiece-style one of exactly ``vocab_size`` unique pieces
 (``<unk>``, ``<s>``, ``</s>``, the 256 byte pieces ``<0x00>``…``<0xFF>`` llama.cpp needs for its
-newline token, the words of the bench's synthetic prompts, then filler words). The rows of ``output.weight`` for the special and byte pieces
-are zero, so greedy decoding of the random logits never picks them and never stops early.
+newline token, the words of the bench's synthetic prompts, then filler words). The rows of
+``output.weight`` for the special and byte pieces are zero, so greedy decoding of the random
+logits never picks them and never stops early.
 The weights of one block are drawn once and written for every block: the bytes each token reads
 are those of the real model, which is all a throughput measurement depends on.
 
