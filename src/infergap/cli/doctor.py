@@ -47,6 +47,7 @@ def doctor(
     output_len: int | None = typer.Option(None, "--output-len", metavar="TOKENS", parser=v.tokens, help="Output tokens per request in the sweep."),
     num_prompts: int | None = typer.Option(None, "--num-prompts", metavar="N", parser=v.number(integer=True, ge=1, le=100000),
                                            help="Requests per concurrency (default with --concurrency: 4 × concurrency, at least 32)."),
+    max_error_rate: str = typer.Option("1%", "--max-error-rate", help="Failure budget of a bench point, e.g. 1% or 0.01: above it the point is invalid and doctor exits 1."),
 ) -> None:
     """Run audit (+ evidence), server introspection, roofline, a bench sweep and the plan; write
     report.html (self-contained), report.md and the JSON of every stage; print the top actions."""
@@ -56,7 +57,7 @@ def doctor(
     from infergap.doctor import run_doctor
     from infergap.errors import UserError
 
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)  # a piped stderr is not cut at 80 columns
 
     def progress(stage: str, msg: str) -> None:
         err.print(f"[bold]{stage}[/]: {escape(msg)}")
@@ -70,8 +71,12 @@ def doctor(
     sweep = {k: x for k, x in (("concurrency", [int(c) for c in concurrency] if concurrency else None), ("input_len", input_len),
                                 ("output_len", output_len), ("num_prompts", num_prompts)) if x is not None}
     try:
+        from infergap.cli.bench import parse_error_rate
+
+        budget = parse_error_rate(max_error_rate)
         res = run_doctor(url, output_dir, model=model, served_model=served_model, quick=quick, evidence=[str(p) for p in evidence or []], api_key=api_key,
-                         gpu=gpu, gpus=gpus, snapshot=str(snapshot) if snapshot else None, progress=progress, sweep=sweep)
+                         gpu=gpu, gpus=gpus, snapshot=str(snapshot) if snapshot else None, progress=progress,
+                         max_error_rate=budget, sweep=sweep)
     except UserError as e:
         raise fail(str(e))
     out = Console(file=sys.stdout, highlight=False, soft_wrap=True)
@@ -90,4 +95,8 @@ def doctor(
         raise typer.Exit(1)
     if res.points == 0:
         typer.echo(f"infergap: error: the bench against {url} measured nothing (see the bench stage above)", err=True)
+        raise typer.Exit(1)
+    if res.invalid_points:
+        typer.echo(f"infergap: error: {res.invalid_points} of {res.points} bench point(s) failed more requests than the "
+                   "failure budget (see the bench stage above and the report)", err=True)
         raise typer.Exit(1)

@@ -74,7 +74,7 @@ def _condition(sig: Signature, snap: Any, part: Any, hits: dict[str, SignatureHi
     if sig.when == "multi_node":
         return any(f.single_host is False or any(lk.transport.startswith("NET") for lk in f.links) for f in nccl)
     if sig.when == "rdma_present":
-        if any(catalog().by_id(h).finding.id == "nccl.net" for h in hits) or any(f.ib_devices for f in nccl):
+        if any(catalog().by_id(h).shows == "rdma_device" for h in hits) or any(f.ib_devices for f in nccl):
             return True
         facts = getattr(ctx, "facts", None)
         try:
