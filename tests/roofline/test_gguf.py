@@ -3,6 +3,7 @@ with their exact bits per weight, bytes equal to the file's tensor data."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -85,7 +86,7 @@ def test_gguf_model_bytes_are_the_files(tmp_path):
 def test_roofline_cli_reads_a_gguf(tmp_path):
     path = _write(tmp_path / "m.gguf")
     r = subprocess.run([sys.executable, "-m", "infergap", "roofline", "--model", str(path), "--gpu", "h200", "--format", "json"],
-                       capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"})
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert r.returncode == 0, r.stderr
     import json
 
