@@ -287,7 +287,7 @@ def _context_facts(facts: dict[str, Fact], bench: Any) -> None:
 
 def from_bench_errors(facts: dict[str, Fact], bench: Any) -> None:
     """The sweep's failed requests: ``load.error_rate`` (failed / sent over every point, requests
-    cancelled with Ctrl-C not counted), ``load.error_kind`` (the most frequent kind),
+    cancelled with Ctrl-C not counted), ``load.error_kind`` (the most frequent kind; ``none``),
     ``load.error_cause`` (the most likely cause, :func:`infergap.bench.metrics.likely_cause`) and
     ``server.keep_alive`` (False when the server closed connections after streamed responses)."""
     from infergap.bench.metrics import likely_cause
@@ -320,6 +320,8 @@ def from_bench_errors(facts: dict[str, Fact], bench: Any) -> None:
         cause = likely_cause(errors)
         if cause:
             _put(facts, "load.error_cause", cause, src)
+    else:
+        _put(facts, "load.error_kind", "none", src)  # no failure: levers for a kind of failure do not apply
 
 
 def from_bench(facts: dict[str, Fact], bench: Any, roofline: dict[str, Any] | None) -> None:
