@@ -87,6 +87,7 @@ def test_healthy_server_has_no_false_p0_p1_and_nothing_foreign():
         named += [lv for u in plan.unknowns for lv in u.decides]
         assert not [n for n in named if any(w in n for w in FOREIGN)], named
         assert "throttled" not in json.dumps(plan.gap.model_dump())
+        assert not plan.unknowns, [u.fact for u in plan.unknowns]  # every lever decided by the run's own facts
 
 
 def test_healthy_server_saturation_and_host_bound_are_named():
