@@ -354,6 +354,7 @@ def from_bench(facts: dict[str, Fact], bench: Any, roofline: dict[str, Any] | No
     if ttft:
         _put(facts, "load.ttft_by_c", ttft, "bench: median TTFT (ms) per concurrency")
     _put(facts, "load.tps_by_c", {p.concurrency: _tps(p) for p in pts}, "bench: output tok/s per concurrency")
+    from_engine_metrics(facts, bench)
     c1 = next((p for p in pts if p.concurrency == 1), None)
     if c1 is not None and roofline:
         single = {x["name"]: x for x in roofline.get("single_stream") or []}
@@ -369,6 +370,29 @@ def from_bench(facts: dict[str, Fact], bench: Any, roofline: dict[str, Any] | No
                 at = mem["tok_s"] * bwf.value / ds
                 _put(facts, "regime.batch1_eff_measured_bw", round(_tps(c1) / at, 4),
                      f"bench c=1 {_tps(c1):.2f} tok/s vs {at:.1f} tok/s, the bound at the {bwf.value / 1000:.2f} TB/s measured [{bwf.source}]")
+
+
+def from_engine_metrics(facts: dict[str, Fact], bench: Any) -> None:
+    """Facts from the engine's /metrics during the sweep and the knee's explanation
+    (:mod:`infergap.bench.engine_metrics`): what bent the curve, the most requests running and
+    waiting, the fullest KV cache, preemptions and the prefix-cache hit rate."""
+    knee = next((p for p in bench.points if getattr(p, "explanation", None) is not None and p.explanation.knee), None)
+    if knee is not None:
+        _put(facts, "load.knee", knee.label, f"bench {knee.label}: {knee.explanation.line}")
+        _put(facts, "load.knee_cause", knee.explanation.cause, f"bench {knee.label}: {knee.explanation.line}")
+    eng = [(p, p.engine) for p in bench.points if getattr(p, "engine", None) is not None and p.engine.available]
+    for key, attr, fn in (("load.running_max", "running_max", max), ("load.waiting_max", "waiting_max", max),
+                          ("load.kv_usage_max", "kv_usage_max", max), ("load.preemptions", "preemptions", sum)):
+        vals = [(getattr(e, attr), p.label) for p, e in eng if getattr(e, attr) is not None]
+        if vals:
+            v = fn(x for x, _ in vals)
+            where = max(vals)[1]
+            _put(facts, key, int(v) if key != "load.kv_usage_max" else round(v, 3),
+                 f"engine /metrics ({eng[0][1].engine}) during the sweep, largest at {where}" if fn is max
+                 else f"engine /metrics ({eng[0][1].engine}) summed over the sweep's points")
+    hits = [(e.prefix_hit_rate, p.label) for p, e in eng if e.prefix_hit_rate is not None]
+    if hits:
+        _put(facts, "load.prefix_hit_rate", round(max(hits)[0], 3), f"engine /metrics: prefix-cache hits at {max(hits)[1]}")
 
 
 def derive(facts: dict[str, Fact]) -> None:
