@@ -17,14 +17,17 @@ class FailOn(str, Enum):
     P2 = "P2"
 
 
-def _write_output(text: str, output: Path | None) -> None:
+def _write_output(text: str, output: Path | None, inputs: list[Path | None] | None = None) -> None:
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
+    from infergap.errors import UserError
+    from infergap.guard import write_atomic
+
     try:
-        output.write_text(text if text.endswith("\n") else text + "\n")
-    except OSError as e:
-        raise fail(f"--output {output}: cannot write ({e.strerror or e})")
+        write_atomic(output, text if text.endswith("\n") else text + "\n", inputs=inputs or [])
+    except UserError as e:
+        raise fail(str(e))
 
 
 @app.command()
@@ -62,6 +65,15 @@ def audit(
             raise fail(str(e))
         for err in server_cfg.errors:
             typer.echo(f"infergap: warning: {err}", err=True)
+    inputs = [snapshot, *(evidence or []), *(more_evidence or [])]
+    if output is not None:
+        from infergap.errors import UserError
+        from infergap.guard import check_not_input
+
+        try:  # before the audit: a refused output must not cost the audit's time
+            check_not_input(output, inputs)
+        except UserError as e:
+            raise fail(str(e))
     snap = open_with_evidence(snapshot, [*(evidence or []), *(more_evidence or [])], host=host, active=active)
     try:
         interactive = sys.stderr.isatty() and fmt == Fmt.text
@@ -93,7 +105,7 @@ def audit(
         import shutil
 
         text = render_text(report, width=shutil.get_terminal_size().columns if tty else None, color=tty)
-    _write_output(text, output)
+    _write_output(text, output, inputs)
     from infergap.cli import record
 
     record("audit", report.to_json(), None if snapshot is None and host else report.host)

@@ -41,13 +41,13 @@ def doctor(
 ) -> None:
     """Run audit (+ evidence), server introspection, roofline, a bench sweep and the plan; write
     report.html (self-contained), report.md and the JSON of every stage; print the top actions."""
-    from rich.console import Console
     from rich.markup import escape
 
     from infergap.doctor import run_doctor
     from infergap.errors import UserError
+    from infergap.guard import safe_console
 
-    err = Console(stderr=True, highlight=False)
+    err = safe_console(stderr=True, highlight=False)
 
     def progress(stage: str, msg: str) -> None:
         err.print(f"[bold]{stage}[/]: {escape(msg)}")
@@ -63,7 +63,7 @@ def doctor(
                          gpu=gpu, gpus=gpus, snapshot=str(snapshot) if snapshot else None, progress=progress)
     except UserError as e:
         raise fail(str(e))
-    out = Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    out = safe_console(file=sys.stdout, highlight=False, soft_wrap=True)
     plan = res.plan
     if plan is not None and plan.gap.summary:
         out.print(escape(plan.gap.summary))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from enum import Enum
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import typer
 
 from infergap.cli import Fmt, app, fail
+from infergap.guard import dumps
 
 
 class Ceiling(str, Enum):
@@ -124,16 +124,18 @@ def roofline(
         raise fail(str(e))
 
     if fmt is Fmt.json:
-        text = json.dumps(result.to_json_dict(), indent=2) + "\n"
+        text = dumps(result.to_json_dict(), indent=2) + "\n"
     elif fmt is Fmt.md:
         text = render_markdown(result)
     else:
         text = render_text(result, color=output is None and sys.stdout.isatty())
     if output is not None:
+        from infergap.guard import write_atomic
+
         try:
-            output.write_text(text)
-        except OSError as e:
-            raise fail(f"--output {output}: cannot write ({e.strerror or e})")
+            write_atomic(output, text, inputs=[snapshot, Path(model) if Path(model).exists() else None])
+        except UserError as e:
+            raise fail(str(e))
     else:
         typer.echo(text, nl=False)
     from infergap.cli import record

@@ -95,6 +95,8 @@ class EvidenceSnapshot(Snapshot):
         self.parts: list[EvidencePart] = []
         self._unrecognized: list[Unrecognized] = []
         self._spool_dir: tempfile.TemporaryDirectory[str] | None = None
+        if base is not None and hasattr(base, "refused_evidence"):
+            self._unrecognized += [Unrecognized(p, why) for p, why in base.refused_evidence()]
         for f in files:
             if f.is_dir():
                 subs = sorted(q for q in f.rglob("*") if q.is_file())
@@ -260,6 +262,8 @@ def open_with_evidence(snapshot: str | os.PathLike[str] | None, evidence: list[s
             raise UserError(f"--evidence {p}: no such file or directory")
     base = open_snapshot(snapshot, active=active) if (snapshot is not None or host) else None
     extra = base.evidence_files() if base is not None and hasattr(base, "evidence_files") else []
+    if not extra and base is not None and hasattr(base, "refused_evidence"):
+        extra = base.refused_evidence()  # say what was not followed
     if not paths and not extra:
         if base is None:
             raise UserError("nothing to audit: --no-host needs --snapshot or --evidence")

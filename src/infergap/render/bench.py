@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import io
 
-from rich.console import Console
 from rich.table import Table
 
+from infergap.guard import safe_console, term_safe
 from infergap.bench.compare import BenchComparison
 from infergap.bench.models import BenchResult, PointResult, Spread, TelemetrySummary
 
@@ -141,7 +141,7 @@ def to_text(result: BenchResult, comparison: BenchComparison | None = None, widt
     """Terminal report: the sweep table (latencies in ms; throughputs median (min–max) over
     trials), notes, the metric definitions, and the comparison with a baseline if given."""
     buf = io.StringIO()
-    con = Console(file=buf, width=width, force_terminal=False, no_color=True)
+    con = safe_console(file=buf, width=width, force_terminal=False, no_color=True)
     table = Table(title="infergap bench", show_lines=False)
     for c in COLUMNS:
         table.add_column(c, justify="left" if c in ("point", "stability") else "right")
@@ -156,7 +156,7 @@ def to_text(result: BenchResult, comparison: BenchComparison | None = None, widt
     con.print("definitions:")
     for k, v in result.definitions.items():
         con.print(f"  {k}: {v}", highlight=False)
-    return buf.getvalue()
+    return term_safe(buf.getvalue())  # plain text: no value may drive the terminal
 
 
 def comparison_text(c: BenchComparison) -> str:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import io
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from infergap.guard import safe_console
 from infergap.roofline.bounds import RooflineResult
 
 _GROUP_ORDER = ("attention", "indexer", "router", "dense_ffn", "shared_experts", "experts", "lm_head", "embedding", "kv_cache", "other")
@@ -173,7 +173,7 @@ def _details(r: RooflineResult) -> list[tuple[str, list[str]]]:
 def render_text(r: RooflineResult, *, color: bool = True, width: int = 140) -> str:
     """The terminal report (rich tables); ``color=False`` for files."""
     buf = io.StringIO()
-    con = Console(file=buf, width=width, force_terminal=color, color_system="standard" if color else None, highlight=False)
+    con = safe_console(file=buf, width=width, force_terminal=color, color_system="standard" if color else None, highlight=False)
     lines = _header(r)
     warn = fit_warning(r)
     if warn:
