@@ -358,17 +358,18 @@ class Facts:
     @memo
     def torch_info(self) -> dict[str, Any] | None:
         """The ``torch`` command's JSON (torch version, CUDA build, arch list, devices), or None."""
-        import json
+        from infergap.errors import UserError
+        from infergap.guard import loads
 
         r = self.cmd_ok("torch")
         if not r:
             return None
         for line in reversed(r.stdout.strip().splitlines()):
             try:
-                d = json.loads(line)
+                d = loads(line, self.src("torch"))
                 if isinstance(d, dict):
                     return d
-            except json.JSONDecodeError:
+            except UserError:
                 continue
         self.problems[self.src("torch")] = "no JSON line in torch probe output"
         return None

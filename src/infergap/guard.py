@@ -322,3 +322,25 @@ def _umask() -> int:
     m = os.umask(0)
     os.umask(m)
     return m
+
+
+_BRACKETS = re.compile(r"[\[\](){}]")
+
+
+def literal(text: str, *, max_depth: int = MAX_JSON_DEPTH, max_len: int = 1 << 20) -> Any:
+    """``ast.literal_eval`` of a Python literal found in a log (an argument dump), refusing text
+    longer than ``max_len`` or nested deeper than ``max_depth`` before the parser sees it (the
+    parser would raise RecursionError or MemoryError). Raises ValueError for anything refused."""
+    import ast
+
+    if len(text) > max_len:
+        raise ValueError(f"literal of {len(text)} characters, more than {max_len}")
+    level = 0
+    for m in _BRACKETS.finditer(text):
+        level += 1 if m.group() in "([{" else -1
+        if level > max_depth:
+            raise ValueError(f"literal nested deeper than {max_depth} levels")
+    try:
+        return ast.literal_eval(text)
+    except (SyntaxError, MemoryError, RecursionError, TypeError) as e:
+        raise ValueError(f"not a Python literal ({type(e).__name__})") from None

@@ -19,13 +19,15 @@ info ``max_total_num_tokens``, ``internal_states`` and ``version``), ``/model_in
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import re
 from typing import Any
 
 from pydantic import BaseModel, Field
+
+from infergap.errors import UserError
+from infergap.guard import loads
 
 log = logging.getLogger(__name__)
 
@@ -339,8 +341,11 @@ async def introspect_async(url: str, api_key: str | None = None, timeout_s: floa
         data: Any = None
         if path != "/metrics":
             try:
-                data = json.loads(text)
-            except ValueError:
+                data = loads(text, f"GET {path}")
+            except UserError as e:
+                if "nested" in str(e) or "number" in str(e):
+                    cfg.errors.append(str(e))
+                    continue
                 kind = "an HTML page" if "<html" in text[:2000].lower() or "<!doctype" in text[:200].lower() else "text"
                 cfg.errors.append(f"GET {path}: answered {kind}, not JSON")
                 continue

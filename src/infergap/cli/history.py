@@ -25,7 +25,7 @@ def history(
 
     if kind and kind not in KINDS:
         raise UserError(f"--kind {kind}: expected one of {', '.join(KINDS)}")
-    with Ledger(db) as ledger:
+    with Ledger(db, readonly=True) as ledger:
         runs = ledger.runs(kind=kind, host=host, limit=limit)
     if as_json:
         import json
@@ -51,7 +51,7 @@ def compare(
     """Compare two runs of one kind: audits finding by finding, benches point by point."""
     from infergap.ledger import AuditDiff, Ledger, compare_runs
 
-    with Ledger(db) as ledger:
+    with Ledger(db, readonly=True) as ledger:
         a, b = ledger.get(run_a), ledger.get(run_b)
         diff = compare_runs(a, b)
     typer.echo(f"{a.kind} run {a.id} ({a.created_at[:19]}) → run {b.id} ({b.created_at[:19]})")

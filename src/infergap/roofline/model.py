@@ -231,12 +231,9 @@ def builtin_models() -> list[str]:
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except OSError as e:
-        raise UserError(f"{what} {path}: cannot read ({e.strerror or e})") from None
-    except json.JSONDecodeError as e:
-        raise UserError(f"{what} {path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    from infergap.guard import read_json
+
+    data = read_json(path, what, max_bytes=64 * 1024 * 1024)
     if not isinstance(data, dict):
         raise UserError(f"{what} {path}: not a JSON object")
     return data

@@ -10,7 +10,6 @@ on a live host they run on first use, in parallel, each with its timeout.
 from __future__ import annotations
 
 import fnmatch
-import json
 import logging
 import os
 import shutil
@@ -340,17 +339,24 @@ class DirSnapshot(Snapshot):
         data = self._read_file(self.root / "probes" / f"{name}.json")
         if data is None:
             return None
+        from infergap.errors import UserError
+        from infergap.guard import loads
+
         try:
-            return json.loads(data.decode("utf-8", errors="replace"))
-        except json.JSONDecodeError as e:
-            return {"error": f"probes/{name}.json is not valid JSON: {e.msg} at line {e.lineno}"}
+            return loads(data.decode("utf-8", errors="replace"), f"probes/{name}.json")
+        except UserError as e:
+            return {"error": str(e)}
 
     def meta(self) -> dict[str, Any]:
         if self._meta is None:
             data = self._read_file(self.root / "meta.json")
+            from infergap.errors import UserError
+            from infergap.guard import loads
+
             try:
-                m = json.loads(data.decode("utf-8", errors="replace")) if data is not None else {}
-            except json.JSONDecodeError:
+                m = loads(data.decode("utf-8", errors="replace"), "meta.json") if data is not None else {}
+            except UserError as e:
+                log.warning("snapshot %s: %s", self.label, e)
                 m = {}
             m = m if isinstance(m, dict) else {}
             if not isinstance(m.get("sources"), dict):
