@@ -1,6 +1,6 @@
 """The finding model: what every investigator returns and every renderer reads.
 
-The JSON shape is the contract in the project's DESIGN document ("Finding (contract)"):
+The JSON shape is the contract in docs/design.md ("Finding contract"):
 one finding per check id and subject, with its status, evidence, expected value, impact and,
 for actionable findings, a remedy with commands, their persistent form and the exact revert.
 """

@@ -2,7 +2,7 @@
 
 Groups: confirmed good (ok), actionable (ranked: severity, then runtime before software before
 reboot before BIOS/hardware), expected (negative knowledge), unknown, not applicable. The JSON
-shape is the DESIGN contract ``{"schema": "infergap.audit/1", "host", "investigators",
+shape is the contract of docs/design.md ``{"schema": "infergap.audit/1", "host", "investigators",
 "findings", "summary"}``.
 """
 

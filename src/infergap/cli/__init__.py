@@ -68,6 +68,7 @@ from infergap.cli import fix as _fix  # noqa: E402,F401
 from infergap.cli import history as _history  # noqa: E402,F401
 from infergap.cli import plan as _plan  # noqa: E402,F401
 from infergap.cli import doctor as _doctor  # noqa: E402,F401
+from infergap.cli import checks as _checks  # noqa: E402,F401
 
 
 def main() -> None:

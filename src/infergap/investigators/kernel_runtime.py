@@ -1,8 +1,6 @@
 """Kernel runtime settings (sysctls) that cost inference hosts latency or throughput.
 
 Thresholds and their sources:
-- ``kernel.numa_balancing``: Documentation/admin-guide/sysctl/kernel.rst ("numa_balancing");
-  the kernel disables it by itself on one-node machines (kernel/sched/fair.c, ``numabalancing_default``).
 - ``kernel.nmi_watchdog``: Documentation/admin-guide/sysctl/kernel.rst; holds one perf counter per CPU.
 - ``kernel.sched_autogroup_enabled``: Documentation/admin-guide/sysctl/kernel.rst (desktop feature).
 - ``vm.swappiness``: Documentation/admin-guide/sysctl/vm.rst; tuned's throughput-performance and
@@ -10,41 +8,18 @@ Thresholds and their sources:
 - ``net.core.{r,w}mem_max``, ``net.ipv4.tcp_{r,w}mem``: Documentation/networking/ip-sysctl.rst;
   tuned's network-throughput profile raises the maxima to 16 MiB (16777216).
 
-Severity model: P1 when the setting acts on every CPU thread feeding the GPUs (NUMA balancing page
-faults); P2 for hygiene items whose public evidence of inference impact is weak; swappiness is P1
+Severity model (``kernel.numa_balancing`` lives in the numa investigator): P2 for hygiene items whose public evidence of inference impact is weak; swappiness is P1
 when swap is in use (pages of the serving process can be swapped out), P2 otherwise.
 """
 
 from __future__ import annotations
 
 from infergap.findings import Finding, FixKind, Severity, Status
-from infergap.investigators.base import Context, evidence, finding, not_applicable, sysctl_remedy, unknown
+from infergap.investigators.base import Context, evidence, finding, sysctl_remedy, unknown
 from infergap.parsers.host import parse_swaps
 
 NAME = "kernel_runtime"
 SOCKET_BUF_GOOD_B = 16 * 1024 * 1024  # tuned network-throughput profile
-
-
-def numa_balancing(ctx: Context) -> Finding:
-    """kernel.numa_balancing (reported by the numa investigator)."""
-    cid = "kernel.numa_balancing"
-    v = ctx.facts.sysctl("kernel.numa_balancing")
-    nodes = ctx.facts.numa_nodes()
-    if nodes is not None and len(nodes) <= 1:
-        return not_applicable(cid, "numa", "Automatic NUMA balancing does not apply: one NUMA node",
-                              "With a single NUMA node the kernel turns NUMA balancing off by itself; there is nothing to migrate between nodes.",
-                              evidence_=evidence(v, ("files/sys/devices/system/node", f"{len(nodes)} node(s)")))
-    if v is None:
-        return unknown(cid, "numa", "Automatic NUMA balancing: not captured", "Needs /proc/sys/kernel/numa_balancing or sysctl -a.")
-    if v.value == "0":
-        return finding(cid, "numa", Status.ok, "Automatic NUMA balancing is off", evidence_=evidence(v), expected_value="0")
-    return finding(
-        cid, "numa", Status.actionable, "Automatic NUMA balancing is on",
-        severity=Severity.P1, fix_kind=FixKind.runtime, evidence_=evidence(v), expected_value="0",
-        impact="The kernel periodically unmaps pages to sample accesses and migrates them between nodes; the page faults and migrations land on the CPU threads that launch GPU work and on pinned staging buffers.",
-        remedy=sysctl_remedy(ctx, "kernel.numa_balancing", "0", v.value),
-        references=["Documentation/admin-guide/sysctl/kernel.rst#numa-balancing"],
-    )
 
 
 def _simple(ctx: Context, cid: str, key: str, good: str, title_bad: str, title_ok: str, impact: str, ref: str) -> Finding:

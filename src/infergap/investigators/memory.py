@@ -8,12 +8,29 @@ from __future__ import annotations
 
 import re
 
-from infergap.findings import Finding, Status
+from infergap.facts import GpuFacts
+from infergap.findings import Finding, FixKind, Remedy, Severity, Status
 from infergap.investigators.base import Context, evidence, finding, unknown
-from infergap.investigators.pcie import bar1
 from infergap.parsers.host import parse_meminfo
 
 NAME = "memory"
+
+
+def bar1(ctx: Context, g: GpuFacts, n_gpus: int) -> Finding:
+    """pcie.bar1 for one GPU: a 256 MiB BAR1 (no Resizable BAR) blocks BAR1-based peer access."""
+    cid = "pcie.bar1"
+    if g.bar1_total_B is None:
+        return unknown(cid, NAME, f"GPU {g.bdf}: BAR1 size not captured", "Needs NVML or nvidia-smi -q.", subject=g.bdf)
+    gib = g.bar1_total_B / 2**30
+    src = "probes/nvml.json" if "probes/nvml.json" in g.sources else ctx.facts.src("nvsmi_qx")
+    evs = evidence((src, f"BAR1 total {gib:g} GiB"))
+    if g.bar1_total_B <= 256 * 2**20:
+        sev = Severity.P1 if n_gpus > 1 else Severity.P2
+        return finding(cid, NAME, Status.actionable, f"GPU {g.bdf}: BAR1 is only {g.bar1_total_B // 2**20} MiB (no Resizable BAR)",
+                       severity=sev, fix_kind=FixKind.bios, subject=g.bdf, evidence_=evs, expected_value=">= the GPU's memory size",
+                       impact="A 256 MiB BAR1 blocks BAR1-based peer access and forces staging through host memory.",
+                       remedy=Remedy(note="Enable 'Above 4G decoding' and 'Resizable BAR' in the BIOS."), references=["NVML nvmlDeviceGetBAR1MemoryInfo"])
+    return finding(cid, NAME, Status.ok, f"GPU {g.bdf}: BAR1 {gib:g} GiB", subject=g.bdf, evidence_=evs)
 
 
 def _thp(ctx: Context) -> Finding:

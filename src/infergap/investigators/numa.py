@@ -1,6 +1,7 @@
 """NUMA: automatic NUMA balancing and the GPUs' NUMA affinity.
 
-Sources: Documentation/admin-guide/sysctl/kernel.rst (numa_balancing);
+Sources: Documentation/admin-guide/sysctl/kernel.rst (numa_balancing; the kernel disables it by
+itself on one-node machines, kernel/sched/fair.c ``numabalancing_default``);
 ``/sys/bus/pci/devices/<BDF>/numa_node`` and ``local_cpulist`` (Documentation/ABI/testing/sysfs-bus-pci).
 A ``numa_node`` of -1 means the firmware gave no proximity information (normal on one socket).
 """
@@ -8,10 +9,31 @@ A ``numa_node`` of -1 means the firmware gave no proximity information (normal o
 from __future__ import annotations
 
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status
-from infergap.investigators.base import Context, evidence, finding, not_applicable, unknown
-from infergap.investigators.kernel_runtime import numa_balancing
+from infergap.investigators.base import Context, evidence, finding, not_applicable, sysctl_remedy, unknown
 
 NAME = "numa"
+
+
+def numa_balancing(ctx: Context) -> Finding:
+    """kernel.numa_balancing: P1 when on (it acts on every CPU thread feeding the GPUs)."""
+    cid = "kernel.numa_balancing"
+    v = ctx.facts.sysctl("kernel.numa_balancing")
+    nodes = ctx.facts.numa_nodes()
+    if nodes is not None and len(nodes) <= 1:
+        return not_applicable(cid, NAME, "Automatic NUMA balancing does not apply: one NUMA node",
+                              "With a single NUMA node the kernel turns NUMA balancing off by itself; there is nothing to migrate between nodes.",
+                              evidence_=evidence(v, ("files/sys/devices/system/node", f"{len(nodes)} node(s)")))
+    if v is None:
+        return unknown(cid, NAME, "Automatic NUMA balancing: not captured", "Needs /proc/sys/kernel/numa_balancing or sysctl -a.")
+    if v.value == "0":
+        return finding(cid, NAME, Status.ok, "Automatic NUMA balancing is off", evidence_=evidence(v), expected_value="0")
+    return finding(
+        cid, NAME, Status.actionable, "Automatic NUMA balancing is on",
+        severity=Severity.P1, fix_kind=FixKind.runtime, evidence_=evidence(v), expected_value="0",
+        impact="The kernel periodically unmaps pages to sample accesses and migrates them between nodes; the page faults and migrations land on the CPU threads that launch GPU work and on pinned staging buffers.",
+        remedy=sysctl_remedy(ctx, "kernel.numa_balancing", "0", v.value),
+        references=["Documentation/admin-guide/sysctl/kernel.rst#numa-balancing"],
+    )
 
 
 def _gpu_affinity(ctx: Context) -> Finding | None:

@@ -285,23 +285,6 @@ def _iommu(ctx: Context, gpus: list[PciFunction]) -> Finding:
     return finding(cid, NAME, Status.ok, "No IOMMU groups: the IOMMU is off or absent", evidence_=evs + evidence(("files/sys/kernel/iommu_groups", "no groups")), expected_value="identity or off")
 
 
-def bar1(ctx: Context, g: GpuFacts, n_gpus: int) -> Finding:
-    """pcie.bar1 for one GPU (reported by the memory investigator)."""
-    cid = "pcie.bar1"
-    if g.bar1_total_B is None:
-        return unknown(cid, "memory", f"GPU {g.bdf}: BAR1 size not captured", "Needs NVML or nvidia-smi -q.", subject=g.bdf)
-    gib = g.bar1_total_B / 2**30
-    src = "probes/nvml.json" if "probes/nvml.json" in g.sources else ctx.facts.src("nvsmi_qx")
-    evs = evidence((src, f"BAR1 total {gib:g} GiB"))
-    if g.bar1_total_B <= 256 * 2**20:
-        sev = Severity.P1 if n_gpus > 1 else Severity.P2
-        return finding(cid, "memory", Status.actionable, f"GPU {g.bdf}: BAR1 is only {g.bar1_total_B // 2**20} MiB (no Resizable BAR)",
-                       severity=sev, fix_kind=FixKind.bios, subject=g.bdf, evidence_=evs, expected_value=">= the GPU's memory size",
-                       impact="A 256 MiB BAR1 blocks BAR1-based peer access and forces staging through host memory.",
-                       remedy=Remedy(note="Enable 'Above 4G decoding' and 'Resizable BAR' in the BIOS."), references=["NVML nvmlDeviceGetBAR1MemoryInfo"])
-    return finding(cid, "memory", Status.ok, f"GPU {g.bdf}: BAR1 {gib:g} GiB", subject=g.bdf, evidence_=evs)
-
-
 def investigate(ctx: Context) -> list[Finding]:
     """pcie.link, pcie.max_read_request, pcie.max_payload, pcie.rcb per GPU; pcie.acs; iommu.mode."""
     funcs = ctx.facts.gpu_functions()

@@ -4,8 +4,8 @@ Only the :class:`~infergap.findings.Action` types implemented here can run, and 
 the allow-lists below accept. Nothing here ever runs a command string taken from a report or a
 log: the ``commands`` strings of a remedy are for display. Every command has a timeout.
 
-Sources for the targets and register encodings: the project's check catalog
-(``reference/checks.md``); sysctl semantics from the kernel's
+Sources for the targets and register encodings: the check catalog
+(``data/checks.yaml``); sysctl semantics from the kernel's
 ``Documentation/admin-guide/sysctl/{kernel,vm,net}.rst``; the PCIe Device Control register
 (MRRS in bits 14:12, offset 8 of the PCI Express capability) and ACS Control (offset 6 of the ACS
 extended capability) from the PCI Express Base Specification as encoded by ``setpci(8)``.

@@ -1,0 +1,47 @@
+"""``infergap checks [ID]``: what each audit check reads, needs for ok, decides and cites."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from infergap.cli import app
+
+
+@app.command("checks")
+def checks_cmd(
+    check_id: str = typer.Argument(None, metavar="[ID]", help="A check id (pcie.acs) or a prefix (pcie); all checks when left out."),
+    fmt: str = typer.Option("text", "--format", "-f", help="text, json or md."),
+) -> None:
+    """List the audit's checks: owning investigator, evidence read, evidence needed for ok, source."""
+    from infergap.checks import get, matching
+    from infergap.errors import UserError
+
+    fmt = fmt.lower()
+    if fmt not in ("text", "json", "md"):
+        raise UserError(f"--format {fmt}: expected text, json or md")
+    found = matching(check_id)
+    if check_id and not found:
+        get(check_id)  # raises with the closest ids
+    if fmt == "json":
+        typer.echo(json.dumps([c.model_dump() for c in found], indent=1))
+        return
+    if fmt == "md":
+        typer.echo("| id | investigator | needs for ok | decides | source |\n|---|---|---|---|---|")
+        for c in found:
+            typer.echo(f"| `{c.id}` | {c.investigator} | {c.ok_needs} | {c.decides} | {c.source} |")
+        return
+    if len(found) > 1 and check_id is None:
+        for c in found:
+            typer.echo(f"{c.id:28} {c.investigator:15} {c.title}")
+        typer.echo(f"{len(found)} checks; `infergap checks ID` shows one in full")
+        return
+    for c in found:
+        typer.echo(f"{c.id} — {c.title}")
+        typer.echo(f"  investigator: {c.investigator}" + (f" (also reported by {', '.join(c.also_from)})" if c.also_from else ""))
+        typer.echo(f"  reads:        {'; '.join(c.reads)}")
+        typer.echo(f"  ok needs:     {c.ok_needs}")
+        typer.echo(f"  decides:      {c.decides}")
+        typer.echo(f"  fix kind:     {c.fix_kind or '-'}")
+        typer.echo(f"  source:       {c.source}")

@@ -1,0 +1,106 @@
+"""The check catalog (data/checks.yaml) and the investigators agree.
+
+- every id an investigator names in its source is in the catalog;
+- every id emitted while auditing the real fixtures (captured hosts and public pastes) is in the
+  catalog and comes from an investigator the catalog allows for it;
+- every catalog id is named by its owning investigator's module, so no entry is dead.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from infergap import checks
+from infergap.audit import run_audit
+from infergap.evidence import EvidenceSnapshot
+from infergap.investigators import REGISTRY
+from infergap.snapshot import open_snapshot
+
+ROOT = Path(__file__).resolve().parents[1]
+INV_DIR = ROOT / "src" / "infergap" / "investigators"
+FIXTURES = ROOT / "tests" / "fixtures"
+
+# Every dotted string literal in an investigator is taken for a check id, except the kernel
+# sysctl names the investigators read (they look alike: ``net.core.rmem_max``).
+_DOTTED = re.compile(r"""["']([a-z0-9_]+(?:\.[a-z0-9_]+)+)["']""")
+SYSCTL_NAMES_READ = {"kernel.sched_autogroup_enabled", "net.core.rmem_max", "net.core.wmem_max",
+                     "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"}
+
+
+def _named_ids() -> dict[str, set[str]]:
+    """id -> investigator names whose module source holds that id as a string literal."""
+    out: dict[str, set[str]] = {}
+    names = {Path(m.__file__).name: m.NAME for m in REGISTRY}
+    for path in INV_DIR.glob("*.py"):
+        for cid in _DOTTED.findall(path.read_text(encoding="utf-8")):
+            if cid not in SYSCTL_NAMES_READ:
+                out.setdefault(cid, set()).update({names[path.name]} if path.name in names else set())
+    return out
+
+
+def test_catalog_loads_and_is_not_empty() -> None:
+    cat = checks.load()
+    assert len(cat) >= 50
+    names = {m.NAME for m in REGISTRY}
+    for c in cat.values():
+        assert c.investigator in names, f"{c.id}: investigator {c.investigator} is not registered"
+        assert set(c.also_from) <= names, f"{c.id}: also_from names an unregistered investigator"
+
+
+def test_every_named_id_is_in_the_catalog() -> None:
+    named = _named_ids()
+    assert len(named) >= 40, "the id scanner found too few ids: has the constructor style changed?"
+    missing = sorted(set(named) - set(checks.load()))
+    assert not missing, ("check ids used by investigators but missing from src/infergap/data/checks.yaml "
+                         f"(add an entry for each; a sysctl name goes in SYSCTL_NAMES_READ): {missing}")
+
+
+def test_every_catalog_id_is_named_by_its_owner() -> None:
+    by_name = {m.NAME: Path(m.__file__).read_text(encoding="utf-8") for m in REGISTRY}
+    dead = [c.id for c in checks.load().values() if f'"{c.id}"' not in by_name[c.investigator]]
+    assert not dead, f"catalog ids their owning investigator never names: {dead}"
+
+
+def _inputs() -> list[tuple[str, object]]:
+    out = []
+    for p in sorted((FIXTURES / "hosts").iterdir()):
+        if p.is_dir() or p.name.endswith(".tar.gz"):
+            out.append((f"hosts/{p.name}", lambda p=p: open_snapshot(p)))
+    for p in sorted((FIXTURES / "evidence").iterdir()):
+        if p.is_file() and p.suffix != ".md":
+            out.append((f"evidence/{p.name}", lambda p=p: EvidenceSnapshot(None, [p])))
+    return out
+
+
+@pytest.mark.parametrize("label,make", _inputs(), ids=[i[0] for i in _inputs()])
+def test_emitted_ids_match_the_catalog(label: str, make) -> None:
+    cat = checks.load()
+    report = run_audit(make(), parallel=False)
+    assert report.findings, f"{label}: the audit produced no finding at all"
+    for f in report.findings:
+        if f.id.endswith(".error") and f.investigator == f.id.split(".")[0]:
+            continue  # an investigator that raised is reported under its own name (audit.py)
+        assert f.id in cat, f"{label}: {f.investigator} emitted {f.id}, which is not in data/checks.yaml"
+        assert f.investigator in cat[f.id].emitters, (
+            f"{label}: {f.id} came from {f.investigator}; the catalog allows {sorted(cat[f.id].emitters)}")
+
+
+def test_unknown_id_names_the_closest() -> None:
+    with pytest.raises(Exception, match="did you mean pcie.acs"):
+        checks.get("pcie.acz")
+
+
+def test_checks_command(cli) -> None:
+    r = cli("checks", "nccl.transport")
+    assert r.returncode == 0, r.stderr
+    assert "ok needs:" in r.stdout and "https://" in r.stdout
+    r = cli("checks", "--format", "json")
+    import json
+
+    data = json.loads(r.stdout)
+    assert {d["id"] for d in data} == set(checks.load())
+    r = cli("checks", "nosuch.check")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
