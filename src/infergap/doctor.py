@@ -42,7 +42,7 @@ class DoctorResult(BaseModel):
 
 
 #: Python exception class names and aiohttp connector internals, kept out of what users read.
-_INTERNAL = re.compile(r"\b(?:[A-Z]\w*(?:Error|Exception|Timeout\w*)|Exception):\s*|\s+ssl:(?:default|None|True|False)\b")
+_INTERNAL = re.compile(r"\b(?:[A-Z]\w{0,64}?(?:Error|Exception|Timeout\w{0,16})|Exception):\s{0,8}|\s{1,8}ssl:(?:default|None|True|False)\b")
 
 
 def plain(message: object) -> str:

@@ -148,7 +148,7 @@ class ServerConfig(BaseModel):
 
 # -- Prometheus text ----------------------------------------------------------------------------
 _PROM = re.compile(r'^([a-zA-Z_:][\w:]*)(\{([^}]*)\})?\s+(\S+)')
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+_LABEL = re.compile(r'(\w{1,128})="((?:[^"\\]|\\.){0,4096})"')
 
 
 def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:

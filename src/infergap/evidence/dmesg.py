@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pydantic import BaseModel, Field
 
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)\): (\d+)(?:, pid=\S+)?(?:, name=\S+)?,?\s*(.*)$")
-_AER = re.compile(r"(\S+ [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): (?:AER: )?PCIe Bus Error: severity=([A-Za-z ()]+?),")
+_AER = re.compile(r"(\S{1,64} [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): (?:AER: )?PCIe Bus Error: severity=([A-Za-z ()]{1,64}?),")
 
 #: Xid codes that mean the GPU or its link is failing (NVIDIA XID Errors document): 48 double-bit
 #: ECC, 74 NVLink error, 79 fallen off the bus, 92/94/95 ECC/containment, 119/120 GSP timeouts.

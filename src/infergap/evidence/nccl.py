@@ -16,7 +16,21 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-_PREFIX = re.compile(r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL (?P<lvl>INFO|WARN|TRACE|ABORT) ?(?P<msg>.*)$")
+#: ``host:pid:tid [dev]`` just before the first ``] NCCL `` of a line (HOST_NAME_MAX is 64), and the
+#: level and message after it. Matched around that one position, so a crafted line costs time in
+#: proportion to its length (a search from every position would be quadratic).
+_HEAD = re.compile(r"(?P<host>[^\s:\[\]]{1,64}):(?P<pid>\d{1,10}):(?P<tid>\d{1,10}) \[(?P<dev>\d{1,6})\]$")
+_TAIL = re.compile(r" NCCL (?P<lvl>INFO|WARN|TRACE|ABORT) ?(?P<msg>.*)$")
+
+
+def _prefix(line: str) -> dict[str, str] | None:
+    """``host``, ``pid``, ``tid``, ``dev``, ``lvl``, ``msg`` of an NCCL debug line, or None."""
+    pos = line.find("] NCCL ")
+    if pos < 0:
+        return None
+    head = _HEAD.search(line, max(0, pos - 100), pos + 1)
+    tail = _TAIL.match(line, pos + 1) if head else None
+    return {**head.groupdict(), **tail.groupdict()} if tail else None
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)(?:\+cuda(\d+\.\d+))?")
 _CHANNEL = re.compile(
     r"Channel (?P<ch>\d+)(?:/\d+)? ?: (?P<src>\d+)\[(?P<sdev>[0-9a-fx]+)\] -> (?P<dst>\d+)\[(?P<ddev>[0-9a-fx]+)\]"
@@ -24,7 +38,7 @@ _CHANNEL = re.compile(
 )
 _RING = re.compile(r"^Channel (\d+)/(\d+) ?:\s+\d+(?:\s+\d+)*\s*$")
 _TREES = re.compile(r"^Trees((?: \[\d+\] \S+)+)")
-_COUNTS = re.compile(r"(\d+) coll channels, (?:(\d+) collnet channels, )?(?:(\d+) nvls channels, )?(\d+) p2p channels")
+_COUNTS = re.compile(r"(\d{1,9}) coll channels, (?:(\d{1,9}) collnet channels, )?(?:(\d{1,9}) nvls channels, )?(\d{1,9}) p2p channels")
 _GDR_OFF = re.compile(r"GPU Direct RDMA Disabled for (?:HCA \d+ '([^']+)'|GPU (\S+) / HCA (\d+) '?([^'\s]*)'?)")
 _GDR_ON = re.compile(r"GPU Direct RDMA (?:\(nvidia-peermem\) )?[Ee]nabled? for (?:HCA \d+ '([^']+)|GPU)")
 _P2P_OFF = re.compile(r"P2P is disabled between connected GPUs (\d+) and (\d+)")
@@ -162,12 +176,12 @@ def parse_nccl_log(lines: Iterable[str]) -> NcclLogFacts:
         f.lines += 1
         if "NCCL" not in line:
             continue
-        m = _PREFIX.search(line)
+        m = _prefix(line)
         if m:
-            msg = m.group("msg")
-            host = m.group("host")
+            msg = m["msg"]
+            host = m["host"]
             hosts.setdefault(host, None)
-            level = m.group("lvl")
+            level = m["lvl"]
         else:
             vm = _VERSION.search(line)
             if vm and f.version is None:

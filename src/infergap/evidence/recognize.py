@@ -110,7 +110,10 @@ _DMESG = re.compile(r"^\[\s*\d+\.\d{3,6}\] |^\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ ke
 # -- part separators ----------------------------------------------------------------------------
 _QUOTE_PREFIX = re.compile(r"^\s*> ?")
 _FENCE = re.compile(r"^(?:```|~~~)")
-_PROMPT = re.compile(r"^(?:\$|#|>>>|\S+@[\w.\-]+(?::[^$#\s]*)?[$#]|\[[^\]]*@[^\]]*\][$#]|PS [^>]*>)\s+(?P<cmd>\S.*)$")
+#: A shell prompt and its command. Every repeat before the command is bounded (user names and host
+#: names are short, HOST_NAME_MAX is 64), so a long line that almost looks like a prompt is refused
+#: after a bounded number of steps instead of one attempt per ``@`` (quadratic).
+_PROMPT = re.compile(r"^(?:\$|#|>>>|[^\s@]{1,64}@[\w.\-]{1,255}(?::[^$#\s]{0,1024})?[$#]|\[[^\]@]{0,64}@[^\]]{0,1024}\][$#]|PS [^>]{0,1024}>)\s{1,16}(?P<cmd>\S.*)$")
 _PROMPT_HINTS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"nvidia-smi\s+topo\s+(?:-m|--matrix)"), "nvsmi_topo"),
     (re.compile(r"nvidia-smi\s+topo\s+-p2p"), "nvsmi_p2p"),

@@ -26,7 +26,7 @@ from infergap.investigators.base import Context, evidence, finding, not_applicab
 
 NAME = "pcie"
 MRRS_GOOD_B = 4096
-SPEED_GTS = re.compile(r"([\d.]+)\s*GT/s")
+SPEED_GTS = re.compile(r"([\d.]{1,16})\s{0,8}GT/s")
 
 
 def _gts(s: str | None) -> float | None:

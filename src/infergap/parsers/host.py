@@ -31,7 +31,7 @@ def parse_ulimit(text: str) -> dict[str, str]:
     unit the line names (kbytes for -l)."""
     out = {}
     for line in text.splitlines():
-        m = re.search(r"\((?:[^)]*,\s*)?(-\w)\)\s+(\S+)\s*$", line)
+        m = re.search(r"\((?:[^),]{0,64},\s{0,8})?(-\w)\)\s{1,64}(\S{1,64})\s*$", line)
         if m:
             out[m.group(1)] = m.group(2)
     return out
