@@ -497,7 +497,12 @@ def load_model(name_or_path: str, overrides: dict[str, str] | None = None) -> Mo
 
 
 def _resolve_precision(spec: ModelSpec, cfg: dict[str, Any], hf_quant: dict[str, Any] | None, source: str, overrides: dict[str, str]) -> None:
-    base = dtype_format(_first(cfg, "torch_dtype", "dtype"))
+    try:
+        base = dtype_format(_first(cfg, "torch_dtype", "dtype"), source)
+    except UserError:
+        if not overrides.get("weights"):
+            raise
+        base = "bf16"  # every weight's precision is given; KV follows --kv or stays bf16
     scheme: QuantScheme | None = None
     if hf_quant:
         scheme = parse_quant_config(hf_quant, "hf_quant_config.json")
