@@ -344,3 +344,30 @@ def literal(text: str, *, max_depth: int = MAX_JSON_DEPTH, max_len: int = 1 << 2
         return ast.literal_eval(text)
     except (SyntaxError, MemoryError, RecursionError, TypeError) as e:
         raise ValueError(f"not a Python literal ({type(e).__name__})") from None
+
+
+#: Descriptors a process needs besides its connections (stdio, Python's imports, the event loop,
+#: the telemetry subprocess, the ledger, logs).
+FD_RESERVE = 64
+
+
+def ensure_open_files(connections: int, what: str) -> int:
+    """Make sure ``connections`` sockets can be open at once: raise the soft RLIMIT_NOFILE to what
+    is needed when the hard limit allows, else UserError naming ``what``, the need and the
+    limits (a sweep that hits EMFILE halfway measures nothing). Returns the soft limit now."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        return connections + FD_RESERVE
+    need = connections + FD_RESERVE
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return need if soft == resource.RLIM_INFINITY else soft
+    if hard == resource.RLIM_INFINITY or hard >= need:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+            return need
+        except (ValueError, OSError):
+            pass
+    raise UserError(f"{what}: needs about {need} open files, but the limit is {soft} (hard limit {hard}); "
+                    f"raise it (ulimit -n {need}) or lower {what.split()[0]}")

@@ -81,6 +81,17 @@ def main() -> None:
     except ImportError:  # pragma: no cover - older Typer on the real click
         from click import exceptions as cx
 
+    import signal
+
+    def _terminated(signum: int, frame: object) -> None:
+        # SIGTERM ends the command like Ctrl-C does, so that every `finally` runs: temporary
+        # directories (unpacked archives, spooled evidence) are removed, outputs stay whole.
+        raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGTERM, _terminated)
+    except ValueError:  # not the main thread (embedded use): leave signals alone
+        pass
     try:
         rc = app(standalone_mode=False)  # returns the status of typer.Exit(status) raised by a command
         sys.exit(rc if isinstance(rc, int) else 0)
@@ -99,6 +110,13 @@ def main() -> None:
     except (UserError, SnapshotError) as e:
         typer.echo(f"infergap: error: {e}", err=True)
         sys.exit(2)
+    except OSError as e:
+        if e.errno in (28, 122):  # ENOSPC, EDQUOT: say so, whatever was being written
+            from infergap.guard import os_reason
+
+            typer.echo(f"infergap: error: {e.filename or 'output'}: {os_reason(e)}", err=True)
+            sys.exit(2)
+        raise
     except BrokenPipeError:  # output piped into `head`: not an error
         sys.exit(0)
     except KeyboardInterrupt:

@@ -120,13 +120,18 @@ def audit(
 def collect(
     output: Path = typer.Option(Path("infergap-snapshot.tar.gz"), "--output", "-o", help="Snapshot directory, or a .tar.gz file."),
     active: bool = typer.Option(False, "--active", help="Also store the GPU measurements of audit --active."),
+    force: bool = typer.Option(False, "--force", help="Empty the --output directory first when it holds a previous snapshot."),
 ) -> None:
     """Write a snapshot of this host (files/, cmds/, probes/, meta.json) for later or elsewhere."""
+    from infergap.errors import UserError
+    from infergap.guard import os_reason
     from infergap.snapshot.collect import collect as do_collect
 
     try:
-        meta = do_collect(output, active=active)
+        meta = do_collect(output, active=active, force=force)
+    except UserError as e:
+        raise fail(str(e))
     except OSError as e:
-        raise fail(f"--output {output}: cannot write ({e.strerror or e})")
+        raise fail(f"--output {output}: cannot write ({os_reason(e)})")
     failed = meta["failed"]
     typer.echo(f"wrote {output} in {meta['duration_s']:.2f} s ({len(meta['sources'])} sources, {len(failed)} unavailable)")

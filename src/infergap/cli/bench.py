@@ -186,6 +186,10 @@ def bench(
     levels = _numbers(concurrency, int, "--concurrency") or ([] if rates else [1, 2, 4, 8, 16, 32, 64])
     if rates and len(levels) > 1:
         raise UserError("--concurrency with --request-rate is one cap on requests in flight, not a list")
+    if levels:
+        from infergap.guard import ensure_open_files
+
+        ensure_open_files(max(levels), f"--concurrency {max(levels)}")
     for opt, path in (("--output", output), ("--plot", plot)):
         if path is not None and not path.parent.is_dir():
             raise UserError(f"{opt} {path}: directory {path.parent} does not exist")

@@ -15,16 +15,20 @@ import json
 import logging
 import os
 import re
-import shutil
 import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from infergap.guard import os_reason
 from infergap.evidence.recognize import CHUNK_BYTES, KINDS, EvidencePart, Unrecognized, scan_file
 from infergap.snapshot.core import CmdResult, Snapshot
 
 log = logging.getLogger(__name__)
+
+
+#: Bytes read at most from a pipe or device given as evidence (a pasted log is megabytes).
+MAX_SPOOL_BYTES = 256 * 1024 * 1024
 
 
 class EvidenceCmdResult(CmdResult):
@@ -143,9 +147,19 @@ class EvidenceSnapshot(Snapshot):
         dest = Path(self._spool_dir.name) / f"{len(os.listdir(self._spool_dir.name))}-{path.name or 'stdin'}"
         try:
             with open(path, "rb") as src, open(dest, "wb") as out:
-                shutil.copyfileobj(src, out, CHUNK_BYTES)
+                total = 0
+                while True:
+                    b = src.read(CHUNK_BYTES)
+                    if not b:
+                        break
+                    total += len(b)
+                    if total > MAX_SPOOL_BYTES:  # /dev/zero, `yes`: an input without end
+                        out.close()
+                        dest.unlink()
+                        return Unrecognized(path, f"more than {MAX_SPOOL_BYTES // (1 << 20)} MiB from a pipe or device; not read")
+                    out.write(b)
         except OSError as e:
-            return Unrecognized(path, f"cannot read ({e.strerror or e})")
+            return Unrecognized(path, f"cannot read ({os_reason(e)})")
         return dest
 
     # -- what was found ----------------------------------------------------------------------

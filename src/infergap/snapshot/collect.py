@@ -85,15 +85,49 @@ def _scrub_environ(data: bytes) -> bytes:
     return b"\0".join(keep)
 
 
-def collect(output: str | os.PathLike[str], root: str = "/", active: bool = False) -> dict[str, Any]:
+def prepare_output(out: Path, force: bool = False) -> None:
+    """Make sure a snapshot directory ``out`` starts empty: stale files from another host or an
+    earlier run would be audited as this host's. A missing directory is fine; a non-empty one is
+    refused unless ``force``, which empties it, and only when it holds a snapshot (``meta.json``),
+    so that a mistyped path never deletes unrelated files. Raises UserError (one line)."""
+    from infergap.errors import UserError
+
+    if not os.path.lexists(out):
+        return
+    if not out.is_dir() or out.is_symlink():
+        raise UserError(f"--output {out}: exists and is not a directory")
+    entries = os.listdir(out)
+    if not entries:
+        return
+    if not force:
+        raise UserError(f"--output {out}: directory is not empty ({len(entries)} entries); "
+                        "use a new directory, or --force to empty a previous snapshot")
+    if not (out / "meta.json").is_file():
+        raise UserError(f"--output {out}: --force empties only a previous snapshot directory (one with meta.json)")
+    import shutil
+
+    for name in entries:
+        p = out / name
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+
+
+def collect(output: str | os.PathLike[str], root: str = "/", active: bool = False, force: bool = False) -> dict[str, Any]:
     """Collect this host into ``output`` (a directory, or a ``.tar.gz`` when the name ends so).
     ``active`` adds the GPU measurements (probes/active.json; they use the GPUs for a minute).
+    A directory must be new or empty (``force`` empties a previous snapshot, see
+    :func:`prepare_output`); an archive is written to a temporary name and renamed.
 
     Returns the meta dict written to ``meta.json``. Raises OSError only when ``output`` itself
-    cannot be written. ``root`` redirects file reads (tests); commands always run on this host.
+    cannot be written, UserError for a non-empty directory. ``root`` redirects file reads (tests);
+    commands always run on this host.
     """
     out = Path(output)
     archive = out.name.endswith((".tar.gz", ".tgz"))
+    if not archive:
+        prepare_output(out, force)
     workdir = Path(tempfile.mkdtemp(prefix="infergap-collect-")) if archive else out
     workdir.mkdir(parents=True, exist_ok=True)
     hosts = _hostnames()
@@ -174,10 +208,15 @@ def collect(output: str | os.PathLike[str], root: str = "/", active: bool = Fals
     }
     (workdir / "meta.json").write_text(json.dumps(meta, indent=1))
     if archive:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(out, "w:gz") as tf:
-            tf.add(workdir, arcname=out.name.removesuffix(".tar.gz").removesuffix(".tgz"))
         import shutil
 
-        shutil.rmtree(workdir, ignore_errors=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        try:
+            with tarfile.open(tmp, "w:gz") as tf:
+                tf.add(workdir, arcname=out.name.removesuffix(".tar.gz").removesuffix(".tgz"))
+            os.replace(tmp, out)
+        finally:
+            tmp.unlink(missing_ok=True)
+            shutil.rmtree(workdir, ignore_errors=True)
     return meta
