@@ -288,11 +288,24 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, inputs: Ite
     """Write ``data`` to ``path`` through a temporary file in the same directory and a rename, so
     a failure (full disk, interrupt) leaves the previous file whole. Refuses a path that is one of
     ``inputs``. Raises UserError naming ``option`` and the path (a full disk is named as such)."""
+    import stat
+
     check_not_input(path, inputs, option)
     p = Path(path)
     if p.is_dir():
         raise UserError(f"{option} {path}: is a directory")
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        special = not stat.S_ISREG(os.stat(p).st_mode)
+    except OSError:
+        special = False
+    if special:  # /dev/stdout, a FIFO, a device: written in place (renaming over it would replace it)
+        try:
+            with open(p, "wb") as f:
+                f.write(payload)
+            return
+        except OSError as e:
+            raise UserError(f"{option} {path}: cannot write ({os_reason(e)})") from None
     d = p.parent if str(p.parent) else Path(".")
     tmp = None
     try:

@@ -687,8 +687,14 @@ def open_snapshot(path: str | os.PathLike[str] | None, active: bool = False) -> 
     if path is None:
         return LiveSnapshot(active=active)
     p = Path(path)
-    if not p.exists():
-        raise SnapshotError(f"snapshot {path}: no such file or directory")
+    try:
+        os.stat(p)
+    except FileNotFoundError:
+        raise SnapshotError(f"snapshot {path}: no such file or directory") from None
+    except OSError as e:
+        from infergap.guard import os_reason
+
+        raise SnapshotError(f"snapshot {path}: cannot read ({os_reason(e)})") from None
     if p.is_dir():
         try:
             os.listdir(p)
