@@ -434,7 +434,7 @@ class Ledger:
         rid, kind, created, host, name, status, parent, payload = row
         try:
             data = json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):  # a row damaged or written by something else
             data = None
         return Run(rid, kind, created, host, name, status, parent, data)
 
