@@ -388,22 +388,11 @@ def _gb(x: float) -> str:
     return f"{x / 1e9:.2f} GB"
 
 
-def bounds(model: ModelSpec, hardware: Hardware, parallel: Parallel, workload: Workload | None = None) -> RooflineResult:
-    """Compute every bound of ``model`` on ``hardware`` split as ``parallel`` for ``workload``.
-
-    Raises :class:`UserError` when the split is impossible (TP not dividing the heads or the GPU
-    count, EP not dividing TP or the experts). A model that does not fit in memory still gets its
-    bandwidth bounds; ``memory.fits`` is False and ``memory.message`` gives the numbers.
-    """
-    wl = workload or Workload()
-    _validate(model, hardware, parallel, wl)
-    c = _Ctx(model, hardware, parallel, wl)
-    m, hw, tp = model, hardware, parallel.tp
+def _aggregate(c: _Ctx) -> tuple[Bound, dict[str, float]]:
+    """The optimistic single-stream bound: the TP group's bytes per token spread evenly over its
+    GPUs, no collectives. Returns the bound and its bytes per token by tensor group."""
+    m, hw, tp, ctx = c.m, c.hw, c.tp, c.wl.context
     bw = hw.bandwidth_GBps * 1e9
-    ctx = wl.context
-    replicas = hw.count // tp
-
-    # -- aggregate (optimistic) ----------------------------------------------------------------
     skip_q = m.dsa and ctx <= (m.index_topk or 0)
     agg_parts: dict[str, float] = {}
     for t in m.tensors:
@@ -442,8 +431,14 @@ def bounds(model: ModelSpec, hardware: Hardware, parallel: Parallel, workload: W
         assumptions=agg_assume,
         components_B=agg_parts,
     )
+    return aggregate, agg_parts
 
-    # -- per-GPU (strict) ----------------------------------------------------------------------
+
+def _per_gpu(c: _Ctx) -> tuple[Bound, Bound, Collectives]:
+    """The strict single-stream bounds: the busiest rank's bytes (memory only), then plus the
+    collectives of one token; and the collectives' accounting."""
+    m, hw, tp, parallel, ctx = c.m, c.hw, c.tp, c.par, c.wl.context
+    bw = hw.bandwidth_GBps * 1e9
     parts = c.weight_bytes_rank(1)
     parts["kv_cache"] = m.kv_read_bytes(ctx, tp, optimistic=False)
     rank_bytes = sum(parts.values())
@@ -507,8 +502,14 @@ def bounds(model: ModelSpec, hardware: Hardware, parallel: Parallel, workload: W
         per_token=n_coll,
         time_s=comm1,
     )
+    return per_gpu_mem, per_gpu, collectives
 
-    # -- memory --------------------------------------------------------------------------------
+
+def _memory_fit(c: _Ctx) -> MemoryFit:
+    """Weights per GPU against usable memory, and how many sequences of the context the KV
+    budget left over holds per TP group and in all."""
+    m, hw, tp, wl = c.m, c.hw, c.tp, c.wl
+    ctx, replicas = wl.context, hw.count // tp
     stored = c.stored_bytes_rank()
     usable = wl.mem_fraction * hw.memory_B
     kv_seq = m.kv_stored_bytes(ctx, tp)
@@ -530,7 +531,7 @@ def bounds(model: ModelSpec, hardware: Hardware, parallel: Parallel, workload: W
             f"weights {_gb(stored)} per GPU; KV budget {_gb(budget)} holds {per_replica} sequence(s) of "
             f"{ctx} tokens per TP group ({per_replica * replicas} on {replicas} replica(s))"
         )
-    memory = MemoryFit(
+    return MemoryFit(
         memory_per_gpu_B=hw.memory_B,
         memory_source=hw.memory_source,
         usable_B=usable,
@@ -544,39 +545,48 @@ def bounds(model: ModelSpec, hardware: Hardware, parallel: Parallel, workload: W
         message=msg,
     )
 
-    # -- batched decode ------------------------------------------------------------------------
-    def step(batch: int, context: int = ctx) -> tuple[float, float, float, float]:
-        wb = sum(c.weight_bytes_rank(batch).values())
-        byts = wb + batch * m.kv_read_bytes(context, tp, optimistic=False)
-        return byts, byts / bw, c.t_compute(c.step_flops(batch, context)), c.comm_s(batch)[0]
 
-    def crossover_of(context: int) -> int | None:
-        """Smallest batch whose step is compute-bound at ``context`` (None up to 2^20)."""
-        _, tm, tc, _ = step(1, context)
+def _step(c: _Ctx, batch: int, context: int) -> tuple[float, float, float, float]:
+    """One decode step of ``batch`` sequences at ``context``: (bytes read per rank, memory time,
+    compute time, collective time), times in seconds."""
+    bw = c.hw.bandwidth_GBps * 1e9
+    wb = sum(c.weight_bytes_rank(batch).values())
+    byts = wb + batch * c.m.kv_read_bytes(context, c.tp, optimistic=False)
+    return byts, byts / bw, c.t_compute(c.step_flops(batch, context)), c.comm_s(batch)[0]
+
+
+def _crossover(c: _Ctx, context: int) -> int | None:
+    """Smallest batch whose step is compute-bound at ``context`` (None up to 2^20)."""
+    _, tm, tc, _ = _step(c, 1, context)
+    if tc >= tm:
+        return 1
+    lo, hi = 1, 2
+    while True:
+        _, tm, tc, _ = _step(c, hi, context)
         if tc >= tm:
-            return 1
-        lo, hi = 1, 2
-        while True:
-            _, tm, tc, _ = step(hi, context)
-            if tc >= tm:
-                break
-            if hi >= 1 << 20:
-                return None
-            lo, hi = hi, hi * 2
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            _, tm, tc, _ = step(mid, context)
-            if tc >= tm:
-                hi = mid
-            else:
-                lo = mid
-        return hi
+            break
+        if hi >= 1 << 20:
+            return None
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        _, tm, tc, _ = _step(c, mid, context)
+        if tc >= tm:
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
-    batched: list[BatchPoint] = []
-    for b in sorted(set(wl.batches)):
-        byts, tm, tc, tcomm = step(b)
+
+def _batched(c: _Ctx, per_replica: int) -> list[BatchPoint]:
+    """Decode steps at each batch size of the workload: memory, compute and collective time,
+    whichever binds, and whether the KV budget (``per_replica`` sequences) holds the batch."""
+    m, replicas = c.m, c.hw.count // c.tp
+    out: list[BatchPoint] = []
+    for b in sorted(set(c.wl.batches)):
+        byts, tm, tc, tcomm = _step(c, b, c.wl.context)
         st = max(tm, tc) + tcomm
-        batched.append(
+        out.append(
             BatchPoint(
                 batch=b,
                 experts_touched=experts_touched(m.n_experts, m.top_k, b) if m.is_moe else None,
@@ -591,11 +601,15 @@ def bounds(model: ModelSpec, hardware: Hardware, parallel: Parallel, workload: W
                 fits_kv=b <= per_replica,
             )
         )
-    crossover = crossover_of(ctx)
-    crossover_weights = crossover_of(0)
+    return out
 
-    # -- prefill -------------------------------------------------------------------------------
-    P = wl.prompt_len
+
+def _prefill(c: _Ctx) -> Prefill:
+    """Prefill of one prompt: linear-layer and causal-attention FLOPs against the weights and KV
+    written, plus collectives; TTFT is the larger of compute and memory time plus collectives."""
+    m, tp = c.m, c.tp
+    bw = c.hw.bandwidth_GBps * 1e9
+    P = c.wl.prompt_len
     pf: list[tuple[float, str]] = []
     for t in m.tensors:
         if t.group in ("embedding", "other"):
@@ -619,31 +633,37 @@ def bounds(model: ModelSpec, hardware: Hardware, parallel: Parallel, workload: W
     pf_tm = (sum(c.weight_bytes_rank(P).values()) + m.kv_stored_bytes(P, tp)) / bw
     pf_comm = c.comm_s(P)[0]
     ttft = max(pf_tc, pf_tm) + pf_comm
-    prefill = Prefill(prompt_len=P, flops=pf_flops * tp, t_compute_s=pf_tc, t_memory_s=pf_tm, t_comm_s=pf_comm, ttft_s=ttft, tok_s=P / ttft)
+    return Prefill(prompt_len=P, flops=pf_flops * tp, t_compute_s=pf_tc, t_memory_s=pf_tm, t_comm_s=pf_comm, ttft_s=ttft, tok_s=P / ttft)
 
-    # -- efficiency ----------------------------------------------------------------------------
-    eff: list[Efficiency] = []
-    if wl.measured_tok_s is not None:
-        for bnd in (aggregate, per_gpu_mem, per_gpu):
-            eff.append(Efficiency(bound=bnd.name, bound_tok_s=bnd.tok_s, measured_tok_s=wl.measured_tok_s, ratio=wl.measured_tok_s / bnd.tok_s))
 
-    explain = ""
-    if tp > 1:
-        share = agg_bytes / tp
-        extra = rank_bytes - share
-        top = sorted(
-            ((g, parts.get(g, 0.0) - agg_parts.get(g, 0.0) / tp) for g in parts),
-            key=lambda kv: kv[1],
-            reverse=True,
-        )
-        why = ", ".join(f"{g} +{_gb(v)}" for g, v in top if v > 0.01e9)
-        explain = (
-            f"per-GPU TP{tp} is {aggregate.tok_s / per_gpu.tok_s:.2f}× below the aggregate: each rank reads "
-            f"{_gb(rank_bytes)} per token instead of an even 1/{tp} share of {_gb(share)} "
-            f"(+{_gb(extra)}: {why or 'none'}), then waits {comm1 * 1e3:.2f} ms on {n_coll} collectives"
-        )
+def _explain_per_gpu(c: _Ctx, aggregate: Bound, per_gpu: Bound, collectives: Collectives) -> str:
+    """Why the per-GPU bound is below the aggregate under TP: the extra bytes per rank by group
+    and the collectives' wait ('' at TP1)."""
+    tp = c.tp
+    if tp <= 1:
+        return ""
+    agg_parts, parts = aggregate.components_B, per_gpu.components_B
+    rank_bytes = per_gpu.bytes_per_token
+    share = aggregate.bytes_per_token / tp
+    extra = rank_bytes - share
+    top = sorted(
+        ((g, parts.get(g, 0.0) - agg_parts.get(g, 0.0) / tp) for g in parts),
+        key=lambda kv: kv[1],
+        reverse=True,
+    )
+    why = ", ".join(f"{g} +{_gb(v)}" for g, v in top if v > 0.01e9)
+    return (
+        f"per-GPU TP{tp} is {aggregate.tok_s / per_gpu.tok_s:.2f}× below the aggregate: each rank reads "
+        f"{_gb(rank_bytes)} per token instead of an even 1/{tp} share of {_gb(share)} "
+        f"(+{_gb(extra)}: {why or 'none'}), then waits {collectives.time_s * 1e3:.2f} ms on {collectives.per_token} collectives"
+    )
 
-    assumptions = [
+
+def _assumptions(c: _Ctx) -> list[str]:
+    """The assumptions every bound of the result shares (ceilings, precision source, parallelism)."""
+    m, hw, wl, parallel = c.m, c.hw, c.wl, c.par
+    replicas = hw.count // c.tp
+    out = [
         f"bandwidth ceiling: {hw.ceiling_note}; source: "
         + (hw.gpu.measured.source if hw.ceiling == "measured" and hw.gpu.measured else hw.gpu.source),
         f"compute ceiling: dense tensor TFLOPS {', '.join(f'{k} {v:g}' for k, v in hw.tflops.items())} × MFU {wl.mfu:g}",
@@ -653,55 +673,87 @@ def bounds(model: ModelSpec, hardware: Hardware, parallel: Parallel, workload: W
         *m.notes,
     ]
     if parallel.ep > 1:
-        assumptions.append("expert-parallel all-to-all: α + (ep−1)/ep · B·k·H·2 bytes / β, dispatch and combine")
+        out.append("expert-parallel all-to-all: α + (ep−1)/ep · B·k·H·2 bytes / β, dispatch and combine")
+    return out
 
+
+def _model_summary(m: ModelSpec) -> dict[str, Any]:
+    """The model block of the roofline document."""
+    return {
+        "name": m.name,
+        "source": m.source,
+        "model_type": m.model_type,
+        "attention": m.attention + ("+dsa" if m.dsa else ""),
+        "layers": m.layers,
+        "moe_layers": m.moe_layers,
+        "hidden": m.hidden,
+        "experts": m.n_experts,
+        "top_k": m.top_k,
+        "mtp_layers": m.mtp_layers,
+        "total_params": m.total_params(),
+        "active_params": m.active_params(),
+        "active_params_incl_embedding": m.active_params(True),
+        "precision": m.precision,
+        "precision_source": m.precision_source,
+        "stored_bytes": sum(t.bytes for t in m.tensors if t.stored),
+        "bytes_per_param": {g: bytes_per_param(f) for g, f in m.precision.items() if "/" not in f},
+    }
+
+
+def _hardware_summary(hw: Hardware) -> dict[str, Any]:
+    """The hardware block of the roofline document."""
+    return {
+        "gpu": hw.gpu.id,
+        "label": hw.gpu.label,
+        "count": hw.count,
+        "from_host": hw.from_host,
+        "bandwidth_GBps": hw.bandwidth_GBps,
+        "datasheet_bandwidth_GBps": hw.gpu.bandwidth_GBps,
+        "measured_bandwidth_GBps": hw.gpu.measured.bandwidth_GBps if hw.gpu.measured else None,
+        "ceiling": hw.ceiling,
+        "ceiling_note": hw.ceiling_note,
+        "tflops": hw.tflops,
+        "memory_B": hw.memory_B,
+        "memory_source": hw.memory_source,
+        "nvlink_GBps": hw.gpu.nvlink_GBps,
+        "link_GBps": hw.link_GBps,
+        "source": hw.gpu.source,
+    }
+
+
+def bounds(model: ModelSpec, hardware: Hardware, parallel: Parallel, workload: Workload | None = None) -> RooflineResult:
+    """Compute every bound of ``model`` on ``hardware`` split as ``parallel`` for ``workload``.
+
+    Stages: single stream (aggregate, per-GPU memory, per-GPU + collectives), memory fit, batched
+    decode with the compute crossover, prefill, and the efficiency of a measured figure.
+
+    Raises :class:`UserError` when the split is impossible (TP not dividing the heads or the GPU
+    count, EP not dividing TP or the experts). A model that does not fit in memory still gets its
+    bandwidth bounds; ``memory.fits`` is False and ``memory.message`` gives the numbers.
+    """
+    wl = workload or Workload()
+    _validate(model, hardware, parallel, wl)
+    c = _Ctx(model, hardware, parallel, wl)
+    aggregate, _ = _aggregate(c)
+    per_gpu_mem, per_gpu, collectives = _per_gpu(c)
+    memory = _memory_fit(c)
+    eff = [
+        Efficiency(bound=b.name, bound_tok_s=b.tok_s, measured_tok_s=wl.measured_tok_s, ratio=wl.measured_tok_s / b.tok_s)
+        for b in (aggregate, per_gpu_mem, per_gpu)
+    ] if wl.measured_tok_s is not None else []
     return RooflineResult(
-        model={
-            "name": m.name,
-            "source": m.source,
-            "model_type": m.model_type,
-            "attention": m.attention + ("+dsa" if m.dsa else ""),
-            "layers": m.layers,
-            "moe_layers": m.moe_layers,
-            "hidden": m.hidden,
-            "experts": m.n_experts,
-            "top_k": m.top_k,
-            "mtp_layers": m.mtp_layers,
-            "total_params": m.total_params(),
-            "active_params": m.active_params(),
-            "active_params_incl_embedding": m.active_params(True),
-            "precision": m.precision,
-            "precision_source": m.precision_source,
-            "stored_bytes": sum(t.bytes for t in m.tensors if t.stored),
-            "bytes_per_param": {g: bytes_per_param(f) for g, f in m.precision.items() if "/" not in f},
-        },
-        hardware={
-            "gpu": hw.gpu.id,
-            "label": hw.gpu.label,
-            "count": hw.count,
-            "from_host": hw.from_host,
-            "bandwidth_GBps": hw.bandwidth_GBps,
-            "datasheet_bandwidth_GBps": hw.gpu.bandwidth_GBps,
-            "measured_bandwidth_GBps": hw.gpu.measured.bandwidth_GBps if hw.gpu.measured else None,
-            "ceiling": hw.ceiling,
-            "ceiling_note": hw.ceiling_note,
-            "tflops": hw.tflops,
-            "memory_B": hw.memory_B,
-            "memory_source": hw.memory_source,
-            "nvlink_GBps": hw.gpu.nvlink_GBps,
-            "link_GBps": hw.link_GBps,
-            "source": hw.gpu.source,
-        },
-        parallel={"tp": tp, "ep": parallel.ep, "gpus": hw.count, "replicas": replicas},
+        model=_model_summary(model),
+        hardware=_hardware_summary(hardware),
+        parallel={"tp": parallel.tp, "ep": parallel.ep, "gpus": hardware.count, "replicas": hardware.count // parallel.tp},
         workload=wl,
         single_stream=[aggregate, per_gpu_mem, per_gpu],
         collectives=collectives,
-        batched=batched,
-        crossover_batch=crossover,
-        crossover_batch_weights_only=crossover_weights,
-        prefill=prefill,
+        batched=_batched(c, memory.max_seqs_per_replica),
+        crossover_batch=_crossover(c, wl.context),
+        crossover_batch_weights_only=_crossover(c, 0),
+        prefill=_prefill(c),
         memory=memory,
         efficiency=eff,
-        per_gpu_explanation=explain,
-        assumptions=assumptions,
+        per_gpu_explanation=_explain_per_gpu(c, aggregate, per_gpu, collectives),
+        assumptions=_assumptions(c),
     )

@@ -1,0 +1,37 @@
+"""numa investigator: kernel.numa_balancing and numa.gpu_affinity, one input at a time."""
+
+from __future__ import annotations
+
+from tests.investigators.memsnap import TWO_NODES, MemorySnapshot, audit_ids, one
+
+SYSCTL = "/proc/sys/kernel/numa_balancing"
+
+
+def test_numa_balancing_on_two_nodes_is_p1_with_exact_revert() -> None:
+    f = one(audit_ids(MemorySnapshot({**TWO_NODES, SYSCTL: "1\n"}), "numa"), "kernel.numa_balancing")
+    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P1", "runtime")
+    assert f.evidence[0].source == "files/proc/sys/kernel/numa_balancing" and f.evidence[0].value == "1"
+    assert f.remedy.commands == ["sysctl -w kernel.numa_balancing=0"]
+    assert f.remedy.revert[0] == "sysctl -w kernel.numa_balancing=1"  # then the persisted line is removed
+
+
+def test_numa_balancing_off_is_ok_and_cites_the_file() -> None:
+    f = one(audit_ids(MemorySnapshot({**TWO_NODES, SYSCTL: "0\n"}), "numa"), "kernel.numa_balancing")
+    assert f.status == "ok"
+    assert [e.source for e in f.evidence] == ["files/proc/sys/kernel/numa_balancing"]
+
+
+def test_numa_balancing_from_sysctl_a_when_procfs_is_absent() -> None:
+    snap = MemorySnapshot(TWO_NODES, cmds={"sysctl_all": "kernel.numa_balancing = 1\nvm.swappiness = 60\n"})
+    f = one(audit_ids(snap, "numa"), "kernel.numa_balancing")
+    assert f.status == "actionable" and f.evidence[0].source == "cmds/sysctl_all.out"
+
+
+def test_numa_balancing_one_node_is_not_applicable() -> None:
+    snap = MemorySnapshot({"/sys/devices/system/node/node0/cpulist": "0-1\n", SYSCTL: "1\n"})
+    assert one(audit_ids(snap, "numa"), "kernel.numa_balancing").status == "not_applicable"
+
+
+def test_numa_balancing_missing_is_unknown_never_ok() -> None:
+    f = one(audit_ids(MemorySnapshot(TWO_NODES), "numa"), "kernel.numa_balancing")
+    assert f.status == "unknown" and "numa_balancing" in (f.impact or "")
