@@ -404,9 +404,12 @@ class DirSnapshot(Snapshot):
 
 
 def _check_compressed_stream(path: str | os.PathLike[str]) -> None:
-    """Read a gzip-compressed archive to its end, so that damage is an error: Python's tar reader
-    stops silently at the first bad header after the first member, which would audit a fraction
-    of the snapshot. Raises :class:`SnapshotError` naming the file."""
+    """One pass over a gzip-compressed archive before anything is unpacked: the member headers
+    are read (not their files) and held to the caps (:data:`ARCHIVE_MAX_MEMBERS`, bytes of one
+    member, bytes in all), so that a bomb is refused by its headers in about a second; then the
+    compressed stream is read to its end, so that damage is an error (Python's tar reader stops
+    silently at the first bad header after the first member, which would audit a fraction of the
+    snapshot). Raises :class:`SnapshotError` naming the file."""
     import gzip
     import zlib
 
@@ -415,11 +418,40 @@ def _check_compressed_stream(path: str | os.PathLike[str]) -> None:
             if f.read(2) != b"\x1f\x8b":
                 return
         with gzip.open(path, "rb") as g:
-            while g.read(1 << 20):
-                pass
+            try:
+                with tarfile.open(fileobj=g, mode="r|") as tf:
+                    for _m in _check_members(path, tf):
+                        pass
+            except tarfile.TarError:
+                pass  # not a tar inside: reported by the unpacking step with its own reason
+            # the rest of the stream (tar padding), at most what a damaged tail could hide
+            left = 64 << 20
+            while left > 0:
+                b = g.read(1 << 20)
+                if not b:
+                    break
+                left -= len(b)
     except (OSError, EOFError, zlib.error) as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise SnapshotError(f"snapshot {path}: the archive is damaged ({reason})") from None
+
+
+def _check_members(path: str | os.PathLike[str], members: Any) -> Any:
+    """Yield the members of an archive while holding their headers to the caps; raise
+    :class:`SnapshotError` naming the cap that was hit."""
+    count = 0
+    total = 0
+    for m in members:
+        count += 1
+        if count > ARCHIVE_MAX_MEMBERS:
+            raise SnapshotError(f"snapshot {path}: more than {ARCHIVE_MAX_MEMBERS} members; not a snapshot infergap wrote")
+        if m.size > ARCHIVE_MAX_MEMBER_BYTES:
+            raise SnapshotError(f"snapshot {path}: member {m.name[:100]!r} is {m.size} bytes, more than the "
+                                f"{ARCHIVE_MAX_MEMBER_BYTES} accepted for one file")
+        total += m.size
+        if total > ARCHIVE_MAX_BYTES:
+            raise SnapshotError(f"snapshot {path}: unpacks to more than {ARCHIVE_MAX_BYTES} bytes; not unpacked")
+        yield m
 
 
 class ArchiveSnapshot(DirSnapshot):
@@ -461,8 +493,8 @@ class ArchiveSnapshot(DirSnapshot):
 
 #: Caps on what one snapshot archive may unpack to. A real snapshot holds about 2,000 members and
 #: 5-30 MB; the caps are far above that and far below what fills a disk or takes minutes.
-ARCHIVE_MAX_MEMBERS = 50_000
-ARCHIVE_MAX_BYTES = 1 << 30
+ARCHIVE_MAX_MEMBERS = 20_000
+ARCHIVE_MAX_BYTES = 512 << 20
 ARCHIVE_MAX_MEMBER_BYTES = MAX_FILE_BYTES * 4
 
 #: Temporary directories of open archives, removed at exit even when the process is ended by
@@ -489,19 +521,8 @@ def _extract_capped(path: str | os.PathLike[str], dest: str) -> None:
     """Unpack ``path`` into ``dest`` member by member with tarfile's ``data`` filter (no absolute
     paths, links out of the tree or device files) and the caps above (members, bytes of one
     member, bytes in all); raises :class:`SnapshotError` naming the cap that was hit."""
-    members = 0
-    total = 0
     with tarfile.open(path, "r:*") as tf:
-        for m in tf:
-            members += 1
-            if members > ARCHIVE_MAX_MEMBERS:
-                raise SnapshotError(f"snapshot {path}: more than {ARCHIVE_MAX_MEMBERS} members; not a snapshot infergap wrote")
-            if m.size > ARCHIVE_MAX_MEMBER_BYTES:
-                raise SnapshotError(f"snapshot {path}: member {m.name[:100]!r} is {m.size} bytes, more than the "
-                                    f"{ARCHIVE_MAX_MEMBER_BYTES} accepted for one file")
-            total += m.size
-            if total > ARCHIVE_MAX_BYTES:
-                raise SnapshotError(f"snapshot {path}: unpacks to more than {ARCHIVE_MAX_BYTES} bytes; not unpacked")
+        for m in _check_members(path, tf):  # checked again: a plain .tar skips the pre-check
             try:
                 tf.extract(m, dest, filter="data", set_attrs=False)
             except tarfile.FilterError as e:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import cli, no_traceback, one_line_error
+from hostile_helpers import cli, no_traceback, one_line_error
 
 from infergap.ledger import MAX_VALUE_CHARS, Ledger
 from tests.conftest import ROOT

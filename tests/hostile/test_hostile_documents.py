@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import cli, one_line_error
+from hostile_helpers import cli, one_line_error
 
 from tests.conftest import HOSTS
 

@@ -7,7 +7,7 @@ import json
 import time
 
 import pytest
-from helpers import cli, no_traceback
+from hostile_helpers import cli, no_traceback
 
 from infergap.evidence.nccl import parse_nccl_log
 from infergap.evidence.snapshot import EvidenceSnapshot

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import cli, no_traceback, one_line_error, snapshot_copy
+from hostile_helpers import cli, no_traceback, one_line_error, snapshot_copy
 
 from tests.conftest import ROOT
 
