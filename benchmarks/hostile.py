@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -32,7 +31,9 @@ MAX_S = 5.0
 MAX_MB = 200.0
 
 
-class _Zeros(io.RawIOBase):
+class Zeros(io.RawIOBase):
+    """``n`` zero bytes, read without holding them (the content of an archive bomb's member)."""
+
     def __init__(self, n: int) -> None:
         self.left = n
 
@@ -79,7 +80,7 @@ def _archive_bomb(d: Path) -> list[str]:
     with tarfile.open(arch, "w:gz", compresslevel=1) as tf:
         info = tarfile.TarInfo("snap/files/proc/cpuinfo")
         info.size = size
-        tf.addfile(info, io.BufferedReader(_Zeros(size), 1 << 20))
+        tf.addfile(info, io.BufferedReader(Zeros(size), 1 << 20))
     return ["audit", "--snapshot", str(arch)]
 
 

@@ -59,15 +59,21 @@ def md_escape(value: object) -> str:
     return _MD_SPECIAL.sub(lambda m: _MD_ENTITY.get(m.group(), "\\" + m.group()), s)
 
 
+def map_leaves(obj: Any, leaf: Any) -> Any:
+    """A copy of a JSON-like tree (mappings, lists, tuples) with ``leaf`` applied to every other
+    value (strings, numbers, None). Keys are kept as they are."""
+    from collections.abc import Mapping
+
+    if isinstance(obj, Mapping):
+        return {k: map_leaves(v, leaf) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [map_leaves(v, leaf) for v in obj]
+    return leaf(obj)
+
+
 def safe_tree(obj: Any) -> Any:
     """A copy of a JSON-like tree (dicts, lists, strings) with every string :func:`term_safe`."""
-    if isinstance(obj, str):
-        return term_safe(obj)
-    if isinstance(obj, dict):
-        return {k: safe_tree(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [safe_tree(v) for v in obj]
-    return obj
+    return map_leaves(obj, lambda v: term_safe(v) if isinstance(v, str) else v)
 
 
 def safe_console(**kwargs: Any) -> Any:
@@ -153,13 +159,11 @@ def read_json(path: str | os.PathLike[str], what: str = "", *, max_bytes: int = 
 def finite(obj: Any) -> Any:
     """A copy of a JSON-like tree with every NaN/±Infinity float replaced by None (JSON has no
     such numbers; Python's ``json`` would write bare ``NaN``, which other readers reject)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite(v) for v in obj]
-    return obj
+    return map_leaves(obj, _finite_or_none)
+
+
+def _finite_or_none(v: Any) -> Any:
+    return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
 def dumps(obj: Any, **kwargs: Any) -> str:

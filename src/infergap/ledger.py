@@ -220,17 +220,14 @@ MAX_VALUE_CHARS = 8192
 def cap_values(obj: Any) -> Any:
     """A copy of a JSON-like tree with strings cut to :data:`MAX_VALUE_CHARS` and NaN/±Infinity
     as null (JSON has no such numbers)."""
-    import math
+    from infergap.guard import finite, map_leaves
 
-    if isinstance(obj, str):
-        return obj if len(obj) <= MAX_VALUE_CHARS else obj[:MAX_VALUE_CHARS] + f"… [{len(obj) - MAX_VALUE_CHARS} characters cut]"
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, Mapping):
-        return {k: cap_values(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [cap_values(v) for v in obj]
-    return obj
+    def cut(v: Any) -> Any:
+        if isinstance(v, str) and len(v) > MAX_VALUE_CHARS:
+            return v[:MAX_VALUE_CHARS] + f"… [{len(v) - MAX_VALUE_CHARS} characters cut]"
+        return v
+
+    return finite(map_leaves(obj, cut))
 
 
 class Ledger:

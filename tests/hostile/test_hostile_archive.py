@@ -14,24 +14,9 @@ import time
 import pytest
 from hostile_helpers import one_line_error
 
+from benchmarks.hostile import Zeros
 from infergap.snapshot import core
 from tests.conftest import ROOT
-
-
-class _Zeros(io.RawIOBase):
-    """``n`` zero bytes, read without holding them (a bomb member's content)."""
-
-    def __init__(self, n: int) -> None:
-        self.left = n
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        k = min(len(b), self.left)
-        b[:k] = bytes(k)
-        self.left -= k
-        return k
 
 
 def _env(tmp):
@@ -57,7 +42,7 @@ def test_bomb_member_is_refused_before_unpacking(tmp_path):
     with tarfile.open(arch, "w:gz", compresslevel=1) as tf:
         info = tarfile.TarInfo("snap/files/proc/cpuinfo")
         info.size = size
-        tf.addfile(info, io.BufferedReader(_Zeros(size), 1 << 20))
+        tf.addfile(info, io.BufferedReader(Zeros(size), 1 << 20))
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     p = subprocess.run([sys.executable, "-m", "infergap", "audit", "--snapshot", str(arch)], capture_output=True, text=True,

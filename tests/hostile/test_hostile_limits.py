@@ -5,7 +5,7 @@ from __future__ import annotations
 import resource
 
 import pytest
-from hostile_helpers import cli, one_line_error
+from hostile_helpers import one_line_error
 
 from infergap.guard import FD_RESERVE, ensure_open_files
 
