@@ -78,3 +78,16 @@ def test_corrupt_payload_row_is_not_a_traceback(tmp_path):
     p = cli("history", "--db", str(db), "--json")
     no_traceback(p)
     json.loads(p.stdout)
+
+
+def test_history_and_errors_never_print_escapes(tmp_path):
+    db = tmp_path / "l.db"
+    with Ledger(db) as led:
+        led.record("audit", {"schema": "infergap.audit/1", "host": {"snapshot": {"label": "\x1b]0;owned\x07"}}, "findings": []},
+                   {"hostname": "h\x1b[2Jx"})
+    p = cli("history", "--db", str(db))
+    no_traceback(p)
+    assert "\x1b" not in p.stdout and "\x07" not in p.stdout
+    bad = tmp_path / "\x1b[31mred.json"
+    p = cli("plan", "--audit", str(bad))
+    assert "\x1b" not in p.stderr and "\\x1b" in p.stderr

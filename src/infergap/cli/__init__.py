@@ -46,9 +46,17 @@ class Fmt(str, Enum):
     md = "md"
 
 
+def safe_echo(message: str = "", **kwargs: object) -> None:
+    """``typer.echo`` of plain text that holds values from inputs: control characters shown
+    escaped (:func:`infergap.guard.term_safe`), so no value can drive the terminal."""
+    from infergap.guard import term_safe
+
+    typer.echo(term_safe(message), **kwargs)  # type: ignore[arg-type]
+
+
 def fail(message: str) -> "typer.Exit":
     """Print ``infergap: error: <message>`` on stderr and return the exit (status 2) to raise."""
-    typer.echo(f"infergap: error: {message}", err=True)
+    safe_echo(f"infergap: error: {message}", err=True)
     return typer.Exit(2)
 
 
@@ -108,7 +116,7 @@ def main() -> None:
         typer.echo("infergap: interrupted", err=True)
         sys.exit(130)
     except (UserError, SnapshotError) as e:
-        typer.echo(f"infergap: error: {e}", err=True)
+        safe_echo(f"infergap: error: {e}", err=True)
         sys.exit(2)
     except OSError as e:
         if e.errno in (28, 122):  # ENOSPC, EDQUOT: say so, whatever was being written

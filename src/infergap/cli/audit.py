@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from infergap.cli import Fmt, app, fail
+from infergap.cli import Fmt, app, fail, safe_echo
 
 
 class FailOn(str, Enum):
@@ -64,7 +64,7 @@ def audit(
         except ValueError as e:
             raise fail(str(e))
         for err in server_cfg.errors:
-            typer.echo(f"infergap: warning: {err}", err=True)
+            safe_echo(f"infergap: warning: {err}", err=True)
     inputs = [snapshot, *(evidence or []), *(more_evidence or [])]
     if output is not None:
         from infergap.errors import UserError

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from infergap.cli import app
+from infergap.cli import app, safe_echo
 
 _DB_HELP = "Ledger database (default: $INFERGAP_DB or the user data directory)."
 
@@ -30,15 +30,15 @@ def history(
     if as_json:
         import json
 
-        typer.echo(json.dumps([r.summary() for r in runs], indent=1))
+        safe_echo(json.dumps([r.summary() for r in runs], indent=1))
         return
     if not runs:
-        typer.echo("no runs recorded" + (" matching the filters" if kind or host else ""))
+        safe_echo("no runs recorded" + (" matching the filters" if kind or host else ""))
         return
-    typer.echo(f"{'id':>5}  {'kind':8}  {'time (UTC)':19}  {'host':12}  {'status':13}  what")
+    safe_echo(f"{'id':>5}  {'kind':8}  {'time (UTC)':19}  {'host':12}  {'status':13}  what")
     for r in runs:
         s = r.summary()
-        typer.echo(f"{s['id']:>5}  {s['kind']:8}  {s['created_at'][:19].replace('T', ' '):19}  {s['host']:12}  "
+        safe_echo(f"{s['id']:>5}  {s['kind']:8}  {s['created_at'][:19].replace('T', ' '):19}  {s['host']:12}  "
                    f"{s['status']:13}  {s['what']}")
 
 
@@ -54,19 +54,19 @@ def compare(
     with Ledger(db, readonly=True) as ledger:
         a, b = ledger.get(run_a), ledger.get(run_b)
         diff = compare_runs(a, b)
-    typer.echo(f"{a.kind} run {a.id} ({a.created_at[:19]}) → run {b.id} ({b.created_at[:19]})")
+    safe_echo(f"{a.kind} run {a.id} ({a.created_at[:19]}) → run {b.id} ({b.created_at[:19]})")
     if isinstance(diff, AuditDiff):
         for f in diff.appeared:
-            typer.echo(f"  + {f.get('id')}{(' ' + f['subject']) if f.get('subject') else ''}: {f.get('status')}"
+            safe_echo(f"  + {f.get('id')}{(' ' + f['subject']) if f.get('subject') else ''}: {f.get('status')}"
                        f"{(' ' + f['severity']) if f.get('severity') else ''}  {f.get('title', '')}")
         for f in diff.disappeared:
-            typer.echo(f"  - {f.get('id')}{(' ' + f['subject']) if f.get('subject') else ''}: {f.get('status')}"
+            safe_echo(f"  - {f.get('id')}{(' ' + f['subject']) if f.get('subject') else ''}: {f.get('status')}"
                        f"{(' ' + f['severity']) if f.get('severity') else ''}  {f.get('title', '')}")
         for (cid, subj), sa, sb in diff.changed:
-            typer.echo(f"  ~ {cid}{(' ' + subj) if subj else ''}: {sa} → {sb}")
+            safe_echo(f"  ~ {cid}{(' ' + subj) if subj else ''}: {sa} → {sb}")
         if not (diff.appeared or diff.disappeared or diff.changed):
-            typer.echo("  no finding appeared, disappeared or changed status")
+            safe_echo("  no finding appeared, disappeared or changed status")
         return
     from infergap.render.bench import comparison_text
 
-    typer.echo(comparison_text(diff))
+    safe_echo(comparison_text(diff))

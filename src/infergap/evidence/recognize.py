@@ -90,6 +90,11 @@ _START: list[tuple[str, re.Pattern[str]]] = [
     ("collect_env", re.compile(r"^(?:Collecting environment information|PyTorch version: \S)")),
 ]
 _START_RE = {k: r for k, r in _START}
+#: Start markers are short lines: a longer line is tested on its first characters only, and never
+#: for the kinds whose marker is a whole line (``$``), which no line this long can be (a kernel
+#: command line is at most 4096 bytes). A 16 MB line then costs one pass, not one per pattern.
+MAX_START_LINE = 8192
+_WHOLE_LINE = {k for k, r in _START if r.pattern.endswith("$")}
 #: Kinds whose start marker repeats on every line (each line of ``sysctl -a`` is a marker).
 _REPEATING = {"lspci", "sysctl_all", "pip_freeze", "ulimit", "nvsmi_nvlink", "cmdline", "env", "lspci_tree"}
 #: Kinds one of whose markers, inside a part of the key kind, continues it.
@@ -242,8 +247,12 @@ def start_kind(stripped: str) -> str | None:
     c = stripped[:1]
     if not c:
         return None
+    long = len(stripped) > MAX_START_LINE
+    head = stripped[:MAX_START_LINE] if long else stripped
     for kind, rx in _START:
-        if rx.match(stripped):
+        if long and kind in _WHOLE_LINE:
+            continue
+        if rx.match(head):
             return kind
     return None
 
