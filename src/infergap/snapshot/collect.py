@@ -168,7 +168,9 @@ def collect(output: str | os.PathLike[str], root: str = "/", active: bool = Fals
             data, err = {"available": False, "error": f"{type(e).__name__}: {e}"}, f"{type(e).__name__}: {e}"
         if isinstance(data, dict) and isinstance(data.get("nccl_log"), str):
             data["nccl_log"] = scrub_ips(scrub(data["nccl_log"], hosts))
-        write(f"probes/{name}.json", scrub(json.dumps(data, indent=1), hosts).encode())
+        from infergap.guard import dumps  # NVML may answer NaN: JSON has no such number
+
+        write(f"probes/{name}.json", scrub(dumps(data, indent=1, default=str), hosts).encode())
         sources[f"probes/{name}"] = {"duration_s": round(time.monotonic() - t0, 4), "error": err}
 
     def do_files() -> None:
