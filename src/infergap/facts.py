@@ -274,6 +274,8 @@ class Facts:
         p = self.snap.probe("nvml")
         if isinstance(p, dict) and p.get("available") and isinstance(p.get("gpus"), list):
             return p
+        if isinstance(p, dict) and p.get("invalid"):
+            self.problems["probes/nvml.json"] = str(p.get("error")).removeprefix("probes/nvml.json: ")
         return None
 
     @memo

@@ -233,3 +233,16 @@ def test_unreadable_snapshot_root_is_one_line(open_tmp):
     (open_tmp / "sealed").mkdir(mode=0o700)
     line = one_line_error(_as_nobody(["audit", "--snapshot", str(open_tmp / "sealed" / "x.tar.gz")], open_tmp))
     assert "permission denied" in line or "not readable" in line or "does not exist" in line
+
+
+def test_probe_file_with_wrong_field_types_is_one_unknown_naming_the_field(tmp_path):
+    snap = snapshot_copy(tmp_path)
+    (snap / "probes").mkdir()
+    (snap / "probes" / "nvml.json").write_text(json.dumps({"available": True, "gpus": [1, "x", {"memory_total_B": "a"}],
+                                                           "driver_version": {"a": 1}}))
+    p = cli("audit", "--snapshot", str(snap), "--format", "json")
+    no_traceback(p)
+    doc = json.loads(p.stdout)
+    assert not [i for i in doc["investigators"] if i.get("error")], [i for i in doc["investigators"] if i.get("error")]
+    bad = [f for f in doc["findings"] if f["id"] == "evidence.unreadable" and f.get("subject") == "probes/nvml.json"]
+    assert bad and "field" in bad[0]["impact"]

@@ -340,12 +340,18 @@ class DirSnapshot(Snapshot):
         if data is None:
             return None
         from infergap.errors import UserError
-        from infergap.guard import loads
+        from infergap.guard import loads, validate
+        from infergap.snapshot.probes import PROBE_MODELS
 
+        source = f"probes/{name}.json"
         try:
-            return loads(data.decode("utf-8", errors="replace"), f"probes/{name}.json")
-        except UserError as e:
-            return {"error": str(e)}
+            doc = loads(data.decode("utf-8", errors="replace"), source)
+            model = PROBE_MODELS.get(name)
+            if model is None:
+                return doc
+            return validate(model, doc, source).model_dump()
+        except UserError as e:  # unusable: unknown, with the file and the field named
+            return {"available": False, "error": str(e), "invalid": True}
 
     def meta(self) -> dict[str, Any]:
         if self._meta is None:
