@@ -2,7 +2,9 @@
 
 Each request streams ``--tokens`` chunks (default 128; one SSE ``data:`` event per token, the
 event loop yielded between tokens as a real server's would be), then a usage chunk and
-``data: [DONE]``. ``--itl-ms`` adds a delay between tokens (a slower server). The stub counts
+``data: [DONE]``. ``--itl-ms`` adds a delay between tokens (a slower server); ``--slots N`` serves at
+most N streams at once, the others wait (queued, not yet answered) for a free slot, so a stub
+with N slots, T tokens and an ITL of d has a known service rate of N / (T × d) requests/s. The stub counts
 requests, tokens and the time-weighted number of streams in flight (its own view of the
 concurrency the client achieved): ``GET /stats``; ``POST /reset`` zeroes them.
 
@@ -50,8 +52,9 @@ class Stats:
                 "tokens_per_s": self.tokens / span if span else 0.0, "requests_per_s": self.requests / span if span else 0.0}
 
 
-def make_app(tokens: int, itl_ms: float) -> web.Application:
+def make_app(tokens: int, itl_ms: float, slots: int = 0) -> web.Application:
     st = Stats()
+    gate = asyncio.Semaphore(slots) if slots > 0 else None
     chat_chunk = (b'data: {"id":"x","object":"chat.completion.chunk","created":0,"model":"stub",'
                   b'"choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}]}\n\n')
     comp_chunk = (b'data: {"id":"x","object":"text_completion","created":0,"model":"stub",'
@@ -68,6 +71,15 @@ def make_app(tokens: int, itl_ms: float) -> web.Application:
         n = min(int(d.get("max_tokens") or tokens), tokens)
         chat = req.path.endswith("chat/completions")
         chunk = chat_chunk if chat else comp_chunk
+        if gate is not None:
+            await gate.acquire()
+        try:
+            return await stream(req, d, n, chat, chunk)
+        finally:
+            if gate is not None:
+                gate.release()
+
+    async def stream(req, d, n, chat, chunk):
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(req)
         st.requests += 1
@@ -116,6 +128,7 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=8799)
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--itl-ms", type=float, default=0.0)
+    ap.add_argument("--slots", type=int, default=0, help="streams served at once (0: no limit)")
     a = ap.parse_args()
     try:
         import uvloop
@@ -123,7 +136,7 @@ def main() -> None:
         uvloop.install()
     except ImportError:
         pass
-    web.run_app(make_app(a.tokens, a.itl_ms), host="127.0.0.1", port=a.port, access_log=None, print=None,
+    web.run_app(make_app(a.tokens, a.itl_ms, a.slots), host="127.0.0.1", port=a.port, access_log=None, print=None,
                 backlog=4096)
 
 

@@ -53,6 +53,7 @@ def run_audit(
     investigators: list[ModuleType] | None = None,
     parallel: bool | None = None,
     progress: ProgressFn | None = None,
+    facts: Facts | None = None,
 ) -> AuditReport:
     """Audit ``snap`` with every registered investigator (or the given ones).
 
@@ -60,7 +61,8 @@ def run_audit(
     chooses: threads on a live host, where investigators wait on commands, probes and sysfs and
     the waits overlap; one at a time on a captured snapshot, where the work is pure-Python parsing
     that threads only contend for (``benchmarks/audit_speed.py`` measures both). On a live host the
-    registered commands are started in the background first. Returns the synthesized
+    registered commands are started in the background first. ``facts``: a :class:`Facts` over
+    ``snap`` to share with the caller (parsed once). Returns the synthesized
     :class:`AuditReport`; never raises for bad evidence.
     """
     mods = investigators if investigators is not None else REGISTRY
@@ -71,7 +73,7 @@ def run_audit(
     t0 = time.perf_counter()
     if live is not None and parallel:
         live.prefetch()
-    facts = Facts(snap)
+    facts = facts if facts is not None else Facts(snap)
     ctx = Context(snap=snap, facts=facts, server=server)
     runs: list[InvestigatorRun] = []
     findings: list[Finding] = []

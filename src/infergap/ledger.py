@@ -38,7 +38,7 @@ from infergap.errors import UserError
 log = logging.getLogger(__name__)
 
 #: Kinds of run the ledger holds.
-KINDS = ("audit", "bench", "roofline", "plan", "fix")
+KINDS = ("audit", "bench", "roofline", "plan", "fix", "fleet")
 
 #: ``PRAGMA application_id`` of an infergap ledger ("IGAP" in ASCII), so another SQLite file is
 #: recognised as foreign instead of being migrated (https://www.sqlite.org/pragma.html#pragma_application_id).
@@ -183,9 +183,47 @@ class Run:
     payload: Any
 
     def summary(self) -> dict[str, Any]:
-        """A one-line description for ``infergap history``: id, kind, time, host, status, what."""
+        """A one-line description for ``infergap history``: id, kind, time, host, status, what the
+        run was about (``about``: snapshot or live host, server URL, model) and what it found (``what``)."""
         return {"id": self.id, "kind": self.kind, "created_at": self.created_at, "host": self.host,
-                "host_name": self.host_name, "status": self.status or "", "what": describe_payload(self.kind, self.payload)}
+                "host_name": self.host_name, "status": self.status or "", "about": describe_subject(self.kind, self.payload),
+                "what": describe_payload(self.kind, self.payload)}
+
+
+def _s(x: Any) -> str:
+    return x.strip() if isinstance(x, str) else ""
+
+
+def describe_subject(kind: str, payload: Any) -> str:
+    """What a run was about, from its payload: the audited host or snapshot (and GPUs), the
+    benched server URL and model, the bounded model and GPUs, the inputs of a plan, the source of
+    a fix. Empty when the payload does not say."""
+    if not isinstance(payload, dict):
+        return ""
+    parts: list[str] = []
+    if kind == "audit":
+        host = payload.get("host") if isinstance(payload.get("host"), dict) else {}
+        snap = host.get("snapshot") if isinstance(host.get("snapshot"), dict) else {}
+        label = _s(snap.get("label"))
+        parts += [label if snap.get("kind") != "live" else "this machine" + (f" ({label})" if label and label != "live" else ""),
+                  _s(host.get("gpu_summary"))]
+    elif kind == "bench":
+        env = payload.get("environment") if isinstance(payload.get("environment"), dict) else {}
+        parts += [_s(env.get("url")), _s(env.get("model"))]
+    elif kind == "roofline":
+        model = payload.get("model") if isinstance(payload.get("model"), dict) else {}
+        hw = payload.get("hardware") if isinstance(payload.get("hardware"), dict) else {}
+        gpus = f"{hw.get('count')} × {_s(hw.get('label')) or _s(hw.get('gpu'))}" if hw.get("count") else _s(hw.get("label"))
+        parts += [_s(model.get("name")) or _s(model.get("source")), f"on {gpus}" if gpus else ""]
+        return " ".join(p for p in parts if p)
+    elif kind == "plan":
+        for st in payload.get("stages") or []:
+            if isinstance(st, dict) and _s(st.get("detail")) and st.get("status") not in ("missing", None):
+                parts.append(f"{st.get('name')} {_s(st.get('detail'))}")
+    elif kind == "fix":
+        src = payload.get("source") if isinstance(payload.get("source"), dict) else {}
+        parts += [f"{k} {v}" if v != "live" else "this machine" for k, v in src.items() if isinstance(v, str)]
+    return " · ".join(p for p in parts if p)
 
 
 def describe_payload(kind: str, payload: Any) -> str:
@@ -200,6 +238,10 @@ def describe_payload(kind: str, payload: Any) -> str:
         pts = payload.get("points") or []
         model = (payload.get("environment") or {}).get("model", "")
         return f"{len(pts)} points{(' · ' + model) if model else ''}"
+    if kind == "fleet":
+        s = payload.get("summary") or {}
+        return (f"{s.get('nodes', 0)} nodes, {s.get('failed', 0)} not audited, {s.get('drift_items', 0)} drift items"
+                if s else str(payload.get("state") or ""))
     if kind == "fix":
         if payload.get("mode") == "revert":
             return f"revert of run {payload.get('reverts')}"
@@ -590,4 +632,5 @@ def compare_runs(a: Run, b: Run) -> Any:
                 raise LedgerError(f"compare: run {run.id} is not an infergap.bench/1 result "
                                   f"({e.error_count()} problem(s), first: {e.errors()[0]['msg']})") from None
         return compare_bench(results[0], results[1])
-    raise LedgerError(f"compare: runs of kind {a.kind} cannot be compared (audit and bench runs can)")
+    raise LedgerError(f"compare: runs of kind {a.kind} cannot be compared here (audit and bench runs can; "
+                      "fleet runs are compared by infergap.fleet.compare)")

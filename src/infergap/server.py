@@ -314,7 +314,7 @@ async def introspect_async(url: str, api_key: str | None = None, timeout_s: floa
 
     base = url.rstrip("/")
     if not re.match(r"^https?://[^/\s]+", base):
-        raise ValueError(f"--server {url}: not an http:// or https:// URL")
+        raise ValueError(f"--url {url}: not an http:// or https:// URL")
     key = api_key if api_key is not None else os.environ.get("INFERGAP_API_KEY")
     headers = {"Accept": "application/json"}
     if key:

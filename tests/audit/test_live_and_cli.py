@@ -91,7 +91,7 @@ def test_runs_are_recorded_in_the_ledger(tmp_path, monkeypatch):
 
     assert run_cli("audit", "--snapshot", str(HOSTS / "h200-1gpu"), "-f", "json").returncode == 0
     assert run_cli("audit", "--snapshot", str(HOSTS / "seed-8x-rtxpro6000"), "-f", "json").returncode == 0
-    h = run_cli("history", "--json")
+    h = run_cli("history", "--format", "json")
     assert h.returncode == 0, h.stderr
     runs = json.loads(h.stdout)
     assert [r["kind"] for r in runs] == ["audit", "audit"]

@@ -55,7 +55,7 @@ def test_evidence_with_live_host_text_report(tmp_path):
 def test_evidence_only_and_unreachable_server(tmp_path):
     d = pasted_dir(tmp_path)
     url = f"http://127.0.0.1:{free_port()}"
-    r = run("--no-host", "--format", "json", "--server", url, "--evidence", "sglang.log", cwd=d)
+    r = run("--no-host", "--format", "json", "--url", url, "--evidence", "sglang.log", cwd=d)
     assert r.returncode == 0, r.stderr
     assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"infergap: warning: {url}: no answer")
     rep = json.loads(r.stdout)

@@ -67,7 +67,7 @@ def test_default_path_comes_from_the_environment(tmp_path):
         led.record("plan", {"tiers": []}, None)
     r = _cli("history", env={"INFERGAP_DB": str(path)})
     assert r.returncode == 0 and "plan" in r.stdout
-    r = _cli("history", "--json", env={"INFERGAP_DB": str(path)})
+    r = _cli("history", "--format", "json", env={"INFERGAP_DB": str(path)})
     import json
 
     (run,) = json.loads(r.stdout)

@@ -121,10 +121,11 @@ def test_bad_url_is_one_line(tmp_path):
 
 @pytest.mark.slow
 def test_plan_reads_a_live_server(llama_server):
-    r = subprocess.run([sys.executable, "-m", "infergap", "plan", "--server", llama_server.url, "--format", "json"], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "infergap", "plan", "--url", llama_server.url, "--format", "json"], capture_output=True,
                        text=True, timeout=60, env=_env(), stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr
     plan = json.loads(r.stdout)
     assert next(s for s in plan["stages"] if s["name"] == "server")["status"] == "given"
     assert plan["facts"]["engine.name"]["value"] == "llama.cpp" and plan["facts"]["engine.name"]["source"].startswith("GET ")
-    assert plan["unknowns"] and all(u["command"].startswith("infergap ") for u in plan["unknowns"])
+    assert plan["unknowns"] and all(u["command"].startswith("infergap ") or "--evidence" in u["command"] for u in plan["unknowns"])
+    assert not any("infergap plan --url" in u["command"] for u in plan["unknowns"])  # never asks for what it was given

@@ -32,7 +32,7 @@ def test_dry_run_shows_commands_and_changes_nothing(netns, sandbox, tmp_path):
     som = netns.read("net.core.somaxconn")
     rep = write_report(tmp_path / "audit.json", [
         sysctl_finding("net.socket_buffers", [{"target": "net.core.somaxconn", "value": _bump(som), "previous": som}])])
-    r = netns.infergap("fix", "--report", str(rep), "--db", str(sandbox["db"]), "--persist", env=sandbox["env"])
+    r = netns.infergap("fix", "--audit", str(rep), "--db", str(sandbox["db"]), "--persist", env=sandbox["env"])
     assert r.returncode == 0, r.stderr
     assert "dry run" in r.stdout
     assert f"command  sysctl -w net.core.somaxconn={_bump(som)}" in r.stdout
@@ -57,7 +57,7 @@ def test_apply_persist_then_revert_restores_values_and_files_exactly(netns, sand
         sysctl_finding("net.socket_buffers", [{"target": "net.core.somaxconn", "value": new_som, "previous": som},
                                               {"target": "net.ipv4.tcp_rmem", "value": new_rmem, "previous": rmem}])])
 
-    r = netns.infergap("fix", "--report", str(rep), "--db", str(sandbox["db"]), "--apply", "--yes", "--persist",
+    r = netns.infergap("fix", "--audit", str(rep), "--db", str(sandbox["db"]), "--apply", "--yes", "--persist",
                        env=sandbox["env"])
     assert r.returncode == 0, r.stdout + r.stderr
     assert netns.read("net.core.somaxconn") == new_som
@@ -108,7 +108,7 @@ def test_failure_halfway_keeps_journal_consistent_and_revert_restores(netns, san
             {"target": "net.core.somaxconn", "value": _bump(som), "previous": som},
             {"target": "net.ipv4.ip_local_port_range", "value": "70000 80000", "previous": ports},
             {"target": "net.ipv4.tcp_wmem", "value": _bump(wmem), "previous": wmem}])])
-    r = netns.infergap("fix", "--report", str(rep), "--db", str(sandbox["db"]), "--apply", "--yes", "--persist",
+    r = netns.infergap("fix", "--audit", str(rep), "--db", str(sandbox["db"]), "--apply", "--yes", "--persist",
                        env=sandbox["env"])
     assert r.returncode == 1, r.stdout + r.stderr
     assert "state    failed" in r.stdout and "not attempted" in r.stdout
@@ -142,7 +142,7 @@ def test_value_changed_since_audit_is_refused(netns, sandbox, tmp_path):
     stale = str(int(som) + 7)
     rep = write_report(tmp_path / "audit.json", [
         sysctl_finding("net.socket_buffers", [{"target": "net.core.somaxconn", "value": _bump(som), "previous": stale}])])
-    r = netns.infergap("fix", "--report", str(rep), "--db", str(sandbox["db"]), "--apply", "--yes", env=sandbox["env"])
+    r = netns.infergap("fix", "--audit", str(rep), "--db", str(sandbox["db"]), "--apply", "--yes", env=sandbox["env"])
     assert r.returncode == 0, r.stderr
     assert "value changed since the audit" in r.stdout and "re-audit first" in r.stdout
     assert netns.read("net.core.somaxconn") == som
@@ -155,7 +155,7 @@ def test_host_controlled_finding_is_refused_with_the_host_command(netns, sandbox
     rep = write_report(tmp_path / "audit.json", [
         sysctl_finding("net.socket_buffers", [{"target": "net.core.somaxconn", "value": _bump(som), "previous": som}],
                        host_controlled=True, commands=[f"sysctl -w net.core.somaxconn={_bump(som)}"])])
-    r = netns.infergap("fix", "--report", str(rep), "--db", str(sandbox["db"]), "--apply", "--yes", env=sandbox["env"])
+    r = netns.infergap("fix", "--audit", str(rep), "--db", str(sandbox["db"]), "--apply", "--yes", env=sandbox["env"])
     assert r.returncode == 0, r.stderr
     assert f"run on the host instead: sysctl -w net.core.somaxconn={_bump(som)}" in r.stdout
     assert netns.read("net.core.somaxconn") == som
@@ -166,7 +166,7 @@ def test_declined_at_the_prompt_changes_nothing(netns, sandbox, tmp_path):
     rep = write_report(tmp_path / "audit.json", [
         sysctl_finding("net.socket_buffers", [{"target": "net.core.somaxconn", "value": _bump(som), "previous": som},
                                               {"target": "net.ipv4.tcp_rmem", "value": _bump(rmem), "previous": rmem}])])
-    r = netns.infergap("fix", "--report", str(rep), "--db", str(sandbox["db"]), "--apply", env=sandbox["env"], input="n\ny\n")
+    r = netns.infergap("fix", "--audit", str(rep), "--db", str(sandbox["db"]), "--apply", env=sandbox["env"], input="n\ny\n")
     assert r.returncode == 0, r.stdout + r.stderr
     assert netns.read("net.core.somaxconn") == som
     assert netns.read("net.ipv4.tcp_rmem") == _bump(rmem)
@@ -190,7 +190,7 @@ def test_report_commands_are_never_executed(netns, sandbox, tmp_path):
                        commands=[f"touch {marker}"]),
         sysctl_finding("kernel.core_pattern", [{"target": "kernel.core_pattern", "value": "0", "previous": "0"}],
                        commands=[f"touch {marker}"])])
-    r = netns.infergap("fix", "--report", str(rep), "--db", str(sandbox["db"]), "--apply", "--yes", env=sandbox["env"])
+    r = netns.infergap("fix", "--audit", str(rep), "--db", str(sandbox["db"]), "--apply", "--yes", env=sandbox["env"])
     assert r.returncode == 0, r.stdout + r.stderr
     assert not marker.exists()
     assert "not in the check catalog" in r.stdout and "kernel.core_pattern" in r.stdout
@@ -214,7 +214,7 @@ def test_interrupted_at_a_prompt_leaves_a_revertable_journal(netns, sandbox, tmp
         sysctl_finding("net.socket_buffers", [{"target": "net.core.somaxconn", "value": _bump(som), "previous": som},
                                               {"target": "net.ipv4.tcp_rmem", "value": _bump(rmem), "previous": rmem}])])
     env = {**os.environ, "PYTHONPATH": str(SRC), "PYTHONWARNINGS": "ignore", **sandbox["env"]}
-    p = subprocess.Popen(["ip", "netns", "exec", netns.name, sys.executable, "-m", "infergap", "fix", "--report", str(rep),
+    p = subprocess.Popen(["ip", "netns", "exec", netns.name, sys.executable, "-m", "infergap", "fix", "--audit", str(rep),
                           "--db", str(sandbox["db"]), "--apply"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, env=env)
     seen, deadline = b"", time.monotonic() + 60

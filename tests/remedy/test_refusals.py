@@ -31,14 +31,14 @@ def test_not_root_is_refused_in_one_line(tmp_path):
     probe = subprocess.run(["unshare", "--user", "true"], capture_output=True, timeout=20)
     if probe.returncode != 0:
         pytest.skip("user namespaces unavailable")
-    r = subprocess.run([*base, "--report", str(rep), "--apply", "--yes"], capture_output=True, text=True, timeout=60, env=_env())
+    r = subprocess.run([*base, "--audit", str(rep), "--apply", "--yes"], capture_output=True, text=True, timeout=60, env=_env())
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0
     assert r.stderr.startswith("infergap: error: fix --apply must run as root (effective uid 65534)")
     r = subprocess.run([*base, "--revert"], capture_output=True, text=True, timeout=60, env=_env())
     assert r.returncode == 2 and "infergap: error:" in r.stderr
     # The dry run needs no privilege.
-    r = subprocess.run([*base, "--report", str(rep)], capture_output=True, text=True, timeout=60, env=_env())
+    r = subprocess.run([*base, "--audit", str(rep)], capture_output=True, text=True, timeout=60, env=_env())
     assert r.returncode == 0 and "sysctl -w net.core.somaxconn=8192" in r.stdout
 
 
@@ -59,7 +59,7 @@ def test_inside_a_container_host_owned_settings_are_refused(tmp_path):
     # Podman's marker, created on a private tmpfs over /run in a private mount namespace.
     script = 'mount -t tmpfs tmpfs /run && touch /run/.containerenv && exec "$@"'
     r = subprocess.run(["unshare", "--net", "--mount", "sh", "-c", script, "sh", sys.executable, "-m", "infergap", "fix",
-                        "--report", str(rep), "--db", str(db), "--apply", "--yes"],
+                        "--audit", str(rep), "--db", str(db), "--apply", "--yes"],
                        capture_output=True, text=True, timeout=60,
                        env=_env(INFERGAP_PROC_SYS=str(proc), INFERGAP_ETC=str(tmp_path / "etc")))
     if "mount" in r.stderr and r.returncode != 0 and "infergap" not in r.stderr:

@@ -1,4 +1,4 @@
-"""``--report`` input: bad files give one error line naming the file; any text is handled."""
+"""``fix --audit`` input: bad files give one error line naming the file; any text is handled."""
 
 from __future__ import annotations
 
@@ -28,11 +28,11 @@ def test_bad_reports_are_one_line_errors(tmp_path, content, message):
     p = tmp_path / "audit.json"
     p.write_text(content)
     env = {**os.environ, "PYTHONPATH": str(SRC), "PYTHONWARNINGS": "ignore"}
-    r = subprocess.run([sys.executable, "-m", "infergap", "fix", "--report", str(p), "--db", str(tmp_path / "db")],
+    r = subprocess.run([sys.executable, "-m", "infergap", "fix", "--audit", str(p), "--db", str(tmp_path / "db")],
                        capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [r.stderr.strip()]
-    assert r.stderr.startswith(f"infergap: error: --report {p}: ") and message in r.stderr
+    assert r.stderr.startswith(f"infergap: error: --audit {p}: ") and message in r.stderr
 
 
 def test_a_valid_report_round_trips(tmp_path):

@@ -1,4 +1,4 @@
-"""``fix --apply --verify-url``: a real bench sweep before and after a real sysctl change, against a
+"""``fix --apply --url``: a real bench sweep before and after a real sysctl change, against a
 real streaming server (``paced_server.py``) whose speed depends on that sysctl, all inside a
 private network namespace."""
 
@@ -43,8 +43,8 @@ def test_verify_url_measures_before_and_after_and_records_both(netns, paced_serv
     db = tmp_path / "ledger.sqlite3"
     rep = write_report(tmp_path / "audit.json", [
         sysctl_finding("net.socket_buffers", [{"target": "net.core.somaxconn", "value": "8192", "previous": som}])])
-    r = netns.infergap("fix", "--report", str(rep), "--db", str(db), "--apply", "--yes", "--verify-url", paced_server,
-                       "--verify-concurrency", "4", "--verify-trials", "3", env={"INFERGAP_ETC": str(tmp_path / "etc")})
+    r = netns.infergap("fix", "--audit", str(rep), "--db", str(db), "--apply", "--yes", "--url", paced_server,
+                       "--concurrency", "4", "--trials", "3", env={"INFERGAP_ETC": str(tmp_path / "etc")})
     assert r.returncode == 0, r.stdout + r.stderr
     assert "before/after (bench runs" in r.stdout and "after the changes…" in r.stdout
     line = next(ln for ln in r.stdout.splitlines() if "output_throughput_tps:" in ln)
@@ -67,10 +67,10 @@ def test_verify_url_needs_apply_and_a_reachable_server(netns, tmp_path):
     db = tmp_path / "ledger.sqlite3"
     rep = write_report(tmp_path / "audit.json", [
         sysctl_finding("net.socket_buffers", [{"target": "net.core.somaxconn", "value": "8192", "previous": som}])])
-    r = netns.infergap("fix", "--report", str(rep), "--db", str(db), "--verify-url", "http://127.0.0.1:9")
+    r = netns.infergap("fix", "--audit", str(rep), "--db", str(db), "--url", "http://127.0.0.1:9")
     assert r.returncode == 2 and "needs --apply" in r.stderr
     # Nothing listens: the first sweep fails before any change is made.
-    r = netns.infergap("fix", "--report", str(rep), "--db", str(db), "--apply", "--yes", "--verify-url", "http://127.0.0.1:9")
+    r = netns.infergap("fix", "--audit", str(rep), "--db", str(db), "--apply", "--yes", "--url", "http://127.0.0.1:9")
     assert r.returncode == 2 and r.stderr.startswith("infergap: error: --url http://127.0.0.1:9: server unreachable")
     assert netns.read("net.core.somaxconn") == som
     with Ledger(db) as led:

@@ -119,7 +119,7 @@ class StreamClient:
         """The JSON request body for prompt ``p`` (max_tokens = its output length)."""
         d = {"model": self.model, "max_tokens": p.output_tokens, "stream": self.stream, "temperature": 0.0}
         if self.api == "chat":
-            d["messages"] = [{"role": "user", "content": p.text}]
+            d["messages"] = p.messages if p.messages is not None else [{"role": "user", "content": p.text}]
         else:
             d["prompt"] = p.text
         for f in self.length_fields:
@@ -132,7 +132,7 @@ class StreamClient:
         they become ``rec.error`` = ``http_<status>``, ``timeout``, ``connection``,
         ``stream_error``, ``bad_chunk``, ``incomplete_stream`` or ``cancelled``)."""
         data = self.body(p)
-        if self.count_tokens is not None:
+        if self.count_tokens is not None or rec.keep_reply:
             rec.text = []
         rec.start = perf_counter()
         try:
@@ -159,6 +159,8 @@ class StreamClient:
             rec.first = rec.chunk_times[0]
         if rec.text is not None and rec.error is None and self.count_tokens is not None:
             rec.tokenizer_completion = self.count_tokens("".join(rec.text))
+        if rec.keep_reply and rec.text is not None:
+            rec.reply = "".join(rec.text)
         rec.text = None
         return rec
 
@@ -189,7 +191,9 @@ class StreamClient:
         text = (msg.get("content") if type(msg) is dict else None) if self.api == "chat" else c0.get("text")
         fr = c0.get("finish_reason")
         rec.finish_reason = str(fr) if fr is not None else None
-        check_usage(rec, obj.get("usage"))
+        u = obj.get("usage")
+        check_usage(rec, u)
+        rec.usage_cached = cached_tokens(u) if type(u) is dict else None
         if rec.text is not None and text:
             rec.text.append(text if type(text) is str else str(text))
 
@@ -205,6 +209,15 @@ class StreamClient:
             if parser.overflow:
                 break
         parser.finish()
+
+
+def cached_tokens(usage: dict) -> int | None:
+    """Prompt tokens the server served from its prefix cache, from an OpenAI ``usage`` object's
+    ``prompt_tokens_details.cached_tokens`` (llama-server always; vLLM with
+    ``--enable-prompt-tokens-details``; SGLang); ``None`` when the server does not say."""
+    d = usage.get("prompt_tokens_details")
+    v = d.get("cached_tokens") if type(d) is dict else None
+    return v if type(v) is int else None
 
 
 class SSEParser:
@@ -276,6 +289,7 @@ class SSEParser:
             u = obj.get("usage")
             if u and type(u) is dict:
                 check_usage(rec, u)
+                rec.usage_cached = cached_tokens(u)
             err = obj.get("error")
             if err:
                 rec.error = "stream_error"

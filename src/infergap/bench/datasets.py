@@ -29,11 +29,17 @@ _WORDS = (
 
 @dataclass(slots=True)
 class Prompt:
-    """One request's prompt text, its estimated input tokens and the max_tokens to ask for."""
+    """One request's prompt text, its estimated input tokens and the max_tokens to ask for.
+
+    ``messages`` (chat only) replaces the single user message with a whole conversation (the
+    multi-turn workload); ``tag`` names the prompt's place in a workload (``g3`` prefix group,
+    ``t2`` turn) for per-workload statistics."""
 
     text: str
     input_tokens: int
     output_tokens: int
+    messages: list | None = None
+    tag: str | None = None
 
 
 def _lengths(rng: random.Random, mean: int, spread: float) -> int:

@@ -49,7 +49,9 @@ class RequestRecord:
     """What the client saw of one request. Times are ``time.perf_counter()`` seconds.
 
     ``chunk_times`` holds the arrival time of every content-bearing chunk. ``usage_*`` are the
-    server's counts (``None`` when it sent none); ``tokenizer_*`` the local tokenizer's.
+    server's counts (``None`` when it sent none; ``usage_cached``: prompt tokens served from its
+    prefix cache); ``tokenizer_*`` the local tokenizer's. ``tag`` is the workload's label of the
+    prompt (turn, group); with ``keep_reply`` the response text is kept in ``reply``.
     """
 
     intended: float
@@ -67,6 +69,10 @@ class RequestRecord:
     error: str | None = None
     error_detail: str | None = None
     text: list[str] | None = None
+    usage_cached: int | None = None
+    tag: str | None = None
+    keep_reply: bool = False
+    reply: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -12,6 +12,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from infergap.bench.engine_metrics import EngineSummary, Explanation
+from infergap.bench.slo import Capacity, SLOTarget
+from infergap.bench.workloads import WorkloadStats
+
 SCHEMA = "infergap.bench/1"
 
 #: Where a token count came from. ``usage``: the server's own ``usage`` object; ``tokenizer``: the
@@ -65,6 +69,11 @@ class BenchSettings(BaseModel):
     slo: SLO | None = None
     timeout_s: float = 600.0
     tokenizer: str | None = None
+    time_scale: float = 1.0
+    max_duration_s: float | None = None
+    token_scale: float = 1.0
+    slo_targets: list[SLOTarget] = Field(default_factory=list)
+    search: Literal["rate", "concurrency"] | None = None
 
 
 class ClientHealth(BaseModel):
@@ -167,6 +176,9 @@ class PointResult(BaseModel):
     unstable_metrics: list[str] = Field(default_factory=list)
     client_bound: bool = False
     telemetry: TelemetrySummary | None = None
+    engine: EngineSummary | None = None
+    workload: WorkloadStats | None = None
+    explanation: Explanation | None = None
     error: str | None = None
 
     @property
@@ -211,6 +223,7 @@ class BenchResult(BaseModel):
     settings: BenchSettings
     definitions: dict[str, str] = Field(default_factory=dict)
     points: list[PointResult] = Field(default_factory=list)
+    capacity: Capacity | None = None
     interrupted: bool = False
     error: str | None = None
 

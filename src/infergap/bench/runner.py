@@ -25,8 +25,8 @@ from typing import Callable
 import aiohttp
 
 from infergap import __version__
-from infergap.bench import datasets
-from infergap.bench.client import StreamClient, probe
+from infergap.bench import datasets, engine_metrics, slo, workloads
+from infergap.bench.client import StreamClient, probe, split_url
 from infergap.bench.datasets import Prompt
 from infergap.bench.metrics import DEFINITIONS, RequestRecord, judge_client, stats, summarize_trials, trial_metrics
 from infergap.bench.models import BenchEnvironment, BenchResult, BenchSettings, ClientHealth, PointResult, TrialMetrics
@@ -72,6 +72,9 @@ class LoadSpec:
     concurrency: int | None = None
     rate: float | None = None
     arrival: str = "poisson"
+    offsets: list[float] | None = None
+    """Trace replay: the arrival time of request ``i`` is ``t0 + offsets[i]`` (seconds); the trial
+    ends after ``len(offsets)`` requests."""
 
 
 @dataclass
@@ -145,6 +148,8 @@ class Runner:
                 return False
             if n is not None and i >= n:
                 return False
+            if spec.offsets is not None and i >= len(spec.offsets):
+                return False
             if deadline is not None and perf_counter() >= deadline:
                 return False
             return True
@@ -207,8 +212,10 @@ class Runner:
                 task.add_done_callback(pending.discard)
                 task.add_done_callback(self._tasks.discard)
                 i += 1
-                gap = rng.expovariate(spec.rate) if spec.arrival == "poisson" else 1.0 / spec.rate
-                t_next += gap
+                if spec.offsets is not None:
+                    t_next = t0 + spec.offsets[min(i, len(spec.offsets) - 1)]
+                else:
+                    t_next += rng.expovariate(spec.rate) if spec.arrival == "poisson" else 1.0 / spec.rate
                 if delay <= 0 and i % 64 == 0:
                     await asyncio.sleep(0)
             issued_end[0] = perf_counter()
@@ -264,6 +271,9 @@ def default_num_prompts(spec: LoadSpec) -> int:
 
 
 def _prompt_source(settings: BenchSettings, salt: str, n: int, tokenizer) -> Callable[[int], Prompt]:
+    wl = workloads.parse_dataset(settings.dataset)
+    if wl is not None:
+        return workloads.prompt_source(wl, settings, salt, n)
     if settings.dataset.startswith("sharegpt:"):
         pool = datasets.sharegpt(settings.dataset.split(":", 1)[1], max(n, 1),
                                  output_len=settings.output_len if settings.output_len else None,
@@ -288,7 +298,7 @@ def _prompt_source(settings: BenchSettings, salt: str, n: int, tokenizer) -> Cal
 async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
                     progress: SweepProgress | None = None, sampler: GPUSampler | None = None,
                     on_partial: Callable[[BenchResult], None] | None = None,
-                    tokenizer=None) -> BenchResult:
+                    tokenizer=None, engine: engine_metrics.EngineScraper | None = None) -> BenchResult:
     """Probe the server, then run every point of the sweep ``settings.trials`` times.
 
     Returns the :class:`BenchResult`; on SIGINT the result holds what was measured and
@@ -302,14 +312,19 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
         settings.salt = secrets.token_hex(4)
     if settings.dataset.startswith("sharegpt:"):  # fail on a bad file before any load
         datasets.sharegpt(settings.dataset.split(":", 1)[1], 1, seed=settings.seed)
+    wl = workloads.parse_dataset(settings.dataset)
+    trace = workloads.load_trace(wl, settings) if wl is not None else None
     specs: list[LoadSpec]
-    if settings.request_rate:
-        cap = settings.concurrency[0] if settings.concurrency else None
-        specs = [LoadSpec("rate", cap, r, settings.arrival) for r in settings.request_rate]
+    cap = settings.concurrency[0] if settings.concurrency and (settings.request_rate or trace) else None
+    if settings.request_rate or settings.search == "rate":
+        specs = [workloads.rate_spec(r, cap, settings, trace) for r in settings.request_rate]
+        conns = cap or 0
+    elif trace is not None:  # the trace at its own pace (× --time-scale)
+        specs = [workloads.rate_spec(None, cap, settings, trace)]
         conns = cap or 0
     else:
         specs = [LoadSpec("concurrency", c) for c in settings.concurrency]
-        conns = max(settings.concurrency)
+        conns = max(settings.concurrency) if settings.search is None else 0
     result = BenchResult(
         infergap_version=__version__, started_at=started, settings=settings, definitions=DEFINITIONS,
         environment=BenchEnvironment(url=url, endpoint=info.endpoint, model=info.model,
@@ -319,6 +334,13 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
     client = StreamClient(info.base, info.model, settings.api, settings.stream, extra, tuple(info.length.fields),
                           connections=conns, timeout_s=settings.timeout_s, count_tokens=tokenizer)
     runner = Runner(client, on_request=progress.request_done)
+    search = None
+    if settings.search is not None:
+        first = (settings.request_rate or [1.0])[0] if settings.search == "rate" else (settings.concurrency or [1])[0]
+        search = slo.Search(settings.search, settings.slo_targets, result.points, start=first,
+                            make_spec=(lambda r: workloads.rate_spec(r, cap, settings, trace)) if settings.search == "rate"
+                            else (lambda c: LoadSpec("concurrency", int(c))))
+        specs = search
     loop = asyncio.get_running_loop()
     try:
         loop.add_signal_handler(signal.SIGINT, runner.stop)
@@ -332,7 +354,10 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
                 break
             point = PointResult(mode=spec.mode, concurrency=spec.concurrency, request_rate=spec.rate)
             n = settings.num_prompts if settings.num_prompts else (None if settings.duration_s else default_num_prompts(spec))
+            if spec.offsets is not None:
+                n = min(n or len(spec.offsets), len(spec.offsets))
             windows = []
+            records: list[RequestRecord] = []
             if settings.warmup and not runner.stopping:
                 src = _prompt_source(settings, f"{settings.salt}.w{k}.", settings.warmup, tokenizer)
                 wspec = LoadSpec("concurrency", min(settings.warmup, spec.concurrency or settings.warmup))
@@ -343,8 +368,15 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
                     break
                 src = _prompt_source(settings, f"{settings.salt}.{k}.{t}.", n or default_num_prompts(spec), tokenizer)
                 progress.point_start(point.label, t + 1, n)
-                tr = await runner.trial(spec, src, n, settings.duration_s, seed=settings.seed + 7919 * t + k)
+                if wl is not None and wl.kind == "multi-turn":
+                    convs = workloads.conversations(max(spec.concurrency or 1, -(-(n or default_num_prompts(spec)) // wl.turns)), wl,
+                                                    settings.input_len, settings.output_len, seed=settings.seed,
+                                                    salt=f"{settings.salt}.{k}.{t}.")
+                    tr = await workloads.multi_turn_trial(runner, wl, convs, spec.concurrency or 1, settings.duration_s)
+                else:
+                    tr = await runner.trial(spec, src, n, settings.duration_s, seed=settings.seed + 7919 * t + k)
                 windows.append(tr.window)
+                records += tr.records
                 tm = trial_metrics(t + 1, tr.records, window_start=tr.window[0], window_end=tr.window[1],
                                    slo=settings.slo, client=tr.health)
                 point.trials.append(tm)
@@ -352,6 +384,13 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
                     point.error = f"server stopped answering: {tm.error_examples[0] if tm.error_examples else 'connection errors'}"
                     break
             _finish_point(point, sampler, windows)
+            if engine is not None:
+                point.engine = engine.summary(windows)
+            if wl is not None:
+                point.workload = workloads.point_stats(wl.kind, records, schedule=spec.offsets is not None)
+                if trace is not None:
+                    point.workload.scheduled = len(spec.offsets or [])
+                    point.workload.ideal_hit_rate = workloads.traces.shared_prefix_fraction(trace)
             if runner.stopping:
                 point.error = point.error or "interrupted (SIGINT)"
             result.points.append(point)
@@ -365,6 +404,10 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
         await client.close()
         if sig:
             loop.remove_signal_handler(signal.SIGINT)
+    for p, ex in zip(result.points, engine_metrics.explain(result.points)):
+        p.explanation = ex
+    if search is not None:
+        result.capacity = search.result
     result.interrupted = runner.stopping
     result.finished_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return result
@@ -398,8 +441,10 @@ def run(url: str, model: str | None, settings: BenchSettings, **kw) -> BenchResu
     """Synchronous wrapper of :func:`run_sweep` on uvloop, with GPU telemetry sampled throughout."""
     install_uvloop()
     sampler = kw.pop("sampler", None) or GPUSampler().start()
+    engine = kw.pop("engine", None) or engine_metrics.EngineScraper(split_url(url)).start()
     try:
-        return asyncio.run(run_sweep(url, model, settings, sampler=sampler, **kw))
+        return asyncio.run(run_sweep(url, model, settings, sampler=sampler, engine=engine, **kw))
     finally:
         sampler.stop()
+        engine.stop()
 

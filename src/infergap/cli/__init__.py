@@ -8,14 +8,88 @@ stderr and exit status 2.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from enum import Enum
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from infergap import __version__
+from infergap.cli.options import Fmt, ListFmt, rewrite_deprecated  # noqa: F401 - re-exported for the commands
+
+try:  # recent Typer vendors its own click
+    from typer._click import exceptions as _cx
+except ImportError:  # pragma: no cover - older Typer on the real click
+    from click import exceptions as _cx  # type: ignore[no-redef]
+
+_CHOICE = re.compile(r"^'(?P<value>.*)' is not (?:one of )?(?P<choices>.*?)\.?$", re.S)
+
+
+def usage_line(e: Exception, command: str | None = None) -> str:
+    """One line for a usage error, in the project's words rather than the parser's:
+    ``--timeout nan: expected a finite number``, ``--format xml: expected text, json or md``,
+    ``bench: --url is required``, ``history: no such option --jsn``."""
+    msg = getattr(e, "message", None) or str(e)
+    msg = msg.replace("Value error, ", "").strip()
+    where = f"{command}: " if command else ""
+    if isinstance(e, _cx.MissingParameter) and e.param is not None:
+        names = getattr(e.param, "opts", None) or [e.param.name or "?"]
+        kind = "option" if getattr(e.param, "param_type_name", "option") == "option" else "argument"
+        name = names[0] if kind == "option" else (getattr(e.param, "metavar", None) or names[0].upper())
+        return f"{where}{name} is required"
+    if isinstance(e, _cx.BadParameter) and e.param is not None:
+        if getattr(e.param, "param_type_name", "") == "argument":
+            return f"{where}{msg}"
+        opts = [o for o in (getattr(e.param, "opts", None) or []) if o.startswith("--")]
+        name = opts[0] if opts else (e.param.name or "?").upper()
+        m = _CHOICE.match(msg)
+        if m:
+            enum = getattr(getattr(e.param, "type_descriptor", None), "annotation", None)
+            if isinstance(enum, type) and issubclass(enum, Enum):
+                choices = [str(c.value) for c in enum]
+            else:
+                choices = [c.strip().strip("'") for c in re.split(r",\s*|\s+or\s+", m.group("choices")) if c.strip()]
+            shown = ", ".join(choices[:-1]) + f" or {choices[-1]}" if len(choices) > 1 else "".join(choices)
+            return f"{name} {m.group('value')}: expected {shown}"
+        return f"{name} {msg}"
+    if isinstance(e, _cx.NoSuchOption):
+        poss = f" (did you mean {', '.join(e.possibilities)}?)" if getattr(e, "possibilities", None) else ""
+        return f"{where}no such option {e.option_name}{poss}"
+    msg = msg.rstrip(".")
+    return where + (msg[:1].lower() + msg[1:] if msg[:2] != msg[:2].upper() else msg)
+
+
+class _Group(TyperGroup):
+    """The ``infergap`` group: rewrites deprecated option spellings of the command invoked (one
+    warning line each) and turns usage errors and bad input into one line and exit status 2,
+    also when the app is invoked directly (tests) rather than through :func:`main`."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name, cmd, rest = super().resolve_command(ctx, args)
+        return name, cmd, rewrite_deprecated(name, rest, lambda line: typer.echo(line, err=True))
+
+    def invoke(self, ctx: Any) -> Any:
+        from infergap.errors import UserError
+
+        try:
+            return super().invoke(ctx)
+        except _cx.NoArgsIsHelpError:
+            raise
+        except _cx.UsageError as e:
+            sub = ctx.invoked_subcommand
+            if type(e) is _cx.BadParameter and e.param is not None and getattr(e.param, "param_type_name", "") != "argument":
+                sub = None
+            typer.echo(f"infergap: error: {usage_line(e, sub)}", err=True)
+            raise typer.Exit(2) from None
+        except UserError as e:
+            safe_echo(f"infergap: error: {e}", err=True)
+            raise typer.Exit(2) from None
+
 
 app = typer.Typer(
+    cls=_Group,
     name="infergap",
     help="Find and close the gap between what an LLM inference host should deliver and what it does.",
     no_args_is_help=True,
@@ -38,14 +112,6 @@ def _root(
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
 
-class Fmt(str, Enum):
-    """Output format of the report commands (audit, roofline, plan)."""
-
-    text = "text"
-    json = "json"
-    md = "md"
-
-
 def safe_echo(message: str = "", **kwargs: object) -> None:
     """``typer.echo`` of plain text that holds values from inputs: control characters shown
     escaped (:func:`infergap.guard.term_safe`), so no value can drive the terminal."""
@@ -60,12 +126,23 @@ def fail(message: str) -> "typer.Exit":
     return typer.Exit(2)
 
 
-def record(kind: str, payload: object, host: object = None) -> None:
-    """Keep a run in the ledger (``$INFERGAP_DB`` or the user's data directory) after its output
-    was written; a ledger that cannot be used only logs a warning, never fails the command."""
+def terminal_width(output: object = None) -> int | None:
+    """The terminal's width when the report goes to a terminal (``output`` is None and stdout is a
+    tty), else ``None``: text written to a file or a pipe is never wrapped."""
+    if output is not None or not sys.stdout.isatty():
+        return None
+    import shutil
+
+    return shutil.get_terminal_size().columns
+
+
+def record(kind: str, payload: object, host: object = None, db: object = None) -> None:
+    """Keep a run in the ledger (``--db``, else ``$INFERGAP_DB`` or the user's data directory)
+    after its output was written; a ledger that cannot be used only logs a warning, never fails
+    the command."""
     from infergap.ledger import try_record
 
-    try_record(kind, payload, host)  # type: ignore[arg-type]
+    try_record(kind, payload, host, db)  # type: ignore[arg-type]
 
 
 # Command modules register themselves on `app` when imported.
@@ -76,6 +153,7 @@ from infergap.cli import fix as _fix  # noqa: E402,F401
 from infergap.cli import history as _history  # noqa: E402,F401
 from infergap.cli import plan as _plan  # noqa: E402,F401
 from infergap.cli import doctor as _doctor  # noqa: E402,F401
+from infergap.cli import fleet as _fleet  # noqa: E402,F401
 from infergap.cli import checks as _checks  # noqa: E402,F401
 
 
@@ -84,10 +162,7 @@ def main() -> None:
     from infergap.errors import UserError
     from infergap.snapshot import SnapshotError
 
-    try:  # recent Typer vendors its own click
-        from typer._click import exceptions as cx
-    except ImportError:  # pragma: no cover - older Typer on the real click
-        from click import exceptions as cx
+    cx = _cx
 
     import signal
 
@@ -107,8 +182,7 @@ def main() -> None:
         sys.exit(2)
     except cx.UsageError as e:
         # one line, like every other input error (Typer would draw a box)
-        opt = f"{e.ctx.command_path}: " if e.ctx is not None else ""
-        typer.echo(f"infergap: error: {opt}{e.format_message()}".replace("\n", " "), err=True)
+        typer.echo(f"infergap: error: {usage_line(e)}".replace("\n", " "), err=True)
         sys.exit(2)
     except typer.Exit as e:
         sys.exit(e.exit_code)
@@ -118,6 +192,8 @@ def main() -> None:
     except (UserError, SnapshotError) as e:
         safe_echo(f"infergap: error: {e}", err=True)
         sys.exit(2)
+    except BrokenPipeError:  # output piped into `head`: not an error
+        sys.exit(0)
     except OSError as e:
         if e.errno in (28, 122):  # ENOSPC, EDQUOT: say so, whatever was being written
             from infergap.guard import os_reason
@@ -125,8 +201,6 @@ def main() -> None:
             typer.echo(f"infergap: error: {e.filename or 'output'}: {os_reason(e)}", err=True)
             sys.exit(2)
         raise
-    except BrokenPipeError:  # output piped into `head`: not an error
-        sys.exit(0)
     except KeyboardInterrupt:
         typer.echo("infergap: interrupted", err=True)
         sys.exit(130)

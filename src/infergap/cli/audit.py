@@ -8,7 +8,8 @@ from pathlib import Path
 
 import typer
 
-from infergap.cli import Fmt, app, fail, safe_echo
+from infergap.cli import Fmt, app, fail, safe_echo, terminal_width
+from infergap.cli.options import db_option, format_option, output_option, snapshot_option, url_option
 
 
 class FailOn(str, Enum):
@@ -32,17 +33,18 @@ def _write_output(text: str, output: Path | None, inputs: list[Path | None] | No
 
 @app.command()
 def audit(
-    snapshot: Path | None = typer.Option(None, "--snapshot", "-s", help="Audit a snapshot directory or .tar.gz instead of this machine."),
-    fmt: Fmt = typer.Option(Fmt.text, "--format", "-f", help="Output format."),
-    output: Path | None = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
-    fail_on: FailOn | None = typer.Option(None, "--fail-on", help="Exit 1 when an actionable finding of this severity or worse exists."),
+    snapshot: Path | None = snapshot_option("Audit a snapshot directory or .tar.gz instead of this machine."),
+    fmt: Fmt = format_option(Fmt.text),
+    output: Path | None = output_option(),
+    fail_on: FailOn | None = typer.Option(None, "--fail-on", case_sensitive=False, help="Exit 1 when an actionable finding of this severity or worse exists (P0, P1 or P2)."),
     active: bool = typer.Option(False, "--active", help="Also measure: host<->device copy bandwidth, device memory bandwidth, NCCL all-reduce (uses the GPUs for about a minute)."),
     sequential: bool = typer.Option(False, "--sequential", help="Run investigators one at a time (the default for snapshots; live hosts run them in parallel)."),
     evidence: list[Path] | None = typer.Option(None, "--evidence", "-e", help="Pasted outputs and logs (nvidia-smi, lspci, NCCL, SGLang, vLLM …), recognised by content; more files may follow."),
     more_evidence: list[Path] | None = typer.Argument(None, hidden=True),
     host: bool = typer.Option(True, "--host/--no-host", help="With --evidence: also audit this machine (default) or only the evidence."),
-    server: str | None = typer.Option(None, "--server", help="Read the serving engine's configuration from this URL (SGLang, vLLM, llama.cpp)."),
-    api_key: str | None = typer.Option(None, "--api-key", envvar="INFERGAP_API_KEY", show_envvar=False, help="Admin API key for --server (or INFERGAP_API_KEY)."),
+    server: str | None = url_option(False, "Read the serving engine's configuration from the server at this URL (SGLang, vLLM, llama.cpp)."),
+    api_key: str | None = typer.Option(None, "--api-key", envvar="INFERGAP_API_KEY", show_envvar=False, help="Admin API key for --url (or INFERGAP_API_KEY)."),
+    db: Path | None = db_option(),
 ) -> None:
     """Audit this machine (or a snapshot) and print a triaged report: confirmed good, actionable
     (ranked P0-P2; runtime / reboot / BIOS), expected, unknown."""
@@ -101,14 +103,12 @@ def audit(
     elif fmt == Fmt.md:
         text = render_md(report)
     else:
-        tty = output is None and sys.stdout.isatty()
-        import shutil
-
-        text = render_text(report, width=shutil.get_terminal_size().columns if tty else None, color=tty)
+        width = terminal_width(output)
+        text = render_text(report, width=width, color=width is not None)
     _write_output(text, output, inputs)
     from infergap.cli import record
 
-    record("audit", report.to_json(), None if snapshot is None and host else report.host)
+    record("audit", report.to_json(), None if snapshot is None and host else report.host, db)
     if fail_on is not None:
         order = ["P0", "P1", "P2"]
         worst = order[: order.index(fail_on.value) + 1]

@@ -2,50 +2,50 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from infergap.cli import app
+from infergap.bench.slo import parse_duration_ms
+from infergap.cli import Fmt, app, terminal_width
+from infergap.cli import validate as v
+from infergap.cli.options import db_option, format_option, output_option, served_model_option, url_option
 from infergap.errors import UserError
 
-_DUR = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(us|ms|s)?\s*$")
-
-
-def parse_duration_ms(text: str, what: str) -> float:
-    """``2s`` → 2000.0, ``50ms`` → 50.0, ``250us`` → 0.25, bare numbers are ms."""
-    m = _DUR.match(text)
-    if not m:
-        raise UserError(f"{what} {text!r}: expected a duration like 2s, 50ms or 250us")
-    v = float(m.group(1))
-    return v * {"us": 1e-3, "ms": 1.0, "s": 1e3, None: 1.0}[m.group(2)]
+#: Requests per trial at most: every prompt is built before the run starts.
+MAX_PROMPTS = 100_000
+#: Requests in flight at most.
+MAX_CONCURRENCY = 100_000
 
 
 def parse_slo(text: str):
-    """``ttft=2s,tpot=50ms[,e2e=10s]`` → SLO. Raises UserError on an unknown key or bad value."""
+    """``ttft=2s,tpot=50ms[,e2e=10s]`` → SLO. Percentile keys (``ttft_p99=2s``) also bound each
+    request for goodput. Raises UserError on an unknown key or bad value."""
     from infergap.bench.models import SLO
 
     vals = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         k, _, v = part.partition("=")
         k = k.strip().lower()
-        if k not in ("ttft", "tpot", "e2e") or not v:
-            raise UserError(f"--slo {text!r}: expected ttft=2s,tpot=50ms[,e2e=10s]")
-        vals[f"{k}_ms"] = parse_duration_ms(v, f"--slo {k}")
+        base, _, pct = k.partition("_p")
+        if base not in ("ttft", "tpot", "e2e", "itl") or not v or (pct and pct not in ("50", "90", "95", "99")) \
+                or (base == "itl" and not pct):
+            raise UserError(f"--slo {text!r}: expected ttft=2s,tpot=50ms[,e2e=10s] or ttft_p99=2s,tpot_p99=80ms")
+        if base != "itl":
+            vals[f"{base}_ms"] = parse_duration_ms(v, f"--slo {k}")
     if not vals:
         raise UserError(f"--slo {text!r}: no bound given")
     return SLO(**vals)
 
 
-def _baseline(baseline: str):
+def _baseline(baseline: str, db: Path | None = None):
     """A bench result from a file, or ``last``: the newest bench run in the ledger."""
     if baseline == "last":
         from infergap.ledger import Ledger
 
-        with Ledger() as led:
+        with Ledger(db) as led:
             run = led.latest(kind="bench")
         if run is None:
             raise UserError("--baseline last: the ledger holds no bench run yet (run infergap bench once first)")
@@ -55,18 +55,6 @@ def _baseline(baseline: str):
     from infergap.bench import load_result
 
     return load_result(Path(baseline))
-
-
-def _numbers(text: str | None, kind, what: str) -> list:
-    if not text:
-        return []
-    try:
-        vals = [kind(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UserError(f"{what} {text!r}: expected comma-separated numbers") from None
-    if not vals or any(v <= 0 for v in vals):
-        raise UserError(f"{what} {text!r}: values must be positive")
-    return vals
 
 
 def _load_tokenizer(path: str | None):
@@ -137,29 +125,38 @@ class _Progress:
 
 @app.command()
 def bench(
-    url: str = typer.Option(..., "--url", help="Server base URL, e.g. http://127.0.0.1:8000 (or …/v1)."),
-    model: Optional[str] = typer.Option(None, "--model", help="Model name; default: the first of /v1/models."),
+    url: str = url_option(True, "Server base URL, e.g. http://127.0.0.1:8000 (or …/v1)."),
+    model: Optional[str] = served_model_option(),
     api: str = typer.Option("chat", "--api", help="chat (/v1/chat/completions) or completions (/v1/completions)."),
-    concurrency: Optional[str] = typer.Option(None, "--concurrency", help="Closed-loop levels, e.g. 1,2,4,8 (default 1,2,4,8,16,32,64); with --request-rate: one cap on requests in flight."),
-    request_rate: Optional[str] = typer.Option(None, "--request-rate", help="Open-loop request rates in req/s, e.g. 1,2,4."),
+    concurrency: Optional[list] = typer.Option(None, "--concurrency", metavar="N,N,...", parser=v.number_list(
+        integer=True, ge=1, le=MAX_CONCURRENCY), help="Closed-loop levels, e.g. 1,2,4,8 (default 1,2,4,8,16,32,64); with --request-rate: one cap on requests in flight."),
+    request_rate: Optional[list] = typer.Option(None, "--request-rate", metavar="R,R,...", parser=v.number_list(
+        gt=0, le=1e6), help="Open-loop request rates in req/s, e.g. 1,2,4."),
     arrival: str = typer.Option("poisson", "--arrival", help="poisson or constant inter-arrival times (rate mode)."),
-    num_prompts: Optional[int] = typer.Option(None, "--num-prompts", help="Requests per trial (default 4 × concurrency, ≥ 32)."),
-    duration: Optional[float] = typer.Option(None, "--duration", help="Seconds per trial instead of --num-prompts."),
-    input_len: int = typer.Option(256, "--input-len", help="Prompt length in tokens (synthetic dataset)."),
-    output_len: int = typer.Option(128, "--output-len", help="max_tokens of each request."),
-    len_spread: float = typer.Option(0.0, "--len-spread", help="Lengths uniform in L × (1 ± F)."),
-    dataset: str = typer.Option("random", "--dataset", help="random, or sharegpt:FILE (ShareGPT-format JSON)."),
-    trials: int = typer.Option(3, "--trials", help="Repetitions of each point."),
-    warmup: int = typer.Option(4, "--warmup", help="Unmeasured requests before each point."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the prompt lengths and arrival times."),
-    slo: Optional[str] = typer.Option(None, "--slo", help="Goodput bounds, e.g. ttft=2s,tpot=50ms."),
-    timeout: float = typer.Option(600.0, "--timeout", help="Per-request timeout in seconds."),
+    num_prompts: Optional[int] = typer.Option(None, "--num-prompts", metavar="N", parser=v.number(
+        integer=True, ge=1, le=MAX_PROMPTS, cap_reason="every prompt is built before the run; use --duration for longer runs"),
+        help="Requests per trial (default 4 × concurrency, ≥ 32)."),
+    duration: Optional[float] = typer.Option(None, "--duration", metavar="SECONDS", parser=v.seconds, help="Seconds per trial instead of --num-prompts."),
+    input_len: int = typer.Option(256, "--input-len", metavar="TOKENS", parser=v.tokens, help="Prompt length in tokens (synthetic dataset)."),
+    output_len: int = typer.Option(128, "--output-len", metavar="TOKENS", parser=v.tokens, help="max_tokens of each request."),
+    len_spread: float = typer.Option(0.0, "--len-spread", metavar="F", parser=v.number(ge=0, lt=1), help="Lengths uniform in L × (1 ± F), 0 <= F < 1."),
+    dataset: str = typer.Option("random", "--dataset", help="random, sharegpt:FILE, shared-prefix:GxP+S (G groups sharing a P-token prefix, S-token suffixes), multi-turn:T[,think=1s], mooncake:FILE or azure:FILE (trace replay)."),
+    time_scale: float = typer.Option(1.0, "--time-scale", metavar="F", parser=v.number(gt=0, le=1e6), help="Trace replay: multiply the trace's arrival times (0.5 = twice as fast)."),
+    max_duration: Optional[float] = typer.Option(None, "--max-duration", metavar="SECONDS", parser=v.seconds, help="Trace replay: only the arrivals of the first N seconds (after --time-scale)."),
+    token_scale: float = typer.Option(1.0, "--token-scale", metavar="F", parser=v.number(gt=0, le=1e6), help="Trace replay: multiply the trace's token lengths (a small test server)."),
+    search: Optional[str] = typer.Option(None, "--search", help="rate or concurrency: find the highest load meeting every --slo percentile bound (bracketing, then bisection)."),
+    trials: int = typer.Option(3, "--trials", metavar="N", parser=v.number(integer=True, ge=1, le=1000), help="Repetitions of each point."),
+    warmup: int = typer.Option(4, "--warmup", metavar="N", parser=v.number(integer=True, ge=0, le=MAX_PROMPTS), help="Unmeasured requests before each point."),
+    seed: int = typer.Option(0, "--seed", metavar="N", parser=v.number(integer=True, ge=0, le=2**32 - 1), help="Seed of the prompt lengths and arrival times."),
+    slo: Optional[str] = typer.Option(None, "--slo", help="Goodput bounds, e.g. ttft=2s,tpot=50ms; percentile bounds for --search, e.g. ttft_p99=2s,tpot_p99=80ms."),
+    timeout: float = typer.Option(600.0, "--timeout", metavar="SECONDS", parser=v.seconds, help="Per-request timeout in seconds."),
     no_stream: bool = typer.Option(False, "--no-stream", help="Non-streaming requests (no TTFT/ITL)."),
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Local tokenizer.json for exact counts when the server sends no usage."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report here (rewritten after every point)."),
-    fmt: str = typer.Option("text", "--format", help="text, json or md."),
+    output: Optional[Path] = output_option("Write the report here (rewritten after every point)."),
+    fmt: Fmt = format_option(Fmt.text),
     baseline: Optional[str] = typer.Option(None, "--baseline", help="A previous --format json result to compare with, or 'last' for the last bench in the ledger."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write a plot (.svg or .png)."),
+    db: Optional[Path] = db_option(),
 ) -> None:
     """Sweep concurrency (closed loop) or request rate (open loop) against an OpenAI-compatible server,
     with repeated trials, client self-monitoring and GPU telemetry."""
@@ -170,22 +167,33 @@ def bench(
 
     if api not in ("chat", "completions"):
         raise UserError(f"--api {api!r}: expected chat or completions")
-    if fmt not in ("text", "json", "md"):
-        raise UserError(f"--format {fmt!r}: expected text, json or md")
     if arrival not in ("poisson", "constant"):
         raise UserError(f"--arrival {arrival!r}: expected poisson or constant")
     if plot is not None and plot.suffix.lower() not in (".svg", ".png"):
         raise UserError(f"--plot {plot}: expected a .svg or .png file name")
     if num_prompts is not None and duration is not None:
         raise UserError("--num-prompts and --duration: give one, not both")
-    if (num_prompts is not None and num_prompts < 1) or (duration is not None and duration <= 0) or trials < 1 or warmup < 0:
-        raise UserError("--num-prompts, --duration and --trials must be positive, --warmup ≥ 0")
+    from infergap.bench import slo as slo_search
+    from infergap.bench import workloads
+
+    wl = None
     if not (dataset == "random" or dataset.startswith("sharegpt:")):
-        raise UserError(f"--dataset {dataset!r}: expected random or sharegpt:FILE")
-    rates = _numbers(request_rate, float, "--request-rate")
-    levels = _numbers(concurrency, int, "--concurrency") or ([] if rates else [1, 2, 4, 8, 16, 32, 64])
-    if rates and len(levels) > 1:
-        raise UserError("--concurrency with --request-rate is one cap on requests in flight, not a list")
+        wl = workloads.parse_dataset(dataset)
+    if search is not None and search.lower() not in ("rate", "concurrency"):
+        raise UserError(f"--search {search}: expected rate or concurrency")
+    search = search.lower() if search else None
+    targets = slo_search.parse_targets(slo) if slo else []
+    if search and not targets:
+        raise UserError("--search needs --slo with percentile bounds, e.g. --slo ttft_p99=2s,tpot_p99=80ms")
+    trace_run = wl is not None and wl.path is not None
+    if wl is not None and wl.kind == "multi-turn" and (request_rate or search == "rate"):
+        raise UserError("--dataset multi-turn runs conversations in a closed loop: use --concurrency, not a rate")
+    rates = request_rate or []
+    levels = concurrency or ([] if rates or trace_run or search else [1, 2, 4, 8, 16, 32, 64])
+    if (rates or trace_run or search == "rate") and len(levels) > 1:
+        raise UserError("--concurrency with --request-rate (or a trace) is one cap on requests in flight, not a list")
+    if search == "concurrency" and (rates or trace_run):
+        raise UserError("--search concurrency is a closed-loop search: drop --request-rate / use a non-trace dataset, or --search rate")
     if levels:
         from infergap.guard import ensure_open_files
 
@@ -193,24 +201,28 @@ def bench(
     for opt, path in (("--output", output), ("--plot", plot)):
         if path is not None and not path.parent.is_dir():
             raise UserError(f"{opt} {path}: directory {path.parent} does not exist")
-    base = _baseline(baseline) if baseline else None
+    base = _baseline(baseline, db) if baseline else None
     settings = BenchSettings(api=api, stream=not no_stream, concurrency=levels, request_rate=rates, arrival=arrival,
                              num_prompts=num_prompts, duration_s=duration, input_len=input_len, output_len=output_len,
                              len_spread=len_spread, dataset=dataset, trials=trials, warmup=warmup, seed=seed,
-                             slo=parse_slo(slo) if slo else None, timeout_s=timeout, tokenizer=tokenizer)
+                             slo=parse_slo(slo) if slo else None, timeout_s=timeout, tokenizer=tokenizer,
+                             time_scale=time_scale, max_duration_s=max_duration, token_scale=token_scale,
+                             slo_targets=targets, search=search)
     if dataset.startswith("sharegpt:"):
         from infergap.bench.datasets import sharegpt
 
         sharegpt(dataset.split(":", 1)[1], 1, seed=seed)  # a malformed file fails before any load
+    if trace_run:
+        workloads.load_trace(wl, settings)  # a malformed trace fails before any load
     count = _load_tokenizer(tokenizer)
 
     def render_all(result) -> str:
         cmp = compare_bench(base, result) if base is not None else None
-        if fmt == "json":
+        if fmt is Fmt.json:
             return result.to_json() + "\n"
-        if fmt == "md":
+        if fmt is Fmt.md:
             return render.to_markdown(result, cmp)
-        return render.to_text(result, cmp)
+        return render.to_text(result, cmp, width=terminal_width(output))
 
     def write(result) -> None:
         if output is not None:
@@ -238,7 +250,7 @@ def bench(
             raise UserError(f"--plot {plot}: cannot write ({e.strerror or e})") from None
     from infergap.cli import record
 
-    record("bench", result.to_json())
+    record("bench", result.to_json(), None, db)
     if result.interrupted:
         raise typer.Exit(130)
     if result.error:

@@ -6,28 +6,24 @@ import json
 
 import typer
 
-from infergap.cli import app
+from infergap.cli import Fmt, app
+from infergap.cli.options import format_option
 
 
 @app.command("checks")
 def checks_cmd(
     check_id: str = typer.Argument(None, metavar="[ID]", help="A check id (pcie.acs) or a prefix (pcie); all checks when left out."),
-    fmt: str = typer.Option("text", "--format", "-f", help="text, json or md."),
+    fmt: Fmt = format_option(Fmt.text),
 ) -> None:
     """List the audit's checks: owning investigator, evidence read, evidence needed for ok, source."""
     from infergap.checks import get, matching
-    from infergap.errors import UserError
-
-    fmt = fmt.lower()
-    if fmt not in ("text", "json", "md"):
-        raise UserError(f"--format {fmt}: expected text, json or md")
     found = matching(check_id)
     if check_id and not found:
         get(check_id)  # raises with the closest ids
-    if fmt == "json":
+    if fmt is Fmt.json:
         typer.echo(json.dumps([c.model_dump() for c in found], indent=1))
         return
-    if fmt == "md":
+    if fmt is Fmt.md:
         typer.echo("| id | investigator | needs for ok | decides | source |\n|---|---|---|---|---|")
         for c in found:
             typer.echo(f"| `{c.id}` | {c.investigator} | {c.ok_needs} | {c.decides} | {c.source} |")

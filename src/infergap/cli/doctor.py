@@ -8,9 +8,11 @@ from pathlib import Path
 import typer
 
 from infergap.cli import app, fail
+from infergap.cli import validate as v
+from infergap.cli.options import db_option, served_model_option, snapshot_option, url_option
 
 
-def _record(files: dict[str, str]) -> None:
+def _record(files: dict[str, str], db: Path | None) -> None:
     """Keep the doctor's audit, roofline, bench and plan in the ledger, each as its own run."""
     import json
 
@@ -20,14 +22,14 @@ def _record(files: dict[str, str]) -> None:
         path = files.get(f"{kind}.json")
         if path:
             try:
-                record(kind, json.loads(open(path, encoding="utf-8").read()))
+                record(kind, json.loads(open(path, encoding="utf-8").read()), None, db)
             except (OSError, ValueError):
                 continue
 
 
 @app.command()
 def doctor(
-    url: str = typer.Option(..., "--url", help="Server base URL, e.g. http://127.0.0.1:8000."),
+    url: str = url_option(True, "Server base URL, e.g. http://127.0.0.1:8000."),
     model: str | None = typer.Option(None, "--model", "-m", help="config.json path or built-in name for the roofline (default: what the server reports)."),
     quick: bool = typer.Option(False, "--quick", help="Three concurrencies, one trial, short requests (under two minutes on a small model)."),
     output_dir: Path = typer.Option(Path("infergap-report"), "--output-dir", "-o", help="Where to write the report and the JSON of every stage."),
@@ -35,9 +37,10 @@ def doctor(
     more_evidence: list[Path] | None = typer.Argument(None, hidden=True),
     api_key: str | None = typer.Option(None, "--api-key", envvar="INFERGAP_API_KEY", show_envvar=False, help="Admin API key for the server's config endpoints."),
     gpu: str | None = typer.Option(None, "--gpu", help="GPU name for the roofline when the host's cannot be read (h200, rtx-pro-6000-server, ...)."),
-    gpus: int | None = typer.Option(None, "--gpus", help="GPU count with --gpu."),
-    served_model: str | None = typer.Option(None, "--served-model", help="Model name to request from the server (default: the first one /v1/models lists)."),
-    snapshot: Path | None = typer.Option(None, "--snapshot", help="Audit this snapshot instead of this machine."),
+    gpus: int | None = typer.Option(None, "--gpus", parser=v.gpu_count, metavar="N", help="GPU count with --gpu."),
+    served_model: str | None = served_model_option(),
+    snapshot: Path | None = snapshot_option("Audit this snapshot instead of this machine."),
+    db: Path | None = db_option(),
 ) -> None:
     """Run audit (+ evidence), server introspection, roofline, a bench sweep and the plan; write
     report.html (self-contained), report.md and the JSON of every stage; print the top actions."""
@@ -72,7 +75,7 @@ def doctor(
         out.print(f" {i}. {escape(a)}")
     if plan is not None and not plan.top_actions:
         out.print("  none selected by the facts at hand")
-    _record(res.files)
+    _record(res.files, db)
     out.print(f"report: {res.files.get('report.html')}  ({len(res.files)} files in {output_dir}, {res.duration_s:.0f} s)")
     if not res.reachable:
         typer.echo(f"infergap: error: the server at {url} could not be reached; nothing was measured", err=True)

@@ -8,6 +8,8 @@ from typing import Any
 import typer
 
 from infergap.cli import app
+from infergap.cli import validate as v
+from infergap.cli.options import db_option, served_model_option, snapshot_option, url_option
 
 
 def _audit_findings(snapshot: Path | None) -> tuple[list[Any], dict[str, Any], dict[str, Any]]:
@@ -17,7 +19,7 @@ def _audit_findings(snapshot: Path | None) -> tuple[list[Any], dict[str, Any], d
     try:
         from infergap.audit import run_audit
     except ImportError:
-        raise UserError("the audit library is not available in this build; pass --report AUDIT.json") from None
+        raise UserError("the audit library is not available in this build; pass --audit AUDIT.json") from None
     from infergap.snapshot import open_snapshot
 
     with open_snapshot(str(snapshot) if snapshot else None) as snap:
@@ -41,6 +43,22 @@ def _other_host(host: dict[str, Any]) -> str | None:
     if "gpus" in host and theirs != gpus:
         return f"GPUs {len(theirs)} × {theirs[0][1] if theirs else 'none'}, here {len(gpus)} × {gpus[0][1] if gpus else 'none'}"
     return None
+
+
+def _check_only(only: set[str], findings: list[Any]) -> None:
+    """Refuse ``--only`` ids that no finding of the audit has, listing the ids that can be fixed."""
+    from infergap.errors import UserError
+
+    from infergap.checks import matching
+
+    known = {f.id for f in findings} | {c.id for c in matching(None)}
+    unknown = sorted(only - known)
+    if not unknown:
+        return
+    actionable = sorted({f.id for f in findings if getattr(f.status, "value", f.status) == "actionable"})
+    valid = (f"the audit's actionable check ids are {', '.join(actionable)}" if actionable
+             else "the audit has no actionable finding")
+    raise UserError(f"--only {','.join(unknown)}: unknown check id{'s' if len(unknown) > 1 else ''}; {valid}")
 
 
 def _render_change(ch: Any, persist: bool) -> list[str]:
@@ -77,21 +95,21 @@ def _render_change(ch: Any, persist: bool) -> list[str]:
 
 @app.command()
 def fix(
-    snapshot: Path = typer.Option(None, "--snapshot", help="Audit this snapshot (default: audit this host)."),
-    report: Path = typer.Option(None, "--report", help="Use the findings of this audit JSON (infergap.audit/1)."),
+    snapshot: Path = snapshot_option("Audit this snapshot (default: audit this host)."),
+    report: Path = typer.Option(None, "--audit", help="Use the findings of this audit JSON (infergap audit --format json)."),
     only: str = typer.Option(None, "--only", help="Comma-separated check ids to act on."),
     severity: str = typer.Option(None, "--severity", help="Only findings at this severity or more severe: P0, P1, P2."),
-    kind: str = typer.Option("runtime", "--kind", help="Fix kind to list: runtime (applied), or reboot, bios, hardware, software, all (explained only)."),
+    kind: str = typer.Option("runtime", "--fix-kind", help="Fix kind to list: runtime (applied), or reboot, bios, hardware, software, all (explained only)."),
     apply: bool = typer.Option(False, "--apply", help="Make the changes (default: dry run)."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before each change."),
     persist: bool = typer.Option(False, "--persist", help="Also write the persistent form (sysctl.d, modules-load.d, udev rule)."),
     revert: bool = typer.Option(False, "--revert", help="Restore every value and file of fix run RUN (default: the last one)."),
-    run: str = typer.Argument(None, metavar="[RUN_ID|last]", help="With --revert: the fix run to revert."),
-    db: Path = typer.Option(None, "--db", help="Ledger database (default: $INFERGAP_DB or the user data directory)."),
-    verify_url: str = typer.Option(None, "--verify-url", help="With --apply: bench this OpenAI-compatible server before and after the changes and compare."),
-    verify_model: str = typer.Option(None, "--verify-model", help="Model for --verify-url (default: the first of /v1/models)."),
-    verify_concurrency: int = typer.Option(4, "--verify-concurrency", help="Requests in flight during the --verify-url sweeps."),
-    verify_trials: int = typer.Option(3, "--verify-trials", help="Trials of each --verify-url sweep (at least 2)."),
+    run: str = typer.Argument(None, parser=v.run_id, metavar="[RUN_ID|last]", help="With --revert: the fix run to revert."),
+    db: Path = db_option(),
+    verify_url: str = url_option(False, "With --apply: bench the server at this URL before and after the changes and compare."),
+    verify_model: str = served_model_option("Model name to request from --url (default: the first one /v1/models lists)."),
+    verify_concurrency: int = typer.Option(4, "--concurrency", metavar="N", parser=v.number(integer=True, ge=1, le=10_000), help="Requests in flight during the --url sweeps."),
+    verify_trials: int = typer.Option(3, "--trials", metavar="N", parser=v.number(integer=True, ge=2, le=100), help="Trials of each --url sweep (at least 2: a spread needs two)."),
 ) -> None:
     """Show, apply (--apply) or revert (--revert) the runtime remedies of an audit, with a journal."""
     from infergap.errors import UserError
@@ -118,11 +136,9 @@ def fix(
         return
 
     if snapshot and report:
-        raise UserError("--snapshot and --report: give one of them")
+        raise UserError("--snapshot and --audit: give one of them")
     if verify_url and not apply:
-        raise UserError("--verify-url measures before and after changes: it needs --apply")
-    if verify_concurrency < 1 or verify_trials < 2:
-        raise UserError("--verify-concurrency must be ≥ 1 and --verify-trials ≥ 2 (a spread needs two trials)")
+        raise UserError("--url measures the server before and after changes: it needs --apply")
     try:
         sev = Severity(severity.upper()) if severity else None
     except ValueError:
@@ -134,7 +150,7 @@ def fix(
         try:
             kinds = {FixKind(k) for k in kinds_arg}
         except ValueError:
-            raise UserError(f"--kind {kind}: expected runtime, reboot, bios, hardware, software or all") from None
+            raise UserError(f"--fix-kind {kind}: expected runtime, reboot, bios, hardware, software or all") from None
     only_ids = {s.strip() for s in only.split(",") if s.strip()} if only else None
 
     audit_doc = None
@@ -145,12 +161,14 @@ def fix(
         findings, host, audit_doc = _audit_findings(snapshot)
         source = {"snapshot": str(snapshot) if snapshot else "live"}
 
+    if only_ids:
+        _check_only(only_ids, findings)
     other = _other_host(host) if (report or snapshot) else None
     if other:
         typer.echo(f"note: the audit describes another machine ({other}); 'now' values below are this machine's")
         if apply:
             raise UserError(f"the audit describes another machine ({other}): changes apply only to the machine "
-                            "that was audited — run infergap fix there, or audit this machine (infergap fix without --snapshot/--report)")
+                            "that was audited — run infergap fix there, or audit this machine (infergap fix without --snapshot/--audit)")
     plan = plan_fix(findings, only=only_ids, severity=sev, kinds=kinds)
     if plan.container:
         typer.echo(f"note: running inside a container ({plan.container}): host-owned settings are refused here")
@@ -169,7 +187,7 @@ def fix(
         rest = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(counts.items()))
         typer.echo(f"{n} change(s) would be applied" + (f" ({rest})" if rest else "")
                    + (f"; {plan.filtered_out} actionable finding(s) of other severities or fix kinds not shown"
-                      " (--kind all lists them)" if plan.filtered_out else ""))
+                      " (--fix-kind all lists them)" if plan.filtered_out else ""))
         return
 
     def confirm(ch: Any) -> bool:

@@ -6,18 +6,18 @@ from pathlib import Path
 
 import typer
 
-from infergap.cli import app, safe_echo
-
-_DB_HELP = "Ledger database (default: $INFERGAP_DB or the user data directory)."
+from infergap.cli import ListFmt, app, safe_echo
+from infergap.cli import validate as v
+from infergap.cli.options import db_option, format_option
 
 
 @app.command()
 def history(
-    kind: str = typer.Option(None, "--kind", help="Only runs of this kind: audit, bench, roofline, plan, fix."),
+    kind: str = typer.Option(None, "--kind", help="Only runs of this kind: audit, bench, roofline, plan, fix, fleet."),
     host: str = typer.Option(None, "--host", help="Only runs of this host (fingerprint prefix or name)."),
-    limit: int = typer.Option(50, "--limit", help="Show at most this many runs, newest first."),
-    as_json: bool = typer.Option(False, "--json", help="Print the list as JSON (id, kind, created_at, host, host_name, status, what)."),
-    db: Path = typer.Option(None, "--db", help=_DB_HELP),
+    limit: int = typer.Option(50, "--limit", metavar="N", parser=v.number(integer=True, ge=1, le=1_000_000), help="Show at most this many runs, newest first."),
+    fmt: ListFmt = format_option(ListFmt.text, "text or json (id, kind, created_at, host, host_name, status, what)"),
+    db: Path = db_option(),
 ) -> None:
     """List the runs recorded in the ledger, newest first."""
     from infergap.errors import UserError
@@ -27,7 +27,7 @@ def history(
         raise UserError(f"--kind {kind}: expected one of {', '.join(KINDS)}")
     with Ledger(db, readonly=True) as ledger:
         runs = ledger.runs(kind=kind, host=host, limit=limit)
-    if as_json:
+    if fmt is ListFmt.json:
         import json
 
         safe_echo(json.dumps([r.summary() for r in runs], indent=1))
@@ -35,26 +35,59 @@ def history(
     if not runs:
         safe_echo("no runs recorded" + (" matching the filters" if kind or host else ""))
         return
-    safe_echo(f"{'id':>5}  {'kind':8}  {'time (UTC)':19}  {'host':12}  {'status':13}  what")
-    for r in runs:
-        s = r.summary()
-        safe_echo(f"{s['id']:>5}  {s['kind']:8}  {s['created_at'][:19].replace('T', ' '):19}  {s['host']:12}  "
-                   f"{s['status']:13}  {s['what']}")
+    rows = [r.summary() for r in runs]
+    w_about = min(60, max([5] + [len(s["about"]) for s in rows]))
+    safe_echo(f"{'id':>5}  {'kind':8}  {'time (UTC)':19}  {'host':16}  {'about':{w_about}}  {'status':9}  result")
+    for s in rows:
+        host = s["host_name"] or s["host"]
+        safe_echo(f"{s['id']:>5}  {s['kind']:8}  {s['created_at'][:19].replace('T', ' '):19}  {host[:16]:16}  "
+                   f"{s['about']:{w_about}}  {s['status']:9}  {s['what']}".rstrip())
+
+
+def _host_label(run) -> str:
+    return f"{run.host_name or run.host}" + (f" ({run.host})" if run.host_name and run.host_name != run.host else "")
 
 
 @app.command()
 def compare(
-    run_a: str = typer.Argument(..., help="Run id (the baseline), or 'last'."),
-    run_b: str = typer.Argument(..., help="Run id (the new run), or 'last'."),
-    db: Path = typer.Option(None, "--db", help=_DB_HELP),
+    run_a: str = typer.Argument(..., parser=v.run_id, metavar="RUN_A", help="Run id (the baseline), or 'last'."),
+    run_b: str = typer.Argument(..., parser=v.run_id, metavar="RUN_B", help="Run id (the new run), or 'last'."),
+    fmt: ListFmt = format_option(ListFmt.text, "text or json"),
+    db: Path = db_option(),
 ) -> None:
-    """Compare two runs of one kind: audits finding by finding, benches point by point."""
-    from infergap.ledger import AuditDiff, Ledger, compare_runs
+    """Compare two runs of one kind: audits finding by finding, fleet runs node by node, benches
+    point by point. Warns when the two audits describe different hosts."""
+    from infergap.ledger import AuditDiff, Ledger, LedgerError, compare_runs
 
     with Ledger(db, readonly=True) as ledger:
         a, b = ledger.get(run_a), ledger.get(run_b)
-        diff = compare_runs(a, b)
-    safe_echo(f"{a.kind} run {a.id} ({a.created_at[:19]}) → run {b.id} ({b.created_at[:19]})")
+        if a.kind == "fleet" and b.kind == "fleet":
+            from infergap.fleet.compare import compare_fleets
+
+            if not isinstance(a.payload, dict) or not isinstance(b.payload, dict):
+                raise LedgerError(f"compare: run {a.id if not isinstance(a.payload, dict) else b.id} has no JSON object payload")
+            diff = compare_fleets(a.payload, b.payload)
+        else:
+            diff = compare_runs(a, b)
+    if a.kind == "audit" and a.host != b.host:
+        safe_echo(f"infergap: warning: run {a.id} and run {b.id} are audits of different hosts "
+                   f"({_host_label(a)} and {_host_label(b)}): differences may be the machines, not changes", err=True)
+    if fmt is ListFmt.json:
+        import dataclasses
+        import json
+
+        doc = {"kind": a.kind, "a": a.summary(), "b": b.summary(), "same_host": a.host == b.host}
+        if isinstance(diff, AuditDiff):
+            doc.update(appeared=diff.appeared, disappeared=diff.disappeared,
+                       changed=[{"id": cid, "subject": subj or None, "a": sa, "b": sb} for (cid, subj), sa, sb in diff.changed])
+        elif dataclasses.is_dataclass(diff):
+            doc["comparison"] = dataclasses.asdict(diff)
+        else:
+            doc["comparison"] = diff.model_dump(mode="json")
+        safe_echo(json.dumps(doc, indent=1, ensure_ascii=False))
+        return
+    safe_echo(f"{a.kind} run {a.id} ({a.created_at[:19]}, {a.summary()['about'] or _host_label(a)}) → "
+               f"run {b.id} ({b.created_at[:19]}, {b.summary()['about'] or _host_label(b)})")
     if isinstance(diff, AuditDiff):
         for f in diff.appeared:
             safe_echo(f"  + {f.get('id')}{(' ' + f['subject']) if f.get('subject') else ''}: {f.get('status')}"
@@ -66,6 +99,12 @@ def compare(
             safe_echo(f"  ~ {cid}{(' ' + subj) if subj else ''}: {sa} → {sb}")
         if not (diff.appeared or diff.disappeared or diff.changed):
             safe_echo("  no finding appeared, disappeared or changed status")
+        return
+    from infergap.fleet.compare import FleetDiff, diff_lines
+
+    if isinstance(diff, FleetDiff):
+        for line in diff_lines(diff):
+            safe_echo(line)
         return
     from infergap.render.bench import comparison_text
 

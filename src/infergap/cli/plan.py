@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
-import sys
 from pathlib import Path
 
 import typer
 
-from infergap.cli import Fmt, app, fail
+from infergap.cli import Fmt, app, fail, terminal_width
+from infergap.cli.options import db_option, format_option, output_option, url_option
 
 
 @app.command()
@@ -17,13 +17,14 @@ def plan(
     audit: Path | None = typer.Option(None, "--audit", help="infergap audit --format json output."),
     roofline: Path | None = typer.Option(None, "--roofline", help="infergap roofline --format json output."),
     bench: Path | None = typer.Option(None, "--bench", help="infergap bench --format json output."),
-    server: str | None = typer.Option(None, "--server", help="Read the serving engine's configuration from this URL."),
-    api_key: str | None = typer.Option(None, "--api-key", envvar="INFERGAP_API_KEY", show_envvar=False, help="Admin API key for --server."),
+    server: str | None = url_option(False, "Read the serving engine's configuration from the server at this URL."),
+    api_key: str | None = typer.Option(None, "--api-key", envvar="INFERGAP_API_KEY", show_envvar=False, help="Admin API key for --url (or INFERGAP_API_KEY)."),
     evidence: list[Path] | None = typer.Option(None, "--evidence", "-e", help="Engine logs (SGLang, vLLM); more files may follow."),
     more_evidence: list[Path] | None = typer.Argument(None, hidden=True),
     catalog: Path | None = typer.Option(None, "--catalog", help="Use this lever catalog (YAML) instead of the shipped one."),
-    fmt: Fmt = typer.Option(Fmt.text, "--format", "-f", help="text, json or md."),
-    output: Path | None = typer.Option(None, "--output", "-o", help="Write the plan here instead of stdout."),
+    fmt: Fmt = format_option(Fmt.text),
+    output: Path | None = output_option("Write the plan here instead of stdout."),
+    db: Path | None = db_option(),
 ) -> None:
     """Synthesize the efficiency gap, host fixes, levers by tier (flag flips, small changes, engineering),
     what will not help and what is unknown, from whatever inputs are given."""
@@ -64,7 +65,8 @@ def plan(
     elif fmt is Fmt.md:
         text = render_markdown(p)
     else:
-        text = render_text(p, color=output is None and sys.stdout.isatty())
+        width = terminal_width(output)
+        text = render_text(p, color=width is not None, width=width)
     if output is not None:
         from infergap.guard import write_atomic
 
@@ -76,4 +78,4 @@ def plan(
         typer.echo(text, nl=False)
     from infergap.cli import record
 
-    record("plan", json.loads(render_json(p)), (a or {}).get("host") if isinstance(a, dict) else (a.host if a is not None else None))
+    record("plan", json.loads(render_json(p)), (a or {}).get("host") if isinstance(a, dict) else (a.host if a is not None else None), db)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from enum import Enum
 from pathlib import Path
 
 import typer
 
-from infergap.cli import Fmt, app, fail
+from infergap.cli import Fmt, app, fail, terminal_width
+from infergap.cli import validate as v
+from infergap.cli.options import db_option, format_option, output_option, snapshot_option
 from infergap.guard import dumps
 
 
@@ -17,33 +18,19 @@ class Ceiling(str, Enum):
     measured = "measured"
 
 
-def _batches(text: str) -> list[int]:
-    out = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if not part.isdigit() or int(part) < 1:
-            raise fail(f"--batch {text}: expected positive integers separated by commas")
-        out.append(int(part))
-    if not out:
-        raise fail(f"--batch {text}: no batch size given")
-    return out
-
-
 @app.command()
 def roofline(
     model: str = typer.Option(..., "--model", "-m", help="config.json path, its directory, or a built-in name (glm-5, glm-5-nvfp4, deepseek-v3, llama-3.1-8b, ...)."),
     gpu: str = typer.Option("auto", "--gpu", help="GPU name or alias (h200, rtx-pro-6000-server, a100-80gb, ...) or 'auto' for the host's GPUs."),
-    gpus: int = typer.Option(None, "--gpus", help="Number of GPUs (default: the host's count with --gpu auto, else --tp)."),
-    tp: int = typer.Option(None, "--tp", help="Tensor-parallel size (default: all GPUs)."),
-    ep: int = typer.Option(1, "--ep", help="Expert-parallel size inside the TP group."),
-    context: int = typer.Option(1024, "--context", help="Context length in tokens for decode and KV capacity."),
-    batch: str = typer.Option("1,8,32,64,128,256", "--batch", help="Batch sizes for batched decode, comma-separated."),
-    prompt_len: int = typer.Option(1024, "--prompt-len", help="Prompt length in tokens for the prefill bound."),
-    mem_fraction: float = typer.Option(0.9, "--mem-fraction", help="Fraction of GPU memory for weights plus KV cache."),
-    mfu: float = typer.Option(1.0, "--mfu", help="Fraction of peak FLOP/s assumed reachable."),
-    measured: float = typer.Option(None, "--measured", help="Measured single-stream tok/s: print its efficiency against each bound."),
+    gpus: int = typer.Option(None, "--gpus", parser=v.gpu_count, metavar="N", help="Number of GPUs (default: the host's count with --gpu auto, else --tp)."),
+    tp: int = typer.Option(None, "--tp", parser=v.gpu_count, metavar="N", help="Tensor-parallel size (default: all GPUs)."),
+    ep: int = typer.Option(1, "--ep", parser=v.gpu_count, metavar="N", help="Expert-parallel size inside the TP group."),
+    context: int = typer.Option(1024, "--context", parser=v.tokens, metavar="TOKENS", help="Context length in tokens for decode and KV capacity."),
+    batch: list = typer.Option("1,8,32,64,128,256", "--batch", parser=v.number_list(integer=True, ge=1, le=1_000_000), metavar="N,N,...", help="Batch sizes for batched decode, comma-separated."),
+    prompt_len: int = typer.Option(1024, "--prompt-len", parser=v.tokens, metavar="TOKENS", help="Prompt length in tokens for the prefill bound."),
+    mem_fraction: float = typer.Option(0.9, "--mem-fraction", parser=v.fraction, metavar="F", help="Fraction of GPU memory for weights plus KV cache (0 < F <= 1)."),
+    mfu: float = typer.Option(1.0, "--mfu", parser=v.fraction, metavar="F", help="Fraction of peak FLOP/s assumed reachable (0 < F <= 1)."),
+    measured: float = typer.Option(None, "--measured", parser=v.number(gt=0, le=1e9), metavar="TOK_S", help="Measured single-stream tok/s: print its efficiency against each bound."),
     weights: str = typer.Option(None, "--weights", help="Precision of every weight group (bf16, fp8, fp8-block, nvfp4, mxfp4, int4-g128)."),
     attention: str = typer.Option(None, "--attention", help="Precision of attention projections (and DSA indexer)."),
     experts: str = typer.Option(None, "--experts", help="Precision of routed experts."),
@@ -52,13 +39,14 @@ def roofline(
     router: str = typer.Option(None, "--router", help="Precision of the MoE router."),
     lm_head: str = typer.Option(None, "--lm-head", help="Precision of lm_head."),
     kv: str = typer.Option(None, "--kv", help="KV-cache precision (bf16, fp16, fp8)."),
-    ceiling: Ceiling = typer.Option(Ceiling.datasheet, "--ceiling", help="datasheet peaks, or figures measured on real hardware where the GPU table has them."),
-    bandwidth_efficiency: float = typer.Option(None, "--bandwidth-efficiency", help="Scale the bandwidth ceiling by F (0 < F <= 1)."),
-    measured_bandwidth: float = typer.Option(None, "--measured-bandwidth", help="Use this per-GPU bandwidth in GB/s instead of the datasheet."),
-    allreduce_us: float = typer.Option(None, "--allreduce-us", help="All-reduce latency in µs (default by interconnect)."),
-    snapshot: Path = typer.Option(None, "--snapshot", help="Read the host's GPUs from this snapshot (with --gpu auto)."),
-    fmt: Fmt = typer.Option(Fmt.text, "--format", help="text, json or md."),
-    output: Path = typer.Option(None, "--output", "-o", help="Write the report to FILE instead of stdout."),
+    ceiling: Ceiling = typer.Option(Ceiling.datasheet, "--ceiling", case_sensitive=False, help="datasheet peaks, or figures measured on real hardware where the GPU table has them."),
+    bandwidth_efficiency: float = typer.Option(None, "--bandwidth-efficiency", parser=v.fraction, metavar="F", help="Scale the bandwidth ceiling by F (0 < F <= 1)."),
+    measured_bandwidth: float = typer.Option(None, "--measured-bandwidth", parser=v.number(gt=0, le=1e6), metavar="GB_S", help="Use this per-GPU bandwidth in GB/s instead of the datasheet."),
+    allreduce_us: float = typer.Option(None, "--allreduce-us", parser=v.number(ge=0, le=1e6, cap_reason="one second"), metavar="US", help="All-reduce latency in µs (default by interconnect)."),
+    snapshot: Path = snapshot_option("Read the host's GPUs from this snapshot (with --gpu auto)."),
+    fmt: Fmt = format_option(Fmt.text),
+    output: Path = output_option(),
+    db: Path | None = db_option(),
 ) -> None:
     """Bound a model's tok/s on a host: single-stream (aggregate and per-GPU), batched, prefill, KV capacity."""
     from infergap.errors import UserError
@@ -80,12 +68,6 @@ def roofline(
         }.items()
         if v
     }
-    if tp is not None and tp < 1:
-        raise fail(f"--tp {tp}: must be at least 1")
-    if ep < 1:
-        raise fail(f"--ep {ep}: must be at least 1")
-    if gpus is not None and gpus < 1:
-        raise fail(f"--gpus {gpus}: must be at least 1")
     try:
         spec = load_model(model, overrides)
         snap = None
@@ -112,7 +94,7 @@ def roofline(
             Parallel(tp=tp or hw.count, ep=ep),
             Workload(
                 context=context,
-                batches=_batches(batch),
+                batches=batch,
                 prompt_len=prompt_len,
                 mem_fraction=mem_fraction,
                 mfu=mfu,
@@ -128,7 +110,8 @@ def roofline(
     elif fmt is Fmt.md:
         text = render_markdown(result)
     else:
-        text = render_text(result, color=output is None and sys.stdout.isatty())
+        width = terminal_width(output)
+        text = render_text(result, color=width is not None, width=width)
     if output is not None:
         from infergap.guard import write_atomic
 
@@ -140,4 +123,4 @@ def roofline(
         typer.echo(text, nl=False)
     from infergap.cli import record
 
-    record("roofline", result.to_json_dict(), None if gpu == "auto" and snapshot is None else {"gpu": gpu})
+    record("roofline", result.to_json_dict(), None if gpu == "auto" and snapshot is None else {"gpu": gpu}, db)

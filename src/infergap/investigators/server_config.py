@@ -2,7 +2,7 @@
 server runs, tensor parallelism over PCIe-only GPUs with custom all-reduce off, FP8 KV cache on
 SM120 under a prefill-heavy load.
 
-The configuration is ``ctx.server`` (from ``infergap audit --server URL``) or, without one, built
+The configuration is ``ctx.server`` (from ``infergap audit --url URL``) or, without one, built
 from the first engine log in the evidence (:func:`infergap.server.server_config_from_log`).
 Severity model: decode beyond the captured CUDA-graph size runs eagerly (P1, flag flip); custom
 all-reduce off on more than two PCIe-only GPUs is the engines' design (expected); FP8 KV buys

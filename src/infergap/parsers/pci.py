@@ -42,6 +42,12 @@ def parse_od_hex(text: str) -> bytes:
 
     Raises ConfigSpaceError on a token that is not a hex byte.
     """
+    try:  # fast path: bytes.fromhex skips whitespace; every token was one byte iff the counts agree
+        data = bytes.fromhex(text)
+        if len(data) == len(text.split()):
+            return data
+    except ValueError:
+        pass
     out = bytearray()
     for tok in text.split():
         if len(tok) != 2:

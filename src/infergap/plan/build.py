@@ -314,7 +314,10 @@ def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, serve
                         verify=lv.verify.format_map(params) if lv.verify else None, undo=lv.undo, source=lv.source, why=lv.why)
         (plan.wont_help if lv.tier == "wont_help" else plan.levers).append(item)
     plan.levers.sort(key=lambda x: (TIER_ORDER[x.tier], -(x.score or 0.0), x.id))
-    plan.unknowns = [Unknown(fact=k, decides=v, command=how_to_find(k)) for k, v in sorted(unknown.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+    given = {n for n, x in (("audit", a), ("roofline", r), ("bench", bench), ("server", server), ("logs", engine_logs)) if x}
+    if server is not None and getattr(server, "reachable", None) is False:
+        given.add("server-unreachable")
+    plan.unknowns = [Unknown(fact=k, decides=v, command=how_to_find(k, given)) for k, v in sorted(unknown.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
     plan.top_actions = _top(plan)
     return plan
 

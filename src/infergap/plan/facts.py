@@ -37,9 +37,9 @@ SM_BY_NAME: list[tuple[re.Pattern[str], int]] = [
 HOW_TO_FIND: dict[str, str] = {
     "gpu.": "infergap audit --format json -o audit.json   (on the serving host; reads nvidia-smi topo -m)",
     "finding.": "infergap audit --format json -o audit.json",
-    "engine.": "infergap plan --server URL   (or --evidence <the server's startup log>)",
-    "server.": "infergap plan --server URL   (or --evidence <the server's startup log>)",
-    "par.": "infergap plan --server URL   (or --evidence <the server's startup log>)",
+    "engine.": "infergap plan --url URL   (or --evidence <the server's startup log>)",
+    "server.": "infergap plan --url URL   (or --evidence <the server's startup log>)",
+    "par.": "infergap plan --url URL   (or --evidence <the server's startup log>)",
     "log.": "infergap plan --evidence <the server's log, covering start-up and load>",
     "model.": "infergap roofline -m <config.json or name> --format json -o roofline.json",
     "regime.": "infergap bench --url URL --concurrency 1,4,16,64 --format json -o bench.json   (with a roofline for the efficiency)",
@@ -49,10 +49,36 @@ HOW_TO_FIND: dict[str, str] = {
 _STATUS_RANK = {"actionable": 0, "expected": 1, "unknown": 2, "ok": 3, "not_applicable": 4}
 
 
-def how_to_find(fact: str) -> str:
-    """The command that would establish ``fact``."""
+#: Fact-name prefix → (the input that would have established it, what to do when that input was
+#: given and still does not establish the fact): the plan never asks for what it was given.
+WHEN_GIVEN: dict[str, tuple[str, str]] = {
+    "gpu.": ("audit", "not in the audit given: run infergap audit --format json -o audit.json on the serving host itself"),
+    "finding.": ("audit", "not in the audit given: run infergap audit --format json -o audit.json on the serving host itself"),
+    "engine.": ("server", "the server given does not report it: add its startup log with --evidence"),
+    "server.": ("server", "the server given does not report it: add its startup log with --evidence"),
+    "par.": ("server", "the server given does not report it: add its startup log with --evidence"),
+    "log.": ("logs", "not in the logs given: add a log that covers the server's start-up and a period under load"),
+    "model.": ("roofline", "not in the roofline given: run infergap roofline -m <the served model's config.json> --format json"),
+    "regime.": ("bench", "the bench given has no valid point that settles it: re-run infergap bench with more concurrency levels"),
+    "load.": ("bench", "the bench given has no valid point that settles it: re-run infergap bench with more concurrency levels"),
+}
+
+
+def how_to_find(fact: str, given: set[str] | frozenset[str] = frozenset()) -> str:
+    """The command that would establish ``fact``. ``given``: the inputs the plan had (``audit``,
+    ``roofline``, ``bench``, ``server``, ``server-unreachable``, ``logs``); when the input that
+    would establish the fact was among them, say what else would (never the command the user just ran)."""
     for p, cmd in HOW_TO_FIND.items():
         if fact.startswith(p):
+            src, instead = WHEN_GIVEN.get(p, ("", ""))
+            if src == "server" and "server-unreachable" in given:
+                return "the server given could not be reached: re-run when it answers, or add its startup log with --evidence"
+            if src and src in given:
+                if src == "server" and "logs" in given:
+                    return "neither the server nor the logs given report it: check the engine's launch arguments"
+                return instead
+            if src == "server" and "logs" in given:
+                return "not in the logs given: infergap plan --url URL (the running server)"
             return cmd
     return "infergap doctor --url URL"
 

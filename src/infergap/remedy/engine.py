@@ -501,17 +501,17 @@ def load_report(path: Path) -> tuple[list[Finding], dict[str, Any]]:
     try:
         doc = json.loads(path.read_text())
     except OSError as e:
-        raise UserError(f"--report {path}: cannot read ({e.strerror or e})") from None
+        raise UserError(f"--audit {path}: cannot read ({e.strerror or e})") from None
     except ValueError as e:
-        raise UserError(f"--report {path}: not JSON ({e})") from None
+        raise UserError(f"--audit {path}: not JSON ({e})") from None
     if not isinstance(doc, dict) or doc.get("schema") != "infergap.audit/1":
         got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
-        raise UserError(f"--report {path}: not an infergap audit report (schema {got!r}, expected 'infergap.audit/1')")
+        raise UserError(f"--audit {path}: not an infergap audit report (schema {got!r}, expected 'infergap.audit/1')")
     findings = []
     for i, f in enumerate(doc.get("findings") or []):
         try:
             findings.append(Finding.model_validate(f))
         except ValueError as e:
             first = str(e).splitlines()
-            raise UserError(f"--report {path}: finding {i} is invalid ({' '.join(first[:3])})") from None
+            raise UserError(f"--audit {path}: finding {i} is invalid ({' '.join(first[:3])})") from None
     return findings, doc.get("host") or {}

@@ -1,6 +1,6 @@
 """Before/after proof of a fix: the same short bench sweep before the changes and after them.
 
-``infergap fix --apply --verify-url URL`` measures the server with :func:`measure`, applies the
+``infergap fix --apply --url URL`` measures the server with :func:`measure`, applies the
 changes, measures again, and compares the two with :func:`infergap.bench.compare_bench`: a change
 counts only outside both runs' spread over their trials, so a short sweep that cannot separate the
 two says "within noise" rather than claiming an improvement. Both sweeps are recorded in the

@@ -18,11 +18,26 @@ from infergap.synthesis import AuditReport
 SEV_STYLE = {"P0": "bold red", "P1": "yellow", "P2": "cyan"}
 
 
-def summary_line(r: AuditReport) -> str:
-    """One line: counts per group and actionable per severity."""
+def _count(n_items: int, n_findings: int) -> str:
+    """``11 items (18 findings)`` when grouping merged findings, else ``18``."""
+    return f"{n_items} items ({n_findings} findings)" if n_items != n_findings else str(n_findings)
+
+
+def summary_line(r: AuditReport, grouped: bool = False) -> str:
+    """One line: counts per group and actionable per severity. ``grouped``: the report lists
+    findings grouped (:func:`group_findings`), so each count says how many items are listed and,
+    when fewer, how many findings they stand for."""
     c = r.summary["counts"]
     s = r.summary["actionable_by_severity"]
-    parts = [f"{c['actionable']} actionable (P0 {s['P0']}, P1 {s['P1']}, P2 {s['P2']})", f"{c['expected']} expected", f"{c['unknown']} unknown", f"{c['ok']} ok", f"{c['not_applicable']} not applicable"]
+
+    def n(status: Status) -> str:
+        key = status.value
+        if not grouped or status is Status.not_applicable:
+            return str(c[key])
+        return _count(len(group_findings(r.by_status(status))), c[key])
+
+    parts = [f"{n(Status.actionable)} actionable (P0 {s['P0']}, P1 {s['P1']}, P2 {s['P2']})", f"{n(Status.expected)} expected",
+             f"{n(Status.unknown)} unknown", f"{n(Status.ok)} ok", f"{c['not_applicable']} not applicable"]
     errs = r.summary.get("investigator_errors") or []
     line = " · ".join(parts) + f" — {len(r.investigators)} investigators in {r.summary['duration_s']:.2f} s"
     if errs:
@@ -78,13 +93,14 @@ def render_text(r: AuditReport, width: int | None = None, color: bool = False) -
     if h.get("virtualization"):
         desc.append(f"VM ({h['virtualization']})")
     con.print(" · ".join(d for d in desc if d))
-    con.print(Text(summary_line(r), style="bold"))
+    con.print(Text(summary_line(r, grouped=True), style="bold"))
 
     act = r.by_status(Status.actionable)
     if act:
         con.print()
-        con.print(Text("ACTIONABLE (ranked: severity, then runtime → software → reboot → BIOS/hardware)", style="bold"))
-        for i, (f, members) in enumerate(group_findings(act), 1):
+        groups = group_findings(act)
+        con.print(Text(f"ACTIONABLE: {_count(len(groups), len(act))} (ranked: severity, then runtime → software → reboot → BIOS/hardware)", style="bold"))
+        for i, (f, members) in enumerate(groups, 1):
             sev = f.severity.value if f.severity else ""
             hc = " [host]" if f.remedy and f.remedy.host_controlled else ""
             head = Text(f"{i:>2}. ")
@@ -107,27 +123,30 @@ def render_text(r: AuditReport, width: int | None = None, color: bool = False) -
     exp = r.by_status(Status.expected)
     if exp:
         con.print()
-        con.print(Text("EXPECTED (looks wrong, is not — no action)", style="bold"))
-        for f, members in group_findings(exp):
+        groups = group_findings(exp)
+        con.print(Text(f"EXPECTED: {_count(len(groups), len(exp))} (looks wrong, is not — no action)", style="bold"))
+        for f, members in groups:
             con.print(f"  • {_label(f, members)}")
             if f.impact:
                 con.print(f"      {f.impact}")
     unk = r.by_status(Status.unknown)
     if unk:
         con.print()
-        con.print(Text("UNKNOWN (evidence missing or unreadable)", style="bold"))
-        for f, members in group_findings(unk):
+        groups = group_findings(unk)
+        con.print(Text(f"UNKNOWN: {_count(len(groups), len(unk))} (evidence missing or unreadable)", style="bold"))
+        for f, members in groups:
             con.print(f"  ? {_label(f, members)}" + (f": {f.impact}" if f.impact else ""))
     ok = r.by_status(Status.ok)
     if ok:
         con.print()
-        con.print(Text("CONFIRMED GOOD", style="bold"))
-        for f, members in group_findings(ok):
+        groups = group_findings(ok)
+        con.print(Text(f"CONFIRMED GOOD: {_count(len(groups), len(ok))}", style="bold"))
+        for f, members in groups:
             con.print(f"  ✓ {_label(f, members)}")
     na = r.by_status(Status.not_applicable)
     if na:
         con.print()
-        con.print(Text("NOT APPLICABLE", style="bold"))
+        con.print(Text(f"NOT APPLICABLE: {len(na)}", style="bold"))
         for f in na:
             con.print(f"  - {f.id} — {f.title}")
     errs = [i for i in r.investigators if i.error]

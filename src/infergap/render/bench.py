@@ -9,6 +9,7 @@ from rich.table import Table
 from infergap.guard import safe_console, term_safe
 from infergap.bench.compare import BenchComparison
 from infergap.bench.models import BenchResult, PointResult, Spread, TelemetrySummary
+from infergap.render.bench_why import head_lines, point_lines
 
 COLUMNS = ("point", "req/s", "out tok/s", "total tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99",
            "ITL p50", "ITL p99", "failed", "trunc", "stability")
@@ -137,18 +138,23 @@ def _notes(result: BenchResult) -> list[str]:
     return notes
 
 
-def to_text(result: BenchResult, comparison: BenchComparison | None = None, width: int = 200) -> str:
+def to_text(result: BenchResult, comparison: BenchComparison | None = None, width: int | None = None) -> str:
     """Terminal report: the sweep table (latencies in ms; throughputs median (min–max) over
-    trials), notes, the metric definitions, and the comparison with a baseline if given."""
+    trials), notes, the metric definitions, and the comparison with a baseline if given. Lines
+    are wrapped at ``width`` columns when given, never when ``None`` (a file or a pipe)."""
     buf = io.StringIO()
-    con = safe_console(file=buf, width=width, force_terminal=False, no_color=True)
+    con = safe_console(file=buf, width=width or 1000, force_terminal=False, no_color=True, soft_wrap=width is None)
     table = Table(title="infergap bench", show_lines=False)
     for c in COLUMNS:
         table.add_column(c, justify="left" if c in ("point", "stability") else "right")
     for r in rows(result):
         table.add_row(*r)
+    for line in head_lines(result):
+        con.print(line, highlight=False)
     con.print(table)
     con.print("latencies in ms (median over trials of the per-trial percentile); throughputs: median (min–max) over trials")
+    for line in point_lines(result):
+        con.print(f"- {line}", highlight=False)
     for n in _notes(result):
         con.print(f"- {n}", highlight=False)
     if comparison is not None:
@@ -180,11 +186,12 @@ def comparison_text(c: BenchComparison) -> str:
 
 def to_markdown(result: BenchResult, comparison: BenchComparison | None = None) -> str:
     """The same report as Markdown."""
-    out = ["# infergap bench", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    out = ["# infergap bench", ""] + [f"**{line}**" for line in head_lines(result)] + [""]
+    out += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for r in rows(result):
         out.append("| " + " | ".join(x.replace("|", "\\|") for x in r) + " |")
     out += ["", "Latencies in ms; throughputs are median (min–max) over trials.", ""]
-    out += [f"- {n}" for n in _notes(result)]
+    out += [f"- {n}" for n in point_lines(result) + _notes(result)]
     if comparison is not None:
         out += ["", "```", comparison_text(comparison), "```"]
     out += ["", "## Definitions", ""] + [f"- **{k}**: {v}" for k, v in result.definitions.items()]

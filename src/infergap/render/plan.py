@@ -23,10 +23,12 @@ def _gain(x: PlanItem) -> str:
     return f"×{lo:g}–{hi:g} {x.metric}, ~{x.effort_h:g} h (score {x.score:.2f}/h)"
 
 
-def render_text(plan: Plan, color: bool = False, width: int = 120) -> str:
-    """Terminal report: gap, host fixes, levers by tier (with evidence chains), will-not-help, unknowns."""
+def render_text(plan: Plan, color: bool = False, width: int | None = None) -> str:
+    """Terminal report: gap, host fixes, levers by tier (with evidence chains), will-not-help,
+    unknowns. Lines are wrapped at ``width`` columns when given (a terminal), never when ``None``
+    (a file or a pipe: a shell command stays on one line)."""
     buf = io.StringIO()
-    c = safe_console(file=buf, force_terminal=color, no_color=not color, width=width, highlight=False)
+    c = safe_console(file=buf, force_terminal=color, no_color=not color, width=width or 1000, highlight=False, soft_wrap=width is None)
     c.print("[bold]infergap plan[/]  " + escape("  ".join(f"{s.name}: {s.status}" + (f" ({s.detail})" if s.detail else "") for s in plan.stages)))
     c.print()
     c.print("[bold]EFFICIENCY GAP[/]")

@@ -239,6 +239,22 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
+def config_display_name(cfg: dict[str, Any], path: Path) -> str:
+    """A name for a model read from ``path`` that is never empty: the config's ``_name_or_path``
+    (its last component, as Hugging Face writes ``org/name``), else the directory holding a
+    ``config.json`` or the file's stem, else the first of ``architectures``, else ``model_type``."""
+    hf = cfg.get("_name_or_path")
+    if isinstance(hf, str) and hf.strip().strip("/"):
+        return hf.strip().rstrip("/").rsplit("/", 1)[-1]
+    stem = path.stem if path.name != "config.json" else path.resolve().parent.name
+    if stem and stem != "config":
+        return stem
+    arch = cfg.get("architectures")
+    if isinstance(arch, list) and arch and isinstance(arch[0], str) and arch[0]:
+        return arch[0]
+    return str(cfg.get("model_type") or "model")
+
+
 def _resolve_source(name_or_path: str) -> tuple[dict[str, Any], dict[str, Any] | None, str, str]:
     """(config, hf_quant_config or None, display name, source label)."""
     p = Path(name_or_path)
@@ -247,11 +263,12 @@ def _resolve_source(name_or_path: str) -> tuple[dict[str, Any], dict[str, Any] |
         if not cfg_path.is_file():
             raise UserError(f"--model {name_or_path}: directory has no config.json")
         hq = p / "hf_quant_config.json"
-        return _read_json(cfg_path, "config"), (_read_json(hq, "hf_quant_config") if hq.is_file() else None), p.name, str(cfg_path)
+        cfg = _read_json(cfg_path, "config")
+        return cfg, (_read_json(hq, "hf_quant_config") if hq.is_file() else None), config_display_name(cfg, cfg_path), str(cfg_path)
     if p.is_file():
         hq = p.parent / "hf_quant_config.json"
-        name = p.parent.name if p.name == "config.json" else p.stem
-        return _read_json(p, "config"), (_read_json(hq, "hf_quant_config") if hq.is_file() else None), name, str(p)
+        cfg = _read_json(p, "config")
+        return cfg, (_read_json(hq, "hf_quant_config") if hq.is_file() else None), config_display_name(cfg, p), str(p)
     key = name_or_path.strip().lower()
     names = builtin_models()
     if key in names:

@@ -170,10 +170,12 @@ def _details(r: RooflineResult) -> list[tuple[str, list[str]]]:
     return sections
 
 
-def render_text(r: RooflineResult, *, color: bool = True, width: int = 140) -> str:
-    """The terminal report (rich tables); ``color=False`` for files."""
+def render_text(r: RooflineResult, *, color: bool = True, width: int | None = None) -> str:
+    """The terminal report (rich tables); ``color=False`` for files. Lines are wrapped at
+    ``width`` columns when given (a terminal), never when ``None`` (a file or a pipe)."""
     buf = io.StringIO()
-    con = safe_console(file=buf, width=width, force_terminal=color, color_system="standard" if color else None, highlight=False)
+    con = safe_console(file=buf, width=width or 1000, force_terminal=color, color_system="standard" if color else None,
+                       highlight=False, soft_wrap=width is None)
     lines = _header(r)
     warn = fit_warning(r)
     if warn:

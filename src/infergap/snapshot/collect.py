@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from infergap import __version__
-from infergap.snapshot.core import LiveSnapshot, filter_env, run_command
+from infergap.snapshot.core import LiveSnapshot, Snapshot, filter_env, run_command
 from infergap.snapshot.probes import PROBES
 from infergap.snapshot.sources import COMMANDS, FILE_GLOBS
 
@@ -114,7 +114,8 @@ def prepare_output(out: Path, force: bool = False) -> None:
             p.unlink()
 
 
-def collect(output: str | os.PathLike[str], root: str = "/", active: bool = False, force: bool = False) -> dict[str, Any]:
+def collect(output: str | os.PathLike[str], root: str = "/", active: bool = False, source: Snapshot | None = None,
+            force: bool = False) -> dict[str, Any]:
     """Collect this host into ``output`` (a directory, or a ``.tar.gz`` when the name ends so).
     ``active`` adds the GPU measurements (probes/active.json; they use the GPUs for a minute).
     A directory must be new or empty (``force`` empties a previous snapshot, see
@@ -122,7 +123,9 @@ def collect(output: str | os.PathLike[str], root: str = "/", active: bool = Fals
 
     Returns the meta dict written to ``meta.json``. Raises OSError only when ``output`` itself
     cannot be written, UserError for a non-empty directory. ``root`` redirects file reads (tests);
-    commands always run on this host.
+    commands always run on this host. ``source`` re-collects an existing snapshot instead of this
+    host: its files, command outputs and probes are read, scrubbed and written in the same layout
+    (nothing is run).
     """
     out = Path(output)
     archive = out.name.endswith((".tar.gz", ".tgz"))
@@ -131,7 +134,7 @@ def collect(output: str | os.PathLike[str], root: str = "/", active: bool = Fals
     workdir = Path(tempfile.mkdtemp(prefix="infergap-collect-")) if archive else out
     workdir.mkdir(parents=True, exist_ok=True)
     hosts = _hostnames()
-    live = LiveSnapshot(root=root)
+    live: Snapshot = LiveSnapshot(root=root) if source is None else source
     started = time.monotonic()
     sources: dict[str, dict[str, Any]] = {}
 
@@ -141,7 +144,13 @@ def collect(output: str | os.PathLike[str], root: str = "/", active: bool = Fals
         p.write_bytes(data)
 
     def do_cmd(name: str) -> None:
-        res = run_command(name)
+        if source is None:
+            res = run_command(name)
+        else:
+            got = source.cmd(name)
+            if got is None:
+                return
+            res = got
         text_out = scrub(res.stdout, hosts)
         if name == "uname":  # "Linux <hostname> <release> …": the second field, whatever its length
             text_out = re.sub(r"^(\S+\s+)\S+", r"\1redacted-host", text_out, count=1)
@@ -153,7 +162,9 @@ def collect(output: str | os.PathLike[str], root: str = "/", active: bool = Fals
         sources[f"cmds/{name}"] = {"duration_s": round(res.duration_s, 4), "rc": res.rc, "error": res.error}
 
     probes = dict(PROBES)
-    if active:
+    if source is not None:
+        probes = {n: ((lambda n=n: source.probe(n)), 0.0) for n in [*probes, "active"] if source.probe(n) is not None}
+    elif active:
         from infergap.snapshot.active import ACTIVE_TIMEOUT_S, active_probe
 
         probes["active"] = (active_probe, ACTIVE_TIMEOUT_S)
@@ -196,14 +207,15 @@ def collect(output: str | os.PathLike[str], root: str = "/", active: bool = Fals
         futs.append(pool.submit(do_files))
         for f in futs:
             f.result()
-    live.close()
+    if source is None:
+        live.close()
 
     meta = {
         "schema": SCHEMA,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "infergap_version": __version__,
         "duration_s": round(time.monotonic() - started, 3),
-        "root": root,
+        "root": root if source is None else f"snapshot {source.label}",
         "uid": os.geteuid() if hasattr(os, "geteuid") else None,
         "sources": dict(sorted(sources.items())),
         "failed": sorted(k for k, v in sources.items() if v.get("error") or (v.get("rc") not in (None, 0))),

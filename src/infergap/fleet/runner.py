@@ -1,0 +1,288 @@
+"""Getting every node's snapshot and auditing them all: from snapshot files, or from a Ray cluster.
+
+Both sources feed one stream of ``(NodeIdentity, payload)`` where the payload is a snapshot path,
+the ``.tar.gz`` bytes a node returned, or a :class:`NodeDigest` already saying why the node could
+not be audited. :func:`audit_stream` audits the stream in a process pool with a bounded number of
+snapshots in flight (``4 × workers``), so the driver's memory does not grow with the fleet: each
+snapshot is dropped once audited and only its digest (a few KB) is kept.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import multiprocessing
+import os
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Union
+
+from infergap.errors import UserError
+from infergap.fleet.digest import NodeDigest, NodeIdentity
+
+log = logging.getLogger(__name__)
+
+Payload = Union[str, bytes, NodeDigest]
+#: Called with each audited node's digest and full audit JSON; returns the ledger run id or None.
+Recorder = Callable[[NodeDigest, dict[str, Any]], Union[int, None]]
+
+#: One line telling how to get the optional Ray dependency.
+RAY_INSTALL_HINT = "Ray is not installed: pip install 'infergap[fleet]' (or pip install 'ray>=2.9')"
+
+#: Seconds a node may take to collect before it is reported as hung. ``infergap collect`` bounds
+#: each command (the slowest, the torch probe, at 90 s); a node that exceeds this is stuck.
+DEFAULT_NODE_TIMEOUT_S = 180.0
+
+
+# -- snapshot files -----------------------------------------------------------------------------
+
+def _is_snapshot(p: Path) -> bool:
+    if p.is_file():
+        return p.name.endswith((".tar.gz", ".tgz", ".tar"))
+    return p.is_dir() and ((p / "meta.json").exists() or (p / "files").is_dir() or (p / "cmds").is_dir())
+
+
+def expand_snapshots(spec: str) -> list[Path]:
+    """Snapshot paths named by ``spec``: a directory of snapshots (``.tar.gz``/``.tgz``/``.tar``
+    files or snapshot directories), a single snapshot, or a glob pattern. Sorted. Raises
+    :class:`UserError` (one line) when nothing matches."""
+    p = Path(spec)
+    if p.is_dir() and not _is_snapshot(p):
+        found = sorted(c for c in p.iterdir() if _is_snapshot(c))
+        if not found:
+            raise UserError(f"--snapshots {spec}: no snapshots in this directory (.tar.gz files or snapshot directories)")
+        return found
+    if p.exists():
+        return [p]
+    found = sorted(Path(x) for x in glob.glob(spec) if _is_snapshot(Path(x)))
+    if not found:
+        raise UserError(f"--snapshots {spec}: no snapshot matches")
+    return found
+
+
+def node_name(path: Path) -> str:
+    """Display name of a node from its snapshot path (the file name without ``.tar.gz``)."""
+    name = path.name
+    for suf in (".tar.gz", ".tgz", ".tar"):
+        if name.endswith(suf):
+            return name[: -len(suf)]
+    return name
+
+
+def snapshot_stream(paths: Iterable[Path]) -> Iterator[tuple[NodeIdentity, Payload]]:
+    """``(identity, path)`` per snapshot; names made unique with ``#2``, ``#3`` suffixes."""
+    seen: dict[str, int] = {}
+    for p in paths:
+        name = node_name(p)
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] > 1:
+            name = f"{name}#{seen[name]}"
+        yield NodeIdentity(name=name, address=str(p)), str(p)
+
+
+# -- auditing -----------------------------------------------------------------------------------
+
+def audit_one(identity: NodeIdentity, payload: Payload, want_audit: bool = True) -> tuple[NodeDigest, dict[str, Any] | None]:
+    """Audit one node's snapshot (a path or ``.tar.gz`` bytes). A snapshot that cannot be read
+    becomes a digest of state ``error`` with the one-line reason; never raises."""
+    if isinstance(payload, NodeDigest):
+        return payload, None
+    from infergap.fleet.digest import digest
+    from infergap.snapshot import SnapshotError, open_snapshot
+
+    try:
+        if isinstance(payload, bytes):
+            from infergap.fleet.memsnap import MemorySnapshot
+
+            snap = MemorySnapshot(payload, identity.name)
+        elif payload.endswith((".tar.gz", ".tgz", ".tar")) and os.path.isfile(payload):
+            from infergap.fleet.memsnap import MemorySnapshot
+
+            with open(payload, "rb") as f:
+                snap = MemorySnapshot(f.read(), payload)
+        else:
+            snap = open_snapshot(payload)
+    except (SnapshotError, OSError) as e:
+        return NodeDigest(node=identity, state="error", error=str(e).splitlines()[0] if str(e) else type(e).__name__), None
+    try:
+        d, audit = digest(snap, identity)
+    except Exception as e:  # an audit bug on one node must not stop the fleet
+        log.debug("audit of %s failed", identity.name, exc_info=True)
+        return NodeDigest(node=identity, state="error", error=f"audit failed: {type(e).__name__}: {e}".splitlines()[0]), None
+    finally:
+        snap.close()
+    return d, (audit if want_audit else None)
+
+
+def _audit_task(identity: NodeIdentity, payload: Payload, want_audit: bool) -> tuple[NodeDigest, dict[str, Any] | None]:
+    return audit_one(identity, payload, want_audit)
+
+
+def default_workers() -> int:
+    """Processes that audit snapshots: the CPUs this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def audit_stream(items: Iterable[tuple[NodeIdentity, Payload]], *, workers: int | None = None,
+                 recorder: Recorder | None = None, progress: Callable[[NodeDigest], None] | None = None) -> list[NodeDigest]:
+    """Audit every item and return the digests (in completion order).
+
+    ``workers``: processes (default :func:`default_workers`; 0 audits in this process, which is
+    what a handful of nodes wants). At most ``4 × workers`` snapshots are in flight; a full audit
+    JSON crosses back only when ``recorder`` is given, which is then called with it and may return
+    the ledger run id kept in the digest.
+    """
+    workers = default_workers() if workers is None else workers
+    out: list[NodeDigest] = []
+
+    def done(d: NodeDigest, audit: dict[str, Any] | None) -> None:
+        d.intern()
+        if recorder is not None and audit is not None:
+            d.ledger_run = recorder(d, audit)
+        out.append(d)
+        if progress is not None:
+            progress(d)
+
+    if workers <= 0:
+        for ident, payload in items:
+            done(*audit_one(ident, payload, recorder is not None))
+        return out
+    # spawn: the driver may hold Ray's threads and sockets, which a forked child must not inherit.
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        inflight: set[Future[Any]] = set()
+        limit = 4 * workers
+        for ident, payload in items:
+            if isinstance(payload, NodeDigest):
+                done(payload, None)
+                continue
+            inflight.add(pool.submit(_audit_task, ident, payload, recorder is not None))
+            while len(inflight) >= limit:
+                finished, inflight = wait(inflight, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    done(*f.result())
+        while inflight:
+            finished, inflight = wait(inflight, return_when=FIRST_COMPLETED)
+            for f in finished:
+                done(*f.result())
+    return out
+
+
+# -- Ray ----------------------------------------------------------------------------------------
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise UserError(RAY_INSTALL_HINT) from None
+    return ray
+
+
+def _classify(e: BaseException) -> tuple[str, str]:
+    """(state, one-line reason) of a node task that raised."""
+    import ray.exceptions as rx
+
+    text = str(e).strip().splitlines()
+    first = next((ln for ln in text if ln.strip()), type(e).__name__)
+    if isinstance(e, (rx.NodeDiedError, rx.LocalRayletDiedError)):
+        return "dead", f"the node died while collecting ({type(e).__name__})"
+    if isinstance(e, (rx.WorkerCrashedError, rx.OwnerDiedError, rx.ObjectLostError)):
+        return "dead", f"the task's worker died while collecting ({type(e).__name__}); the node may be gone"
+    if isinstance(e, rx.TaskUnschedulableError):
+        return "dead", "the task could not be placed on the node (it left the cluster)"
+    if isinstance(e, rx.TaskCancelledError):
+        return "hung", "cancelled after the per-node timeout"
+    if isinstance(e, rx.RuntimeEnvSetupError):
+        return "error", f"the runtime environment could not be set up on the node: {first[:300]}"
+    if "No module named 'infergap" in str(e):
+        return "no_infergap", "infergap is not importable on the node (install it in the image or pass runtime_env={'pip': ['infergap']})"
+    return "error", f"{type(e).__name__}: {first[:300]}"
+
+
+def ray_stream(address: str, *, active: bool = False, timeout_s: float = DEFAULT_NODE_TIMEOUT_S,
+               runtime_env: dict[str, Any] | None = None, on_nodes: Callable[[int], None] | None = None) -> Iterator[tuple[NodeIdentity, Payload]]:
+    """Collect every alive node of the Ray cluster at ``address`` (``auto``: ``RAY_ADDRESS``, else
+    a cluster started on this machine) and yield ``(identity, .tar.gz bytes)`` as nodes answer,
+    then a failure digest for each node that died, hung past ``timeout_s`` (its task is
+    cancelled) or lacks infergap.
+
+    One task per node, pinned with ``NodeAffinitySchedulingStrategy(node_id, soft=False)`` and no
+    retries. A passive collect asks for no CPU (it reads files and runs short commands), so it
+    reaches a node whose CPUs are busy; ``active`` asks for all of the node's GPUs, so the
+    measurements wait for the user's GPU jobs instead of running beside them. ``runtime_env`` is
+    passed to ``ray.init`` unchanged (the user's choice; infergap installs nothing).
+
+    Raises :class:`UserError` when Ray is missing or the cluster cannot be reached.
+    """
+    ray = _ray()
+    from ray import cloudpickle
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from infergap.fleet import node_task
+
+    init: dict[str, Any] = {"address": address, "logging_level": logging.WARNING, "log_to_driver": False,
+                            "include_dashboard": False}
+    if runtime_env:
+        init["runtime_env"] = runtime_env
+    try:
+        ray.init(**init)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        where = address if address != "auto" else f"auto (RAY_ADDRESS={os.environ.get('RAY_ADDRESS') or 'unset'})"
+        raise UserError(f"--address {where}: cannot connect to a Ray cluster ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    try:
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        names = [str(n.get("NodeManagerHostname") or n.get("NodeManagerAddress") or n["NodeID"][:12]) for n in nodes]
+        ids = [NodeIdentity(name=(f"{nm}:{n['NodeID'][:8]}" if names.count(nm) > 1 else nm), node_id=n["NodeID"],
+                            address=str(n.get("NodeManagerAddress") or "")) for nm, n in zip(names, nodes)]
+        if on_nodes is not None:
+            on_nodes(len(ids))
+        cloudpickle.register_pickle_by_value(node_task)
+        try:
+            fn = ray.remote(node_task.collect_here)
+        finally:
+            cloudpickle.unregister_pickle_by_value(node_task)
+        pending: dict[Any, NodeIdentity] = {}
+        asked: dict[str, float] = {}
+        for ident, n in zip(ids, nodes):
+            gpus = float((n.get("Resources") or {}).get("GPU", 0)) if active else 0
+            asked[ident.name] = gpus
+            opts: dict[str, Any] = {"num_cpus": 0, "max_retries": 0,
+                                    "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=n["NodeID"], soft=False)}
+            if gpus:
+                opts["num_gpus"] = gpus
+            pending[fn.options(**opts).remote(active)] = ident
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            # Every answer that is ready within a second; past the deadline, only those already
+            # there (a slow consumer must not turn answered nodes into hung ones).
+            left = deadline - time.monotonic()
+            ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=max(0.0, min(left, 1.0)))
+            if not ready and left <= 0:
+                break
+            for ref in ready:
+                ident = pending.pop(ref)
+                try:
+                    res = ray.get(ref)
+                except Exception as e:  # Ray's errors: node died, worker crashed, unschedulable …
+                    state, why = _classify(e)
+                    yield ident, NodeDigest(node=ident, state=state, error=why)
+                    continue
+                if not isinstance(res, dict) or res.get("state") != "ok" or not isinstance(res.get("snapshot"), bytes):
+                    state = res.get("state") if isinstance(res, dict) and res.get("state") in ("no_infergap", "error") else "error"
+                    why = (res.get("error") if isinstance(res, dict) else None) or "the node returned no snapshot"
+                    yield ident, NodeDigest(node=ident, state=state, error=why)
+                    continue
+                yield ident, res["snapshot"]
+        for ref, ident in pending.items():
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:  # cancelling is best effort; the node is reported either way
+                log.debug("cancel of %s failed", ident.name, exc_info=True)
+            extra = f" (with --active it waits for all {asked[ident.name]:g} GPUs of the node)" if asked.get(ident.name) else ""
+            yield ident, NodeDigest(node=ident, state="hung", error=f"no answer within the per-node timeout of {timeout_s:g} s{extra}")
+    finally:
+        ray.shutdown()

@@ -1,0 +1,142 @@
+"""Hostile command-line values: every numeric option is checked at the edge (finite, in range,
+whole where it must be) and a bad value is one line on stderr naming the option, exit status 2,
+before anything runs: no traceback, no parser or validation-library wording, nothing on stdout.
+
+The bench cases name an address nothing listens on: the values must be refused before the
+server would be contacted.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import HOSTS, run_cli
+
+NOWHERE = "http://127.0.0.1:9"
+#: Wording of the parsing and validation libraries that must never reach the user.
+LIBRARY_WORDING = ("Traceback", "Input should", "Value error", "validation error", "Invalid value for",
+                   "is not one of", "pydantic", "click", "typer")
+
+
+def refused(r, option: str, *words: str) -> str:
+    """Assert ``r`` is a one-line refusal naming ``option`` (and ``words``); return the line."""
+    err = r.stderr.strip()
+    assert r.returncode == 2, (r.returncode, r.stdout[-500:], err[-2000:])
+    lines = [ln for ln in err.splitlines() if not ln.startswith("infergap: warning:")]
+    assert len(lines) == 1, err
+    line = lines[0]
+    assert line.startswith("infergap: error: ") and option in line, line
+    for w in words:
+        assert w in line, (w, line)
+    for w in LIBRARY_WORDING:
+        assert w.lower() not in err.lower(), (w, err)
+    assert r.stdout == ""
+    return line
+
+
+@pytest.mark.parametrize("args,option,words", [
+    (["--timeout", "0"], "--timeout 0", ["greater than 0"]),
+    (["--timeout", "-1"], "--timeout -1", ["greater than 0"]),
+    (["--timeout", "nan"], "--timeout nan", ["finite"]),
+    (["--timeout", "inf"], "--timeout inf", ["finite"]),
+    (["--timeout", "1e9"], "--timeout 1e9", ["at most 86400"]),
+    (["--duration", "nan"], "--duration nan", ["finite"]),
+    (["--duration", "0"], "--duration 0", ["greater than 0"]),
+    (["--request-rate", "inf"], "--request-rate inf", ["finite"]),
+    (["--request-rate", "nan"], "--request-rate nan", ["finite"]),
+    (["--request-rate", "1,nan,4"], "--request-rate 1,nan,4", ["nan", "finite"]),
+    (["--request-rate", "-2"], "--request-rate -2", ["greater than 0"]),
+    (["--num-prompts", "1e8"], "--num-prompts 1e8", ["at most 100000", "--duration"]),
+    (["--num-prompts", "0"], "--num-prompts 0", ["at least 1"]),
+    (["--num-prompts", "2.5"], "--num-prompts 2.5", ["whole number"]),
+    (["--concurrency", "1,0"], "--concurrency 1,0", ["at least 1"]),
+    (["--concurrency", "abc"], "--concurrency abc", ["whole number"]),
+    (["--concurrency", "1e9"], "--concurrency 1e9", ["at most"]),
+    (["--input-len", "-5"], "--input-len -5", ["at least 1"]),
+    (["--output-len", "nan"], "--output-len nan", ["finite"]),
+    (["--len-spread", "1"], "--len-spread 1", ["less than 1"]),
+    (["--trials", "0"], "--trials 0", ["at least 1"]),
+    (["--warmup", "-1"], "--warmup -1", ["at least 0"]),
+    (["--seed", "x"], "--seed x", ["whole number"]),
+])
+def test_bench_numbers(args, option, words):
+    refused(run_cli("bench", "--url", NOWHERE, *args, timeout=60), option, *words)
+
+
+@pytest.mark.parametrize("args,option,words", [
+    (["--allreduce-us", "-1000"], "--allreduce-us -1000", ["at least 0"]),
+    (["--allreduce-us", "nan"], "--allreduce-us nan", ["finite"]),
+    (["--measured", "inf"], "--measured inf", ["finite"]),
+    (["--measured", "0"], "--measured 0", ["greater than 0"]),
+    (["--measured", "-3"], "--measured -3", ["greater than 0"]),
+    (["--mem-fraction", "1.5"], "--mem-fraction 1.5", ["at most 1"]),
+    (["--mfu", "nan"], "--mfu nan", ["finite"]),
+    (["--bandwidth-efficiency", "0"], "--bandwidth-efficiency 0", ["greater than 0"]),
+    (["--measured-bandwidth", "inf"], "--measured-bandwidth inf", ["finite"]),
+    (["--context", "0"], "--context 0", ["at least 1"]),
+    (["--context", "1e12"], "--context 1e12", ["at most"]),
+    (["--prompt-len", "x"], "--prompt-len x", ["whole number"]),
+    (["--batch", "1,-8"], "--batch 1,-8", ["-8", "at least 1"]),
+    (["--batch", ","], "--batch ,", ["comma-separated"]),
+    (["--tp", "0"], "--tp 0", ["at least 1"]),
+    (["--gpus", "1.5"], "--gpus 1.5", ["whole number"]),
+])
+def test_roofline_numbers(args, option, words):
+    refused(run_cli("roofline", "-m", "llama-3.1-8b", "--gpu", "h200", *args), option, *words)
+
+
+def test_roofline_edges_are_accepted():
+    """The bounds are the real ones: zero all-reduce latency and whole numbers written as 1e3 work."""
+    r = run_cli("roofline", "-m", "llama-3.1-8b", "--gpu", "h200", "--allreduce-us", "0", "--context", "1e3",
+                "--measured", "100", "-f", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["workload"]["context"] == 1000
+
+
+@pytest.mark.parametrize("args,option,words", [
+    (["history", "--limit", "0"], "--limit 0", ["at least 1"]),
+    (["history", "--limit", "-1"], "--limit -1", ["at least 1"]),
+    (["history", "--limit", "nan"], "--limit nan", ["finite"]),
+    (["compare", "12345678901234567890123", "1"], "run id 12345678901234567890123", ["no such run"]),
+    (["compare", "1", "0"], "run id 0", ["no such run"]),
+    (["compare", "1", "1.5"], "run id 1.5", ["expected"]),
+    (["fix", "--revert", "99999999999999999999999"], "run id 99999999999999999999999", ["no such run"]),
+    (["fix", "--concurrency", "0"], "--concurrency 0", ["at least 1"]),
+    (["fix", "--trials", "1"], "--trials 1", ["at least 2"]),
+    (["doctor", "--url", NOWHERE, "--gpus", "0"], "--gpus 0", ["at least 1"]),
+    (["fleet", "audit", "--snapshots", "x", "--tolerance", "nan"], "--tolerance nan", ["finite"]),
+    (["fleet", "audit", "--snapshots", "x", "--tolerance", "2"], "--tolerance 2", ["at most 0.9"]),
+    (["fleet", "audit", "--snapshots", "x", "--timeout", "0"], "--timeout 0", ["at least 1"]),
+    (["fleet", "audit", "--snapshots", "x", "--workers", "-1"], "--workers -1", ["at least 0"]),
+])
+def test_other_commands(args, option, words, tmp_path):
+    refused(run_cli(*args, "--db", str(tmp_path / "ledger.sqlite3")), option, *words)
+
+
+def test_compare_of_a_large_id_that_fits_is_no_such_run(tmp_path):
+    r = run_cli("compare", "9223372036854775807", "last", "--db", str(tmp_path / "ledger.sqlite3"))
+    line = refused(r, "9223372036854775807")
+    assert "no run" in line
+
+
+def test_fix_only_with_an_unknown_check_id_lists_the_valid_ones(tmp_path):
+    audit = tmp_path / "audit.json"
+    r = run_cli("audit", "-s", str(HOSTS / "seed-8x-rtxpro6000"), "-f", "json", "-o", str(audit), "--db", str(tmp_path / "db"))
+    assert r.returncode == 0, r.stderr
+    r = run_cli("fix", "--audit", str(audit), "--only", "pcie.max_read_requets", "--db", str(tmp_path / "db"))
+    line = refused(r, "--only pcie.max_read_requets", "unknown check id")
+    assert "pcie.max_read_request" in line and "kernel.numa_balancing" in line  # the actionable ids are listed
+    ok = run_cli("fix", "--audit", str(audit), "--only", "pcie.max_read_request", "--db", str(tmp_path / "db"))
+    assert ok.returncode == 0 and "pcie.max_read_request" in ok.stdout, ok.stderr
+
+
+def test_bad_choices_and_types_use_our_words():
+    """Enumerations and types: one line in the project's words, the valid values listed."""
+    line = refused(run_cli("audit", "--no-host", "--fail-on", "P7"), "--fail-on P7", "P0, P1 or P2")
+    assert "'" not in line
+    refused(run_cli("roofline", "-m", "llama-3.1-8b", "--gpu", "h200", "--format", "xml"), "--format xml", "text, json or md")
+    refused(run_cli("history", "--format", "md"), "--format md", "text or json")
+    refused(run_cli("bench"), "--url", "bench", "required")
