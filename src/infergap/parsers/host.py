@@ -143,7 +143,7 @@ def parse_pip_list(text: str) -> dict[str, str]:
     if text.startswith("["):
         try:
             return {norm(d["name"]): str(d["version"]) for d in json.loads(text) if isinstance(d, dict) and "name" in d}
-        except (json.JSONDecodeError, TypeError, KeyError):
+        except (json.JSONDecodeError, TypeError, KeyError, RecursionError):
             pass
     out = {}
     for line in text.splitlines():

@@ -12,7 +12,6 @@ verifies each by re-reading. A run already reverted is only re-verified, never w
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from enum import Enum
@@ -498,12 +497,9 @@ def load_report(path: Path) -> tuple[list[Finding], dict[str, Any]]:
     Raises :class:`UserError` naming the file when it is unreadable, not JSON, of another schema,
     or holds a finding that does not match the Finding contract.
     """
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as e:
-        raise UserError(f"--audit {path}: cannot read ({e.strerror or e})") from None
-    except ValueError as e:
-        raise UserError(f"--audit {path}: not JSON ({e})") from None
+    from infergap.guard import read_json
+
+    doc = read_json(path, "--audit")
     if not isinstance(doc, dict) or doc.get("schema") != "infergap.audit/1":
         got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise UserError(f"--audit {path}: not an infergap audit report (schema {got!r}, expected 'infergap.audit/1')")
