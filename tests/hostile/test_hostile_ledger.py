@@ -67,7 +67,7 @@ def test_compare_with_an_id_beyond_sqlite_integers(tmp_path):
     db = tmp_path / "l.db"
     with Ledger(db) as led:
         led.record("audit", {"findings": []}, "abcd")
-    one_line_error(cli("compare", "1", "9" * 23, "--db", str(db)), "no run")
+    one_line_error(cli("compare", "1", "9" * 23, "--db", str(db)), "9" * 23)
 
 
 def test_corrupt_payload_row_is_not_a_traceback(tmp_path):

@@ -50,7 +50,7 @@ def usage_line(e: Exception, command: str | None = None) -> str:
             if isinstance(enum, type) and issubclass(enum, Enum):
                 choices = [str(c.value) for c in enum]
             else:
-                choices = [c.strip().strip("'") for c in re.split(r",\s*|\s+or\s+", m.group("choices")) if c.strip()]
+                choices = [c.strip().strip("'") for c in re.split(r",\s{0,8}|\s{1,8}or\s{1,8}", m.group("choices")) if c.strip()]
             shown = ", ".join(choices[:-1]) + f" or {choices[-1]}" if len(choices) > 1 else "".join(choices)
             return f"{name} {m.group('value')}: expected {shown}"
         return f"{name} {msg}"
