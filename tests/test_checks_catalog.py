@@ -27,7 +27,8 @@ FIXTURES = ROOT / "tests" / "fixtures"
 # sysctl names the investigators read (they look alike: ``net.core.rmem_max``).
 _DOTTED = re.compile(r"""["']([a-z0-9_]+(?:\.[a-z0-9_]+)+)["']""")
 SYSCTL_NAMES_READ = {"kernel.sched_autogroup_enabled", "net.core.rmem_max", "net.core.wmem_max",
-                     "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"}
+                     "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
+                     "iommu.passthrough"}  # a kernel command-line parameter iommu.mode reads
 
 
 def _named_ids() -> dict[str, set[str]]:

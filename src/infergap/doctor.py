@@ -128,7 +128,8 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
         stage("audit", "failed", plain(e))
 
     # 3. roofline
-    from infergap.roofline import Parallel, Workload, bounds, load_hardware, load_model
+    from infergap.roofline import Parallel, Workload, bounds, host_gpus, load_hardware, load_model
+    from infergap.snapshot import open_snapshot
 
     settings = QUICK if quick else FULL
     rl = None
@@ -143,8 +144,14 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
                 errs.append(str(e))
         if spec is None:
             raise UserError("model unknown: pass --model CONFIG|NAME" + (f" ({errs[0]})" if errs else " (the server did not report one)"))
-        hw = load_hardware(gpu or "auto", gpus if gpus else (None if not gpu else (cfg.tp_size if cfg and cfg.tp_size else 1)),
-                           snapshot=snap if not gpu else None)
+        host = None
+        if not gpu:  # --gpu auto: the GPUs of the host the audit read, handed to the roofline
+            if snap is not None:
+                host = host_gpus(snap)
+            else:
+                with open_snapshot(snapshot) as s:
+                    host = host_gpus(s)
+        hw = load_hardware(gpu or "auto", gpus if gpus else (None if not gpu else (cfg.tp_size if cfg and cfg.tp_size else 1)), host=host)
         tp = (cfg.tp_size if cfg is not None and cfg.tp_size else None) or hw.count
         rl = bounds(spec, hw, Parallel(tp=min(tp, hw.count)), Workload(batches=list(settings["concurrency"])))
         write("roofline.json", dumps(rl.to_json_dict(), indent=2) + "\n")

@@ -28,7 +28,8 @@ from infergap.parsers.nvsmi import (
     parse_nvsmi_table,
     parse_topo,
 )
-from infergap.parsers.pci import ConfigSpace, ConfigSpaceError, LspciDevice, decode_config, parse_lspci_vvv, parse_od_hex, system_pci_ids
+from infergap.gpudata import device_name as data_device_name
+from infergap.parsers.pci import ConfigSpace, ConfigSpaceError, LspciDevice, decode_config, lspci_parents, parse_lspci_vvv, parse_od_hex, system_pci_ids
 from infergap.snapshot.core import Snapshot
 
 T = TypeVar("T")
@@ -85,6 +86,8 @@ class PciFunction:
     lspci: LspciDevice | None = None
     garbage: list[str] = field(default_factory=list)
     path_known: bool = False
+    listed_in: str | None = None
+    parent_from: str | None = None
 
     @property
     def is_gpu(self) -> bool:
@@ -98,8 +101,9 @@ class PciFunction:
 
     @property
     def source(self) -> str:
-        """Evidence source: the function's sysfs directory in the snapshot."""
-        return f"files/sys/bus/pci/devices/{self.bdf}"
+        """Evidence source: the function's sysfs directory in the snapshot, or the ``lspci``
+        output it was read from when sysfs does not list it."""
+        return self.listed_in or f"files/sys/bus/pci/devices/{self.bdf}"
 
 
 @dataclass
@@ -110,6 +114,14 @@ class GpuFacts(NvsmiGpu):
     sources: list[str] = field(default_factory=list)
     name_source: str | None = None
     cuda_capability: str | None = None
+    field_sources: dict[str, str] = field(default_factory=dict)
+
+    def src(self, *fields: str) -> str:
+        """Where the first of ``fields`` that is known was read (for a finding's evidence)."""
+        for k in fields:
+            if k in self.field_sources:
+                return self.field_sources[k]
+        return self.sources[-1] if self.sources else "nvidia-smi"
 
 
 @dataclass
@@ -186,8 +198,10 @@ class Facts:
         snap = self.snap
         lspci = {}
         r = self.cmd_ok("lspci_vvv") or self.cmd_ok("lspci")
+        lspci_src = None
         if r:
             lspci = parse_lspci_vvv(r.stdout)
+            lspci_src = r.source
         out: dict[str, PciFunction] = {}
         base = "/sys/bus/pci/devices"
         names = sorted({n[: -len(".link")] if n.endswith(".link") else n for n in (snap.listdir(base) or [])})
@@ -239,20 +253,32 @@ class Facts:
                 except ConfigSpaceError as e:
                     f.config_error = str(e)
             f.lspci = lspci.get(bdf)
+            if f.iommu_group is None and f.lspci is not None:
+                f.iommu_group = f.lspci.iommu_group
             out[bdf] = f
         for bdf, dev in lspci.items():
             if bdf not in out:
-                out[bdf] = PciFunction(bdf=bdf, vendor=dev.vendor_id, device=dev.device_id, class_code=dev.class_code, lspci=dev)
+                out[bdf] = PciFunction(bdf=bdf, vendor=dev.vendor_id, device=dev.device_id, class_code=dev.class_code, lspci=dev,
+                                       iommu_group=dev.iommu_group, listed_in=lspci_src)
+        if any(d.secondary_bus is not None for d in lspci.values()):
+            # No sysfs device links: the tree comes from the bridges' bus numbers in lspci -vvv
+            # (a function under no bridge of the listing sits on a root bus).
+            parents = lspci_parents(lspci)
+            for bdf, f in out.items():
+                if not f.path_known and f.parent is None and f.lspci is not None:
+                    f.parent, f.parent_from = parents.get(bdf), lspci_src
         return out
 
     def pci_name(self, f: PciFunction) -> str:
-        """A function's name from the system pci.ids (never guessed): ``vendor device`` or
-        ``<vendor> unknown device 0xdddd``."""
+        """A function's name from the system pci.ids, else (NVIDIA GPUs newer than that file) from
+        the product's GPU data, never guessed: ``vendor device`` or ``<vendor> unknown device 0xdddd``."""
         db = system_pci_ids()
         if f.vendor is None:
             return "unknown device"
-        vn = db.vendor_name(f.vendor) or f"vendor 0x{f.vendor:04x}"
+        vn = db.vendor_name(f.vendor) or ("NVIDIA Corporation" if f.vendor == NVIDIA else f"vendor 0x{f.vendor:04x}")
         dn = db.device_name(f.vendor, f.device) if f.device is not None else None
+        if dn is None and f.vendor == NVIDIA and f.device is not None:
+            dn = data_device_name(f.device)
         return f"{vn} {dn}" if dn else f"{vn} unknown device 0x{(f.device or 0):04x}"
 
     # -- GPUs ------------------------------------------------------------------------------------
@@ -307,9 +333,10 @@ class Facts:
                     continue
                 m = merged.setdefault(g.bdf, GpuFacts(bdf=g.bdf))
                 for k, v in vars(g).items():
-                    if k == "bdf" or v is None or v == []:
+                    if k == "bdf" or v is None or v == [] or v == {}:
                         continue
                     setattr(m, k, v)
+                    m.field_sources[k] = src
                     if k == "name":
                         m.name_source = src
                 m.sources.append(src)
@@ -335,8 +362,14 @@ class Facts:
                 f = self.pci_functions().get(g.bdf)
                 db = system_pci_ids()
                 dn = db.device_name(NVIDIA, f.device) if f and f.device is not None else None
-                g.name = f"NVIDIA {dn}" if dn else "unknown device"
-                g.name_source = "pci.ids" if dn else None
+                if dn:
+                    g.name, g.name_source = f"NVIDIA {dn}", "pci.ids"
+                elif f is not None and f.device is not None and data_device_name(f.device):
+                    g.name, g.name_source = data_device_name(f.device), "infergap gpus.yaml (PCI device id)"
+                else:
+                    g.name = "unknown device"
+                if g.name_source:
+                    g.field_sources["name"] = f.source if f is not None else g.name_source
         return gl2
 
     @memo
@@ -609,6 +642,36 @@ class Facts:
         return out
 
     @memo
+    def nccl_runs(self) -> list[tuple[str, Any]]:
+        """(source, :class:`~infergap.evidence.nccl.NcclLogFacts`) for every NCCL log in the input:
+        pasted or snapshot evidence, and the NCCL run of ``audit --active`` (``probes/active.json``)."""
+        from infergap.evidence.common import nccl_logs
+        from infergap.evidence.nccl import parse_nccl_log
+
+        out = [(part.label, f) for part, f in nccl_logs(self.snap)]
+        a = self.snap.probe("active")
+        if isinstance(a, dict) and isinstance(a.get("nccl_log"), str) and a["nccl_log"].strip():
+            f = parse_nccl_log(a["nccl_log"].splitlines())
+            if f.nccl_lines:
+                out.append(("probes/active.json (NCCL log)", f))
+        return out
+
+    @memo
+    def collective_network(self) -> tuple[str | None, str | None]:
+        """How NCCL moved data in the logs of this input: ``rdma`` (a NET/IB channel), ``socket``
+        (a NET/Socket channel), ``local`` (one host, only P2P/SHM/NVLink channels) or None (no log
+        with channels); with the source."""
+        runs = self.nccl_runs()
+        for want, fam in (("rdma", "NET/IB"), ("socket", "NET/Socket")):
+            for src, f in runs:
+                if f.transports.get(fam) or any(lk.transport == fam for lk in f.links):
+                    return want, src
+        for src, f in runs:
+            if f.single_host and f.links and not any(lk.transport.startswith("NET") for lk in f.links):
+                return "local", src
+        return None, None
+
+    @memo
     def pip_packages(self) -> tuple[dict[str, str], str] | None:
         """Python packages of the serving environment (``pip list``), with the source."""
         r = self.cmd_ok("pip_list")
@@ -630,6 +693,15 @@ class Facts:
                 out[k.strip()] = v
         return out
 
+    def sysfs_complete(self) -> bool:
+        """Whether an absent sysfs path means absent on the host: a live host, or a snapshot written
+        by ``infergap collect`` (which globs every sysfs path it reads, see ``snapshot/sources.py``)."""
+        snap = getattr(self.snap, "base", None) or self.snap
+        if getattr(snap, "kind", None) == "live":
+            return True
+        m = snap.meta() if hasattr(snap, "meta") else {}
+        return str(m.get("schema", "")).startswith("infergap.snapshot") and "files" in (m.get("sources") or {})
+
     def pci_inventory_captured(self) -> bool:
         """Whether the PCI device list was captured (sysfs or lspci), so that the absence of an
         NVIDIA GPU in it is a fact rather than missing evidence."""
@@ -638,3 +710,34 @@ class Facts:
     def gpu_functions(self) -> list[PciFunction]:
         """PCI functions of NVIDIA GPUs (sysfs), ordered by BDF."""
         return [f for f in self.pci_functions().values() if f.is_gpu]
+
+
+_REAL_BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+
+
+def other_host(base: Snapshot, pasted: Snapshot) -> str | None:
+    """Why the GPUs of ``pasted`` (evidence files alone) cannot be ``base``'s (this machine or a
+    snapshot), or None when they may be. Pasted evidence of another host (a bug report read on a
+    laptop) is audited as its own host instead of being merged into this one.
+
+    Compared, in order: GPUs in the evidence and none here; PCI addresses none of which is here;
+    product names none of which is here; the GPU count, when the evidence names GPUs only by index
+    (``nvidia-smi topo -m``)."""
+    ev = Facts(pasted).gpus()
+    if not ev:
+        return None
+    here = "this machine" if getattr(base, "kind", None) == "live" else (getattr(base, "label", "") or "the snapshot")
+    mine = Facts(base).gpus()
+    names = sorted({g.name for g in ev if g.name and g.name != "unknown device"})
+    what = f"{len(ev)} GPU(s)" + (f" ({', '.join(names)})" if names else "")
+    if not mine:
+        return f"the evidence describes {what}; {here} has no NVIDIA GPU"
+    addr = {g.bdf for g in ev if _REAL_BDF.fullmatch(g.bdf)}
+    if addr and not addr & {g.bdf for g in mine}:
+        return f"the evidence describes {what} at PCI addresses {here} does not have"
+    my_names = {g.name for g in mine if g.name and g.name != "unknown device"}
+    if names and my_names and not set(names) & my_names:
+        return f"the evidence describes {what}; {here} has {', '.join(sorted(my_names))}"
+    if not addr and len(ev) != len(mine):
+        return f"the evidence describes {what}; {here} has {len(mine)}"
+    return None

@@ -197,7 +197,7 @@ def _s(x: Any) -> str:
 def describe_subject(kind: str, payload: Any) -> str:
     """What a run was about, from its payload: the audited host or snapshot (and GPUs), the
     benched server URL and model, the bounded model and GPUs, the inputs of a plan, the source of
-    a fix. Empty when the payload does not say."""
+    a fix, the cluster address or snapshots of a fleet run. Empty when the payload does not say."""
     if not isinstance(payload, dict):
         return ""
     parts: list[str] = []
@@ -205,7 +205,7 @@ def describe_subject(kind: str, payload: Any) -> str:
         host = payload.get("host") if isinstance(payload.get("host"), dict) else {}
         snap = host.get("snapshot") if isinstance(host.get("snapshot"), dict) else {}
         label = _s(snap.get("label"))
-        parts += [label if snap.get("kind") != "live" else "this machine" + (f" ({label})" if label and label != "live" else ""),
+        parts += [label if snap.get("kind") != "live" else "this machine",
                   _s(host.get("gpu_summary"))]
     elif kind == "bench":
         env = payload.get("environment") if isinstance(payload.get("environment"), dict) else {}
@@ -220,6 +220,10 @@ def describe_subject(kind: str, payload: Any) -> str:
         for st in payload.get("stages") or []:
             if isinstance(st, dict) and _s(st.get("detail")) and st.get("status") not in ("missing", None):
                 parts.append(f"{st.get('name')} {_s(st.get('detail'))}")
+    elif kind == "fleet":
+        src = payload.get("source") if isinstance(payload.get("source"), dict) else {}
+        where = _s(src.get("address")) or _s(src.get("snapshots"))
+        parts.append(f"{_s(src.get('kind')) or 'fleet'} {where}".strip())
     elif kind == "fix":
         src = payload.get("source") if isinstance(payload.get("source"), dict) else {}
         parts += [f"{k} {v}" if v != "live" else "this machine" for k, v in src.items() if isinstance(v, str)]

@@ -45,9 +45,24 @@ def test_max_read_request_ok(report):
     assert "4096" in f.title
 
 
-def test_swappiness_actionable_runtime(report):
-    f = one(report, "vm.swappiness")
-    assert f.status == Status.actionable and f.fix_kind == FixKind.runtime
+def test_swappiness_without_swap_not_applicable():
+    """This VM has no swap device (its /proc/swaps lists none): swappiness cannot swap serving
+    memory out, so it is reported, not flagged."""
+    with open_snapshot(HOSTS / "h200-1gpu-collect.tar.gz") as snap:
+        f = one(run_audit(snap), "vm.swappiness")
+    assert f.status == Status.not_applicable and "no swap" in f.title
+    assert [e.value for e in f.evidence] == ["60", "no swap configured"]
+
+
+def test_swappiness_with_swap_actionable_runtime(tmp_path):
+    import shutil
+
+    d = tmp_path / "s"
+    shutil.copytree(HOSTS / "h200-1gpu", d)
+    (d / "files" / "proc" / "swaps").write_text("Filename\tType\tSize\tUsed\tPriority\n/swap.img\tfile\t8388604\t0\t-2\n")
+    with open_snapshot(d) as snap:
+        f = one(run_audit(snap), "vm.swappiness")
+    assert f.status == Status.actionable and f.fix_kind == FixKind.runtime and f.severity.value == "P2"
     assert f.evidence[0].value == "60"
     assert f.remedy.revert[0] == "sysctl -w vm.swappiness=60"
     assert f.remedy.actions[0].type == "sysctl" and f.remedy.actions[0].previous == "60"
@@ -77,7 +92,8 @@ def test_gpu_named_from_nvidia_smi_not_pci_ids(report):
 
 
 def test_gpu_without_nvidia_smi_is_never_guessed(tmp_path):
-    """With only sysfs, the name comes from pci.ids when it knows 10de:2335, else "unknown device"."""
+    """With only sysfs, the name comes from pci.ids when it knows 10de:2335, else from the product's
+    GPU data (the device id beside each GPU), never "unknown device" and never guessed."""
     import shutil
 
     from infergap.parsers.pci import system_pci_ids
@@ -87,8 +103,7 @@ def test_gpu_without_nvidia_smi_is_never_guessed(tmp_path):
         r = run_audit(snap)
     known = system_pci_ids().device_name(0x10DE, 0x2335)
     name = r.host["gpus"][0]["name"]
-    assert name == (f"NVIDIA {known}" if known else "unknown device")
-    assert "H200" not in name or known
+    assert name == (f"NVIDIA {known}" if known else "NVIDIA H200 SXM 141GB")
 
 
 def test_json_contract(report):

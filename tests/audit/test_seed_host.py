@@ -26,7 +26,7 @@ def statuses(report, cid):
 
 
 @pytest.mark.parametrize("cid", ["nvidia.peermem", "pcie.max_read_request", "kernel.numa_balancing", "cpu.cstates", "limits.memlock",
-                                 "kernel.nmi_watchdog", "kernel.sched_autogroup", "vm.swappiness", "net.socket_buffers"])
+                                 "kernel.nmi_watchdog", "vm.swappiness", "net.socket_buffers"])
 def test_actionable_runtime(report, cid):
     st, fs = statuses(report, cid)
     assert st == {Status.actionable}
@@ -40,7 +40,7 @@ def test_actionable_reboot(report, cid):
     assert st == {Status.actionable} and all(f.fix_kind == FixKind.reboot for f in fs)
 
 
-@pytest.mark.parametrize("cid", ["allreduce.custom", "pcie.max_payload", "pcie.rcb", "nvlink.topology"])
+@pytest.mark.parametrize("cid", ["allreduce.custom", "pcie.max_payload", "pcie.rcb", "nvlink.topology", "kernel.sched_autogroup"])
 def test_expected(report, cid):
     st, fs = statuses(report, cid)
     assert st == {Status.expected}
@@ -85,10 +85,17 @@ def test_bmc_identified_not_nvswitch(report):
 
 def test_ranking_runtime_before_reboot_within_severity(report):
     act = report.by_status(Status.actionable)
-    assert act[0].id == "nvidia.peermem" and act[0].severity.value == "P0"
+    assert act[0].severity.value == "P1" and act[0].fix_kind == FixKind.runtime
     p1 = [f for f in act if f.severity.value == "P1"]
     kinds = [f.fix_kind for f in p1]
     assert kinds.index(FixKind.reboot) > max(i for i, k in enumerate(kinds) if k == FixKind.runtime)
+
+
+def test_peermem_severity_follows_the_hosts_use(report):
+    """An RDMA NIC without nvidia_peermem is P0 only when NCCL's inter-node traffic runs over it;
+    nothing in this capture shows inter-node traffic, so P1 saying when it becomes P0."""
+    (f,) = report.get("nvidia.peermem")
+    assert f.severity.value == "P1" and "P0 when this host exchanges tensors with other nodes" in f.impact
 
 
 def test_pending_kernel_named(report):

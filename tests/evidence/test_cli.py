@@ -31,6 +31,7 @@ def pasted_dir(tmp_path):
 
 def test_evidence_with_snapshot_one_report(tmp_path):
     d = pasted_dir(tmp_path)
+    shutil.copy(H200 / "cmds" / "nvsmi_topo.out", d / "topo.txt")  # the snapshot's own GPU: the same host
     r = run("--snapshot", str(H200), "--format", "json", "--evidence", "topo.txt", "nccl.log", "sglang.log", "notes.bin", cwd=d)
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
@@ -43,6 +44,18 @@ def test_evidence_with_snapshot_one_report(tmp_path):
     names = {i["name"] for i in rep["investigators"]}
     assert {"nccl_log", "engine_log", "server_config", "evidence"} <= names
     assert all(i["error"] is None for i in rep["investigators"] if i["name"] in names)
+
+
+def test_evidence_of_another_host_is_its_own_report(tmp_path):
+    """A four-GPU topology pasted next to a one-H200 snapshot describes another host: it is audited
+    on its own and the report says so, instead of merging into the H200's audit."""
+    d = pasted_dir(tmp_path)
+    r = run("--snapshot", str(H200), "--format", "json", "--evidence", "topo.txt", "nccl.log", cwd=d)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert "audited as its own host" in rep["host"]["snapshot"]["label"] and "4 GPU(s)" in rep["host"]["snapshot"]["label"]
+    assert len(rep["host"]["gpus"]) == 4
+    assert [f["status"] for f in rep["findings"] if f["id"] == "vm.swappiness"] == ["unknown"]  # nothing of the H200 snapshot leaks in
 
 
 def test_evidence_with_live_host_text_report(tmp_path):

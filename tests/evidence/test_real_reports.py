@@ -18,7 +18,7 @@ EXPECT = {
     "nccl-1537-gdr-disabled.log": [("nccl.gdr", "actionable", "P0", "mlx5_0"), ("nccl.env", "ok", None, "NCCL_IB_HCA")],
     "nccl-1676-gdr-peermem.log": [("nccl.gdr", "actionable", "P1", "mlx5_2")],
     "nccl-2225-p2p-disabled.log": [("nccl.p2p", "actionable", "P1", "6 GPU pair")],
-    "nccl-287-rtx5090-socket.log": [("nccl.version", "ok", None, "2.25.1"), ("nccl.transport", "unknown", None, "no channel lines")],
+    "nccl-287-rtx5090-socket.log": [("nccl.version", "actionable", "P0", "2.25.1"), ("nccl.transport", "unknown", None, "no channel lines")],
     "vllm-13719-custom-ar.log": [("allreduce.custom", "expected", None, "PCIe-only")],
     "vllm-17619-moe-default.log": [("engine.moe_config", "actionable", "P2", "untuned")],
     "vllm-17768-moe-ansi.log": [("engine.moe_config", "actionable", "P2", "untuned")],

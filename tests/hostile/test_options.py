@@ -60,6 +60,11 @@ def refused(r, option: str, *words: str) -> str:
     (["--trials", "0"], "--trials 0", ["at least 1"]),
     (["--warmup", "-1"], "--warmup -1", ["at least 0"]),
     (["--seed", "x"], "--seed x", ["whole number"]),
+    (["--api", "grpc"], "--api grpc", ["chat or completions"]),
+    (["--arrival", "burst"], "--arrival burst", ["poisson or constant"]),
+    (["--search", "fast"], "--search fast", ["rate or concurrency"]),
+    (["--time-scale", "0"], "--time-scale 0", ["greater than 0"]),
+    (["--max-duration", "nan"], "--max-duration nan", ["finite"]),
 ])
 def test_bench_numbers(args, option, words):
     refused(run_cli("bench", "--url", NOWHERE, *args, timeout=60), option, *words)
@@ -140,3 +145,33 @@ def test_bad_choices_and_types_use_our_words():
     refused(run_cli("roofline", "-m", "llama-3.1-8b", "--gpu", "h200", "--format", "xml"), "--format xml", "text, json or md")
     refused(run_cli("history", "--format", "md"), "--format md", "text or json")
     refused(run_cli("bench"), "--url", "bench", "required")
+
+
+def test_every_numeric_option_goes_through_the_shared_validators():
+    """An int or float option of any command (nested ones too) is parsed by infergap.cli.validate,
+    so that NaN, infinities, out-of-range values and library wording cannot get through."""
+    import typing
+
+    import typer
+
+    from infergap.cli import app
+
+    def walk(prefix, group):
+        for name, cmd in getattr(group, "commands", {}).items():
+            yield f"{prefix}{name}", cmd
+            yield from walk(f"{prefix}{name} ", cmd)
+
+    unchecked = []
+    for name, cmd in walk("", typer.main.get_command(app)):
+        for p in getattr(cmd, "params", []):
+            td = getattr(p, "type_descriptor", None)
+            if td is None:
+                continue
+            ann = td.annotation
+            args = [a for a in typing.get_args(ann) if a is not type(None)] or [ann]
+            numeric = any(a in (int, float) for a in args)
+            parser = getattr(td.parameter_info, "parser", None)
+            if numeric and getattr(parser, "__module__", None) != "infergap.cli.validate":
+                unchecked.append(f"{name} {p.opts[0] if p.opts else p.name}")
+    assert not unchecked, ("numeric options without a parser from infergap.cli.validate (use e.g. "
+                           f"parser=validate.number(gt=0, le=...)): {unchecked}")

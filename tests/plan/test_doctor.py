@@ -109,7 +109,7 @@ def test_stages_that_cannot_run_are_recorded(tmp_path):
     st = {s["name"]: s for s in plan["stages"]}
     assert st["server"]["status"] == "failed" and st["roofline"]["status"] == "skipped" and st["bench"]["status"] == "failed"
     assert "no-such-model" in st["roofline"]["detail"] and st["audit"]["status"] == "ok"
-    assert plan["host_fixes"] and plan["host_fixes"][0]["id"] == "nvidia.peermem"  # the audit still drove the plan
+    assert plan["host_fixes"] and "nvidia.peermem" in [h["id"] for h in plan["host_fixes"]]  # the audit still drove the plan
     html = (tmp_path / "report.html").read_text()
     assert "Not computed" in html and "No sweep" in html
 

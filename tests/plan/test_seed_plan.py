@@ -33,10 +33,11 @@ def test_gap_first_three_point_four_percent_of_aggregate(seed_plan):
     assert p10.bound == "batched" and p10.binds == "memory" and 0 < p10.ratio < 1
 
 
-def test_host_fixes_runtime_first_p0_first(seed_plan):
+def test_host_fixes_runtime_first_worst_first(seed_plan):
     kinds = [h.fix_kind for h in seed_plan.host_fixes]
-    assert kinds[0] == "runtime" and seed_plan.host_fixes[0].severity == "P0"
-    assert seed_plan.host_fixes[0].id == "nvidia.peermem"
+    # nothing in the seed capture shows inter-node traffic over its RDMA NIC: nvidia_peermem is P1, not P0
+    assert kinds[0] == "runtime" and seed_plan.host_fixes[0].severity == "P1"
+    assert next(h for h in seed_plan.host_fixes if h.id == "nvidia.peermem").severity == "P1"
     first_other = next(i for i, k in enumerate(kinds) if k != "runtime")
     assert all(k != "runtime" for k in kinds[first_other:])
     mrr = next(h for h in seed_plan.host_fixes if h.id == "pcie.max_read_request")

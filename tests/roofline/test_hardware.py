@@ -63,6 +63,19 @@ def test_host_gpus_from_collected_archive():
     assert hw.gpu.id == "h200" and hw.count == 1
 
 
+def test_auto_needs_the_hosts_gpus():
+    """The roofline does not open a snapshot itself: --gpu auto needs the GPUs handed in."""
+    with pytest.raises(UserError, match="GPUs were not read"):
+        load_hardware("auto")
+
+
+def test_auto_from_gpus_handed_in():
+    from infergap.roofline.hardware import HostGpu
+
+    hw = load_hardware("auto", host=[HostGpu(name="NVIDIA H200", memory_total_B=143771 * 2**20, bdf="0000:00:06.0")] * 2)
+    assert hw.gpu.id == "h200" and hw.count == 2 and hw.memory_B == 143771 * 2**20
+
+
 def test_auto_without_gpus(tmp_path):
     (tmp_path / "cmds").mkdir()
     with open_snapshot(str(tmp_path)) as snap:
@@ -73,7 +86,8 @@ def test_auto_without_gpus(tmp_path):
 def test_auto_on_this_host_answers():
     """On the machine running the tests: its GPUs if it has any, else one clear error."""
     try:
-        hw = load_hardware("auto")
+        with open_snapshot(None) as live:
+            hw = load_hardware("auto", host=host_gpus(live))
     except UserError as e:
         assert "--gpu auto:" in str(e)
     else:

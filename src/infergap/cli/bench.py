@@ -127,12 +127,12 @@ class _Progress:
 def bench(
     url: str = url_option(True, "Server base URL, e.g. http://127.0.0.1:8000 (or …/v1)."),
     model: Optional[str] = served_model_option(),
-    api: str = typer.Option("chat", "--api", help="chat (/v1/chat/completions) or completions (/v1/completions)."),
+    api: str = typer.Option("chat", "--api", parser=v.choice("chat", "completions"), metavar="chat|completions", help="chat (/v1/chat/completions) or completions (/v1/completions)."),
     concurrency: Optional[list] = typer.Option(None, "--concurrency", metavar="N,N,...", parser=v.number_list(
         integer=True, ge=1, le=MAX_CONCURRENCY), help="Closed-loop levels, e.g. 1,2,4,8 (default 1,2,4,8,16,32,64); with --request-rate: one cap on requests in flight."),
     request_rate: Optional[list] = typer.Option(None, "--request-rate", metavar="R,R,...", parser=v.number_list(
         gt=0, le=1e6), help="Open-loop request rates in req/s, e.g. 1,2,4."),
-    arrival: str = typer.Option("poisson", "--arrival", help="poisson or constant inter-arrival times (rate mode)."),
+    arrival: str = typer.Option("poisson", "--arrival", parser=v.choice("poisson", "constant"), metavar="poisson|constant", help="poisson or constant inter-arrival times (rate mode)."),
     num_prompts: Optional[int] = typer.Option(None, "--num-prompts", metavar="N", parser=v.number(
         integer=True, ge=1, le=MAX_PROMPTS, cap_reason="every prompt is built before the run; use --duration for longer runs"),
         help="Requests per trial (default 4 × concurrency, ≥ 32)."),
@@ -144,7 +144,7 @@ def bench(
     time_scale: float = typer.Option(1.0, "--time-scale", metavar="F", parser=v.number(gt=0, le=1e6), help="Trace replay: multiply the trace's arrival times (0.5 = twice as fast)."),
     max_duration: Optional[float] = typer.Option(None, "--max-duration", metavar="SECONDS", parser=v.seconds, help="Trace replay: only the arrivals of the first N seconds (after --time-scale)."),
     token_scale: float = typer.Option(1.0, "--token-scale", metavar="F", parser=v.number(gt=0, le=1e6), help="Trace replay: multiply the trace's token lengths (a small test server)."),
-    search: Optional[str] = typer.Option(None, "--search", help="rate or concurrency: find the highest load meeting every --slo percentile bound (bracketing, then bisection)."),
+    search: Optional[str] = typer.Option(None, "--search", parser=v.choice("rate", "concurrency"), metavar="rate|concurrency", help="rate or concurrency: find the highest load meeting every --slo percentile bound (bracketing, then bisection)."),
     trials: int = typer.Option(3, "--trials", metavar="N", parser=v.number(integer=True, ge=1, le=1000), help="Repetitions of each point."),
     warmup: int = typer.Option(4, "--warmup", metavar="N", parser=v.number(integer=True, ge=0, le=MAX_PROMPTS), help="Unmeasured requests before each point."),
     seed: int = typer.Option(0, "--seed", metavar="N", parser=v.number(integer=True, ge=0, le=2**32 - 1), help="Seed of the prompt lengths and arrival times."),
@@ -165,10 +165,6 @@ def bench(
     from infergap.bench.runner import run
     from infergap.render import bench as render
 
-    if api not in ("chat", "completions"):
-        raise UserError(f"--api {api!r}: expected chat or completions")
-    if arrival not in ("poisson", "constant"):
-        raise UserError(f"--arrival {arrival!r}: expected poisson or constant")
     if plot is not None and plot.suffix.lower() not in (".svg", ".png"):
         raise UserError(f"--plot {plot}: expected a .svg or .png file name")
     if num_prompts is not None and duration is not None:
@@ -179,9 +175,6 @@ def bench(
     wl = None
     if not (dataset == "random" or dataset.startswith("sharegpt:")):
         wl = workloads.parse_dataset(dataset)
-    if search is not None and search.lower() not in ("rate", "concurrency"):
-        raise UserError(f"--search {search}: expected rate or concurrency")
-    search = search.lower() if search else None
     targets = slo_search.parse_targets(slo) if slo else []
     if search and not targets:
         raise UserError("--search needs --slo with percentile bounds, e.g. --slo ttft_p99=2s,tpot_p99=80ms")

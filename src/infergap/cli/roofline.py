@@ -50,7 +50,7 @@ def roofline(
 ) -> None:
     """Bound a model's tok/s on a host: single-stream (aggregate and per-GPU), batched, prefill, KV capacity."""
     from infergap.errors import UserError
-    from infergap.roofline import Parallel, Workload, bounds, load_hardware, load_model
+    from infergap.roofline import Parallel, Workload, bounds, host_gpus, load_hardware, load_model
     from infergap.roofline.render import render_markdown, render_text
     from infergap.snapshot import SnapshotError, open_snapshot
 
@@ -80,7 +80,7 @@ def roofline(
             hw = load_hardware(
                 gpu,
                 count,
-                snapshot=snap,
+                host=host_gpus(snap) if snap is not None else None,
                 ceiling=ceiling.value,
                 bandwidth_efficiency=bandwidth_efficiency,
                 measured_bandwidth_GBps=measured_bandwidth,

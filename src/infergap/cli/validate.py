@@ -130,15 +130,21 @@ def run_id(value: Any) -> Any:
     return n
 
 
-def one_of(value: str, choices: list[str] | tuple[str, ...]) -> str:
-    """``value`` lower-cased when it is one of ``choices`` (compared case-insensitively), else
-    :class:`ValueError` listing them."""
-    v = value.strip().lower()
-    for c in choices:
-        if v == c.lower():
-            return c
-    raise ValueError(f"{value}: expected {', '.join(choices[:-1])} or {choices[-1]}" if len(choices) > 1
-                     else f"{value}: expected {choices[0]}")
+def choice(*choices: str) -> Callable[[Any], Any]:
+    """A Typer ``parser=`` for one of ``choices``, compared case-insensitively; returns the
+    choice as spelled in ``choices``, or raises :class:`ValueError` listing them. ``None`` passes."""
+
+    def parse(value: Any) -> Any:
+        if value is None:
+            return None
+        v = str(value).strip().lower()
+        for c in choices:
+            if v == c.lower():
+                return c
+        shown = ", ".join(choices[:-1]) + f" or {choices[-1]}" if len(choices) > 1 else choices[0]
+        raise ValueError(f"{value}: expected {shown}")
+
+    return parse
 
 
 # -- the checks every command shares -------------------------------------------------------------

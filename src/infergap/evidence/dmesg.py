@@ -1,5 +1,6 @@
 """Facts from a kernel log (``dmesg`` or ``journalctl -k``): NVIDIA Xid events and PCIe AER errors.
 
+What each Xid code means is data: the ``xid`` entries of ``infergap/data/signatures.yaml``.
 Line formats are the kernel's and the NVIDIA driver's: ``NVRM: Xid (PCI:0000:02:00): 79, GPU has
 fallen off the bus.`` (Xid meanings: NVIDIA's "XID Errors" document), ``pcieport 0000:00:02.0: AER:
 Corrected error received`` and ``PCIe Bus Error: severity=Uncorrected (Fatal)``
@@ -16,9 +17,6 @@ from pydantic import BaseModel, Field
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)\): (\d+)(?:, pid=\S+)?(?:, name=\S+)?,?\s*(.*)$")
 _AER = re.compile(r"(\S{1,64} [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): (?:AER: )?PCIe Bus Error: severity=([A-Za-z ()]{1,64}?),")
 
-#: Xid codes that mean the GPU or its link is failing (NVIDIA XID Errors document): 48 double-bit
-#: ECC, 74 NVLink error, 79 fallen off the bus, 92/94/95 ECC/containment, 119/120 GSP timeouts.
-SEVERE_XIDS = {48, 74, 79, 92, 94, 95, 119, 120}
 
 
 class DmesgFacts(BaseModel):

@@ -29,7 +29,7 @@ _VLLM_ENGINE = re.compile(r"Initializing a V(\d) LLM engine \(v?([^)]+)\) with c
 _VLLM_VERSION = re.compile(r"vLLM API server version (\S+)")
 _VLLM_NAMESPACE = re.compile(r"\bargs: Namespace\((.*)\)\s*$")
 _SGL_VERSION = re.compile(r"\bsglang(?:==| version:? ?|, v)(\d+\.\d+\.\d+\S*)", re.I)
-_CUSTOM_AR = re.compile(r"Custom allreduce is disabled because (.+?)(?:\s*To silence this warning.*)?$")
+_CUSTOM_AR = re.compile(r"Custom ?[Aa]ll[Rr]educe(?:V2)? is disabled because (.+?)(?:\s*To silence this warning.*)?$")
 _MOE_DEFAULT = re.compile(r"Using default MoE config\. Performance might be sub-optimal!(?: Config file not found at \[?'?([^'\]]+))?")
 _MOE_SGL = re.compile(r"(?:Config file not found at (\S+?)\.? Fallback|Using MoE kernel config with down_moe=False\. Performance might be sub-optimal! Config file not found at (\S+?),)")
 _CAPTURE_BS = re.compile(r"Capture cuda graph bs \[([\d,\s]+)\]")
@@ -256,7 +256,7 @@ def parse_engine_log(lines: Iterable[str]) -> EngineLogFacts:
                 if qm:
                     dec["queue"] = max(dec["queue"], int(qm.group(1)))
                 continue
-        if "Custom allreduce is disabled" in line:
+        if "is disabled" in line and ("Custom allreduce" in line or "CustomAllreduce" in line or "CustomAllReduceV2" in line):
             m = _CUSTOM_AR.search(line)
             reason = (m.group(1) if m else "").strip().rstrip(".")
             if reason not in ar_seen:

@@ -100,10 +100,6 @@ def compute_capabilities(snap: Any) -> list[str]:
     return []
 
 
-#: Product names of SM120 (Blackwell workstation/consumer) GPUs, for hosts without a probe.
-SM120_NAMES = ("RTX PRO 6000", "RTX PRO 5000", "RTX PRO 4500", "RTX PRO 4000", "RTX 5090", "RTX 5080", "RTX 5070")
-
-
 def is_sm120(snap: Any) -> bool | None:
     """True when the GPUs are compute capability 12.x; None when unknown."""
     caps = compute_capabilities(snap)
@@ -111,7 +107,9 @@ def is_sm120(snap: Any) -> bool | None:
         return any(c.startswith("12.") for c in caps)
     names = gpu_names(snap)
     if names:
-        return any(any(s in n for s in SM120_NAMES) for n in names)
+        from infergap.gpudata import sm_of
+
+        return any(sm_of(n) == 120 for n in names)
     return None
 
 

@@ -16,24 +16,30 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-#: ``host:pid:tid [dev]`` just before the first ``] NCCL `` of a line (HOST_NAME_MAX is 64), and the
-#: level and message after it. Matched around that one position, so a crafted line costs time in
-#: proportion to its length (a search from every position would be quadratic).
+#: ``host:pid:tid [dev] NCCL INFO msg`` (NCCL 2.2-2.3 printed ``INFO``/``WARN`` without ``NCCL``).
+#: The ``] NCCL INFO`` anchor is found first and the head is matched in the 100 characters before
+#: it (HOST_NAME_MAX is 64), so a crafted line costs time in proportion to its length; one search
+#: of the whole pattern from every position would be quadratic.
+_ANCHOR = re.compile(r"\] (?:NCCL )?(?:INFO|WARN|TRACE|ABORT)")
 _HEAD = re.compile(r"(?P<host>[^\s:\[\]]{1,64}):(?P<pid>\d{1,10}):(?P<tid>\d{1,10}) \[(?P<dev>\d{1,6})\]$")
-_TAIL = re.compile(r" NCCL (?P<lvl>INFO|WARN|TRACE|ABORT) ?(?P<msg>.*)$")
+_TAIL = re.compile(r" (?:NCCL )?(?P<lvl>INFO|WARN|TRACE|ABORT) ?(?P<msg>.*)$")
 
 
 def _prefix(line: str) -> dict[str, str] | None:
-    """``host``, ``pid``, ``tid``, ``dev``, ``lvl``, ``msg`` of an NCCL debug line, or None."""
-    pos = line.find("] NCCL ")
-    if pos < 0:
-        return None
-    head = _HEAD.search(line, max(0, pos - 100), pos + 1)
-    tail = _TAIL.match(line, pos + 1) if head else None
-    return {**head.groupdict(), **tail.groupdict()} if tail else None
+    """``host``, ``pid``, ``tid``, ``dev``, ``lvl``, ``msg`` of an NCCL debug line, or None (the
+    first 8 anchors of a line are tried)."""
+    for n, a in enumerate(_ANCHOR.finditer(line)):
+        if n == 8:
+            break
+        pos = a.start()
+        head = _HEAD.search(line, max(0, pos - 100), pos + 1)
+        tail = _TAIL.match(line, pos + 1) if head else None
+        if tail:
+            return {**head.groupdict(), **tail.groupdict()}
+    return None
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)(?:\+cuda(\d+\.\d+))?")
 _CHANNEL = re.compile(
-    r"Channel (?P<ch>\d+)(?:/\d+)? ?: (?P<src>\d+)\[(?P<sdev>[0-9a-fx]+)\] -> (?P<dst>\d+)\[(?P<ddev>[0-9a-fx]+)\]"
+    r"(?:Channel|Ring) (?P<ch>\d+)(?:/\d+)? ?: (?P<src>\d+)\[(?P<sdev>[0-9a-fx]+)\] -> (?P<dst>\d+)\[(?P<ddev>[0-9a-fx]+)\]"
     r"(?: \[(?P<dir>send|receive)\])? via (?P<via>.+?)\s*$"
 )
 _RING = re.compile(r"^Channel (\d+)/(\d+) ?:\s+\d+(?:\s+\d+)*\s*$")
@@ -60,6 +66,8 @@ def transport_family(via: str) -> str:
     >>> transport_family("NET/IBext_v8/7/GDRDMA"), transport_family("P2P/direct pointer/read")
     ('NET/IB', 'P2P/direct')
     """
+    if "shared memory" in via:  # NCCL 2.3: "via direct shared memory"
+        return "SHM"
     parts = via.split("/")
     head = parts[0].upper()
     if head == "P2P":
@@ -174,7 +182,7 @@ def parse_nccl_log(lines: Iterable[str]) -> NcclLogFacts:
     p2p_off: dict[tuple[int, int], None] = {}
     for line in lines:
         f.lines += 1
-        if "NCCL" not in line:
+        if "NCCL" not in line and " INFO " not in line and " WARN " not in line:
             continue
         m = _prefix(line)
         if m:
@@ -197,7 +205,7 @@ def parse_nccl_log(lines: Iterable[str]) -> NcclLogFacts:
                 warn_seen.add(key)
                 f.warnings.append(msg.strip()[:300])
             continue
-        if msg.startswith("Channel"):
+        if msg.startswith(("Channel", "Ring")):
             cm = _CHANNEL.search(msg)
             if cm:
                 src, dst = int(cm.group("src")), int(cm.group("dst"))

@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infergap.evidence.signatures import line_kind
 from infergap.evidence.text import clean_line, decode
 
 #: Longest line read at once; a longer line is read in pieces (bounded memory on a runaway line).
@@ -55,13 +56,16 @@ KINDS: dict[str, tuple[str, str]] = {
     "env": ("environment (GPU/CUDA/NCCL variables)", "cmd:env"),
     "torch": ("infergap's torch probe (JSON)", "cmd:torch"),
     "collect_env": ("python -m torch.utils.collect_env", "log"),
+    "check_env": ("python -m sglang.check_env", "log"),
+    "traceback": ("Python traceback", "log"),
+    "fragment": ("lines of a known failure signature (signatures.yaml)", "log"),
     "dmesg": ("kernel log (dmesg)", "log"),
     "nccl_log": ("NCCL log (NCCL_DEBUG=INFO)", "log"),
     "sglang_log": ("SGLang server log", "log"),
     "vllm_log": ("vLLM server log", "log"),
 }
 
-LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "dmesg")
+LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "dmesg", "traceback", "fragment")
 
 # -- start markers (tested on the stripped line) ------------------------------------------------
 _START: list[tuple[str, re.Pattern[str]]] = [
@@ -88,6 +92,7 @@ _START: list[tuple[str, re.Pattern[str]]] = [
     ("torch", re.compile(r'^\{"torch": ?"')),
     ("env", re.compile(r"^(?:export )?(?:NCCL|CUDA|NVIDIA|NV|TORCH|VLLM|SGLANG|PYTORCH|LD_LIBRARY|PATH|HOME|HOSTNAME|OMP)[A-Z0-9_]*=")),
     ("collect_env", re.compile(r"^(?:Collecting environment information|PyTorch version: \S)")),
+    ("check_env", re.compile(r"^Python: \d+\.\d+\.\d+ \(")),
 ]
 _START_RE = {k: r for k, r in _START}
 #: Start markers are short lines: a longer line is tested on its first characters only, and never
@@ -98,10 +103,10 @@ _WHOLE_LINE = {k for k, r in _START if r.pattern.endswith("$")}
 #: Kinds whose start marker repeats on every line (each line of ``sysctl -a`` is a marker).
 _REPEATING = {"lspci", "sysctl_all", "pip_freeze", "ulimit", "nvsmi_nvlink", "cmdline", "env", "lspci_tree"}
 #: Kinds one of whose markers, inside a part of the key kind, continues it.
-_CONTINUES = {"lspci_vvv": {"lspci"}, "collect_env": {"pip_freeze", "collect_env"}, "nvsmi_topo": {"nvsmi_p2p"}}
+_CONTINUES = {"lspci_vvv": {"lspci"}, "collect_env": {"pip_freeze", "collect_env"}, "nvsmi_topo": {"nvsmi_p2p"}, "check_env": {"pip_freeze", "env"}}
 
 # -- log line shapes (tested on the cleaned line) ----------------------------------------------
-_NCCL = re.compile(r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b|^NCCL version \d")
+_NCCL = re.compile(r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b|^NCCL version \d|^\S+:\d+:\d+ \[\d+\] (?:INFO|WARN) ")
 _SGLANG_START = re.compile(r"\[(?:TP|DP|PP|EP)\d+(?: (?:TP|DP|PP|EP)\d+)*\] |\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[ ,]\S[^\]]*)?\] |\[\d\d:\d\d:\d\d(?: [A-Z]{2}\d+)*\] ")
 _SGLANG_WORDS = ("server_args=ServerArgs(", "sglang.launch_server", "Decode batch. #running-req", "Decode batch, #running-req",
                  "Prefill batch. #new-seq", "Prefill batch, #new-seq")
@@ -111,6 +116,13 @@ _VLLM = re.compile(
 )
 _VLLM_WORDS = ("vLLM API server version", "LLM engine (v")
 _DMESG = re.compile(r"^\[\s*\d+\.\d{3,6}\] |^\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ kernel: |^kernel: ")
+#: Kernel messages pasted without a timestamp (``NVRM: Xid …``, ``AMD-Vi: Event logged …``), or
+#: behind another prefix (``kern: warning: [2026-…]: NVRM: …``).
+_KERNEL_MSG = re.compile(r"(?:^|[\s:\]])(?:NVRM: |AMD-Vi: |DMAR: |pcieport \S+: AER: |nvidia-modeset: ERROR)")
+#: A "package version" line of a listing pasted without ``pip list``'s header (``torch 2.3.0+cu118``).
+_PKGVER = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]*\s+v?\d+\.\d+[\w.+!\-]*$")
+#: Lines of a Python traceback (the header, a frame, an exception line).
+_TRACEBACK = re.compile(r"^(?:Traceback \(most recent call last\):|\s+File \"[^\"]+\", line \d+|(?:\[rank\d+\]: )?(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): \S|nccl\w+Error: |ncclInvalidUsage: |Last error:$)")
 
 # -- part separators ----------------------------------------------------------------------------
 _QUOTE_PREFIX = re.compile(r"^\s*> ?")
@@ -265,7 +277,7 @@ def log_kinds(line: str) -> tuple[str, ...]:
     """
     s = line.lstrip()
     out = []
-    if "NCCL" in s and _NCCL.search(s):
+    if ("NCCL" in s or "INFO" in s or "WARN" in s) and _NCCL.search(s):
         out.append("nccl_log")
     c = s[:1]
     if (c == "[" and _SGLANG_START.match(s)) or any(w in s for w in _SGLANG_WORDS) or ("batch" in s and _SGLANG_SCHED.search(s)):
@@ -275,7 +287,16 @@ def log_kinds(line: str) -> tuple[str, ...]:
         out.append("vllm_log")
     if c in "[kADFJMNOS" and "sglang_log" not in out and _DMESG.match(s):
         out.append("dmesg")
-    return tuple(out)
+    if out:
+        return tuple(out)
+    if ("NVRM" in s or "AMD-Vi" in s or "DMAR" in s or "AER" in s or "nvidia-modeset" in s) and _KERNEL_MSG.search(s):
+        return ("dmesg",)
+    sk = line_kind(s)
+    if sk is not None:
+        return (sk,)
+    if _TRACEBACK.match(line):
+        return ("traceback",)
+    return ()
 
 
 def _prompt_hint(stripped: str) -> str | None | bool:
@@ -320,8 +341,12 @@ def _close(seg: _Seg, end: int) -> tuple[str | None, frozenset[str]]:
             kind = "nccl_log"
         elif logs.get("dmesg"):
             kind = "dmesg"
+        elif logs.get("traceback") or logs.get("fragment"):
+            kind = "traceback" if logs.get("traceback", 0) >= logs.get("fragment", 0) else "fragment"
         elif seg.hint and seg.content:
             kind = seg.hint
+        elif seg.counts.get("_pkgver", 0) >= 2 and 2 * seg.counts["_pkgver"] >= seg.content:
+            kind = "pip_text"  # "torch 2.3.0+cu118" lines without pip's header
     if kind is None:
         return None, frozenset()
     kinds = {kind}
@@ -379,7 +404,7 @@ def scan_file(path: str | Path) -> tuple[list[EvidencePart], list[Unrecognized]]
             if _FENCE.match(s):
                 seg = finish(line_start, pos, lineno + 1, hint=seg.hint if not seg.content else None)
                 continue
-            hint = _prompt_hint(s) if s[0] in "$#>[P" or "@" in s[:64] else False
+            hint = _prompt_hint(s) if (s[0] in "$#>[P" or "@" in s[:64]) and not s.startswith(">>>") else False
             if hint is not False:
                 seg = finish(line_start, pos, lineno + 1, hint=hint)
                 continue
@@ -415,6 +440,8 @@ def scan_file(path: str | Path) -> tuple[list[EvidencePart], list[Unrecognized]]
                     seg.vvv += 1
                 elif seg.kind == "nvsmi_nvlink" and s.startswith("Link "):
                     seg.counts["_link"] += 1
+                elif seg.kind is None and _PKGVER.match(s):
+                    seg.counts["_pkgver"] += 1
                 elif seg.kind in ("nvsmi_p2p", "nvsmi_topo"):
                     if "= Status Ok" in s or s.startswith("CNS"):
                         seg.counts["_p2p_legend"] += 1

@@ -89,6 +89,8 @@ class EvidenceSnapshot(Snapshot):
     """
 
     kind = "evidence"
+    #: Why these files were taken for another host than the one they were given with (or None).
+    other_host: str | None = None
 
     def __init__(self, base: Snapshot | None, paths: list[str | os.PathLike[str]] | tuple = ()) -> None:
         self.base = base
@@ -282,4 +284,15 @@ def open_with_evidence(snapshot: str | os.PathLike[str] | None, evidence: list[s
         if base is None:
             raise UserError("nothing to audit: --no-host needs --snapshot or --evidence")
         return base
+    if base is not None and paths:
+        from infergap.facts import other_host
+
+        pasted = EvidenceSnapshot(None, paths)
+        why = other_host(base, pasted)
+        if why is not None:  # a paste of another host: audited on its own, never merged into this one
+            pasted.label += f" — audited as its own host, not merged with {base.label or 'this machine'}: {why}"
+            pasted.other_host = why
+            base.close()
+            return pasted
+        pasted.close()
     return EvidenceSnapshot(base, paths)

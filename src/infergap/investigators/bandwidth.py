@@ -2,33 +2,24 @@
 device memory against the datasheet, NCCL all-reduce bus bandwidth against the link.
 
 Reference figures:
-- PCIe per direction, x16: gen3 15.75, gen4 31.5, gen5 63.0 GB/s (GT/s x lanes x 128/130 / 8,
-  PCIe Base Specification); pinned copies reach ~80-90 % of it (this project's H200 measurement:
+- PCIe per direction, x16: the table in ``data/pcie.yaml`` (gen4 31.5, gen5 63.0 GB/s: GT/s x lanes x
+  128/130 / 8, PCIe Base Specification); pinned copies reach ~80-90 % of it (this project's H200 measurement:
   55.5 GB/s on gen5 x16 = 88 %). Below 60 % points at the link, the IOMMU or NUMA placement.
-- Device memory: datasheet peak (H200 4.8 TB/s, H100 SXM 3.35, A100 80GB 2.039, B200 8.0, RTX PRO
-  6000 Blackwell Server 1.597, L40S 0.864 TB/s). A copy reaches ~85-90 % (H200 measured 4.2-4.3 TB/s);
+- Device memory: the datasheet peak of ``data/gpus.yaml`` (H200 4.8 TB/s). A copy reaches ~85-90 % (H200 measured 4.2-4.3 TB/s);
   below 70 % is flagged.
 - Pageable copies go through a staging buffer and are expected to be several times slower.
 """
 
 from __future__ import annotations
 
+from infergap.gpudata import datasheet_bandwidth_TBps, pcie_link_GBps
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status
 from infergap.investigators.base import Context, evidence, finding
 
 NAME = "bandwidth"
-PCIE_GBPS = {3: 15.75, 4: 31.5, 5: 63.0, 6: 126.0}
-DATASHEET_TBPS = {"H200": 4.8, "H100 80GB HBM3": 3.35, "H100 SXM": 3.35, "A100-SXM4-80GB": 2.039, "A100 80GB": 2.039, "B200": 8.0,
-                  "RTX PRO 6000 Blackwell Server": 1.597, "RTX PRO 6000 Blackwell Workstation": 1.792, "L40S": 0.864}
 H2D_OK = 0.60
 MEM_OK = 0.70
 
-
-def _datasheet(name: str) -> float | None:
-    for k, v in DATASHEET_TBPS.items():
-        if k.lower() in name.lower():
-            return v
-    return None
 
 
 def investigate(ctx: Context) -> list[Finding]:
@@ -59,7 +50,7 @@ def _judge(ctx: Context, data: dict) -> list[Finding]:
         g = gpus[i] if i < len(gpus) else None
         subj = g.bdf if g else f"cuda:{i}"
         gen, width = (g.pcie_gen_max, g.pcie_width_max) if g else (None, None)
-        link = PCIE_GBPS.get(gen or 0, 0) * (width or 16) / 16 if gen else None
+        link = pcie_link_GBps(gen, width or 16) if gen else None
         evs = evidence((src, f"H2D pinned {c['h2d_pinned_GBps']:.1f} GB/s, D2H pinned {c['d2h_pinned_GBps']:.1f} GB/s, H2D pageable {c['h2d_pageable_GBps']:.1f} GB/s ({c['bytes'] >> 20} MiB, median of {c['repeats']}, CUDA events on the GPU)"))
         if link:
             frac = c["h2d_pinned_GBps"] / link
@@ -71,7 +62,7 @@ def _judge(ctx: Context, data: dict) -> list[Finding]:
             else:
                 out.append(finding("pcie.h2d_bandwidth", NAME, Status.ok, f"GPU {subj}: pinned host-to-device copy {c['h2d_pinned_GBps']:.1f} GB/s = {frac:.0%} of gen{gen} x{width} ({link:.1f} GB/s)",
                                    subject=subj, evidence_=evs, expected_value=f">= {H2D_OK:.0%} of {link:.1f} GB/s"))
-        peak = _datasheet(g.name or "") if g else None
+        peak = datasheet_bandwidth_TBps(g.name) if g else None
         mevs = evidence((src, f"device-to-device copy {c['d2d_copy_GBps'] / 1000:.2f} TB/s counting read + write"))
         if peak:
             frac = c["d2d_copy_GBps"] / 1000 / peak

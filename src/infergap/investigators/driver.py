@@ -43,8 +43,9 @@ def _cuda_compat(ctx: Context) -> Finding:
     stack = _stack_cuda(ctx)
     evs = evidence(dv, cv, stack and (stack[1], f"stack built for CUDA {stack[0]}"))
     if stack is None:
-        return finding(cid, NAME, Status.ok, f"Driver {dv.value}" + (f" (CUDA {cv.value})" if cv else ""), evidence_=evs,
-                       impact="No CUDA build of the Python stack was captured to compare with.")
+        return unknown(cid, NAME, f"Driver {dv.value}" + (f" (CUDA {cv.value})" if cv else "") + ": the CUDA the serving stack was built for is not captured",
+                       "Compatibility needs the stack's CUDA build: python -c 'import torch; print(torch.version.cuda)' "
+                       "(or pip list of the serving environment).", evidence_=evs)
     major = _ver(stack[0])[0]
     need = MIN_DRIVER.get(major)
     have = _ver(dv.value)
@@ -80,8 +81,22 @@ def _persistence(ctx: Context) -> list[Finding]:
     return out
 
 
+def _known_issues(ctx: Context) -> Finding | None:
+    """``driver.version``: the driver version (host facts or pasted ``nvidia-smi``, ``collect_env``,
+    ``sglang.check_env``) checked against the known-bad driver versions of ``signatures.yaml``."""
+    from infergap.evidence.versions import memo_versions, version_finding
+
+    sv = memo_versions(ctx.snap, ctx.facts)
+    if "driver" not in sv.versions:
+        return None
+    ver, src = sv.versions["driver"]
+    return version_finding("driver.version", NAME, [("driver", ver)], src, None, sv.gpu_sm)
+
+
 def investigate(ctx: Context) -> list[Finding]:
-    """driver.cuda_compat, gpu.persistence_mode (per GPU). Nothing when there is no NVIDIA GPU."""
+    """driver.cuda_compat, driver.version, gpu.persistence_mode (per GPU). Without an NVIDIA GPU
+    or driver on the host, only ``driver.version`` of a driver named in pasted evidence."""
+    known = _known_issues(ctx)
     if not ctx.facts.gpus() and ctx.facts.driver_version() is None:
-        return []
-    return [_cuda_compat(ctx), *_persistence(ctx)]
+        return [known] if known else []
+    return [f for f in (_cuda_compat(ctx), known) if f is not None] + _persistence(ctx)

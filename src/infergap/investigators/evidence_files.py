@@ -1,37 +1,128 @@
 """Evidence files as such: each unrecognised file (or stretch of one) becomes an
-``evidence.unrecognized`` finding with status unknown, so the report says what was ignored; a
-pasted kernel log gives ``gpu.xid`` and ``pcie.aer``.
+``evidence.unrecognized`` finding with status unknown, so the report says what was ignored; every
+recognised part is matched against the catalog of failure signatures
+(``infergap/data/signatures.yaml``), and a pasted kernel log gives ``gpu.xid`` and ``pcie.aer``.
 
-Severity model: an Xid that means the GPU or its link is failing (79 fallen off the bus, 48
-double-bit ECC, 74 NVLink …) and an uncorrected PCIe error are P0 (hardware: reseat, power,
-riser, slot, RMA); other Xids P1; corrected AER errors alone P2 (a marginal link that retrains).
+Severity model: each signature's finding carries the severity, fix kind, fix and revert of its
+catalog entry, with the entry's public sources as references. Xid codes take the entry of their
+code (79 fallen off the bus, 154 reset required, 119/120 GSP, memory errors: P0; 13/31/43: P1,
+the application faulted, not power or cooling); an Xid the catalog does not hold is P1. An
+uncorrected PCIe error is P0 (hardware: reseat, power, riser, slot, RMA); corrected AER errors
+alone P2 (a marginal link that retrains).
 """
 
 from __future__ import annotations
 
-from infergap.evidence.common import _memo
-from infergap.evidence.dmesg import SEVERE_XIDS, DmesgFacts, parse_dmesg
-from infergap.findings import Finding, FixKind, Remedy, Severity, Status, ev
+from typing import Any
+
+from infergap.evidence.common import _memo, nccl_logs
+from infergap.evidence.dmesg import DmesgFacts, parse_dmesg
+from infergap.evidence.signatures import Signature, SignatureHit, catalog, scan_lines, xid_signature
+from infergap.findings import SEVERITY_ORDER, Finding, FixKind, Remedy, Severity, Status, ev
 
 NAME = "evidence"
+#: Check ids the signature catalog may yield (a test keeps signatures.yaml within them).
+SIGNATURE_CHECKS = ("driver.cuda_compat", "container.shm", "nccl.net", "nccl.version", "gpu.p2p", "iommu.fault", "pcie.acs", "gpu.gsp", "gpu.xid",
+                    "engine.kv_pressure", "allreduce.custom", "driver.version", "runtime.torch_arch", "runtime.versions")
+#: Kinds of part whose investigator reads a signature marked ``read_by``.
+_READER_KINDS = {"engine_log": {"sglang_log", "vllm_log"}, "nccl_log": {"nccl_log"}}
+
+
+def signature_hits(snap: Any, part: Any) -> dict[str, SignatureHit]:
+    """Message signatures matched in one evidence part (memoized per snapshot and part)."""
+    return _memo(snap, ("sig", str(part.path), part.start, part.end), lambda: scan_lines(part.iter_lines()))
+
+
+def _finding(sig: Signature, label: str, examples: list[str], count: int) -> Finding:
+    f = sig.finding
+    return Finding(
+        id=f.id, investigator=NAME, status=Status.actionable, subject=label, severity=f.severity, fix_kind=f.fix_kind,
+        title=f.title.replace("{count}", str(count)), evidence=[ev(label, x) for x in examples] + ([ev(label, f"{count} matching line(s)")] if count > len(examples) else []),
+        impact=" ".join(sig.why.split()),
+        remedy=Remedy(commands=list(f.fix), revert=list(f.revert), note=f.note),
+        references=list(sig.sources), details={"signatures": [sig.id], "lines": count})
+
+
+def _merge(into: dict[tuple[str, str], Finding], new: Finding) -> None:
+    """One finding per (check id, subject): the most severe entry's text, every entry's evidence."""
+    key = new.key()
+    old = into.get(key)
+    if old is None:
+        into[key] = new
+        return
+    first, second = (new, old) if SEVERITY_ORDER[new.severity] < SEVERITY_ORDER[old.severity] else (old, new)  # type: ignore[index]
+    merged = first.model_copy(deep=True)
+    merged.evidence += [e for e in second.evidence if e not in merged.evidence][:6]
+    merged.references += [r for r in second.references if r not in merged.references]
+    merged.details["signatures"] = first.details.get("signatures", []) + second.details.get("signatures", [])
+    into[key] = merged
+
+
+def _read_elsewhere(sig: Signature, snap: Any, part: Any) -> bool:
+    """Whether the investigator named by ``read_by`` reads this part (and so reports the line)."""
+    if not sig.read_by or not part.kinds & _READER_KINDS[sig.read_by]:
+        return False
+    if sig.read_by == "nccl_log":
+        return any(p is part for p, _ in nccl_logs(snap))
+    return True
+
+
+def _condition(sig: Signature, snap: Any, part: Any, hits: dict[str, SignatureHit], ctx: Any) -> bool:
+    if sig.when is None:
+        return True
+    nccl = [f for p, f in nccl_logs(snap) if p is part]
+    if sig.when == "multi_node":
+        return any(f.single_host is False or any(lk.transport.startswith("NET") for lk in f.links) for f in nccl)
+    if sig.when == "rdma_present":
+        if any(catalog().by_id(h).finding.id == "nccl.net" for h in hits) or any(f.ib_devices for f in nccl):
+            return True
+        facts = getattr(ctx, "facts", None)
+        try:
+            return bool(facts and facts.rdma_devices())
+        except Exception:
+            return False
+    if sig.when == "peer_result_false":
+        asked = False
+        for line in part.iter_lines():
+            t = line.strip()
+            if any(c in t for c in sig.contains):
+                asked = True
+            elif asked and t in ("0", "False", "result: 0", "(0, 0)"):
+                return True
+        return False
+    return False
+
+
+def _xid_finding(label: str, f: DmesgFacts) -> Finding:
+    codes = sorted({x[0] for x in f.xids})
+    entries = {c: xid_signature(c) for c in codes}
+    known = list({s.id: s for s in entries.values() if s is not None}.values())
+    worst = min(known, key=lambda s: SEVERITY_ORDER[s.finding.severity]) if known else None
+    unknown_codes = [c for c, s in entries.items() if s is None]
+    severity = worst.finding.severity if worst else Severity.P1
+    if unknown_codes and worst and SEVERITY_ORDER[worst.finding.severity] > SEVERITY_ORDER[Severity.P1]:
+        severity = Severity.P1
+    what = worst.finding.title if worst else "the driver reported GPU faults"
+    refs: list[str] = []
+    for s in known:
+        refs += [r for r in s.sources if r not in refs]
+    return Finding(
+        id="gpu.xid", investigator=NAME, status=Status.actionable, subject=label,
+        severity=severity, fix_kind=worst.finding.fix_kind if worst else FixKind.hardware,
+        title=f"NVIDIA Xid {', '.join(map(str, codes))} in the kernel log ({f.xid_count} event(s)): {what}",
+        evidence=[ev(label, f"Xid (PCI:{bdf}): {code}, {msg}") for code, bdf, msg in f.xids[:5]],
+        expected_value="no Xid events",
+        impact=" ".join(" ".join(s.why.split()) for s in known) or "The driver reported GPU faults; NVIDIA's XID Errors document lists each code.",
+        remedy=Remedy(commands=(list(worst.finding.fix) if worst else []) + ["nvidia-smi -q -d ECC,PERFORMANCE,TEMPERATURE", "journalctl -k | grep -E 'NVRM|AER'"],
+                      note=worst.finding.note if worst else "Check power connectors, cooling, the riser and slot, then the GPU itself."),
+        references=refs or ["https://docs.nvidia.com/deploy/xid-errors/"],
+        details={"xids": codes, "signatures": [s.id for s in known]})
 
 
 def _kernel_log(label: str, f: DmesgFacts) -> list[Finding]:
     out = []
     if f.xid_count:
-        codes = sorted({x[0] for x in f.xids})
-        severe = [c for c in codes if c in SEVERE_XIDS]
-        out.append(Finding(
-            id="gpu.xid", investigator=NAME, status=Status.actionable, subject=label,
-            severity=Severity.P0 if severe else Severity.P1, fix_kind=FixKind.hardware,
-            title=f"NVIDIA Xid {', '.join(map(str, codes))} in the kernel log ({f.xid_count} event(s))",
-            evidence=[ev(label, f"Xid (PCI:{bdf}): {code}, {msg}") for code, bdf, msg in f.xids[:5]],
-            expected_value="no Xid events",
-            impact=("Xid 79: the GPU dropped off the PCIe bus (power, thermals, riser or slot); " if 79 in codes else "")
-                   + "the driver reported GPU faults; a server on this GPU fails or hangs until the cause is fixed and the GPU reset.",
-            remedy=Remedy(commands=["nvidia-smi -q -d ECC,PERFORMANCE,TEMPERATURE", "journalctl -k | grep -E 'NVRM|AER'"],
-                          note="Check power connectors, cooling, the riser and slot (reseat), then the GPU itself (NVIDIA's XID Errors document lists each code)."),
-            references=["https://docs.nvidia.com/deploy/xid-errors/"]))
+        out.append(_xid_finding(label, f))
     if f.aer:
         fatal = sum(v for k, v in f.aer.items() if not k.lower().startswith("correct"))
         out.append(Finding(
@@ -48,20 +139,34 @@ def _kernel_log(label: str, f: DmesgFacts) -> list[Finding]:
 
 
 def investigate(ctx: object) -> list[Finding]:
-    """``evidence.unrecognized`` per unusable evidence file, and kernel-log findings; none without evidence."""
+    """Findings of the failure-signature catalog over every evidence part, kernel-log findings,
+    and ``evidence.unrecognized`` per unusable evidence file; none without evidence."""
     snap = ctx.snap  # type: ignore[attr-defined]
     getter = getattr(snap, "unrecognized", None)
     if getter is None:
         return []
-    out = []
+    cat = catalog()
+    merged: dict[tuple[str, str], Finding] = {}
     for part in snap.evidence_parts("dmesg"):
         facts = _memo(snap, ("dmesg", str(part.path), part.start, part.end), lambda p=part: parse_dmesg(p.iter_lines()))
-        out.extend(_kernel_log(part.label, facts))
+        for f in _kernel_log(part.label, facts):
+            _merge(merged, f)
+    for part in getattr(snap, "parts", []):
+        hits = signature_hits(snap, part)
+        for sid, hit in hits.items():
+            sig = cat.by_id(sid)
+            if _read_elsewhere(sig, snap, part):
+                continue  # that investigator reads the line and reports it
+            if not _condition(sig, snap, part, hits, ctx):
+                continue
+            _merge(merged, _finding(sig, part.label, hit.examples, hit.count))
+    out = list(merged.values())
     for u in getter():
         where = f"evidence/{u.path.name}" + (f"#L{u.first_line}" if u.first_line else "")
         out.append(Finding(id="evidence.unrecognized", investigator=NAME, status=Status.unknown, subject=where,
                            title=f"{u.path.name}: {u.reason}", evidence=[ev(where, u.reason)],
                            impact="Not used by the audit. Known kinds: nvidia-smi (topo -m, -q, -q -x, nvlink -s, --query-gpu CSV), lspci, "
                                   "numactl -H, lscpu, sysctl -a, ulimit -a, /proc/cmdline, dmesg, NCCL_DEBUG=INFO logs, SGLang and vLLM logs, "
-                                  "pip list/freeze, nvcc --version, torch collect_env."))
+                                  "pip list/freeze, nvcc --version, torch collect_env, sglang check_env, Python tracebacks, "
+                                  "and lines of the failure signatures in signatures.yaml."))
     return out

@@ -12,14 +12,53 @@ from __future__ import annotations
 
 import re
 
+from infergap.gpudata import Sku, device_name, sku
 from infergap.findings import Action, Finding, FixKind, Remedy, Severity, Status
 from infergap.investigators.base import Context, evidence, finding, not_applicable, unknown
 
 NAME = "interconnect"
-#: GPU product names with NVLink (SXM/HGX modules, superchips). Others are treated as PCIe-only SKUs.
-NVLINK_SKU = re.compile(r"SXM|HGX|H200|H100 80GB HBM3|H800|A800-SXM|B200|B300|GB200|GB300|GH200|A100-SXM", re.I)
 ASPEED = 0x1A03
 NVIDIA = 0x10DE
+PLX = 0x10B5
+P2P_CMD = "nvidia-smi topo -p2p r"
+
+
+def _skus(ctx: Context) -> list[Sku | None]:
+    """The product's knowledge of each GPU (``data/gpus.yaml``), by name, else by PCI device id."""
+    funcs = ctx.facts.pci_functions()
+    out = []
+    for g in ctx.facts.gpus():
+        f = funcs.get(g.bdf)
+        out.append(sku(g.name if g.name != "unknown device" else None, f.device if f is not None and f.vendor == NVIDIA else None))
+    return out
+
+
+def _layout(ctx: Context) -> tuple[str | None, Sku | None]:
+    """The NVLink layout all GPUs share (``none`` | ``bridge`` | ``switch``) and their entry, or
+    (None, None) when a GPU is unknown to the data or the GPUs differ."""
+    ss = _skus(ctx)
+    if not ss or any(s is None for s in ss) or len({s.nvlink_layout for s in ss if s}) != 1:
+        return None, None
+    return ss[0].nvlink_layout, ss[0]
+
+
+def _groups(pairs: dict[tuple[str, str], int]) -> list[list[str]]:
+    """Connected groups of GPUs joined by NVLink (GPUs without any NVLink left out)."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    for (a, b), n in pairs.items():
+        if n > 0:
+            parent[find(a)] = find(b)
+    groups: dict[str, list[str]] = {}
+    for x in parent:
+        groups.setdefault(find(x), []).append(x)
+    return sorted(sorted(g, key=lambda s: int(s[3:]) if s[3:].isdigit() else 0) for g in groups.values())
 
 
 def _nvlink_pairs(ctx: Context) -> tuple[dict[tuple[str, str], int], str | None]:
@@ -45,8 +84,9 @@ def _nvlink_links(ctx: Context) -> dict[int, dict[int, float | None]]:
 
 
 def _pcie_only(ctx: Context) -> bool:
-    names = [g.name or "" for g in ctx.facts.gpus()]
-    return bool(names) and not any(NVLINK_SKU.search(n) for n in names)
+    """Whether the data says every GPU here is a model without NVLink."""
+    layout, _ = _layout(ctx)
+    return layout == "none"
 
 
 def _nvlink(ctx: Context) -> list[Finding]:
@@ -65,6 +105,7 @@ def _nvlink(ctx: Context) -> list[Finding]:
     links = _nvlink_links(ctx)
     if links:
         evs += evidence((ctx.facts.src("nvsmi_nvlink"), "; ".join(f"GPU{i}: {sum(1 for v in l.values() if v)} active links" + (f" × {max(v for v in l.values() if v):g} GB/s" if any(l.values()) else "") for i, l in sorted(links.items()))))
+    layout, entry = _layout(ctx)
     out = []
     if with_nv:
         counts = sorted(set(with_nv.values()))
@@ -76,27 +117,74 @@ def _nvlink(ctx: Context) -> list[Finding]:
                                impact="On NVSwitch systems the GPUs cannot use NVLink until Fabric Manager has configured the fabric.",
                                remedy=Remedy(commands=["systemctl enable --now nvidia-fabricmanager"], note="Fabric Manager's version must match the driver's."),
                                references=["NVIDIA Fabric Manager user guide"]))
-        if missing:
+        details = {"pairs": {f"{a}-{b}": n for (a, b), n in pairs.items()}}
+        if missing and layout == "bridge" and entry is not None:
+            groups = _groups(pairs)
+            size = entry.nvlink_group or 2
+            if all(len(g) <= size for g in groups):
+                alone = sorted({x for p in pairs for x in p} - {x for g in groups for x in g}, key=lambda s: int(s[3:]) if s[3:].isdigit() else 0)
+                joined = ", ".join("-".join(g) for g in groups)
+                return out + [finding(cid, NAME, Status.expected, f"NVLink bridges join the GPUs in groups of up to {size} ({joined}), by design of {entry.label}",
+                                      evidence_=evs + evidence(("infergap gpus.yaml", f"{entry.label}: NVLink through bridges joining {size} GPUs")),
+                                      impact=f"{entry.label} has no NVSwitch: bridges link {size} GPUs at most, so the other pairs talk over PCIe. Keep a tensor-parallel group inside one bridged group "
+                                             f"(TP={max(len(g) for g in groups)} on {groups[0][0]}-{groups[0][-1]}); TP across groups runs at PCIe speed."
+                                             + (f" {', '.join(alone)} {'has' if len(alone) == 1 else 'have'} no NVLink bridge." if alone else ""),
+                                      references=[entry.source], details=details | {"groups": groups})]
+        if missing and layout in ("bridge", "switch"):
             out.append(finding(cid, NAME, Status.actionable, f"NVLink missing between {len(missing)} GPU pair(s) of an NVLink system", severity=Severity.P0, fix_kind=FixKind.hardware,
-                               evidence_=evs, expected_value="NV# between every pair", impact="Pairs without NVLink fall back to PCIe for peer traffic; all-reduce runs at the speed of the slowest link.",
-                               remedy=Remedy(note="Check nvidia-smi nvlink -s for down links; reseat/replace the GPU or baseboard."), details={"pairs": {f"{a}-{b}": n for (a, b), n in pairs.items()}}))
+                               evidence_=evs, expected_value="NV# between every pair" if layout == "switch" else "NV# within every bridged group",
+                               impact="Pairs without NVLink fall back to PCIe for peer traffic; all-reduce runs at the speed of the slowest link.",
+                               remedy=Remedy(note="Check nvidia-smi nvlink -s for down links; reseat/replace the GPU, bridge or baseboard."), details=details))
+        elif missing:
+            out.append(finding(cid, NAME, Status.unknown, f"NVLink between {len(with_nv)} of {len(pairs)} GPU pairs; whether the others should have it is not known", evidence_=evs,
+                               impact="Partial NVLink is normal for bridged PCIe cards (pairs) and a fault on NVSwitch baseboards; the GPU model is not in infergap's GPU data. "
+                                      "Add nvidia-smi -q (the product name) to tell.", details=details))
         else:
             active = {i: sum(1 for v in l.values() if v) for i, l in links.items()}
             out.append(finding(cid, NAME, Status.ok, f"NVLink between every GPU pair ({'/'.join(f'NV{c}' for c in counts)})", evidence_=evs,
-                               details={"pairs": {f"{a}-{b}": n for (a, b), n in pairs.items()}, "links_per_pair": counts, "active_links_per_gpu": active,
-                                        "link_GBps": {i: l for i, l in links.items()}}))
+                               details=details | {"links_per_pair": counts, "active_links_per_gpu": active, "link_GBps": {i: l for i, l in links.items()}}))
         return out
-    if all(g.name in (None, "unknown device") for g in gpus):
+    if layout is None:
         return [finding(cid, NAME, Status.unknown, f"No NVLink between the {len(gpus)} GPUs; their model is not known", evidence_=evs,
-                        impact="Whether that is expected depends on the GPU model (PCIe-only SKUs have no NVLink); add nvidia-smi -q or -q -x to tell.")]
-    if _pcie_only(ctx):
-        name = gpus[0].name
-        return [finding(cid, NAME, Status.expected, f"No NVLink: {name} is a PCIe-only GPU", evidence_=evs,
-                        impact=f"{name} has no NVLink; GPU peers talk over PCIe (topo -m shows {', '.join(cells) or 'PIX/PXB/PHB/NODE/SYS'}). Do not look for a missing bridge or NVSwitch.")]
+                        impact="Whether that is expected depends on the GPU model (PCIe-only SKUs have no NVLink) and the model is not known here; add nvidia-smi -q or -q -x to tell.")]
+    if layout == "none":
+        name = entry.label if entry else gpus[0].name
+        return [finding(cid, NAME, Status.expected, f"No NVLink: {name} is a PCIe-only GPU", evidence_=evs + evidence(("infergap gpus.yaml", f"{name}: no NVLink")),
+                        impact=f"{name} has no NVLink; GPU peers talk over PCIe (topo -m shows {', '.join(cells) or 'PIX/PXB/PHB/NODE/SYS'}). Do not look for a missing bridge or NVSwitch.",
+                        references=[entry.source] if entry else [])]
+    if layout == "bridge" and entry is not None:
+        return [finding(cid, NAME, Status.expected, f"No NVLink bridge installed between the {entry.label} GPUs", evidence_=evs,
+                        impact=f"{entry.label} links GPUs only through optional NVLink bridges ({entry.nvlink_group or 2} GPUs per bridge set); without them peers talk over PCIe. "
+                               "Bridges would give a TP=2 group NVLink bandwidth.", references=[entry.source])]
     return [finding(cid, NAME, Status.actionable, "No NVLink between GPUs that have it", severity=Severity.P0, fix_kind=FixKind.software, evidence_=evs,
                     expected_value="NV# between GPU pairs", impact="These GPUs are NVLink parts but peer traffic goes over PCIe.",
                     remedy=Remedy(commands=["systemctl enable --now nvidia-fabricmanager (NVSwitch systems)", "nvidia-smi nvlink -s"]),
                     references=["NVIDIA Fabric Manager user guide"])]
+
+
+def _p2p_status(ctx: Context) -> tuple[dict[tuple[str, str], str], str | None]:
+    """Pairwise P2P status (``GPU0``, ``GPU1``) -> OK/CNS/GNS/TNS/NS/DR/U and its source, from
+    ``nvidia-smi topo -p2p r``, else NVML, else the torch probe; empty when none was captured."""
+    p2p = ctx.facts.p2p()
+    if p2p:
+        return p2p, ctx.facts.src("nvsmi_p2p")
+    n = ctx.facts.nvml()
+    if n and n.get("p2p"):
+        code = {0: "OK", 1: "CNS", 2: "GNS", 3: "NS", 4: "TNS", 5: "NS", 6: "U"}
+        p2p = {(f"GPU{k.split(',')[0]}", f"GPU{k.split(',')[1]}"): code.get(v, "U") for k, v in n["p2p"].items() if v is not None}
+        if p2p:
+            return p2p, "probes/nvml.json"
+    t = ctx.facts.torch_info()
+    if t and t.get("p2p"):
+        m = t["p2p"]
+        p2p = {(f"GPU{i}", f"GPU{j}"): ("OK" if m[i][j] else "NS") for i in range(len(m)) for j in range(len(m)) if i != j and m[i][j] is not None}
+        if p2p:
+            return p2p, ctx.facts.src("torch")
+    return {}, None
+
+
+def _unordered(pairs: dict[tuple[str, str], str]) -> set[frozenset[str]]:
+    return {frozenset(p) for p in pairs if p[0] != p[1]}
 
 
 def _p2p(ctx: Context) -> Finding | None:
@@ -104,33 +192,31 @@ def _p2p(ctx: Context) -> Finding | None:
     gpus = ctx.facts.gpus()
     if len(gpus) < 2:
         return None
-    p2p = ctx.facts.p2p()
-    src = ctx.facts.src("nvsmi_p2p")
+    p2p, src = _p2p_status(ctx)
     if not p2p:
-        n = ctx.facts.nvml()
-        if n and n.get("p2p"):
-            code = {0: "OK", 1: "CNS", 2: "GNS", 3: "NS", 4: "TNS", 5: "NS", 6: "U"}
-            p2p = {(f"GPU{k.split(',')[0]}", f"GPU{k.split(',')[1]}"): code.get(v, "U") for k, v in n["p2p"].items() if v is not None}
-            src = "probes/nvml.json"
-    if not p2p:
-        t = ctx.facts.torch_info()
-        if t and t.get("p2p"):
-            m = t["p2p"]
-            p2p = {(f"GPU{i}", f"GPU{j}"): ("OK" if m[i][j] else "NS") for i in range(len(m)) for j in range(len(m)) if i != j and m[i][j] is not None}
-            src = ctx.facts.src("torch")
-    if not p2p:
-        return unknown(cid, NAME, "GPU peer-to-peer: not captured", "Needs nvidia-smi topo -p2p r, NVML or the torch probe.")
+        return unknown(cid, NAME, "GPU peer-to-peer: not captured", f"Needs {P2P_CMD}, NVML or the torch probe.")
     bad = {k: v for k, v in p2p.items() if v != "OK"}
-    evs = evidence((src, ", ".join(sorted({f"{v}" for v in p2p.values()})) + f" over {len(p2p)} ordered pairs"))
+    evs = evidence((src, ", ".join(sorted({f"{v}" for v in p2p.values()})) + f" over {len(_unordered(p2p))} GPU pair(s)"))
+    n_pairs = len(gpus) * (len(gpus) - 1) // 2
     if not bad:
-        return finding(cid, NAME, Status.ok, f"P2P supported between all {len(gpus)} GPUs", evidence_=evs, expected_value="OK for every pair",
+        if len(_unordered(p2p)) < n_pairs:
+            return unknown(cid, NAME, f"GPU peer-to-peer: OK for {len(_unordered(p2p))} of {n_pairs} GPU pairs, the rest not captured", f"Run {P2P_CMD} on the host.", evidence_=evs)
+        return finding(cid, NAME, Status.ok, f"P2P supported between all {len(gpus)} GPUs" if len(gpus) > 2 else "P2P supported between the 2 GPUs", evidence_=evs, expected_value="OK for every pair",
                        impact="OK says P2P is allowed, not that it is fast: ACS redirection or a translating IOMMU can still route it through the root complex.")
     kinds = sorted(set(bad.values()))
+    n_bad = len(_unordered(bad))
     vm = ctx.facts.virtualization()
-    if set(kinds) <= {"CNS"} and vm or set(kinds) <= {"GNS", "NS"} and any(re.search(r"GeForce|RTX [345]0\d0", g.name or "") for g in gpus):
-        return finding(cid, NAME, Status.expected, f"P2P not supported ({', '.join(kinds)}) on this platform", evidence_=evs,
-                       impact="Consumer GPUs (GNS/NS) and VMs with an emulated chipset (CNS) do not offer P2P; NCCL uses shared memory instead.")
-    return finding(cid, NAME, Status.actionable, f"P2P unavailable between {len(bad)} GPU pair(s): {', '.join(kinds)}", severity=Severity.P1, fix_kind=FixKind.bios,
+    ss = _skus(ctx)
+    consumer = bool(ss) and all(s is not None and s.p2p == "not_supported" for s in ss)
+    if set(kinds) <= {"GNS", "NS"} and consumer:
+        entry = ss[0]
+        return finding(cid, NAME, Status.expected, f"P2P not supported ({', '.join(kinds)}): {entry.label} offers no PCIe peer-to-peer", evidence_=evs + evidence(("infergap gpus.yaml", f"{entry.label}: p2p not_supported")),
+                       impact="This is a product limit of the GPU, not a BIOS, ACS or IOMMU setting: NCCL uses shared memory (SHM) between these GPUs and engines keep custom all-reduce off. "
+                              "Do not change firmware settings for it.", references=[entry.source])
+    if set(kinds) <= {"CNS"} and vm:
+        return finding(cid, NAME, Status.expected, "P2P not supported (CNS) in this virtual machine", evidence_=evs + evidence(vm),
+                       impact="A VM's emulated chipset does not offer peer-to-peer between passed-through GPUs; NCCL uses shared memory instead.")
+    return finding(cid, NAME, Status.actionable, f"P2P unavailable between {n_bad} GPU pair(s): {', '.join(kinds)}", severity=Severity.P1, fix_kind=FixKind.bios,
                    evidence_=evs, expected_value="OK", impact="Without P2P, NCCL stages every transfer through host memory (SHM): all-reduce latency and bandwidth suffer.",
                    remedy=Remedy(note="Check IOMMU mode, ACS on the bridges, and BIOS settings for PCIe peer-to-peer; DR means a driver registry key disabled it."))
 
@@ -141,7 +227,10 @@ def _peermem(ctx: Context) -> Finding | None:
         return None
     rdma = ctx.facts.rdma_devices()
     if not rdma:
-        return not_applicable(cid, NAME, "nvidia_peermem: no RDMA NIC", "GPUDirect RDMA needs an RDMA-capable NIC (InfiniBand/RoCE); none was found.")
+        if not ctx.facts.pci_inventory_captured() and not ctx.snap.listdir("/sys/class/infiniband"):
+            return None  # nothing here says whether an RDMA NIC exists
+        return not_applicable(cid, NAME, "nvidia_peermem: no RDMA NIC", "GPUDirect RDMA needs an RDMA-capable NIC (InfiniBand/RoCE); none was found.",
+                              evidence_=evidence(("files/sys/bus/pci/devices" if ctx.snap.listdir("/sys/bus/pci/devices") else ctx.facts.src("lspci_vvv" if ctx.facts.cmd_ok("lspci_vvv") else "lspci"), "no RDMA NIC")))
     mods = ctx.facts.modules()
     loaded = (mods is not None and "nvidia_peermem" in mods) or ctx.snap.exists("/sys/module/nvidia_peermem")
     evs = evidence(rdma[0], ("files/proc/modules", "nvidia_peermem loaded" if loaded else "nvidia_peermem not loaded") if mods is not None else None)
@@ -150,9 +239,19 @@ def _peermem(ctx: Context) -> Finding | None:
     if loaded:
         return finding(cid, NAME, Status.ok, "nvidia_peermem is loaded (GPUDirect RDMA available)", evidence_=evs)
     host = ctx.in_container
+    net, nsrc = ctx.facts.collective_network()
+    internode = True if net == "rdma" else False if net == "local" else None
+    if internode:
+        sev, why = Severity.P0, "NCCL's inter-node channels run over the RDMA NIC (NET/IB): without GPUDirect RDMA every transfer is staged through host memory."
+        evs += evidence((nsrc, "NCCL channels via NET/IB"))
+    elif internode is False:
+        sev, why = Severity.P2, "The NCCL log shows one node with no network channels: tensor parallelism inside this host does not use the NIC, so this matters only once traffic crosses nodes."
+        evs += evidence((nsrc, "one host, no NET channels"))
+    else:
+        sev, why = Severity.P1, "P0 when this host exchanges tensors with other nodes over the NIC (multi-node TP/PP, disaggregated prefill); on one node serving with TP it does not matter."
     return finding(cid, NAME, Status.actionable, "nvidia_peermem is not loaded although an RDMA NIC is present",
-                   severity=Severity.P0, fix_kind=FixKind.runtime, evidence_=evs, expected_value="loaded",
-                   impact="Without it NCCL logs 'GPU Direct RDMA Disabled' and stages network traffic through host memory (a public report: 180 -> 10 GB/s). The open kernel module's DMA-BUF path (NCCL >= 2.19 with kernel >= 5.12) is the alternative.",
+                   severity=sev, fix_kind=FixKind.runtime, evidence_=evs, expected_value="loaded",
+                   impact=why + " Without it NCCL logs 'GPU Direct RDMA Disabled' (a public report: 180 -> 10 GB/s). The open kernel module's DMA-BUF path (NCCL >= 2.19 with kernel >= 5.12) is the alternative.",
                    remedy=Remedy(commands=["modprobe nvidia-peermem"], persist=["echo nvidia-peermem > /etc/modules-load.d/nvidia-peermem.conf"],
                                  revert=["modprobe -r nvidia_peermem", "rm -f /etc/modules-load.d/nvidia-peermem.conf"],
                                  actions=[Action(type="modprobe", target="nvidia_peermem")], host_controlled=host,
@@ -172,21 +271,29 @@ def _unidentified(ctx: Context) -> Finding | None:
     named, unknown_ids, notes = {}, [], []
     for f in funcs.values():
         cls = db.class_name(f.class_code) if f.class_code is not None else None
+        text = f.lspci.description if f.vendor is None and f.lspci is not None else ""
         if f.bdf in gpu_names and gpu_names[f.bdf] and gpu_names[f.bdf] != "unknown device":
             name = gpu_names[f.bdf]
+        elif text:
+            name = text  # lspci without -nn: the name lspci read from its own pci.ids, no ids
         else:
             name = ctx.facts.pci_name(f)
-        if f.vendor == ASPEED:
+        if f.vendor == ASPEED or "ASPEED" in text:
             name += " — the BMC's video/bridge (baseboard management), benign"
             notes.append(f"{f.bdf}: ASPEED BMC, not an NVSwitch")
         elif f.vendor == NVIDIA and f.class_code is not None and f.class_code >> 8 == 0x0680:
             name += " — NVSwitch"
             notes.append(f"{f.bdf}: NVSwitch")
-        named[f.bdf] = f"{name} [{(f.vendor or 0):04x}:{(f.device or 0):04x}]" + (f" ({cls})" if cls else "")
+        elif (f.vendor == PLX and f.class_code is not None and f.class_code >> 8 == 0x0604) or re.search(r"PCI bridge: (?:PLX Technology|Broadcom / LSI PEX)", text):
+            name += " — PCIe switch port, not an NVSwitch"
+            if not any("PCIe switch" in n for n in notes):
+                notes.append("Broadcom/PLX PCIe switch ports, not NVSwitches")
+        named[f.bdf] = name + (f" [{f.vendor:04x}:{(f.device or 0):04x}]" if f.vendor is not None else "") + (f" ({cls})" if cls else "")
         if f.vendor is not None and db.vendor_name(f.vendor) is None:
             unknown_ids.append(f.bdf)
-    evs = evidence(*[(f"files/sys/bus/pci/devices/{b}", n) for b, n in named.items() if any(b in x for x in notes)][:4],
-                   ("system pci.ids", db.path or "not installed"))
+    listing = sorted({f.source.rsplit("/", 1)[0] if f.listed_in is None else f.listed_in for f in funcs.values()})
+    evs = evidence(*[(funcs[b].source, n) for b, n in named.items() if any(b in x for x in notes)][:4],
+                   *[(s, f"{len(funcs)} PCI functions") for s in listing[:2]], ("system pci.ids", db.path or "not installed"))
     if not db.vendors:
         return unknown(cid, NAME, "PCI names: no pci.ids database installed", "Install the pci.ids package (Debian: pci.ids) to name devices.", evidence_=evs)
     no_id = [b for b, f in funcs.items() if f.vendor is None]
@@ -199,29 +306,58 @@ def _unidentified(ctx: Context) -> Finding | None:
         return finding(cid, NAME, Status.unknown, f"{len(unknown_ids)} PCI function(s) of an unknown vendor: {', '.join(named[b] for b in unknown_ids[:4])}",
                        evidence_=evs, details={"devices": named}, impact="Not in the installed pci.ids; look the id up before guessing what it is.")
     unk_dev = [b for b in named if "unknown device" in named[b]]
-    title = f"All {len(named)} PCI functions identified" + (f" ({len(unk_dev)} by vendor and class only)" if unk_dev else "")
+    by_text = [b for b in named if funcs[b].vendor is None]
+    by_data = [b for b in named if funcs[b].vendor == NVIDIA and funcs[b].device is not None and db.device_name(NVIDIA, funcs[b].device) is None
+               and device_name(funcs[b].device)]
+    if by_text and len(by_text) == len(named) and not notes:
+        return unknown(cid, NAME, f"PCI names: {len(named)} function(s) listed without vendor:device ids",
+                       "lspci without -nn prints names only; run lspci -nn (or -vvv -nn) so each device can be checked by its ids.", evidence_=evs)
+    title = f"All {len(named)} PCI functions identified" + (f" ({len(unk_dev)} by vendor and class only)" if unk_dev else "") \
+        + (f" ({len(by_text)} by lspci's own names, no ids)" if by_text else "") \
+        + (f"; {len(by_data)} NVIDIA device(s) newer than the system pci.ids named from infergap's GPU data" if by_data else "")
     if notes:
         title += "; " + "; ".join(notes)
     return finding(cid, NAME, Status.ok, title, evidence_=evs, details={"devices": named})
 
 
 def _custom_allreduce(ctx: Context) -> Finding | None:
+    """allreduce.custom: SGLang's and vLLM's custom all-reduce needs CUDA P2P between every pair of
+    the tensor-parallel GPUs (both check it at start-up) and, beyond two GPUs, NVLink between all."""
     cid = "allreduce.custom"
     gpus = ctx.facts.gpus()
     if len(gpus) < 2:
         return None
-    pairs, src = _nvlink_pairs(ctx)
+    refs = ["sglang/srt/distributed/device_communicators/custom_all_reduce.py", "vllm/distributed/device_communicators/custom_all_reduce.py"]
+    pairs, nsrc = _nvlink_pairs(ctx)
     full_nv = bool(pairs) and all(n > 0 for n in pairs.values())
+    p2p, psrc = _p2p_status(ctx)
+    n_pairs = len(gpus) * (len(gpus) - 1) // 2
+    p2p_ok = bool(p2p) and all(v == "OK" for v in p2p.values()) and len(_unordered(p2p)) >= n_pairs
+    p2p_bad = {k: v for k, v in p2p.items() if v != "OK"}
+    layout, entry = _layout(ctx)
+    if len(gpus) > 2 and not full_nv and (nsrc is not None or layout == "none"):
+        groups = _groups(pairs) if pairs else []
+        tip = f" TP={len(groups[0])} inside an NVLink group ({'-'.join(groups[0])}) keeps it." if groups and layout == "bridge" else ""
+        return finding(cid, NAME, Status.expected, f"Custom all-reduce will be disabled: {len(gpus)} GPUs without NVLink between all of them",
+                       evidence_=evidence((nsrc or "infergap gpus.yaml", f"{len(gpus)} GPUs, no NVLink between every pair")),
+                       impact="SGLang and vLLM disable their custom all-reduce kernel on more than two GPUs without full NVLink and fall back to NCCL (~20-25 µs per all-reduce at batch 1); "
+                              "no stock flag re-enables it." + tip + " The plan covers PCIe alternatives.", references=refs)
+    if p2p_bad:
+        return finding(cid, NAME, Status.expected, f"Custom all-reduce will be disabled: no P2P between {len(_unordered(p2p_bad))} GPU pair(s)",
+                       evidence_=evidence((psrc, ", ".join(sorted(set(p2p_bad.values()))))),
+                       impact="The engines check CUDA peer access between all tensor-parallel GPUs at start-up and fall back to NCCL without it; see gpu.p2p for why P2P is missing.", references=refs)
+    if not p2p_ok:
+        return unknown(cid, NAME, "Custom all-reduce: P2P between the GPUs not known",
+                       f"The engines use it only when CUDA peer access works between every pair of tensor-parallel GPUs; {P2P_CMD} (or torch.cuda.can_device_access_peer) tells.",
+                       evidence_=evidence((nsrc, "NVLink between all pairs") if full_nv else None))
+    if not full_nv and len(gpus) > 2:
+        return unknown(cid, NAME, f"Custom all-reduce: NVLink between the {len(gpus)} GPUs not known",
+                       "Beyond two GPUs the engines need NVLink between all of them; nvidia-smi topo -m tells.", evidence_=evidence((psrc, "P2P OK")))
+    evs = evidence((psrc, f"P2P OK between all {n_pairs} GPU pair(s)"), (nsrc, "NVLink between all pairs") if full_nv else None)
     if full_nv:
-        return finding(cid, NAME, Status.ok, "Custom all-reduce usable: every GPU pair has NVLink", evidence_=evidence((src, "NVLink between all pairs")))
-    if src is None and not _pcie_only(ctx):
-        return unknown(cid, NAME, "Custom all-reduce: GPU links unknown", "Needs nvidia-smi topo -m or NVML to know whether the GPUs share NVLink.")
-    if len(gpus) <= 2:
-        return finding(cid, NAME, Status.ok, "Custom all-reduce usable on 2 PCIe GPUs", evidence_=evidence((src or "host", f"{len(gpus)} GPUs, no NVLink")),
-                       impact="SGLang and vLLM keep their custom all-reduce for two PCIe GPUs (with P2P).")
-    return finding(cid, NAME, Status.expected, f"Custom all-reduce will be disabled: {len(gpus)} GPUs without NVLink", evidence_=evidence((src or "host", f"{len(gpus)} GPUs, no NVLink")),
-                   impact="SGLang and vLLM disable their custom all-reduce kernel on more than two GPUs without full NVLink and fall back to NCCL (~20-25 µs per all-reduce at batch 1); no stock flag re-enables it. The plan covers PCIe alternatives.",
-                   references=["sglang/srt/distributed/device_communicators/custom_all_reduce.py", "vllm/distributed/device_communicators/custom_all_reduce.py"])
+        return finding(cid, NAME, Status.ok, "Custom all-reduce usable: NVLink and P2P between every GPU pair", evidence_=evs, references=refs)
+    return finding(cid, NAME, Status.ok, "Custom all-reduce usable on the pair of PCIe GPUs (P2P OK)", evidence_=evs,
+                   impact="SGLang and vLLM keep their custom all-reduce for two PCIe GPUs when P2P works.", references=refs)
 
 
 def investigate(ctx: Context) -> list[Finding]:

@@ -8,14 +8,17 @@ Thresholds and their sources:
 - ``net.core.{r,w}mem_max``, ``net.ipv4.tcp_{r,w}mem``: Documentation/networking/ip-sysctl.rst;
   tuned's network-throughput profile raises the maxima to 16 MiB (16777216).
 
-Severity model (``kernel.numa_balancing`` lives in the numa investigator): P2 for hygiene items whose public evidence of inference impact is weak; swappiness is P1
-when swap is in use (pages of the serving process can be swapped out), P2 otherwise.
+Severity model (``kernel.numa_balancing`` lives in the numa investigator): P2 for hygiene items whose
+public evidence of inference impact is weak; swappiness is P1 when swap is in use (pages of the serving
+process can be swapped out), P2 with swap configured but unused, not applicable without swap. Socket
+buffers are not applicable when the NCCL logs show collectives within one node or over RDMA. Autogroup
+is reported as expected (no cited effect).
 """
 
 from __future__ import annotations
 
 from infergap.findings import Finding, FixKind, Severity, Status
-from infergap.investigators.base import Context, evidence, finding, sysctl_remedy, unknown
+from infergap.investigators.base import Context, evidence, finding, not_applicable, sysctl_remedy, unknown
 from infergap.parsers.host import parse_swaps
 
 NAME = "kernel_runtime"
@@ -52,6 +55,10 @@ def _swappiness(ctx: Context) -> Finding:
         swap_ev = ("files/proc/swaps", f"{len(swaps)} swap device(s), {total} KiB" + (", in use" if used else "") if swaps else "no swap configured")
     if val <= 10:
         return finding(cid, NAME, Status.ok, f"vm.swappiness is {val}", evidence_=evidence(v, swap_ev), expected_value="<= 10")
+    if swaps is not None and not swaps:
+        return not_applicable(cid, NAME, f"vm.swappiness is {val}, but no swap is configured",
+                              "Without a swap device the kernel cannot swap out the serving process's memory, whatever swappiness says; it matters once swap is added.",
+                              evidence_=evidence(v, swap_ev))
     sev = Severity.P1 if used else Severity.P2
     return finding(
         cid, NAME, Status.actionable, f"vm.swappiness is {val}" + (" with swap in use" if used else ""),
@@ -76,6 +83,12 @@ def _socket_buffers(ctx: Context) -> Finding:
     evs = evidence(rmem, wmem, tr, tw)
     if r >= SOCKET_BUF_GOOD_B and w >= SOCKET_BUF_GOOD_B:
         return finding(cid, NAME, Status.ok, "Socket buffer maxima are raised", evidence_=evs, expected_value=f">= {SOCKET_BUF_GOOD_B}")
+    net, nsrc = ctx.facts.collective_network()
+    if net in ("local", "rdma"):
+        how = "within one node (P2P, SHM or NVLink)" if net == "local" else "over RDMA (NET/IB), not TCP"
+        return not_applicable(cid, NAME, f"Socket buffer maxima below 16 MiB (rmem_max {r}, wmem_max {w} bytes), but NCCL moves data {how}",
+                              "These maxima cap TCP windows, which matter for NCCL's socket transport between nodes; the NCCL log shows no socket channel.",
+                              evidence_=evs + evidence((nsrc, f"NCCL channels {how}")))
     good = str(SOCKET_BUF_GOOD_B)
     rem = sysctl_remedy(ctx, "net.core.rmem_max", good, rmem.value)
     rem2 = sysctl_remedy(ctx, "net.core.wmem_max", good, wmem.value)
@@ -89,9 +102,26 @@ def _socket_buffers(ctx: Context) -> Finding:
     return finding(
         cid, NAME, Status.actionable, f"Socket buffer maxima below 16 MiB (rmem_max {r}, wmem_max {w} bytes)",
         severity=Severity.P2, fix_kind=FixKind.runtime, evidence_=evs, expected_value=f"{SOCKET_BUF_GOOD_B} (tuned network-throughput)",
-        impact="NCCL's socket transport and multi-node TCP windows are capped by these maxima (the kernel default is 212992 bytes); tuned's network-throughput profile raises them to 16 MiB. tcp_rmem/tcp_wmem are min, default and max per socket.",
+        impact=("The NCCL log shows socket (TCP) channels: " if net == "socket" else "Matters only when NCCL uses its socket transport between nodes (no NCCL log here tells): ")
+        + "NCCL's socket transport and multi-node TCP windows are capped by these maxima (the kernel default is 212992 bytes); tuned's network-throughput profile raises them to 16 MiB. tcp_rmem/tcp_wmem are min, default and max per socket.",
         remedy=rem, references=["Documentation/networking/ip-sysctl.rst", "tuned: profiles/network-throughput/tuned.conf"],
     )
+
+
+def _autogroup(ctx: Context) -> Finding:
+    """kernel.sched_autogroup: reported, not flagged. Autogroup only shares CPU time fairly between
+    sessions (setsid); an engine's processes start in one session, and no public measurement shows an
+    effect on inference (Documentation/admin-guide/sysctl/kernel.rst, sched(7) "autogroup")."""
+    cid, key = "kernel.sched_autogroup", "kernel.sched_autogroup_enabled"
+    v = ctx.facts.sysctl(key)
+    if v is None:
+        return unknown(cid, NAME, f"{key}: not captured", f"Needs /proc/sys/{key.replace('.', '/')} or sysctl -a.")
+    if v.value == "0":
+        return finding(cid, NAME, Status.ok, "Scheduler autogroup is off", evidence_=evidence(v), expected_value="0")
+    return finding(cid, NAME, Status.expected, "Scheduler autogroup is on (the kernel's default)", evidence_=evidence(v),
+                   impact="Autogroup balances CPU time between sessions, not between the processes of one session; an inference server's workers "
+                          "start in one session, so it does not change their share. No public measurement shows an effect on serving; no action.",
+                   references=["Documentation/admin-guide/sysctl/kernel.rst#sched-autogroup-enabled", "sched(7): The autogroup feature"])
 
 
 def investigate(ctx: Context) -> list[Finding]:
@@ -101,9 +131,7 @@ def investigate(ctx: Context) -> list[Finding]:
         _simple(ctx, "kernel.nmi_watchdog", "kernel.nmi_watchdog", "0", "The NMI watchdog is on", "The NMI watchdog is off",
                 "The hard-lockup detector keeps one performance counter per CPU busy and fires periodic NMIs; small cost, but no use on a serving host.",
                 "Documentation/admin-guide/sysctl/kernel.rst#nmi-watchdog"),
-        _simple(ctx, "kernel.sched_autogroup", "kernel.sched_autogroup_enabled", "0", "Scheduler autogroup is on", "Scheduler autogroup is off",
-                "Autogroup groups tasks by session for desktop interactivity; on a server it can skew CPU time between the engine's worker processes.",
-                "Documentation/admin-guide/sysctl/kernel.rst#sched-autogroup-enabled"),
+        _autogroup(ctx),
         _swappiness(ctx),
         _socket_buffers(ctx),
     ]

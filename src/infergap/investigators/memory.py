@@ -22,8 +22,7 @@ def bar1(ctx: Context, g: GpuFacts, n_gpus: int) -> Finding:
     if g.bar1_total_B is None:
         return unknown(cid, NAME, f"GPU {g.bdf}: BAR1 size not captured", "Needs NVML or nvidia-smi -q.", subject=g.bdf)
     gib = g.bar1_total_B / 2**30
-    src = "probes/nvml.json" if "probes/nvml.json" in g.sources else ctx.facts.src("nvsmi_qx")
-    evs = evidence((src, f"BAR1 total {gib:g} GiB"))
+    evs = evidence((g.src("bar1_total_B"), f"BAR1 total {gib:g} GiB"))
     if g.bar1_total_B <= 256 * 2**20:
         sev = Severity.P1 if n_gpus > 1 else Severity.P2
         return finding(cid, NAME, Status.actionable, f"GPU {g.bdf}: BAR1 is only {g.bar1_total_B // 2**20} MiB (no Resizable BAR)",

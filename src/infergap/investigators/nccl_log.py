@@ -180,15 +180,28 @@ def _env(label: str, f: NcclLogFacts) -> Finding | None:
                    title="NCCL_* variables set: " + ", ".join(sorted(f.env)), evidence=evidence)
 
 
-def _version(label: str, f: NcclLogFacts) -> Finding | None:
-    if not f.version:
+def _version(label: str, f: NcclLogFacts, snap: object, part: object, ctx: object) -> Finding | None:
+    """``nccl.version``: the log's NCCL version (and the CUDA it was built with) checked against the
+    catalog of known issues, with the catalog's NCCL message signatures seen in this log."""
+    from infergap.evidence.signatures import catalog
+    from infergap.evidence.versions import memo_versions, version_finding
+    from infergap.investigators.evidence_files import signature_hits
+
+    cat = catalog()
+    hits = signature_hits(snap, part)
+    extra = [cat.by_id(sid) for sid in hits if cat.by_id(sid).finding.id == "nccl.version"]
+    lines = [x for sid in hits if cat.by_id(sid).finding.id == "nccl.version" for x in hits[sid].examples]
+    if not f.version and not extra:
         return None
-    return Finding(id="nccl.version", investigator=NAME, status=Status.ok, subject=label,
-                   title=f"NCCL {f.version}" + (f" (CUDA {f.cuda})" if f.cuda else ""),
-                   evidence=[ev(label, f"NCCL version {f.version}" + (f"+cuda{f.cuda}" if f.cuda else ""))],
-                   details={"ring_channels": f.ring_channels, "tree_channels": f.tree_channels, "coll_channels": f.coll_channels,
-                            "nvls_channels": f.nvls_channels, "collnet_channels": f.collnet_channels, "p2p_channels": f.p2p_channels,
-                            "nranks": f.nranks, "network": f.network})
+    checks = [("nccl", f.version)] if f.version else []
+    if f.cuda:
+        checks.append(("nccl_cuda", f.cuda))
+    sv = memo_versions(snap, getattr(ctx, "facts", None))
+    out = version_finding("nccl.version", NAME, checks, label, label, sv.gpu_sm, extra, lines)
+    out.details.update({"ring_channels": f.ring_channels, "tree_channels": f.tree_channels, "coll_channels": f.coll_channels,
+                        "nvls_channels": f.nvls_channels, "collnet_channels": f.collnet_channels, "p2p_channels": f.p2p_channels,
+                        "nranks": f.nranks, "network": f.network})
+    return out
 
 
 def _warnings(label: str, f: NcclLogFacts) -> Finding | None:
@@ -226,8 +239,11 @@ def investigate(ctx: object) -> list[Finding]:
             x = fn(label, f, snap)
             if x:
                 out.append(x)
-        for fn2 in (_env, _version, _warnings):
+        for fn2 in (_env, _warnings):
             x = fn2(label, f)
             if x:
                 out.append(x)
+        v = _version(label, f, snap, part, ctx)
+        if v:
+            out.append(v)
     return out

@@ -21,11 +21,15 @@ from __future__ import annotations
 import re
 
 from infergap.facts import GpuFacts, PciFunction
+from infergap.gpudata import pcie_gen_of_gts, pcie_gts
 from infergap.findings import Action, Finding, FixKind, Remedy, Severity, Status
 from infergap.investigators.base import Context, evidence, finding, not_applicable, unknown
 
 NAME = "pcie"
+MELLANOX = 0x15B3
 MRRS_GOOD_B = 4096
+#: An extended capability line of lspci -vvv (offset >= 0x100, shown only when read as root).
+EXT_CAP = re.compile(r"Capabilities: \[[1-9a-f][0-9a-f]{2} v\d+\]")
 SPEED_GTS = re.compile(r"([\d.]{1,16})\s{0,8}GT/s")
 
 
@@ -51,15 +55,13 @@ def _link(ctx: Context, f: PciFunction, g: GpuFacts | None) -> Finding:
         src = ctx.facts.src("lspci_vvv")
     if cur_s is None and g is not None and g.pcie_gen is not None:
         # nvidia-smi / NVML report generations, not GT/s.
-        gen_to = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
-        cur_s, max_s = gen_to.get(g.pcie_gen), gen_to.get(g.pcie_gen_max or 0)
+        cur_s, max_s = pcie_gts(g.pcie_gen), pcie_gts(g.pcie_gen_max)
         cur_w, max_w = g.pcie_width, g.pcie_width_max
         src = g.sources[-1] if g.sources else "nvidia-smi"
     if cur_s is None or cur_w is None:
         return unknown(cid, NAME, "PCIe link: not captured", "Needs sysfs current/max_link_speed and width, lspci -vvv, or nvidia-smi.", subject=f.bdf)
     evs = evidence((src, f"current {cur_s:g} GT/s x{cur_w}"), (src, f"maximum {max_s:g} GT/s x{max_w}" if max_s else "maximum unknown"))
-    gen = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
-    label = f"gen{gen.get(cur_s, '?')} x{cur_w}"
+    label = f"gen{pcie_gen_of_gts(cur_s) or '?'} x{cur_w}"
     if max_w and cur_w < max_w:
         return finding(cid, NAME, Status.actionable, f"GPU {f.bdf}: PCIe link width x{cur_w} below its maximum x{max_w}",
                        severity=Severity.P0, fix_kind=FixKind.hardware, subject=f.bdf, evidence_=evs, expected_value=f"x{max_w}",
@@ -192,21 +194,29 @@ def _upstream(ctx: Context, f: PciFunction) -> list[PciFunction]:
 
 
 def _acs(ctx: Context, gpus: list[PciFunction]) -> list[Finding]:
+    """pcie.acs on every bridge above the GPUs and the RDMA NICs (GPU-to-GPU P2P and GPUDirect
+    RDMA both cross them). The bridges come from sysfs device links, else from the bridges' bus
+    numbers in ``lspci -vvv``."""
     cid = "pcie.acs"
+    nics = [f for f in ctx.facts.pci_functions().values() if f.vendor == MELLANOX and f.class_code is not None and f.class_code >> 16 == 0x02]
     rdma = ctx.facts.rdma_devices()
     if len(gpus) < 2 and not rdma:
-        return [not_applicable(cid, NAME, "ACS: no peer traffic to redirect", "ACS redirection matters for GPU-to-GPU and GPU-to-NIC peer traffic; this host has one GPU and no RDMA NIC.")]
+        return [not_applicable(cid, NAME, "ACS: no peer traffic to redirect", "ACS redirection matters for GPU-to-GPU and GPU-to-NIC peer traffic; this host has one GPU and no RDMA NIC.",
+                               evidence_=evidence((gpus[0].source if gpus else "host", f"{len(gpus)} GPU, no RDMA NIC")))]
     vm = ctx.facts.virtualization()
+    ends = gpus + (nics if rdma else [])
     bridges: dict[str, PciFunction] = {}
-    for g in gpus:
+    for g in ends:
         for b in _upstream(ctx, g):
             bridges[b.bdf] = b
-    if not bridges and gpus and all(g.path_known and g.parent is None for g in gpus):
-        return [finding(cid, NAME, Status.ok, "No PCI bridge between the GPUs: each sits on the root bus, so no ACS can redirect peer traffic",
-                        evidence_=evidence(*[(f"files/sys/bus/pci/devices/{g.bdf}.link", f"{g.bdf} directly below the host bridge") for g in gpus[:8]]),
+    placed = [g for g in ends if g.path_known or g.parent_from]
+    what = "the GPUs and the RDMA NICs" if rdma and nics else "the GPUs"
+    if not bridges and ends and len(placed) == len(ends) and all(g.parent is None for g in ends):
+        return [finding(cid, NAME, Status.ok, f"No PCI bridge above {what}: each sits on a root bus, so no ACS can redirect peer traffic",
+                        evidence_=evidence(*[(f"files/sys/bus/pci/devices/{g.bdf}.link" if g.path_known else (g.parent_from or g.source), f"{g.bdf} directly below the host bridge") for g in ends[:8]]),
                         expected_value="no redirection")]
     if not bridges:
-        return [unknown(cid, NAME, "ACS: bridges above the GPUs not found", "Needs the device symlinks (sysfs) to find the bridges above each GPU, and their config space or lspci -vvv.")]
+        return [unknown(cid, NAME, f"ACS: bridges above {what} not found", "Needs the device symlinks (sysfs) or lspci -vvv with the bridges' 'Bus: primary=…' lines to find the bridges above each GPU, and their ACS control (lspci -vvv as root).")]
     present, redirecting, unread = [], [], []
     for b in bridges.values():
         if b.config is not None and b.config.extended_readable:
@@ -219,7 +229,9 @@ def _acs(ctx: Context, gpus: list[PciFunction]) -> list[Finding]:
             flags = [k for k, v in b.lspci.acs_ctl.items() if v]
             if b.lspci.acs_ctl.get("ReqRedir") or b.lspci.acs_ctl.get("CmpltRedir"):
                 redirecting.append((b, flags, ctx.facts.src("lspci_vvv"), None))
-        elif b.lspci is None and (b.config is None or not b.config.extended_readable):
+        elif b.lspci is not None and any(EXT_CAP.match(line) for line in b.lspci.lines):
+            continue  # lspci listed the extended capabilities (read as root) and ACS is not among them
+        else:
             unread.append(b.bdf)
     if redirecting:
         out = []
@@ -244,45 +256,90 @@ def _acs(ctx: Context, gpus: list[PciFunction]) -> list[Finding]:
             ))
         return out
     if present:
-        return [finding(cid, NAME, Status.ok, f"ACS present on {len(present)} bridge(s) above the GPUs, no peer redirection",
+        if unread:
+            return [unknown(cid, NAME, f"ACS: no redirection on {len(present)} bridge(s); {len(unread)} other bridge(s) above {what} not readable",
+                            "Extended config space needs root (or lspci -vvv as root) for bridges " + ", ".join(unread[:4]),
+                            evidence_=evidence(*[(src, f"{b}: {txt}") for b, src, txt in present[:8]]))]
+        return [finding(cid, NAME, Status.ok, f"ACS present on {len(present)} bridge(s) above {what}, no peer redirection",
                         evidence_=evidence(*[(src, f"{b}: {txt}") for b, src, txt in present[:8]]),
                         expected_value="ReqRedir- CmpltRedir-",
                         details={"bridges": [b for b, _, _ in present]})]
     if unread:
         return [unknown(cid, NAME, "ACS: bridge config space not readable", "Extended config space needs root (or lspci -vvv as root) for bridges " + ", ".join(unread[:4]))]
-    return [finding(cid, NAME, Status.ok, "No ACS capability on the bridges above the GPUs", expected_value="no redirection")]
+    return [finding(cid, NAME, Status.ok, f"No ACS capability on the {len(bridges)} bridge(s) above {what}", expected_value="no redirection",
+                    evidence_=evidence(*[((f"{b.source}/config.hex" if b.config is not None else ctx.facts.src("lspci_vvv")), f"{b.bdf}: no ACS extended capability") for b in list(bridges.values())[:8]]))]
 
 
-def _iommu(ctx: Context, gpus: list[PciFunction]) -> Finding:
-    cid = "iommu.mode"
-    cl = ctx.facts.cmdline()
-    params = dict(p.partition("=")[::2] for p in (cl.value.split() if cl else []))
+def _iommu_types(ctx: Context, funcs: list[PciFunction]) -> tuple[dict[str, str], dict[str, str]]:
+    """(group -> type of every IOMMU group, BDF -> type of each function in ``funcs``): from
+    ``/sys/kernel/iommu_groups/*/type`` and each device's ``iommu_group/type``."""
     types = {}
     for p in ctx.snap.glob("/sys/kernel/iommu_groups/*/type"):
         t = ctx.snap.read_value(p)
         if t:
             types[p.split("/")[4]] = t
-    gpu_types = {g.bdf: types.get(g.iommu_group or "") for g in gpus if g.iommu_group}
+    per_dev = {}
+    for f in funcs:
+        t = ctx.snap.read_value(f"/sys/bus/pci/devices/{f.bdf}/iommu_group/type") or types.get(f.iommu_group or "")
+        if t:
+            per_dev[f.bdf] = t
+    return types, per_dev
+
+
+def _iommu(ctx: Context, gpus: list[PciFunction]) -> Finding:
+    """iommu.mode from the group types (sysfs), the groups' existence (sysfs, ``lspci -vvv``
+    "IOMMU group:"), and the kernel command line (``intel_iommu=``, ``amd_iommu=``, ``iommu=pt``;
+    Documentation/admin-guide/kernel-parameters.txt). An IOMMU that is on without ``iommu=pt``
+    translates DMA: the kernel's default domain type is DMA unless it was built with
+    CONFIG_IOMMU_DEFAULT_PASSTHROUGH (drivers/iommu/Kconfig)."""
+    cid = "iommu.mode"
+    cl = ctx.facts.cmdline()
+    params = dict(p.partition("=")[::2] for p in (cl.value.split() if cl else []))
+    nics = [f for f in ctx.facts.pci_functions().values() if f.vendor == MELLANOX and f.class_code is not None and f.class_code >> 16 == 0x02]
+    devs = gpus + nics
+    types, per_dev = _iommu_types(ctx, devs)
+    on_cmd = [f"{k}={params[k]}" for k in ("intel_iommu", "amd_iommu") if params.get(k, "").split(",")[0] in ("on", "force_isolation", "force_enable")]
+    off_cmd = [f"{k}=off" for k in ("intel_iommu", "amd_iommu", "iommu") if params.get(k) == "off"]
+    pt = params.get("iommu") == "pt" or params.get("iommu.passthrough") == "1"
+    grouped = [f for f in devs if f.iommu_group]
     evs = evidence(cl)
-    if gpu_types:
-        evs += evidence(*[(f"files/sys/kernel/iommu_groups/{g.iommu_group}/type", f"{g.bdf}: {gpu_types[g.bdf]}") for g in gpus if g.iommu_group][:8])
+    if per_dev:
+        evs += evidence(*[(f"files/sys/bus/pci/devices/{b}/iommu_group/type", f"{b}: {t}") for b, t in list(per_dev.items())[:8]])
     elif types:
         evs += evidence(("files/sys/kernel/iommu_groups", f"{len(types)} groups, types: {', '.join(sorted(set(types.values())))}"))
-    if not types and cl is None:
-        return unknown(cid, NAME, "IOMMU mode: not captured", "Needs /proc/cmdline and /sys/kernel/iommu_groups.")
-    translated = [b for b, t in gpu_types.items() if t and t.startswith("DMA")]
-    if not gpu_types and types:
-        translated = [] if all(t == "identity" for t in types.values()) else (["(groups)"] if any(t.startswith("DMA") for t in types.values()) and gpus else [])
+    elif grouped:
+        evs += evidence(*[(f.source if f.lspci is None else ctx.facts.src("lspci_vvv"), f"{f.bdf}: IOMMU group {f.iommu_group}") for f in grouped[:4]])
+    remedy = Remedy(persist=["add iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX), update-grub, reboot"], revert=["remove iommu=pt from the kernel command line, reboot"], host_controlled=ctx.in_container)
+    refs = ["Documentation/admin-guide/kernel-parameters.txt: iommu=pt", "Documentation/ABI/testing/sysfs-kernel-iommu_groups"]
+    impact = ("With a translating IOMMU every GPU (and NIC) DMA and peer access goes through IOMMU page tables: lower host<->device and P2P bandwidth, and "
+              "P2P or GPUDirect RDMA may fail (NCCL hangs, IO_PAGE_FAULT / DMAR faults in the kernel log).")
+    translated = sorted(b for b, t in per_dev.items() if t.startswith("DMA"))
+    if not per_dev and types and devs:
+        translated = ["(groups)"] if any(t.startswith("DMA") for t in types.values()) and not all(t == "identity" for t in types.values()) else []
     if translated:
-        return finding(cid, NAME, Status.actionable, "IOMMU translates GPU DMA (group type DMA)",
+        who = ", ".join(translated[:4]) if translated != ["(groups)"] else "the IOMMU groups"
+        return finding(cid, NAME, Status.actionable, f"IOMMU translates GPU/NIC DMA (group type DMA: {who})",
                        severity=Severity.P1, fix_kind=FixKind.reboot, evidence_=evs, expected_value="identity (iommu=pt) or off",
-                       impact="With a translating IOMMU every GPU DMA and peer access goes through IOMMU page tables: lower host<->device and P2P bandwidth, and P2P may fail.",
-                       remedy=Remedy(persist=["add iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX), update-grub, reboot"], revert=["remove iommu=pt from the kernel command line, reboot"], host_controlled=ctx.in_container),
-                       references=["Documentation/admin-guide/kernel-parameters.txt: iommu=pt", "Documentation/ABI/testing/sysfs-kernel-iommu_groups"])
-    if types:
-        mode = "passthrough (identity)" if all(t == "identity" for t in (gpu_types.values() or types.values()) if t) else "mixed"
-        return finding(cid, NAME, Status.ok, f"IOMMU in {mode} mode for the GPUs" + (" (iommu=pt)" if params.get("iommu") == "pt" else ""), evidence_=evs, expected_value="identity or off")
-    return finding(cid, NAME, Status.ok, "No IOMMU groups: the IOMMU is off or absent", evidence_=evs + evidence(("files/sys/kernel/iommu_groups", "no groups")), expected_value="identity or off")
+                       impact=impact, remedy=remedy, references=refs)
+    if per_dev or types:
+        mode = "passthrough (identity)" if all(t == "identity" for t in (per_dev.values() or types.values())) else "mixed"
+        return finding(cid, NAME, Status.ok, f"IOMMU in {mode} mode for the GPUs" + (" (iommu=pt)" if pt else ""), evidence_=evs, expected_value="identity or off")
+    groups_exist = bool(grouped) or bool(ctx.snap.listdir("/sys/kernel/iommu_groups"))
+    no_groups = not groups_exist and (ctx.snap.listdir("/sys/kernel/iommu_groups") == [] or (ctx.facts.sysfs_complete() and ctx.snap.listdir("/sys/kernel/iommu_groups") is None))
+    if no_groups:
+        return finding(cid, NAME, Status.ok, "No IOMMU groups: the IOMMU is off or absent", evidence_=evs + evidence(("files/sys/kernel/iommu_groups", "no groups")), expected_value="identity or off")
+    if (groups_exist or on_cmd) and not pt and not off_cmd:
+        why = ("IOMMU groups exist" if groups_exist else f"the kernel command line turns the IOMMU on ({', '.join(on_cmd)})") + " and iommu=pt is not set"
+        return finding(cid, NAME, Status.actionable, f"IOMMU on without iommu=pt: GPU DMA is translated by default ({why})",
+                       severity=Severity.P1, fix_kind=FixKind.reboot, evidence_=evs, expected_value="iommu=pt (identity) or off",
+                       impact=impact + " The kernel's default domain is translated unless it was built for passthrough; cat /sys/kernel/iommu_groups/*/type shows it (identity = passthrough).",
+                       remedy=remedy, references=refs)
+    if pt and cl is not None:
+        return finding(cid, NAME, Status.ok, "IOMMU in passthrough mode (iommu=pt on the kernel command line)", evidence_=evs, expected_value="identity or off")
+    if off_cmd and cl is not None:
+        return finding(cid, NAME, Status.ok, f"IOMMU off on the kernel command line ({', '.join(off_cmd)})", evidence_=evs, expected_value="identity or off")
+    return unknown(cid, NAME, "IOMMU mode: not captured" if cl is None else "IOMMU mode: the kernel command line does not set it",
+                   "Needs the IOMMU groups: ls /sys/kernel/iommu_groups; cat /sys/kernel/iommu_groups/*/type (identity = passthrough, DMA = translated).", evidence_=evs)
 
 
 def investigate(ctx: Context) -> list[Finding]:

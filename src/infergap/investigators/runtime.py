@@ -111,6 +111,40 @@ def _nccl_env(ctx: Context) -> Finding:
     return finding("nccl.env", NAME, Status.ok, "No NCCL variable that disables a transport" + (f" ({len(nccl)} NCCL_* set)" if nccl else ""), evidence_=evs)
 
 
+#: Components whose versions are checked here (the driver in driver.py, NCCL logs in nccl_log.py).
+VERSION_COMPONENTS = ("torch", "cuda", "vllm", "sglang", "nvidia-nccl-cu11", "nccl")
+
+
+def _known_versions(ctx: Context, skip: set[str] = frozenset()) -> list[Finding]:
+    """The stack's versions (host pip list and torch probe, pasted ``pip``, ``collect_env``,
+    ``sglang.check_env``) checked against the known-bad versions of ``signatures.yaml``: one
+    finding per finding id a matching entry yields (except ids in ``skip``, already decided from
+    the host itself), and ``runtime.versions`` ok for the rest."""
+    from infergap.evidence.common import nccl_logs
+    from infergap.evidence.signatures import version_issues
+    from infergap.evidence.versions import memo_versions, version_finding
+
+    sv = memo_versions(ctx.snap, ctx.facts)
+    logged_nccl = bool(nccl_logs(ctx.snap))
+    checks = [(c, *sv.versions[c]) for c in VERSION_COMPONENTS if c in sv.versions and not (c == "nccl" and logged_nccl)]
+    if not checks:
+        return []
+    matched: dict[str, list[tuple[str, str, str]]] = {}
+    rest = []
+    for comp, ver, src in checks:
+        ids = {s.finding.id for s, _ in version_issues(comp, ver, sv.gpu_sm)} - set(skip)
+        for fid in ids:
+            matched.setdefault(fid, []).append((comp, ver, src))
+        if not ids:
+            rest.append((comp, ver, src))
+    out = [version_finding(fid, NAME, [(c, v) for c, v, _ in items], items[0][2], None, sv.gpu_sm) for fid, items in matched.items()]
+    if rest:
+        out.append(version_finding("runtime.versions", NAME, [(c, v) for c, v, _ in rest], rest[0][2], None, sv.gpu_sm))
+    return out
+
+
 def investigate(ctx: Context) -> list[Finding]:
-    """runtime.stack, runtime.torch_arch, nccl.env."""
-    return [f for f in (_stack(ctx), _arch(ctx), _nccl_env(ctx)) if f is not None]
+    """runtime.stack, runtime.torch_arch, nccl.env, runtime.versions (and the findings of
+    known-bad versions)."""
+    base = [f for f in (_stack(ctx), _arch(ctx), _nccl_env(ctx)) if f is not None]
+    return base + _known_versions(ctx, {f.id for f in base})

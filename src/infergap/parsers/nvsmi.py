@@ -77,6 +77,8 @@ class NvsmiGpu:
     temp_slowdown_C: float | None = None
     temp_shutdown_C: float | None = None
     throttle_active: list[str] = field(default_factory=list)
+    throttle_captured: bool | None = None
+    throttle_counters_us: dict[str, float] = field(default_factory=dict)
     pstate: str | None = None
     fabric_state: str | None = None
     utilization_pct: float | None = None
@@ -152,15 +154,33 @@ def _gpu(el: ET.Element) -> NvsmiGpu:
         if tlimit is not None and slow is not None:
             # headroom to slowdown = headroom to T.Limit - |slowdown offset below T.Limit|
             g.temp_slowdown_C = g.temperature_C + tlimit + slow
-    reasons = el.find("clocks_event_reasons") or el.find("clocks_throttle_reasons")
-    if reasons is not None:
+    reasons = el.find("clocks_event_reasons")
+    if reasons is None:
+        reasons = el.find("clocks_throttle_reasons")
+    if reasons is not None and len(reasons):
+        g.throttle_captured = True
         for child in reasons:
             if (child.text or "").strip() == "Active":
                 g.throttle_active.append(re.sub(r"^clocks_(event|throttle)_reason_", "", child.tag))
+    counters = el.find("clocks_event_reasons_counters")
+    if counters is not None:
+        for child in counters:
+            n = _num(_t(counters, child.tag))
+            name = COUNTER_NAMES.get(re.sub(r"^clocks_event_reasons_counters_", "", child.tag))
+            if n is not None and name:
+                g.throttle_counters_us[name] = n
     g.pstate = _t(el, "performance_state")
     g.fabric_state = _t(el, "fabric/state")
     g.utilization_pct = _num(_t(el, "utilization/gpu_util"))
     return g
+
+
+#: Accumulated clocks-event counters (``nvidia-smi -q`` "Clocks Event Reasons Counters", XML
+#: ``clocks_event_reasons_counters``; microseconds since the driver loaded) -> reason names.
+COUNTER_NAMES = {"sw_power_cap": "sw_power_cap", "SW Power Capping": "sw_power_cap", "sync_boost": "sync_boost", "Sync Boost": "sync_boost",
+                 "sw_therm_slowdown": "sw_thermal_slowdown", "SW Thermal Slowdown": "sw_thermal_slowdown",
+                 "hw_therm_slowdown": "hw_thermal_slowdown", "HW Thermal Slowdown": "hw_thermal_slowdown",
+                 "hw_power_brake": "hw_power_brake_slowdown", "HW Power Braking": "hw_power_brake_slowdown"}
 
 
 def _int(v: str | None) -> int | None:
@@ -335,6 +355,7 @@ def csv_to_gpus(rows: list[dict[str, str]]) -> list[NvsmiGpu]:
         mask = r.get("clocks_event_reasons.active") or r.get("clocks_throttle_reasons.active")
         if mask and re.fullmatch(r"0x[0-9a-fA-F]+", mask.strip()):
             g.throttle_active = throttle_names(int(mask, 16))
+            g.throttle_captured = True
         out.append(g)
     return out
 
@@ -381,6 +402,7 @@ def nvml_to_gpus(probe: dict[str, Any]) -> list[NvsmiGpu]:
         g.temp_slowdown_C, g.temp_shutdown_C = d.get("temp_slowdown_C"), d.get("temp_shutdown_C")
         if d.get("throttle_reasons") is not None:
             g.throttle_active = throttle_names(int(d["throttle_reasons"]))
+            g.throttle_captured = True
         out.append(g)
     return out
 
@@ -484,6 +506,12 @@ def _gpu_from_q(bdf: str, f: dict[str, str]) -> NvsmiGpu:
              "HW Slowdown": "hw_slowdown", "HW Thermal Slowdown": "hw_thermal_slowdown", "HW Power Brake Slowdown": "hw_power_brake_slowdown",
              "Sync Boost": "sync_boost", "SW Thermal Slowdown": "sw_thermal_slowdown", "Display Clock Setting": "display_clocks_setting"}
     g.throttle_active = [n for k, n in names.items() if f.get(f"{sect}/{k}") == "Active"]
+    if any(f.get(f"{sect}/{k}") in ("Active", "Not Active") for k in names):
+        g.throttle_captured = True
+    for k, name in COUNTER_NAMES.items():
+        n = _num(v(f"Clocks Event Reasons Counters/{k}"))
+        if n is not None:
+            g.throttle_counters_us[name] = n
     g.pstate = v("Performance State")
     g.utilization_pct = _num(v("Utilization/GPU"))
     return g

@@ -8,7 +8,8 @@ Capability Structure" and §7.7.8 "ACS Extended Capability", as also decoded by 
   Supported), Device Control at +0x08 (bits 7:5 Max_Payload_Size, bits 14:12
   Max_Read_Request_Size; size = 128 << code), Link Capabilities at +0x0C (bits 3:0 max speed,
   9:4 max width), Link Control at +0x10 (bit 3 Read Completion Boundary: 0 = 64 B, 1 = 128 B),
-  Link Status at +0x12 (bits 3:0 speed, 9:4 width).
+  Link Status at +0x12 (bits 3:0 speed, 9:4 width). The speed code is the generation number
+  (``data/pcie.yaml`` gives its GT/s).
 - ACS extended capability (ID 0x000D): capability word at +0x04, control word at +0x06; bits
   0 SrcValid, 1 TransBlk, 2 ReqRedir, 3 CmpltRedir, 4 UpstreamFwd, 5 EgressCtrl, 6 DirectTrans.
 - Resizable BAR extended capability (ID 0x0015).
@@ -21,10 +22,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
-#: Link speed code (LnkCap/LnkSta bits 3:0) -> GT/s, PCIe Base Spec "Supported Link Speeds".
-LINK_SPEED_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
-#: GT/s -> PCIe generation.
-GEN_OF_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+from infergap.gpudata import pcie_gts
+
 ACS_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
 
 PCI_IDS_PATHS = ("/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids", "/usr/share/pci.ids")
@@ -172,9 +171,9 @@ def decode_config(raw: bytes) -> ConfigSpace:
                     mrrs_B=128 << ((devctl >> 12) & 0x7),
                     devctl_offset=ptr + 8,
                     devctl_word=devctl,
-                    link_speed_max_GTs=LINK_SPEED_GTS.get(lnkcap & 0xF),
+                    link_speed_max_GTs=pcie_gts(lnkcap & 0xF),
                     link_width_max=(lnkcap >> 4) & 0x3F,
-                    link_speed_GTs=LINK_SPEED_GTS.get(lnksta & 0xF),
+                    link_speed_GTs=pcie_gts(lnksta & 0xF),
                     link_width=(lnksta >> 4) & 0x3F,
                     rcb_B=128 if lnkctl & 0x8 else 64,
                 )
@@ -222,7 +221,39 @@ class LspciDevice:
     rcb_B: int | None = None
     acs_ctl: dict[str, bool] | None = None
     rebar: bool = False
+    secondary_bus: int | None = None
+    subordinate_bus: int | None = None
+    iommu_group: str | None = None
     lines: list[str] = field(default_factory=list)
+
+    @property
+    def bus(self) -> int:
+        """The bus number of this function (``0000:3b:00.0`` -> 0x3b)."""
+        return int(self.bdf.split(":")[1], 16)
+
+    @property
+    def domain(self) -> str:
+        """The PCI domain (``0000``)."""
+        return self.bdf.split(":")[0]
+
+
+def lspci_parents(devices: dict[str, LspciDevice]) -> dict[str, str]:
+    """Upstream bridge of each function from the bridges' bus numbers (``Bus: primary=00,
+    secondary=3b, subordinate=3f``): the bridge of the same domain whose secondary..subordinate
+    range holds the function's bus most narrowly. For ``lspci -vvv`` text without sysfs links.
+    Functions on a root bus (no bridge above them in the text) are left out."""
+    bridges = [d for d in devices.values() if d.secondary_bus is not None and d.subordinate_bus is not None]
+    out: dict[str, str] = {}
+    for d in devices.values():
+        best = None
+        for b in bridges:
+            if b.bdf == d.bdf or b.domain != d.domain or not b.secondary_bus <= d.bus <= b.subordinate_bus:  # type: ignore[operator]
+                continue
+            if best is None or (b.subordinate_bus - b.secondary_bus) < (best.subordinate_bus - best.secondary_bus):  # type: ignore[operator]
+                best = b
+        if best is not None:
+            out[d.bdf] = best.bdf
+    return out
 
 
 def parse_lspci_vvv(text: str) -> dict[str, LspciDevice]:
@@ -277,6 +308,12 @@ def parse_lspci_vvv(text: str) -> dict[str, LspciDevice]:
             cur.acs_ctl = {k: v == "+" for k, v in re.findall(r"(\w{1,32})([+-])", s[len("ACSCtl:") :])}
         elif "Resizable BAR" in s:
             cur.rebar = True
+        elif s.startswith("Bus: primary="):
+            mm = re.search(r"secondary=([0-9a-f]+), subordinate=([0-9a-f]+)", s, flags=re.I)
+            if mm:
+                cur.secondary_bus, cur.subordinate_bus = int(mm.group(1), 16), int(mm.group(2), 16)
+        elif s.startswith("IOMMU group:"):
+            cur.iommu_group = s.split(":", 1)[1].strip() or None
     return devices
 
 

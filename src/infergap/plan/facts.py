@@ -16,22 +16,13 @@ import math
 import re
 from typing import Any
 
+from infergap.gpudata import sm_of
 from infergap.plan.conditions import Fact
 
 LATENCY_BOUND_EFF = 0.5
 COMM_BOUND_SHARE = 0.25
 PLATEAU_GAIN = 1.10
 
-#: GPU product name → compute capability ×10 (NVIDIA "CUDA GPUs" compute-capability table).
-SM_BY_NAME: list[tuple[re.Pattern[str], int]] = [
-    (re.compile(r"B300|GB300", re.I), 103),
-    (re.compile(r"B200|GB200|B100", re.I), 100),
-    (re.compile(r"H100|H200|H800|H20\b|GH200", re.I), 90),
-    (re.compile(r"RTX PRO \d+ Blackwell|RTX 50\d\d|RTX 5\d\d\d\b", re.I), 120),
-    (re.compile(r"L40|L4\b|RTX 6000 Ada|RTX 5880 Ada|RTX 4\d\d\d|Ada Generation", re.I), 89),
-    (re.compile(r"A100|A800|A30\b", re.I), 80),
-    (re.compile(r"A10\b|A40\b|RTX A6000|RTX 30\d\d|A16\b", re.I), 86),
-]
 
 #: Fact-name prefix → the command that establishes it.
 HOW_TO_FIND: dict[str, str] = {
@@ -83,12 +74,6 @@ def how_to_find(fact: str, given: set[str] | frozenset[str] = frozenset()) -> st
     return "infergap doctor --url URL"
 
 
-def sm_of(name: str | None) -> int | None:
-    """Compute capability ×10 of a GPU product name (``NVIDIA H200`` → 90), None when unknown."""
-    for pat, sm in SM_BY_NAME:
-        if name and pat.search(name):
-            return sm
-    return None
 
 
 def _put(facts: dict[str, Fact], name: str, value: Any, source: str, overwrite: bool = False) -> None:

@@ -49,7 +49,11 @@ def render_text(plan: Plan, color: bool = False, width: int | None = None) -> st
                       p.binds or "–", f"{p.ratio:.1%}" if p.ratio else "–", p.note or ""]))
         c.print(t)
     if not g.points and not g.headline:
-        c.print("  no bench result: run infergap bench (or infergap doctor) to measure the gap")
+        given = {s.name for s in plan.stages if s.status not in ("missing", "failed")}
+        if "bench" not in given:
+            c.print("  no bench result: run infergap bench (or infergap doctor) to measure the gap")
+        else:
+            c.print("  the bench given has no measured point to set against a bound (every point failed or was excluded)")
     c.print()
     c.print("[bold]TOP ACTIONS[/]")
     for i, a in enumerate(plan.top_actions, 1):

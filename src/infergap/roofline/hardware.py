@@ -1,7 +1,7 @@
 """GPU figures (the datasheet table in ``infergap/data/gpus.yaml``) and the host's GPUs.
 
-:func:`load_hardware` turns a GPU name, an alias, an NVML product name or ``auto`` (the GPUs of a
-live host or a snapshot) into a :class:`Hardware`: the GPU's figures, how many there are, and the
+:func:`load_hardware` turns a GPU name, an alias, an NVML product name or ``auto`` (the host's GPUs,
+read by the caller) into a :class:`Hardware`: the GPU's figures, how many there are, and the
 bandwidth ceiling actually used (datasheet, measured, or the user's own figure).
 """
 
@@ -46,6 +46,12 @@ class GpuSpec(BaseModel):
     smem_per_block_KB: float | None = None
     nvlink_GBps: float = 0
     pcie_gen: int = 4
+    sm: int | None = None
+    pci_device_ids: list[str] = []
+    p2p: str | None = None
+    nvlink_layout: str | None = None
+    nvlink_group: int | None = None
+    topology_source: str | None = None
     source: str
     measured: MeasuredCeiling | None = None
 
@@ -81,10 +87,12 @@ class Hardware(BaseModel):
     @property
     def link_GBps(self) -> float:
         """Per-direction GPU-to-GPU link bandwidth: NVLink total / 2, else PCIe x16 of the GPU's
-        generation (gen4 32 GB/s, gen5 63 GB/s per direction; PCI-SIG base specifications)."""
+        generation (``data/pcie.yaml``: gen4 31.5 GB/s, gen5 63 GB/s per direction)."""
+        from infergap.gpudata import pcie_x16_GBps
+
         if self.gpu.nvlink_GBps:
             return self.gpu.nvlink_GBps / 2
-        return {3: 16.0, 4: 32.0, 5: 63.0, 6: 126.0}.get(self.gpu.pcie_gen, 32.0)
+        return pcie_x16_GBps(self.gpu.pcie_gen) or pcie_x16_GBps(4) or 31.5
 
     def flops_per_s(self, precision: str) -> float:
         """Dense tensor FLOP/s of one GPU at ``precision`` (bf16|fp8|fp4), falling back to the next
@@ -146,6 +154,7 @@ def load_hardware(
     name_or_auto: str,
     count: int | None = None,
     *,
+    host: list[HostGpu] | None = None,
     snapshot: Any = None,
     ceiling: Literal["datasheet", "measured"] = "datasheet",
     bandwidth_efficiency: float | None = None,
@@ -153,31 +162,22 @@ def load_hardware(
 ) -> Hardware:
     """Build the :class:`Hardware` for a GPU name (or ``auto``) and a count.
 
-    ``auto`` reads the GPUs of ``snapshot`` (see :func:`host_gpus`), or of the live host when
-    ``snapshot`` is None; all of them must be the same model. ``count`` defaults to the host's
+    ``auto`` takes the host's GPUs handed in as ``host`` (the caller reads them, e.g. with
+    :func:`host_gpus` on the snapshot it audits), or those of ``snapshot``; the roofline never
+    opens a snapshot itself. All of them must be the same model. ``count`` defaults to the host's
     GPU count (``auto``) or 1. ``ceiling="measured"`` uses the entry's measured figures (error if
     it has none); ``measured_bandwidth_GBps`` replaces the bandwidth outright;
     ``bandwidth_efficiency`` (0 < f <= 1) scales whichever bandwidth is in use.
-    Raises :class:`UserError` for an unknown GPU, a host without GPUs, mixed GPU models, or
-    out-of-range figures.
+    Raises :class:`UserError` for an unknown GPU, a host without GPUs, mixed GPU models, ``auto``
+    without the host's GPUs, or out-of-range figures.
     """
     host_label: str | None = None
     memory_B: int | None = None
     memory_source = "datasheet"
     if name_or_auto.strip().lower() == "auto":
-        if snapshot is None:
-            from infergap.snapshot import open_snapshot
-
-            with open_snapshot(None) as live:
-                return load_hardware(
-                    name_or_auto,
-                    count,
-                    snapshot=live,
-                    ceiling=ceiling,
-                    bandwidth_efficiency=bandwidth_efficiency,
-                    measured_bandwidth_GBps=measured_bandwidth_GBps,
-                )
-        gpus = host_gpus(snapshot)
+        if host is None and snapshot is None:
+            raise UserError("--gpu auto: the host's GPUs were not read; name one with --gpu")
+        gpus = host if host is not None else host_gpus(snapshot)
         if not gpus:
             where = getattr(snapshot, "label", "") or "this host"
             raise UserError(f"--gpu auto: no NVIDIA GPU found in {where} (no GPU in sysfs, nvidia-smi or NVML); name one with --gpu")

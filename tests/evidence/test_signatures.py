@@ -1,0 +1,122 @@
+"""The failure-signature catalog (data/signatures.yaml): it loads, every entry is sourced and
+yields a check the audit knows, bad catalogs fail with one line, and matching is what it says."""
+
+from __future__ import annotations
+
+import pytest
+
+from infergap import checks
+from infergap.errors import UserError
+from infergap.evidence.signatures import catalog, in_range, load_catalog, scan_lines, version_issues, xid_signature
+from infergap.investigators.evidence_files import SIGNATURE_CHECKS
+
+REQUIRED = ["nccl.shm_create", "nccl.max_shared_mem", "nccl.graph_capture_old_cuda", "nccl.ib_open_failed",
+            "nccl.no_libibverbs_multinode", "driver.gsp_timeout", "xid.reset_required", "xid.application",
+            "iommu.io_page_fault", "vllm.preemption", "sglang.retract", "nccl.2_25_sm120", "driver.pre550_cumem_graph_memory"]
+
+
+def test_catalog_holds_the_field_signatures_with_sources():
+    cat = catalog()
+    ids = {s.id for s in cat.signatures}
+    assert set(REQUIRED) <= ids
+    known = checks.load()
+    for s in cat.signatures:
+        assert s.sources and all(u.startswith("https://") for u in s.sources), s.id
+        assert s.finding.id in SIGNATURE_CHECKS and s.finding.id in known, s.id
+        assert s.why.strip() and s.finding.title.strip(), s.id
+    comps = {s.version.component for s in cat.signatures if s.version}
+    assert {"nccl", "nccl_cuda", "driver", "torch", "vllm", "sglang"} <= comps
+
+
+@pytest.mark.parametrize("text,problem", [
+    ("signatures: [{id: a, contains: [x], finding: {id: a.b, severity: P0, fix_kind: runtime, title: t}, why: w, sources: []}]", "sources"),
+    ("signatures: [{id: a, contains: [x], pattern: '(', finding: {id: a.b, severity: P0, fix_kind: runtime, title: t}, why: w, sources: ['https://x']}]", "signatures.yaml"),
+    ("signatures: [{id: a, xid: [1], version: {component: nccl, range: '<2'}, finding: {id: a.b, severity: P0, fix_kind: runtime, title: t}, why: w, sources: ['https://x']}]", "exactly one"),
+    ("signatures: [{id: a, version: {component: nccl, range: '~2'}, finding: {id: a.b, severity: P0, fix_kind: runtime, title: t}, why: w, sources: ['https://x']}]", "range"),
+    ("signatures: {}", "expected a mapping"),
+    ("signatures: [", "not valid YAML"),
+])
+def test_bad_catalog_is_one_line(tmp_path, text, problem):
+    p = tmp_path / "signatures.yaml"
+    p.write_text(text)
+    with pytest.raises(UserError) as e:
+        load_catalog(p)
+    assert problem in str(e.value) and "\n" not in str(e.value)
+
+
+def test_duplicate_id_is_refused(tmp_path):
+    entry = "{id: a, contains: [x], finding: {id: a.b, severity: P0, fix_kind: runtime, title: t}, why: w, sources: ['https://x']}"
+    p = tmp_path / "s.yaml"
+    p.write_text(f"signatures: [{entry}, {entry}]")
+    with pytest.raises(UserError, match="appears twice"):
+        load_catalog(p)
+
+
+def test_version_ranges():
+    assert in_range("2.25.1", "==2.25") and not in_range("2.26.2", "==2.25")
+    assert in_range("2.25.9", "<2.26") and not in_range("2.26.0", "<2.26")
+    assert in_range("535.104.05", "<550") and not in_range("550.54.15", "<550")
+    assert in_range("11.0", "<11.3") and not in_range("12.8", "<11.3")
+    (s, sure), = version_issues("nccl", "2.25.1", {120})
+    assert s.id == "nccl.2_25_sm120" and sure
+    assert version_issues("nccl", "2.25.1", {90}) == []
+    assert [s.id for s, _ in version_issues("sglang", "0.3.3")] == ["sglang.0_3_3_critical_fixes"]
+    assert version_issues("sglang", "0.3.3.post1") == [] and version_issues("vllm", "0.6.2") == []
+    assert [s.id for s, _ in version_issues("torch", "2.0.0+cu118", {120})] == ["torch.pre27_sm120"]
+    (_, sure), = version_issues("nccl", "2.25.1", set())
+    assert not sure  # the GPUs are not known: the caller says unknown, not ok
+
+
+def test_line_matching():
+    hits = scan_lines([
+        "ubuntu:9621:9688 [3] misc/shmutils.cc:112 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-KWfVyt (size 5967872)",
+        "ACSCtl: SrcValid+ TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-",
+        "ACSCtl: SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-",
+        "nvidia-nccl-cu11 2.20.5",
+        "Requires: filelock, nvidia-nccl-cu11, sympy",
+    ])
+    assert hits["nccl.shm_create"].count == 1
+    assert hits["pcie.acs_redirect_lines"].count == 1  # SrcValid alone redirects nothing
+    assert hits["pip.nvidia_nccl_cu11_listed"].count == 1  # the listing line, not the Requires line
+    assert xid_signature(31).finding.severity.value == "P1" and xid_signature(79).finding.severity.value == "P0"
+    assert xid_signature(999) is None
+
+
+def test_old_nccl_format_is_read():
+    """NCCL 2.2/2.3 lines (``host:pid:tid [dev] INFO Ring 00 : …``, no ``NCCL`` word), as pasted in
+    https://github.com/pytorch/pytorch/issues/7019, give ranks and transports."""
+    from infergap.evidence.nccl import parse_nccl_log
+    from infergap.evidence.recognize import log_kinds
+
+    lines = [
+        "gpu-host:13802:13802 [1] misc/ibvwrap.cu:61 WARN Failed to open libibverbs.so[.1]",
+        "gpu-host:13802:13802 [1] INFO Using internal Network Socket",
+        "NCCL version 2.2.13+cuda9.2",
+        "gpu-host:13802:13802 [0] INFO comm 0xb25bf840 rank 0 nranks 2",
+        "gpu-host:13802:13802 [1] INFO Ring 00 :    0   1",
+        "gpu-host:13802:13802 [0] INFO Ring 00 : 0[0] -> 1[1] via P2P/direct pointer",
+        "gpu-host:13802:13802 [1] INFO Ring 00 : 1[1] -> 0[0] via P2P/direct pointer",
+        "gpu-host:11:11 [0] INFO Ring 01 : 0[1a000] -> 1[1b000] via direct shared memory",
+    ]
+    assert all(log_kinds(ln) == ("nccl_log",) for ln in lines if ln[0] != "N")
+    f = parse_nccl_log(lines)
+    assert f.version == "2.2.13" and f.cuda == "9.2"
+    assert f.transports == {"P2P/direct": 2, "SHM": 1}
+
+
+def test_acsctl_grep_fragments_count_functions(tmp_path):
+    """``lspci -vvv | grep -i acsctl`` pasted tab-indented without device headers (as in
+    https://github.com/NVIDIA/nccl/issues/629): recognised, and the finding counts the functions."""
+    from types import SimpleNamespace
+
+    from infergap.evidence import EvidenceSnapshot
+    from infergap.investigators import evidence_files
+
+    p = tmp_path / "acs.txt"
+    p.write_text("\t\tACSCtl:\tSrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-\n"
+                 "\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-\n"
+                 "\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-\n")
+    snap = EvidenceSnapshot(None, [p])
+    assert not snap.unrecognized()
+    (f,) = [x for x in evidence_files.investigate(SimpleNamespace(snap=snap)) if x.id == "pcie.acs"]
+    assert f.status.value == "actionable" and "2 PCIe function(s)" in f.title and "no device headers" in f.title
