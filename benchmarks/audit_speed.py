@@ -3,16 +3,22 @@ audit, median of N runs each, and the ratio of one-at-a-time to parallel investi
 
 Targets (on a 2-core machine): live audit <= 2 s, snapshot audit <= 1 s (median of 10).
 
+Every timed run must succeed (exit 0 and an ``infergap.audit/1`` JSON document on stdout); the
+first that does not stops the benchmark with its error and exit status 1: the time of a crash is
+not an audit time. Runs record into a throw-away ledger, never the user's.
+
 Run: python benchmarks/audit_speed.py [--runs 10] [--snapshot tests/fixtures/hosts/seed-8x-rtxpro6000]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,15 +26,29 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 
+LEDGER_DIR = tempfile.TemporaryDirectory(prefix="infergap-bench-ledger-")
+
+
 def wall(cmd: list[str], runs: int) -> list[float]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    """Wall seconds of ``runs`` runs of ``cmd``; SystemExit(1) on the first run that fails."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "INFERGAP_DB": str(Path(LEDGER_DIR.name) / "ledger.sqlite3")}
     out = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        p = subprocess.run(cmd, capture_output=True, env=env)
+        p = subprocess.run(cmd, capture_output=True, env=env, timeout=300)
         out.append(time.perf_counter() - t0)
-        if p.returncode not in (0, 1):
-            raise SystemExit(f"{' '.join(cmd)} failed: {p.stderr.decode()[-500:]}")
+        problem = None
+        if p.returncode != 0:
+            problem = f"exit status {p.returncode}"
+        else:
+            try:
+                if json.loads(p.stdout).get("schema") != "infergap.audit/1":
+                    problem = "stdout is not an infergap.audit/1 document"
+            except ValueError:
+                problem = "stdout is not JSON"
+        if problem:
+            print(f"FAILED: {' '.join(cmd)}: {problem}: {p.stderr.decode(errors='replace')[-500:]}", file=sys.stderr)
+            raise SystemExit(1)
     return out
 
 

@@ -113,6 +113,7 @@ def main() -> None:
     print(f"stub on core 1 ({url}), client on core 0; 256-token prompts, 128 streamed tokens per response; "
           f"load average {os.getloadavg()[0]:.1f} (other processes share these cores: compare client CPU %)")
     rows = {}
+    problems: list[str] = []  # a figure measured over failed requests is no figure: exit 1 at the end
     try:
         asyncio.run(client_run(url, 64, 500))  # warm-up: connections, caches
         for c in levels:
@@ -121,6 +122,8 @@ def main() -> None:
             r = asyncio.run(client_run(url, c, n))
             s = stub(url, "/stats")
             rows[c] = (r, s)
+            if r["failed"]:
+                problems.append(f"c={c}: {r['failed']} of {n} requests failed")
             print(f"\n[load {os.getloadavg()[0]:.1f}] infergap c={c} ({n} requests): {r['tok_s']:,.0f} streamed tok/s, {r['req_s']:,.0f} req/s "
                   f"(stub counted {s['tokens_per_s']:,.0f} tok/s, {s['requests_per_s']:,.0f} req/s), failed {r['failed']}")
             print(f"  per client CPU-second: {r['tok_s'] / max(r['cpu'], 1e-9):,.0f} tok/s "
@@ -138,6 +141,8 @@ def main() -> None:
     try:
         stub(url, "/reset", post=True)
         r = asyncio.run(client_run(url, 64, 256))
+        if r["failed"]:
+            problems.append(f"slow stub: {r['failed']} requests failed")
         print(f"\nslow stub (20 ms/token, c=64): {r['tok_s']:,.0f} tok/s, lag p99 {r['lag_p99']:.2f} ms, "
               f"client CPU {r['cpu'] * 100:.0f} %, client-bound: {r['client_bound']} ({'; '.join(r['reasons']) or 'no'})")
     finally:
@@ -145,6 +150,8 @@ def main() -> None:
     proc, url = start_stub(1)
     try:
         r = asyncio.run(client_run(url, 1, 300))
+        if r["failed"]:
+            problems.append(f"idle path: {r['failed']} requests failed")
         print(f"idle path (c=1, zero-delay stub): TTFT p50 {r['ttft_p50']:.2f} ms, p99 {r['ttft_p99']:.2f} ms; "
               f"event-loop lag p50 {r['lag_p50']:.2f} ms, p99 {r['lag_p99']:.2f} ms")
         if a.guidellm:
@@ -161,6 +168,7 @@ def main() -> None:
                 s = stub(url, "/stats")
                 if "error" in g:
                     print(f"\nguidellm c={c}: failed: {g['error']}")
+                    problems.append(f"guidellm c={c} failed")
                     continue
                 mine = rows[c][1]
                 best = max(g["tok_s"], s["tokens_per_s"])  # the more favourable of its own and the stub's count
@@ -170,6 +178,8 @@ def main() -> None:
                       f"infergap/guidellm = {mine['tokens_per_s'] / max(best, 1e-9):.1f}×")
     finally:
         proc.terminate()
+    if problems:
+        raise SystemExit("FAILED: " + "; ".join(problems) + " (the figures above are not valid)")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,10 @@
 serving the tests' tiny random GGUF (target: under two minutes on a small model).
 
 Usage: python benchmarks/doctor_quick.py [--runs N]. Prints the wall time of each run and of each
-stage as the doctor reports them. Needs llama-cpp-python[server] and gguf (as the tests do).
+stage as the doctor reports them; exits 1 when a run fails (its time is not a doctor's time).
+The server runs with ``--interrupt_requests False`` (its default cuts a stream short whenever
+another request waits, and the doctor would rightly fail). Runs record into a throw-away ledger,
+never the user's. Needs llama-cpp-python[server] and gguf (as the tests do).
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ def main() -> None:
             port = s.getsockname()[1]
         log = open(Path(d) / "server.log", "w")
         srv = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
-                                "--verbose", "False", "--n_ctx", "4096"], stdout=log, stderr=subprocess.STDOUT)
+                                "--verbose", "False", "--n_ctx", "4096", "--interrupt_requests", "False"],
+                               stdout=log, stderr=subprocess.STDOUT)
         try:
             url = f"http://127.0.0.1:{port}"
             for _ in range(600):
@@ -43,7 +47,10 @@ def main() -> None:
                     break
                 except OSError:
                     time.sleep(0.2)
-            env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+            else:
+                raise SystemExit(f"FAILED: llama_cpp.server did not answer: {(Path(d) / 'server.log').read_text()[-1000:]}")
+            env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), INFERGAP_DB=str(Path(d) / "ledger.sqlite3"))
+            failed = []
             for i in range(args.runs):
                 out = Path(d) / f"run{i}"
                 t0 = time.monotonic()
@@ -51,6 +58,12 @@ def main() -> None:
                                     "--gpu", "h200", "--output-dir", str(out)], capture_output=True, text=True, env=env, timeout=600)
                 dt = time.monotonic() - t0
                 print(f"run {i + 1}: {dt:.1f} s wall (exit {r.returncode}); stages: " + "; ".join(r.stderr.strip().splitlines()))
+                if r.returncode != 0:
+                    failed.append(i + 1)
+            if failed:
+                print(f"FAILED: run(s) {', '.join(map(str, failed))} exited non-zero: the times above are not valid",
+                      file=sys.stderr)
+                raise SystemExit(1)
         finally:
             srv.terminate()
             srv.wait(10)

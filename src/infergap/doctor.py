@@ -39,6 +39,8 @@ class DoctorResult(BaseModel):
     reachable: bool = False
     #: Bench points measured (0: the run measured nothing).
     points: int = 0
+    #: Bench points above the failure budget (their figures are not used).
+    invalid_points: int = 0
 
 
 #: Python exception class names and aiohttp connector internals, kept out of what users read.
@@ -49,6 +51,41 @@ def plain(message: object) -> str:
     """``str(message)`` without Python class names (``ClientConnectorError: ``) or aiohttp's
     ``ssl:default``, so a stage's reason reads as words."""
     return _INTERNAL.sub(" ", str(message)).replace("( ", "(").replace("  ", " ").strip()
+
+
+def bench_stage(bench: Any) -> tuple[str, str]:
+    """Status and detail of the doctor's bench stage. ``failed``: no point is within the failure
+    budget; ``degraded``: some are not; ``partial``: the sweep ended early (server gone); ``ok``:
+    every point within budget (failures below it are still counted in the detail)."""
+    from infergap.bench.metrics import likely_cause
+
+    n = len(bench.points)
+    bad = bench.invalid_points
+    sent = sum(p.requests for p in bench.points)
+    failed = sum(p.failed for p in bench.points)
+    errors: dict[str, int] = {}
+    for p in bench.points:
+        for k, v in p.errors.items():
+            errors[k] = errors.get(k, 0) + v
+    detail = f"{n} point(s)"
+    if failed:
+        kinds = ", ".join(f"{k} ×{v}" for k, v in sorted(errors.items(), key=lambda kv: -kv[1]))
+        detail += f"; {failed} of {sent} requests failed ({kinds})"
+    if bad:
+        detail += (f"; {len(bad)} point(s) above the {bench.settings.max_error_rate:.1%} failure budget "
+                   f"({', '.join(p.label for p in bad)}), not used")
+        cause = likely_cause(errors)
+        if cause:
+            detail += f"; most likely cause: {cause}"
+    if bench.connections.note:
+        detail += f"; {bench.connections.note}"
+    if bench.error:
+        detail += f"; {plain(bench.error)}"
+    if n and len(bad) == n:
+        return "failed", detail
+    if bad:
+        return "degraded", detail
+    return ("partial" if bench.error else "ok"), detail
 
 
 def _model_candidates(cfg: Any) -> list[str]:
@@ -69,12 +106,13 @@ def _model_candidates(cfg: Any) -> list[str]:
 def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, quick: bool = False,
                evidence: list[str] | None = None, api_key: str | None = None, gpu: str | None = None,
                gpus: int | None = None, snapshot: str | None = None, served_model: str | None = None,
-               progress: Callable[[str, str], None] | None = None) -> DoctorResult:
+               progress: Callable[[str, str], None] | None = None, max_error_rate: float = 0.01) -> DoctorResult:
     """Run every stage against the server at ``url`` and write the artefacts into ``output_dir``:
     ``audit.json``, ``server.json``, ``roofline.json``, ``bench.json``, ``plan.json``, ``plan.md``,
     ``report.md``, ``report.html``. ``model``: a config.json path or built-in name for the
     roofline (default: from the server); ``gpu``/``gpus``: GPU name and count when the host's
-    cannot be read; ``snapshot``: audit a snapshot instead of this host. Raises
+    cannot be read; ``snapshot``: audit a snapshot instead of this host; ``max_error_rate``: the
+    bench's failure budget per point (see :func:`bench_stage`). Raises
     :class:`UserError` only for an unusable ``output_dir`` or a malformed URL.
     """
     t0 = time.monotonic()
@@ -171,12 +209,25 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
     bench = None
     try:
         bs = BenchSettings(concurrency=list(settings["concurrency"]), trials=settings["trials"], warmup=settings["warmup"],
-                           input_len=settings["input_len"], output_len=settings["output_len"], num_prompts=settings["num_prompts"])
-        bench = run_bench(url, served_model, bs, on_partial=lambda r: write("bench.json", r.to_json() + "\n"))
+                           input_len=settings["input_len"], output_len=settings["output_len"], num_prompts=settings["num_prompts"],
+                           max_error_rate=max_error_rate)
+        live = None
+        if progress is not None:  # a command line is watching: a live line per point on a terminal
+            from infergap.render.bench import BenchProgress
+
+            live = BenchProgress()
+        try:
+            bench = run_bench(url, served_model, bs, on_partial=lambda r: write("bench.json", r.to_json() + "\n"),
+                              progress=live.hooks() if live is not None else None)
+        finally:
+            if live is not None:
+                live.stop()
         write("bench.json", bench.to_json() + "\n")
         res.points = len(bench.points)
+        res.invalid_points = len(bench.invalid_points)
         res.reachable = True  # the bench raises before any load when the server does not answer
-        stage("bench", "ok" if not bench.error else "partial", f"{len(bench.points)} point(s)" + (f"; {plain(bench.error)}" if bench.error else ""))
+        status, detail = bench_stage(bench)
+        stage("bench", status, detail)
     except Exception as e:
         stage("bench", "failed", plain(e))
 

@@ -253,13 +253,17 @@ class Facts:
                 except ConfigSpaceError as e:
                     f.config_error = str(e)
             f.lspci = lspci.get(bdf)
-            if f.iommu_group is None and f.lspci is not None:
-                f.iommu_group = f.lspci.iommu_group
+            if f.lspci is not None:
+                f.iommu_group = f.iommu_group or f.lspci.iommu_group
+                f.numa_node = f.numa_node if f.numa_node is not None else f.lspci.numa_node
             out[bdf] = f
         for bdf, dev in lspci.items():
             if bdf not in out:
-                out[bdf] = PciFunction(bdf=bdf, vendor=dev.vendor_id, device=dev.device_id, class_code=dev.class_code, lspci=dev,
-                                       iommu_group=dev.iommu_group, listed_in=lspci_src)
+                vendor, klass = dev.vendor_id, dev.class_code
+                if vendor is None:  # lspci without -nn: its names are pci.ids names, read back to ids
+                    vendor, klass = _ids_from_names(dev.description)
+                out[bdf] = PciFunction(bdf=bdf, vendor=vendor, device=dev.device_id, class_code=klass, lspci=dev,
+                                       iommu_group=dev.iommu_group, numa_node=dev.numa_node, listed_in=lspci_src)
         if any(d.secondary_bus is not None for d in lspci.values()):
             # No sysfs device links: the tree comes from the bridges' bus numbers in lspci -vvv
             # (a function under no bridge of the listing sits on a root bus).
@@ -366,6 +370,10 @@ class Facts:
                     g.name, g.name_source = f"NVIDIA {dn}", "pci.ids"
                 elif f is not None and f.device is not None and data_device_name(f.device):
                     g.name, g.name_source = data_device_name(f.device), "infergap gpus.yaml (PCI device id)"
+                elif f is not None and f.device is None and f.lspci is not None and "NVIDIA Corporation " in f.lspci.description:
+                    # lspci without -nn printed the name from its own pci.ids
+                    desc = f.lspci.description.split("NVIDIA Corporation ", 1)[1]
+                    g.name, g.name_source = "NVIDIA " + re.sub(r"\s*\((?:rev|prog-if) [^)]*\)+", "", desc).strip(), f.source
                 else:
                     g.name = "unknown device"
                 if g.name_source:
@@ -703,13 +711,45 @@ class Facts:
         return str(m.get("schema", "")).startswith("infergap.snapshot") and "files" in (m.get("sources") or {})
 
     def pci_inventory_captured(self) -> bool:
-        """Whether the PCI device list was captured (sysfs or lspci), so that the absence of an
-        NVIDIA GPU in it is a fact rather than missing evidence."""
-        return bool(self.snap.listdir("/sys/bus/pci/devices")) or self.cmd_ok("lspci_vvv") is not None or self.cmd_ok("lspci") is not None
+        """Whether the whole PCI device list was captured (sysfs, or lspci run by infergap), so that
+        the absence of an NVIDIA GPU in it is a fact rather than missing evidence. A pasted lspci
+        does not count: pastes are often filtered (``lspci | grep -i plx``)."""
+        if self.snap.listdir("/sys/bus/pci/devices"):
+            return True
+        return any(r is not None and not r.source.startswith("evidence/") for r in (self.cmd_ok("lspci_vvv"), self.cmd_ok("lspci")))
+
+    def pci_pasted(self) -> str | None:
+        """The evidence source of a pasted lspci listing, or None."""
+        for name in ("lspci_vvv", "lspci"):
+            r = self.cmd_ok(name)
+            if r is not None and r.source.startswith("evidence/"):
+                return r.source
+        return None
 
     def gpu_functions(self) -> list[PciFunction]:
         """PCI functions of NVIDIA GPUs (sysfs), ordered by BDF."""
         return [f for f in self.pci_functions().values() if f.is_gpu]
+
+
+@functools.lru_cache(maxsize=1)
+def _pci_names() -> tuple[dict[str, int], dict[str, int]]:
+    db = system_pci_ids()
+    vendors = {n: v for v, n in db.vendors.items()}
+    classes = {n: (base << 16) | (sub << 8) for (base, sub), n in db.subclasses.items()}
+    return vendors, classes
+
+
+def _ids_from_names(description: str) -> tuple[int | None, int | None]:
+    """(vendor id, class code) of an ``lspci`` line printed without ``-nn``
+    (``VGA compatible controller: NVIDIA Corporation AD102 [GeForce RTX 4090] (rev a1)``): lspci
+    takes both names from pci.ids, so the system pci.ids maps them back. (None, None) when unknown."""
+    m = re.match(r"^(?P<cls>[^:]+?): (?P<rest>.+)$", description)
+    if not m:
+        return None, None
+    vendors, classes = _pci_names()
+    words = m.group("rest").split()
+    vendor = next((vendors[" ".join(words[:n])] for n in range(min(len(words), 8), 0, -1) if " ".join(words[:n]) in vendors), None)
+    return vendor, classes.get(m.group("cls").strip())
 
 
 _REAL_BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")

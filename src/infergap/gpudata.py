@@ -110,11 +110,20 @@ def sku(name: str | None, device_id: int | None = None) -> Sku | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def _switches() -> dict[int, str]:
+    return {int(str(s["pci_device_id"]), 16): s["label"] for s in _data("gpus.yaml").get("switches", [])}
+
+
 def device_name(device_id: int) -> str | None:
-    """The product name for an NVIDIA PCI device id from the data (for GPUs newer than the
-    system pci.ids), or None."""
+    """The product name for an NVIDIA PCI device id from the data (GPUs and NVSwitches newer than
+    the system pci.ids), or None.
+
+    >>> device_name(0x22A3)
+    'NVIDIA NVSwitch (H100 generation, GH100)'
+    """
     s = sku(None, device_id=device_id)
-    return s.label if s is not None else None
+    return s.label if s is not None else _switches().get(device_id)
 
 
 def sm_of(name: str | None) -> int | None:

@@ -242,3 +242,33 @@ def test_pcie_switch_told_apart_from_nvswitch():
     f = one(audit_files(EV / "lspci-torchipc17-plx.txt"), "pci.unidentified")
     assert "PLX PCIe switch ports, not NVSwitches" in f.title
     assert all("NVSwitch" not in v.split("—")[0] for v in f.details["devices"].values())
+
+
+def test_nvswitch_named_from_the_data(tmp_path):
+    """lspci -nn lines of an HGX H200 (https://github.com/bigstack-oss/cubecos/issues/259, the
+    script's "IOMMU Group N:" prefix dropped): the GPUs and the H100-generation NVSwitches are named
+    even where the system pci.ids predates them, and the switches are told apart as NVSwitches."""
+    (tmp_path / "lspci.txt").write_text(
+        "18:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H200 SXM 141GB] [10de:2335] (rev a1)\n"
+        "2a:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H200 SXM 141GB] [10de:2335] (rev a1)\n"
+        "05:00.0 Bridge [0680]: NVIDIA Corporation GH100 [H100 NVSwitch] [10de:22a3] (rev a1)\n"
+        "06:00.0 Bridge [0680]: NVIDIA Corporation GH100 [H100 NVSwitch] [10de:22a3] (rev a1)\n")
+    r = audit_files(tmp_path / "lspci.txt")
+    f = one(r, "pci.unidentified")
+    assert "0000:05:00.0: NVSwitch" in f.title and "unknown device" not in f.details["devices"]["0000:05:00.0"]
+    assert {g["name"] for g in r.host["gpus"]} <= {"NVIDIA H200 SXM 141GB", "NVIDIA GH100 [H200 SXM 141GB]"}
+
+
+def test_pasted_lspci_without_ids(tmp_path):
+    """``lspci -v`` of an RTX 4090 as pasted in https://github.com/tinygrad/open-gpu-kernel-modules/issues/28
+    (its first line): no ids, yet the GPU is found and named from lspci's own text."""
+    (tmp_path / "lspci.txt").write_text("01:00.0 VGA compatible controller: NVIDIA Corporation AD102 [GeForce RTX 4090] (rev a1) (prog-if 00 [VGA controller])\n")
+    r = audit_files(tmp_path / "lspci.txt")
+    assert [g["name"] for g in r.host["gpus"]] == ["NVIDIA AD102 [GeForce RTX 4090]"]
+    assert not r.get("gpu.present")
+
+
+def test_filtered_lspci_paste_is_not_no_gpu():
+    """``lspci | grep -i plx`` lists no GPU because it was filtered: unknown, never "No NVIDIA GPU"."""
+    (f,) = audit_files(EV / "lspci-torchipc17-plx.txt").get("gpu.present")
+    assert f.status == Status.unknown and "filtered" in f.title

@@ -3,10 +3,13 @@
 The fixtures (conftest.py) use them to start real OpenAI-compatible servers once per session:
 
 - ``llama_server``: llama-cpp-python's server on a tiny random GGUF (one request at a time, no
-  usage while streaming, honours ``min_tokens``, sends ``[DONE]``).
+  usage while streaming, honours ``min_tokens``, sends ``[DONE]``), started with
+  ``--interrupt_requests False``; ``llama_server_default``: the same in its default configuration,
+  which cuts a stream short (``[DONE]``, no ``finish_reason``) whenever another request waits.
 - ``tf_server``: ``transformers serve`` on a tiny random Llama with a locally trained tokenizer
   (usage on the last chunk, no ``[DONE]``, HTTP 422 for unknown fields).
-- ``stub_server``: factory for ``benchmarks/stub_server.py`` subprocesses (killed in fault tests).
+- ``stub_server``: factory for ``benchmarks/stub_server.py`` subprocesses (killed in fault tests;
+  ``--close-after-stream`` closes each connection after a streamed response, as llama-server does).
 
 Each server's access log is kept so that tests can count the requests the server itself saw.
 """

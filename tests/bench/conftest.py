@@ -11,19 +11,34 @@ from pathlib import Path
 import pytest
 from bench_helpers import ROOT, Server, _start, _stop, free_port
 
-@pytest.fixture(scope="session")
-def llama_server(tmp_path_factory):
+
+def _llama(tmp_path_factory, name: str, *options: str):
     pytest.importorskip("llama_cpp.server")
     pytest.importorskip("gguf")
     from bench_tiny_models import write_llama_gguf
 
-    d = tmp_path_factory.mktemp("llama")
+    d = tmp_path_factory.mktemp(name)
     model = write_llama_gguf(d / "tiny.gguf")
     port = free_port()
     s = _start([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-                "--port", str(port), "--interrupt_requests", "False", "--verbose", "False", "--n_ctx", "4096"],
-               port, d / "server.log")
+                "--port", str(port), *options], port, d / "server.log")
     s.model_path = model
+    return s
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
+    """llama-cpp-python's server serving requests one after another to their end."""
+    s = _llama(tmp_path_factory, "llama", "--interrupt_requests", "False", "--verbose", "False", "--n_ctx", "4096")
+    yield s
+    _stop(s)
+
+
+@pytest.fixture(scope="session")
+def llama_server_default(tmp_path_factory):
+    """llama-cpp-python's server as a user starts it: default settings, so --interrupt_requests
+    is on and a streaming request is cut short whenever another one waits."""
+    s = _llama(tmp_path_factory, "llama-default")
     yield s
     _stop(s)
 

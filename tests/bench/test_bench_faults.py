@@ -149,8 +149,11 @@ def test_http_errors_and_timeouts_are_counted_and_the_run_goes_on(tmp_path):
         r = run_bench("--url", s.url, "--concurrency", "3", "--num-prompts", "12", "--trials", "1", "--warmup", "0",
                       "--timeout", "1", "--format", "json", "--output", out, timeout=120)
         served = dict(s.served)
-    assert r.returncode == 0, r.stderr
+    # 10 of 12 failed: far above the failure budget; everything is still written, then exit 1.
+    assert r.returncode == 1, r.stderr
+    assert "above the failure budget" in r.stderr and "c=3: 10 of 12 requests failed" in r.stderr
     res = load_result(out)
+    assert not res.points[0].valid and res.points[0].failed == 10
     t = res.points[0].trials[0]
     probe_ok = res.environment.probe_requests  # the probe's requests were served "ok"
     assert t.requests == 12 and t.completed == served["ok"] - probe_ok

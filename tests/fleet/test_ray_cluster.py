@@ -48,14 +48,15 @@ def cluster(tmp_path_factory):
     nodes = {}
     try:
         os.environ.update(env_for(paths["head"]))
-        c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+        # Each node declares one GPU (Ray only counts it): an --active task asks for it.
+        c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "num_gpus": 1, "include_dashboard": False})
         nodes["head"] = c.head_node
         for label in ("clean", "x8", "driver"):
             os.environ.update(env_for(paths[label]))
-            nodes[label] = c.add_node(num_cpus=1)
+            nodes[label] = c.add_node(num_cpus=1, num_gpus=1)
         os.environ.update(env_for(paths["clean"], delay_s=SLOW_DELAY_S))
         os.environ["INFERGAP_FLEET_TEST_STARTED"] = str(started)
-        nodes["slow"] = c.add_node(num_cpus=1)
+        nodes["slow"] = c.add_node(num_cpus=1, num_gpus=1)
     finally:
         os.environ.clear()
         os.environ.update(saved)
@@ -121,6 +122,40 @@ def test_a_node_killed_mid_run_is_reported_and_the_others_complete(cluster, tmp_
     assert report["summary"]["audited"] == 4
     assert {n["state"] for nid, n in by_id.items() if nid != nodes["slow"].node_id} == {"audited"}
     assert len(report["drift"]) == 2
+
+
+def test_active_waits_for_a_busy_gpu_instead_of_sharing_it(cluster, tmp_path):
+    """With --active the node task asks for the node's GPUs: on a node where another job holds the
+    GPU it does not start, and the node is reported with the reason; the other nodes complete."""
+    c, nodes = cluster["cluster"], cluster["nodes"]
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    ray.init(address=c.address, logging_level="WARNING", log_to_driver=False)
+    try:
+        @ray.remote(num_gpus=1, num_cpus=0)
+        def users_job() -> None:
+            time.sleep(600)
+
+        free = ray.available_resources().get("GPU", 0)
+        job = users_job.options(scheduling_strategy=NodeAffinitySchedulingStrategy(nodes["x8"].node_id, soft=False)).remote()
+        deadline = time.monotonic() + 60
+        while ray.available_resources().get("GPU", 0) > free - 0.5:
+            assert time.monotonic() < deadline, "the user's job never took its GPU"
+            time.sleep(0.5)
+        p = _fleet(c.address, "--active", "-f", "json", "-o", str(tmp_path / "fleet.json"), "--timeout", "45")
+        _, err = p.communicate(timeout=240)
+        ray.cancel(job, force=True)
+    finally:
+        ray.shutdown()
+    assert p.returncode == 0, err
+    report = json.loads((tmp_path / "fleet.json").read_text())
+    by_id = _by_node_id(report)
+    busy = by_id[nodes["x8"].node_id]
+    assert busy["state"] == "hung" and "waits for all 1 GPUs" in busy["error"], busy
+    audited = {nid for nid, n in by_id.items() if n["state"] == "audited"}
+    assert audited == {nodes[k].node_id for k in ("head", "clean", "driver")}
+    name = {label: by_id[n.node_id]["node"]["name"] for label, n in nodes.items() if n.node_id in by_id}
+    assert drift_keys(report) == {name["driver"]: cluster["expected"]["driver"]}
 
 
 def test_node_without_infergap_says_so():

@@ -131,6 +131,13 @@ def test_bad_input_is_one_line(tmp_path):
     assert r.returncode == 2 and "--active" in r.stderr
     r = run_cli("fleet", "audit", "--address", "auto", "--runtime-env", "{pip")
     assert r.returncode == 2 and "--runtime-env: not JSON" in r.stderr
+    pytest.importorskip("ray", reason="Ray is the optional extra infergap[fleet]")
+    db = tmp_path / "ledger.sqlite3"
+    r = run_cli("fleet", "audit", "--address", "auto", "--db", str(db), env={"RAY_ADDRESS": "127.0.0.1:1"})
+    assert r.returncode == 2 and r.stderr.strip().startswith(
+        "infergap: error: --address auto (RAY_ADDRESS=127.0.0.1:1): nothing answers at 127.0.0.1:1"), r.stderr
+    (run,) = json.loads(run_cli("history", "--db", str(db), "--json").stdout)
+    assert (run["kind"], run["status"]) == ("fleet", "failed")  # the attempt is recorded as failed, not left running
 
 
 def test_without_ray_address_says_how_to_install(tmp_path):
@@ -161,3 +168,18 @@ def test_tolerance_and_a_split_class(tmp_path):
     from infergap.fleet.render import render_text
 
     assert "no majority: the 2 nodes are split" in render_text(r)
+
+
+def test_a_node_that_lost_a_gpu_is_not_left_without_peers(tmp_path):
+    """A node with one H200 among nodes with two lands in a class of its own; it is reported as
+    hardware drift against the larger class of the same GPU model and CPU, not passed over."""
+    from infergap.fleet import build_report
+    from infergap.fleet.runner import audit_stream, expand_snapshots, snapshot_stream
+
+    _fleet_dir(tmp_path, "h200-2gpu-collect.tar.gz", [None] * 5)
+    (tmp_path / "node99.tar.gz").write_bytes(to_targz(load("h200-1gpu-collect.tar.gz")))
+    r = build_report(audit_stream(snapshot_stream(expand_snapshots(str(tmp_path))), workers=0), source={})
+    assert len(r.classes) == 2
+    (d,) = r.drift
+    assert (d.kind, d.key, d.nodes, d.severity) == ("hardware", "GPU count", ["node99"], "P1")
+    assert d.majority == {"value": "2", "count": 5} and d.values[0] == {"value": "1", "count": 1, "nodes": ["node99"]}

@@ -6,6 +6,14 @@ into SSE lines, and each ``data:`` payload is parsed with the stdlib C JSON deco
 content-bearing chunk's arrival time is the time of the read that delivered it. The aiohttp
 connector's limit is set explicitly to the concurrency asked for (aiohttp's default of 100 would
 make TTFT include waiting for a connection) and the read buffer is raised to 256 KiB.
+
+Keep-alive: a request that fails before any response byte on a *re-used* pooled connection
+within :data:`RETRY_WINDOW_S` (``Server disconnected``, ``Can not write request body``: the
+server had closed the connection while it sat in the pool) is sent once more on a fresh
+connection, as curl and browsers do, and counted as a retry. aiohttp retries such failures itself only for idempotent methods, not POST.
+Some servers (llama.cpp's ``llama-server``) close the connection after every streamed response
+although their headers say ``Keep-Alive``; when most re-used connections fail that way the client
+stops re-using them (one fresh connection per request) and the result says so.
 """
 
 from __future__ import annotations
@@ -33,6 +41,15 @@ from infergap.errors import UserError
 log = logging.getLogger(__name__)
 
 READ_BUFSIZE = 256 * 1024
+#: Re-used connections that failed before a response: after this many, and when they are at least
+#: half of the re-uses, the server is taken to close connections after responses.
+CLOSE_DETECT_MIN = 3
+#: A re-used connection that fails later than this after the request was sent may have delivered
+#: it (the server then died or a proxy cut it): not retried, so no request is ever run twice
+#: knowingly. A connection the server had already closed fails within a round trip.
+RETRY_WINDOW_S = 1.0
+CLOSE_NOTE = ("the server does not keep connections alive after streamed responses (it closes them although "
+              "it answers Keep-Alive): each request opens a new connection")
 #: Longest SSE line kept while waiting for its end (a real chunk is well under 64 KiB; a server
 #: that never sends a newline must not grow the client's memory without bound).
 MAX_SSE_LINE = 8 * 1024 * 1024
@@ -98,22 +115,66 @@ class StreamClient:
     timeout_s: float = 600.0
     count_tokens: object = None
     session: aiohttp.ClientSession | None = None
+    #: Requests sent on a re-used connection; of them, those that failed before any response
+    #: byte and were retried; retries that failed too. ``fresh_per_request``: see the module doc.
+    reused: int = 0
+    reuse_failures: int = 0
+    retry_failures: int = 0
+    fresh_per_request: bool = False
+    _old_sessions: list = field(default_factory=list)
+    _fresh: aiohttp.ClientSession | None = None
 
     @property
     def endpoint(self) -> str:
         return f"{self.base}/v1/chat/completions" if self.api == "chat" else f"{self.base}/v1/completions"
 
-    async def open(self) -> None:
+    def _new_session(self, force_close: bool) -> aiohttp.ClientSession:
         conn = aiohttp.TCPConnector(limit=self.connections, limit_per_host=self.connections,
-                                    ttl_dns_cache=300, enable_cleanup_closed=False)
-        self.session = aiohttp.ClientSession(connector=conn, read_bufsize=READ_BUFSIZE,
-                                             timeout=aiohttp.ClientTimeout(total=self.timeout_s),
-                                             skip_auto_headers=("User-Agent",))
+                                    ttl_dns_cache=300, enable_cleanup_closed=False, force_close=force_close)
+        trace = aiohttp.TraceConfig()
+        trace.on_connection_reuseconn.append(_mark_reused)
+        return aiohttp.ClientSession(connector=conn, read_bufsize=READ_BUFSIZE,
+                                     timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+                                     skip_auto_headers=("User-Agent",), trace_configs=[trace])
+
+    async def open(self, force_close: bool = False) -> None:
+        """Create the connection pool (``force_close``: a new connection for every request)."""
+        self.session = self._new_session(force_close)
+
+    async def _retry_session(self) -> aiohttp.ClientSession:
+        """The session for retries: never re-uses a connection, so a retry cannot meet another
+        connection the server already closed."""
+        if self._fresh is None:
+            self._fresh = self._new_session(True)
+        return self._fresh
 
     async def close(self) -> None:
-        if self.session is not None:
-            await self.session.close()
-            self.session = None
+        for s in [*self._old_sessions, self.session, self._fresh]:
+            if s is not None:
+                await s.close()
+        self.session = self._fresh = None
+        self._old_sessions.clear()
+
+    @property
+    def connection_note(self) -> str | None:
+        """What the client saw of the server's keep-alive behaviour, in words (None: nothing)."""
+        if self.fresh_per_request:
+            return (f"{CLOSE_NOTE} ({self.reuse_failures} request(s) failed on a re-used connection before any "
+                    f"response byte and were retried on a fresh one)")
+        if self.reuse_failures:
+            return (f"{self.reuse_failures} request(s) found their re-used keep-alive connection closed by the server "
+                    "and were retried once on a fresh connection")
+        return None
+
+    async def _stop_reusing(self) -> None:
+        """Switch to one fresh connection per request; requests in flight finish on the old pool."""
+        if self.fresh_per_request or self.session is None:
+            return
+        self.fresh_per_request = True
+        self._old_sessions.append(self.session)
+        self.session = await self._retry_session()
+        self._fresh = None
+        log.info(CLOSE_NOTE)
 
     def body(self, p: Prompt) -> bytes:
         """The JSON request body for prompt ``p`` (max_tokens = its output length)."""
@@ -136,15 +197,39 @@ class StreamClient:
             rec.text = []
         rec.start = perf_counter()
         try:
-            async with self.session.post(self.endpoint, data=data, headers=_HEADERS) as resp:
-                if resp.status >= 400:
-                    detail = (await resp.text())[:200]
-                    rec.error = f"http_{resp.status}"
-                    rec.error_detail = f"HTTP {resp.status}: {detail}"
-                elif self.stream:
-                    await self._consume(resp, rec)
-                else:
-                    await self._whole(resp, rec)
+            while True:
+                rec.reused = False
+                answered = False
+                attempt = perf_counter()
+                try:
+                    session = self.session if not rec.retries else await self._retry_session()
+                    async with session.post(self.endpoint, data=data, headers=_HEADERS, trace_request_ctx=rec) as resp:
+                        answered = True
+                        if resp.status >= 400:
+                            detail = (await resp.text())[:200]
+                            rec.error = f"http_{resp.status}"
+                            rec.error_detail = f"HTTP {resp.status}: {detail}"
+                        elif self.stream:
+                            await self._consume(resp, rec)
+                        else:
+                            await self._whole(resp, rec)
+                    if rec.reused:
+                        self.reused += 1
+                    break
+                except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as e:
+                    if rec.reused:
+                        self.reused += 1
+                    if rec.retries:
+                        self.retry_failures += 1
+                    if answered or not rec.reused or rec.retries or isinstance(e, aiohttp.ClientConnectorError) \
+                            or perf_counter() - attempt > RETRY_WINDOW_S:
+                        raise
+                    # The pooled connection was closed by the server before this request reached it.
+                    rec.retries += 1
+                    rec.retry_detail = f"{type(e).__name__}: {e}"[:200]
+                    self.reuse_failures += 1
+                    if self.reuse_failures >= CLOSE_DETECT_MIN and 2 * self.reuse_failures >= self.reused:
+                        await self._stop_reusing()
         except asyncio.TimeoutError:
             rec.error, rec.error_detail = "timeout", f"no complete response within {self.timeout_s:g} s"
         except asyncio.CancelledError:
@@ -201,14 +286,28 @@ class StreamClient:
         content = resp.content
         parser = SSEParser(rec, self.api == "chat")
         feed = parser.feed
-        while True:
-            data = await content.readany()
-            if not data:
-                break
-            feed(data, perf_counter())
-            if parser.overflow:
-                break
+        try:
+            while True:
+                data = await content.readany()
+                if not data:
+                    break
+                feed(data, perf_counter())
+                if parser.overflow:
+                    break
+        except aiohttp.ClientPayloadError:
+            # A connection cut after the stream's [DONE] lost nothing of the answer; llama-cpp-python
+            # cuts a stream it interrupts this way ([DONE], then no end of the chunked body), and
+            # finish() names that from the missing finish_reason and tokens.
+            if not parser.done:
+                raise
         parser.finish()
+
+
+async def _mark_reused(session, ctx, params) -> None:
+    """aiohttp trace hook: the request whose record is ``trace_request_ctx`` got a pooled connection."""
+    rec = ctx.trace_request_ctx
+    if rec is not None:
+        rec.reused = True
 
 
 def cached_tokens(usage: dict) -> int | None:
@@ -311,6 +410,12 @@ class SSEParser:
         rec.end = self.last or perf_counter()
         if rec.error is None and not self.done and rec.finish_reason is None:
             rec.error, rec.error_detail = "incomplete_stream", "stream ended before finish_reason or [DONE]"
+        elif rec.error is None and rec.finish_reason is None and rec.max_tokens:
+            n = rec.usage_completion if rec.usage_completion is not None else len(rec.chunk_times)
+            if n < rec.max_tokens:
+                rec.error = "interrupted"
+                rec.error_detail = (f"the server ended the stream ([DONE]) after {n} of {rec.max_tokens} tokens "
+                                    "without a finish_reason")
 
 
 # ----------------------------------------------------------------------------- probing

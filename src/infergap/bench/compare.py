@@ -82,7 +82,8 @@ def compare_bench(a: BenchResult, b: BenchResult, metrics: tuple[str, ...] = DEF
     Points are matched by mode and level (concurrency, or rate and cap). Each metric gets a
     :class:`MetricChange` whose verdict is ``better``/``worse`` only outside the spread of both
     runs. Notes flag comparisons that should not be trusted: single-trial points (no spread),
-    client-bound or unstable points, different models or settings.
+    client-bound or unstable points, different models or settings; a point above the failure
+    budget in either run is never called better or worse.
     """
     out = BenchComparison(a_model=a.environment.model, b_model=b.environment.model)
     if a.environment.model != b.environment.model:
@@ -103,6 +104,12 @@ def compare_bench(a: BenchResult, b: BenchResult, metrics: tuple[str, ...] = DEF
             pc.metrics.append(compare_metric(name, pa.summary.get(name, Spread()), pb.summary.get(name, Spread())))
         if min(len(pa.trials), len(pb.trials)) < 2:
             pc.notes.append("fewer than 2 trials in a run: no spread, nothing can be called significant")
+            for m in pc.metrics:
+                m.significant, m.verdict = False, ("within noise" if m.verdict != "missing" else "missing")
+        bad = [(tag, p) for tag, p in (("baseline", pa), ("new", pb)) if not p.valid]
+        for tag, p in bad:
+            pc.notes.append(f"{tag} run is invalid at this point ({p.invalid_reason}): nothing can be called significant")
+        if bad:
             for m in pc.metrics:
                 m.significant, m.verdict = False, ("within noise" if m.verdict != "missing" else "missing")
         for tag, p in (("baseline", pa), ("new", pb)):

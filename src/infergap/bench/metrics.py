@@ -27,7 +27,14 @@ DEFINITIONS: dict[str, str] = {
     "output tok/s": "output tokens of completed requests / measured window",
     "total tok/s": "(input + output tokens) of completed requests / measured window",
     "goodput": "completed requests per second that met every --slo bound",
-    "failed": "HTTP error, timeout, connection loss, error event or stream cut before its end",
+    "failed": "HTTP error, timeout, connection loss, error event, stream cut before its end, or a stream "
+    "the server ended ([DONE]) before any finish_reason and short of max_tokens (interrupted)",
+    "retried": "requests sent again, once, on a fresh connection because the re-used keep-alive "
+    "connection failed before any response byte (the server had closed it; what curl and browsers do)",
+    "error rate": "failed / requests of a point over its trials; above the failure budget "
+    "(--max-error-rate, default 1 %) the point is invalid: shown, but not plotted nor used by the plan",
+    "few samples": "p99 (and p90/p95) of fewer than 20 completed requests is about their maximum; "
+    "the reports show it as 'max … (n=K)', not as a tail percentile",
     "truncated": "completed requests that produced fewer output tokens than their max_tokens",
     "percentiles": "p50/p90/p95/p99 with linear interpolation over requests (ITL over gaps)",
     "stability": "each point is run --trials times; a point is unstable when (max - min) / median "
@@ -36,6 +43,14 @@ DEFINITIONS: dict[str, str] = {
     "p99 > 20 ms, send slip p99 > 20 ms or less than 95 % of the target concurrency in flight); "
     "its throughput is not the server's",
 }
+
+MIN_TAIL_SAMPLES = 20
+"""Completed requests below which a trial's p90/p95/p99 are shown as the maximum of K values:
+with linear interpolation, p99 of fewer than 20 values lies between the two largest."""
+
+DEFAULT_MAX_ERROR_RATE = 0.01
+"""Failure budget of a point (failed / requests): one failure in a hundred requests already makes
+the surviving requests' latencies a biased sample (a failed request frees its slot early)."""
 
 UNSTABLE_SPREAD_PCT = 10.0
 """Spread above which a point is called unstable (brief of the bench command; run-to-run variance
@@ -69,6 +84,9 @@ class RequestRecord:
     error: str | None = None
     error_detail: str | None = None
     text: list[str] | None = None
+    retries: int = 0
+    retry_detail: str | None = None
+    reused: bool = False
     usage_cached: int | None = None
     tag: str | None = None
     keep_reply: bool = False
@@ -121,6 +139,7 @@ def trial_metrics(trial: int, records: list[RequestRecord], *, window_start: flo
         errors[r.error] = errors.get(r.error, 0) + 1
         if r.error_detail and len(examples) < 5 and r.error_detail not in examples:
             examples.append(r.error_detail)
+    retried = sum(1 for r in records if r.retries)
     if records:
         ws = window_start if window_start is not None else min(r.start for r in records)
         we = window_end if window_end is not None else max(r.end for r in records)
@@ -179,7 +198,7 @@ def trial_metrics(trial: int, records: list[RequestRecord], *, window_start: flo
             good += ok
     return TrialMetrics(
         trial=trial, duration_s=duration, requests=len(records), completed=len(done),
-        failed=len(failed), truncated=truncated, errors=errors, error_examples=examples,
+        failed=len(failed), truncated=truncated, errors=errors, error_examples=examples, retried=retried,
         input_tokens=in_tok, output_tokens=out_tok, input_token_source=in_src,
         output_token_source=out_src, count_disagreements=disagree, finish_reasons=finish,
         request_throughput_rps=len(done) / duration, output_throughput_tps=out_tok / duration,
@@ -242,6 +261,68 @@ def summarize_trials(trials: list[TrialMetrics]) -> tuple[dict[str, Spread], lis
             if s.spread_pct is not None and s.spread_pct > UNSTABLE_SPREAD_PCT:
                 unstable.append(name)
     return summary, unstable
+
+
+#: Error kind → the most likely cause, in words a user can act on (what each engine does is in
+#: the comments; order: the first kind present that has a cause wins, after the most frequent).
+ERROR_CAUSES: dict[str, str] = {
+    # llama-cpp-python's server ends a stream with [DONE] when another request waits for the
+    # model (its --interrupt_requests, on by default: llama_cpp/server/app.py, get_event_publisher).
+    "interrupted": "the server ends a streaming request early when another one arrives (llama-cpp-python's "
+                   "server does so unless started with --interrupt_requests False); it serves one request at a time",
+    "http_503": "the server refused requests it had no free slot or queue room for (llama-server: raise --parallel; "
+                "vLLM/SGLang: max running requests or queue limits)",
+    "http_429": "the server (or a proxy in front of it) rate-limits: raise its limit or lower the load",
+    "timeout": "requests waited longer than --timeout: the server queues more requests than it has slots for "
+               "(raise its slots/batch size, lower the concurrency, or raise --timeout)",
+    "connection": "connections were refused, reset or closed mid-response: a connection limit (ulimit -n, a proxy's "
+                  "max connections), a server that closes connections, or a server that crashed (see its log)",
+    "incomplete_stream": "streams stopped before their end without an error: a proxy timeout or a server that drops "
+                         "requests under load (see its log)",
+    "stream_error": "the server reported an error inside the stream (see its log: often out of KV cache or context)",
+    "http_400": "the server rejected the requests (context too long for a slot, or a field it does not accept): "
+                "check --input-len + --output-len against its context size per slot",
+}
+
+
+def likely_cause(errors: dict[str, int]) -> str | None:
+    """The most likely cause of a point's failures from their kinds (see :data:`ERROR_CAUSES`):
+    the cause of the most frequent kind that has one; HTTP 5xx without one → the server's log."""
+    for kind, _ in sorted(errors.items(), key=lambda kv: -kv[1]):
+        if kind == "cancelled":
+            continue
+        if kind in ERROR_CAUSES:
+            return ERROR_CAUSES[kind]
+        if kind.startswith("http_5"):
+            return f"the server answered HTTP {kind[5:]}: see its log"
+        if kind.startswith("http_4"):
+            return ERROR_CAUSES["http_400"]
+    return None
+
+
+def judge_point(point, max_error_rate: float = DEFAULT_MAX_ERROR_RATE) -> None:
+    """Fill a :class:`~infergap.bench.models.PointResult`'s totals, error rate and validity from
+    its trials. Requests cancelled by the user (Ctrl-C) are not counted as sent."""
+    ts = point.trials
+    errors: dict[str, int] = {}
+    for t in ts:
+        for k, v in t.errors.items():
+            errors[k] = errors.get(k, 0) + v
+    point.errors = errors
+    point.requests = sum(t.requests for t in ts)
+    point.completed = sum(t.completed for t in ts)
+    point.failed = sum(t.failed for t in ts)
+    point.retried = sum(t.retried for t in ts)
+    point.min_completed = min((t.completed for t in ts), default=None)
+    point.few_samples = point.min_completed is not None and point.min_completed < MIN_TAIL_SAMPLES
+    sent = point.requests - errors.get("cancelled", 0)
+    failed = point.failed - errors.get("cancelled", 0)
+    point.error_rate = failed / sent if sent > 0 else None
+    point.valid = point.error_rate is None or point.error_rate <= max_error_rate
+    point.invalid_reason = None
+    if not point.valid:
+        kinds = ", ".join(f"{k} ×{v}" for k, v in sorted(errors.items(), key=lambda kv: -kv[1]))
+        point.invalid_reason = f"{failed} of {sent} requests failed ({point.error_rate:.1%} > {max_error_rate:.1%}): {kinds}"
 
 
 CPU_BOUND_FRAC = 0.90

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from infergap.bench.engine_metrics import EngineSummary, Explanation
 from infergap.bench.slo import Capacity, SLOTarget
@@ -69,6 +69,8 @@ class BenchSettings(BaseModel):
     slo: SLO | None = None
     timeout_s: float = 600.0
     tokenizer: str | None = None
+    #: Failure budget: a point whose failed / sent requests exceeds it is invalid (0.01 = 1 %).
+    max_error_rate: float = 0.01
     time_scale: float = 1.0
     max_duration_s: float | None = None
     token_scale: float = 1.0
@@ -107,6 +109,9 @@ class TrialMetrics(BaseModel):
     truncated: int
     errors: dict[str, int] = Field(default_factory=dict)
     error_examples: list[str] = Field(default_factory=list)
+    #: Requests sent a second time on a fresh connection because the re-used one failed before
+    #: any response byte (they count once in ``requests``; failed only if the retry failed too).
+    retried: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     input_token_source: dict[str, int] = Field(default_factory=dict)
@@ -180,6 +185,24 @@ class PointResult(BaseModel):
     workload: WorkloadStats | None = None
     explanation: Explanation | None = None
     error: str | None = None
+    #: Totals over the trials (warm-up excluded); ``errors`` is failed requests by kind.
+    requests: int = 0
+    completed: int = 0
+    failed: int = 0
+    retried: int = 0
+    errors: dict[str, int] = Field(default_factory=dict)
+    #: failed / requests (requests the user cancelled with Ctrl-C not counted); None without requests.
+    error_rate: float | None = None
+    #: False when ``error_rate`` exceeds the failure budget (``settings.max_error_rate``): the
+    #: point's figures describe the requests that happened to succeed, not the server's capacity;
+    #: it is left out of plots and of the plan's facts.
+    valid: bool = True
+    invalid_reason: str | None = None
+    #: Fewest completed requests of a trial; below ``metrics.MIN_TAIL_SAMPLES`` the per-request
+    #: p90/p95/p99 are the largest of a few values, not tail percentiles.
+    min_completed: int | None = None
+    #: True when some trial completed fewer than ``MIN_TAIL_SAMPLES`` requests.
+    few_samples: bool = False
 
     @property
     def label(self) -> str:
@@ -212,6 +235,22 @@ class BenchEnvironment(BaseModel):
     probe_requests: int = 0
 
 
+class ConnectionHealth(BaseModel):
+    """How the server treated the client's pooled connections.
+
+    ``reuse_failures``: requests whose re-used keep-alive connection failed before any response
+    byte (the server had closed it), each retried once on a fresh connection. ``fresh_per_request``:
+    the client stopped re-using connections after seeing the server close them after streamed
+    responses. ``note``: the plain-words finding, None when nothing was seen.
+    """
+
+    reused: int = 0
+    reuse_failures: int = 0
+    retry_failures: int = 0
+    fresh_per_request: bool = False
+    note: str | None = None
+
+
 class BenchResult(BaseModel):
     """A whole ``infergap bench`` run. ``interrupted``/``error`` say why it may be partial."""
 
@@ -223,11 +262,28 @@ class BenchResult(BaseModel):
     settings: BenchSettings
     definitions: dict[str, str] = Field(default_factory=dict)
     points: list[PointResult] = Field(default_factory=list)
+    connections: ConnectionHealth = Field(default_factory=ConnectionHealth)
     capacity: Capacity | None = None
     interrupted: bool = False
     error: str | None = None
 
     model_config = {"populate_by_name": True}
+
+    @model_validator(mode="after")
+    def _totals(self) -> "BenchResult":
+        """Results written before points carried their totals get them (and their validity)
+        from their trials, so an old file's failures are not hidden either."""
+        from infergap.bench.metrics import judge_point
+
+        for p in self.points:
+            if not p.requests and any(t.requests for t in p.trials):
+                judge_point(p, self.settings.max_error_rate)
+        return self
+
+    @property
+    def invalid_points(self) -> list[PointResult]:
+        """Points above the failure budget."""
+        return [p for p in self.points if not p.valid]
 
     def to_json(self) -> str:
         """The JSON document (``"schema": "infergap.bench/1"``)."""

@@ -28,8 +28,10 @@ from infergap import __version__
 from infergap.bench import datasets, engine_metrics, slo, workloads
 from infergap.bench.client import StreamClient, probe, split_url
 from infergap.bench.datasets import Prompt
-from infergap.bench.metrics import DEFINITIONS, RequestRecord, judge_client, stats, summarize_trials, trial_metrics
-from infergap.bench.models import BenchEnvironment, BenchResult, BenchSettings, ClientHealth, PointResult, TrialMetrics
+from infergap.bench.metrics import (DEFINITIONS, RequestRecord, judge_client, judge_point, stats, summarize_trials,
+                                    trial_metrics)
+from infergap.bench.models import (BenchEnvironment, BenchResult, BenchSettings, ClientHealth, ConnectionHealth, PointResult,
+                                   TrialMetrics)
 from infergap.bench.telemetry import GPUSampler
 
 log = logging.getLogger(__name__)
@@ -109,7 +111,7 @@ class Runner:
     flight; the trial then returns what it has, marked stopped."""
 
     client: StreamClient
-    on_request: Callable[[], None] | None = None
+    on_request: Callable[[RequestRecord], None] | None = None
     stopping: bool = False
     _tasks: set = field(default_factory=set)
 
@@ -141,7 +143,7 @@ class Runner:
             finally:
                 infl.change(-1)
                 if on_request is not None:
-                    on_request()
+                    on_request(rec)
 
         def more(i: int) -> bool:
             if self.stopping:
@@ -250,7 +252,7 @@ class SweepProgress:
     """Hooks for a progress display: called on the event loop, must be cheap."""
 
     point_start: Callable[[str, int, int | None], None] = lambda label, trial, total: None
-    request_done: Callable[[], None] = lambda: None
+    request_done: Callable[[RequestRecord], None] = lambda rec: None
     point_end: Callable[[PointResult], None] = lambda point: None
 
 
@@ -383,7 +385,7 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
                 if _server_gone(tm):
                     point.error = f"server stopped answering: {tm.error_examples[0] if tm.error_examples else 'connection errors'}"
                     break
-            _finish_point(point, sampler, windows)
+            _finish_point(point, sampler, windows, settings.max_error_rate)
             if engine is not None:
                 point.engine = engine.summary(windows)
             if wl is not None:
@@ -404,6 +406,9 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
         await client.close()
         if sig:
             loop.remove_signal_handler(signal.SIGINT)
+    result.connections = ConnectionHealth(reused=client.reused, reuse_failures=client.reuse_failures,
+                                          retry_failures=client.retry_failures,
+                                          fresh_per_request=client.fresh_per_request, note=client.connection_note)
     for p, ex in zip(result.points, engine_metrics.explain(result.points)):
         p.explanation = ex
     if search is not None:
@@ -419,8 +424,9 @@ def _server_gone(tm: TrialMetrics) -> bool:
         and tm.errors.get("connection", 0) > 0
 
 
-def _finish_point(point: PointResult, sampler: GPUSampler | None, windows) -> None:
+def _finish_point(point: PointResult, sampler: GPUSampler | None, windows, max_error_rate: float) -> None:
     point.summary, point.unstable_metrics = summarize_trials(point.trials)
+    judge_point(point, max_error_rate)
     point.unstable = bool(point.unstable_metrics)
     point.client_bound = any(t.client.client_bound for t in point.trials)
     if sampler is not None:

@@ -253,7 +253,7 @@ async def multi_turn_trial(runner, spec: DatasetSpec, convs: list[Conversation],
                 await client.request(p, rec)
                 slips.append(max(0.0, (rec.start - rec.intended) * 1e3))
                 if runner.on_request is not None:
-                    runner.on_request()
+                    runner.on_request(rec)
                 if rec.error is not None:
                     break  # a conversation whose turn failed has no history to go on with
                 conv.answered(t, rec.reply or "")

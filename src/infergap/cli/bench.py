@@ -40,6 +40,18 @@ def parse_slo(text: str):
     return SLO(**vals)
 
 
+def parse_error_rate(text: str, what: str = "--max-error-rate") -> float:
+    """``1%`` → 0.01, ``0.05`` → 0.05. Raises UserError outside 0 … 100 %."""
+    t = text.strip()
+    try:
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise UserError(f"{what} {text!r}: expected a fraction like 0.01 or a percentage like 1%") from None
+    if not 0 <= v <= 1:
+        raise UserError(f"{what} {text!r}: expected a fraction 0 … 1 or a percentage 0 … 100%")
+    return v
+
+
 def _baseline(baseline: str, db: Path | None = None):
     """A bench result from a file, or ``last``: the newest bench run in the ledger."""
     if baseline == "last":
@@ -72,55 +84,6 @@ def _load_tokenizer(path: str | None):
     except Exception as e:
         raise UserError(f"--tokenizer {path}: cannot load ({e})") from None
     return lambda s: len(tok.encode(s, add_special_tokens=False).ids)
-
-
-class _Progress:
-    """Rich progress bar per point on a terminal; one plain line per point when piped."""
-
-    def __init__(self) -> None:
-        from rich.console import Console
-
-        self.console = Console(stderr=True)
-        self.live = self.console.is_terminal
-        self.bar = None
-        self.task = None
-
-    def hooks(self):
-        from infergap.bench.runner import SweepProgress
-
-        return SweepProgress(point_start=self.start, request_done=self.done, point_end=self.end)
-
-    def start(self, label: str, trial: int, total: int | None) -> None:
-        if not self.live:
-            return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        if self.bar is None:
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TimeElapsedColumn(), console=self.console, transient=True)
-            self.bar.start()
-        if self.task is not None:
-            self.bar.remove_task(self.task)
-        desc = label if trial == 0 else f"{label} trial {trial}"
-        self.task = self.bar.add_task(desc, total=total)
-
-    def done(self) -> None:
-        if self.bar is not None and self.task is not None:
-            self.bar.advance(self.task)
-
-    def end(self, point) -> None:
-        s = point.summary.get("output_throughput_tps")
-        med = f"{s.median:.1f}" if s and s.median is not None else "–"
-        line = f"{point.label}: {med} output tok/s over {len(point.trials)} trial(s)" + (
-            " [client-bound]" if point.client_bound else "") + (f" [{point.error}]" if point.error else "")
-        if self.live:
-            self.console.print(line, highlight=False)
-        else:
-            print(line, file=sys.stderr, flush=True)
-
-    def stop(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
 
 
 @app.command()
@@ -156,6 +119,7 @@ def bench(
     fmt: Fmt = format_option(Fmt.text),
     baseline: Optional[str] = typer.Option(None, "--baseline", help="A previous --format json result to compare with, or 'last' for the last bench in the ledger."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write a plot (.svg or .png)."),
+    max_error_rate: str = typer.Option("1%", "--max-error-rate", help="Failure budget of a point, e.g. 1% or 0.01: above it the point is invalid and bench exits 1."),
     db: Optional[Path] = db_option(),
 ) -> None:
     """Sweep concurrency (closed loop) or request rate (open loop) against an OpenAI-compatible server,
@@ -200,7 +164,7 @@ def bench(
                              len_spread=len_spread, dataset=dataset, trials=trials, warmup=warmup, seed=seed,
                              slo=parse_slo(slo) if slo else None, timeout_s=timeout, tokenizer=tokenizer,
                              time_scale=time_scale, max_duration_s=max_duration, token_scale=token_scale,
-                             slo_targets=targets, search=search)
+                             slo_targets=targets, search=search, max_error_rate=parse_error_rate(max_error_rate))
     if dataset.startswith("sharegpt:"):
         from infergap.bench.datasets import sharegpt
 
@@ -226,7 +190,7 @@ def bench(
             except OSError as e:
                 raise UserError(f"--output {output}: cannot write ({e.strerror or e})") from None
 
-    prog = _Progress()
+    prog = render.BenchProgress()
     try:
         result = run(url, model, settings, progress=prog.hooks(), on_partial=write, tokenizer=count)
     finally:
@@ -248,4 +212,17 @@ def bench(
         raise typer.Exit(130)
     if result.error:
         typer.echo(f"infergap: error: {result.error} (partial results written)", err=True)
+        raise typer.Exit(1)
+    bad = result.invalid_points
+    if bad and settings.search is None:  # a capacity search drives load past failure on purpose
+        from infergap.bench.metrics import likely_cause
+
+        errors: dict[str, int] = {}
+        for p in bad:
+            for k, v in p.errors.items():
+                errors[k] = errors.get(k, 0) + v
+        cause = likely_cause(errors)
+        typer.echo(f"infergap: error: {len(bad)} of {len(result.points)} point(s) above the failure budget: "
+                   + "; ".join(f"{p.label}: {p.invalid_reason}" for p in bad)
+                   + (f"; most likely cause: {cause}" if cause else "") + " (everything measured was written)", err=True)
         raise typer.Exit(1)

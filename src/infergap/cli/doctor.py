@@ -41,6 +41,7 @@ def doctor(
     served_model: str | None = served_model_option(),
     snapshot: Path | None = snapshot_option("Audit this snapshot instead of this machine."),
     db: Path | None = db_option(),
+    max_error_rate: str = typer.Option("1%", "--max-error-rate", help="Failure budget of a bench point, e.g. 1% or 0.01: above it the point is invalid and doctor exits 1."),
 ) -> None:
     """Run audit (+ evidence), server introspection, roofline, a bench sweep and the plan; write
     report.html (self-contained), report.md and the JSON of every stage; print the top actions."""
@@ -62,8 +63,12 @@ def doctor(
         if not p.exists():
             raise fail(f"--evidence {p}: no such file or directory")
     try:
+        from infergap.cli.bench import parse_error_rate
+
+        budget = parse_error_rate(max_error_rate)
         res = run_doctor(url, output_dir, model=model, served_model=served_model, quick=quick, evidence=[str(p) for p in evidence or []], api_key=api_key,
-                         gpu=gpu, gpus=gpus, snapshot=str(snapshot) if snapshot else None, progress=progress)
+                         gpu=gpu, gpus=gpus, snapshot=str(snapshot) if snapshot else None, progress=progress,
+                         max_error_rate=budget)
     except UserError as e:
         raise fail(str(e))
     out = safe_console(file=sys.stdout, highlight=False, soft_wrap=True)
@@ -82,4 +87,8 @@ def doctor(
         raise typer.Exit(1)
     if res.points == 0:
         typer.echo(f"infergap: error: the bench against {url} measured nothing (see the bench stage above)", err=True)
+        raise typer.Exit(1)
+    if res.invalid_points:
+        typer.echo(f"infergap: error: {res.invalid_points} of {res.points} bench point(s) failed more requests than the "
+                   "failure budget (see the bench stage above and the report)", err=True)
         raise typer.Exit(1)

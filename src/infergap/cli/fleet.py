@@ -80,6 +80,19 @@ class _Ledger:
             typer.echo(f"infergap: warning: node {d.node.name} not recorded in the ledger: {e}", err=True)
             return None
 
+    def abort(self, why: str) -> None:
+        """Mark the fleet run failed (the cluster could not be reached, the run was interrupted)."""
+        if self.led is None or self.run_id is None:
+            return
+        from infergap.ledger import LedgerError
+
+        try:
+            self.led.update_run(self.run_id, payload={"schema": "infergap.fleet/1", "state": "failed", "error": why}, status="failed")
+        except LedgerError:
+            pass
+        self.led.close()
+        self.led = None
+
     def finish(self, report: Any) -> None:
         if self.led is None or self.run_id is None:
             return
@@ -110,7 +123,7 @@ def fleet_audit(
     """Audit every node of a Ray cluster (one pinned task per node runs collect there) or a set
     of snapshots, group nodes into hardware classes and report what drifted within each class."""
     from infergap.fleet import build_report
-    from infergap.fleet.runner import audit_stream, expand_snapshots, ray_stream, snapshot_stream
+    from infergap.fleet.runner import expand_snapshots, ray_stream, snapshot_stream
 
     if (address is None) == (snapshots is None):
         raise fail("give either --address (a Ray cluster) or --snapshots (snapshot files)")
@@ -147,21 +160,11 @@ def fleet_audit(
 
     if workers is None and n_items is not None and n_items <= 8:
         workers = 0  # a handful of snapshots: starting processes costs more than it saves
-    if interactive:
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn
-
-        with Progress(TextColumn("[bold]fleet[/]"), BarColumn(), TextColumn("{task.completed} nodes audited"),
-                      console=Console(stderr=True), transient=True) as prog:
-            task = prog.add_task("", total=n_items)
-
-            def progress_bar(d: Any) -> None:
-                prog.update(task, advance=1)
-                progress(d)
-
-            digests = audit_stream(items, workers=workers, recorder=ledger.node if ledger.led else None, progress=progress_bar)
-    else:
-        digests = audit_stream(items, workers=workers, recorder=ledger.node if ledger.led else None, progress=progress)
+    try:
+        digests = _audit(items, n_items, workers, ledger, progress, interactive)
+    except BaseException as e:
+        ledger.abort(str(e).splitlines()[0] if str(e) else type(e).__name__)
+        raise
     report = build_report(digests, source=source, tolerance=tolerance, duration_s=time.monotonic() - t0)
     if ledger.run_id is not None:
         report.source["ledger_run"] = ledger.run_id
@@ -175,9 +178,29 @@ def fleet_audit(
         text = render.render_html(report)
     else:
         text = render.render_text(report)
+    ledger.finish(report)  # first: a report that cannot be written is still kept
     from infergap.cli.audit import _write_output
 
     _write_output(text, output)
-    ledger.finish(report)
     if fail_on is not None and _fails(report, fail_on):
         raise typer.Exit(1)
+
+
+def _audit(items: Any, n_items: int | None, workers: int | None, ledger: _Ledger, progress: Any, interactive: bool) -> list[Any]:
+    """Audit the stream, with a progress bar on a terminal."""
+    from infergap.fleet.runner import audit_stream
+
+    if interactive:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn
+
+        with Progress(TextColumn("[bold]fleet[/]"), BarColumn(), TextColumn("{task.completed} nodes audited"),
+                      console=Console(stderr=True), transient=True) as prog:
+            task = prog.add_task("", total=n_items)
+
+            def progress_bar(d: Any) -> None:
+                prog.update(task, advance=1)
+                progress(d)
+
+            return audit_stream(items, workers=workers, recorder=ledger.node if ledger.led else None, progress=progress_bar)
+    return audit_stream(items, workers=workers, recorder=ledger.node if ledger.led else None, progress=progress)

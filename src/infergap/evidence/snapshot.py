@@ -246,6 +246,20 @@ class EvidenceSnapshot(Snapshot):
     def meta(self) -> dict[str, Any]:
         return self.base.meta() if self.base is not None else {}
 
+    def without_base(self, paths: list[Path]) -> "EvidenceSnapshot":
+        """The same scan of ``paths`` (no second pass over the files) as a snapshot of its own,
+        without the base and without the base's evidence folder; it shares the spooled copies."""
+        view = EvidenceSnapshot.__new__(EvidenceSnapshot)
+        view.__dict__.update(self.__dict__)
+        keep = {Path(p) for p in paths}
+        view.base = None
+        view.files = [f for f in self.files if f in keep]
+        view.parts = [p for p in self.parts if Path(p.path) in keep or any(k in Path(p.path).parents for k in keep) or p.name in {k.name for k in keep}]
+        view._unrecognized = [u for u in self._unrecognized if Path(u.path) in keep or any(k in Path(u.path).parents for k in keep)]
+        view._text_cache = {}
+        view.label = f"{len(view.files)} evidence file(s)"
+        return view
+
     def evidence_files(self) -> list[Path]:
         """The evidence files this overlay read."""
         return list(self.files)
@@ -284,15 +298,15 @@ def open_with_evidence(snapshot: str | os.PathLike[str] | None, evidence: list[s
         if base is None:
             raise UserError("nothing to audit: --no-host needs --snapshot or --evidence")
         return base
+    merged = EvidenceSnapshot(base, paths)
     if base is not None and paths:
         from infergap.facts import other_host
 
-        pasted = EvidenceSnapshot(None, paths)
+        pasted = merged.without_base(paths)
         why = other_host(base, pasted)
         if why is not None:  # a paste of another host: audited on its own, never merged into this one
             pasted.label += f" — audited as its own host, not merged with {base.label or 'this machine'}: {why}"
             pasted.other_host = why
             base.close()
             return pasted
-        pasted.close()
-    return EvidenceSnapshot(base, paths)
+    return merged

@@ -10,6 +10,9 @@ Within a class:
 - **measurement drift**: a measured figure is more than ``tolerance`` (a fraction) below the class
   median. Figures above the median are not drift: a faster node is not a fault.
 
+Across classes, **hardware drift** (:func:`hardware_drift`): a small class next to a much larger one
+of the same GPU model and CPU (a node that lost a GPU or whose topology changed).
+
 The majority is the value most nodes hold, if strictly more nodes hold it than any other value;
 otherwise the class is split and every node is named. A class of one node has no peers and no
 drift (the report says so). Nodes that could not be audited are listed, never compared.
@@ -197,6 +200,42 @@ def class_drift(klass: str, members: list[NodeDigest], tolerance: float = DEFAUL
     return out
 
 
+def hardware_drift(classes: dict[str, list[NodeDigest]]) -> list[DriftItem]:
+    """Nodes whose own class is a small minority next to a class of the same GPU model and CPU:
+    a GPU that fell off the bus or a changed NVLink/PCIe topology puts a node into a class of its
+    own, where it would have no peers to be compared with. A class is flagged when it has fewer
+    than half the nodes of the largest class of the same GPU model and CPU (a fleet that mixes
+    4- and 8-GPU nodes in similar numbers is not flagged). Severity P1."""
+    groups: dict[tuple[Any, Any], list[str]] = {}
+    for k, members in classes.items():
+        h = members[0].hw
+        if h.get("gpu_model"):
+            groups.setdefault((h.get("gpu_model"), h.get("cpu")), []).append(k)
+    out: list[DriftItem] = []
+    for keys in groups.values():
+        if len(keys) < 2:
+            continue
+        ref = max(keys, key=lambda k: (len(classes[k]), k))
+        rh, rn = classes[ref][0].hw, len(classes[ref])
+        for k in keys:
+            if k == ref or len(classes[k]) * 2 >= rn:
+                continue
+            h = classes[k][0].hw
+            what = "GPU count" if h.get("gpu_count") != rh.get("gpu_count") else "GPU topology"
+            mine = h.get("gpu_count") if what == "GPU count" else h.get("topology")
+            theirs = rh.get("gpu_count") if what == "GPU count" else rh.get("topology")
+            names = sorted(m.node.name for m in classes[k])
+            out.append(DriftItem(
+                ref, "hardware", what, f"{what} differs from the {rn} other nodes with {rh.get('gpu_model')} and this CPU", "P1",
+                names, [{"value": str(mine), "count": len(names), "nodes": names},
+                        {"value": str(theirs), "count": rn, "nodes": sorted(m.node.name for m in classes[ref])}],
+                {"value": str(theirs), "count": rn}, rn + len(names),
+                {"note": ("Check that every GPU is visible (nvidia-smi -L, lspci, dmesg for Xid 79 'fallen off the bus') and "
+                          "that the NVLink/PCIe topology (nvidia-smi topo -m) matches the other nodes; if this node is meant "
+                          "to differ, this item can be ignored.")}))
+    return out
+
+
 def build_report(nodes: Iterable[NodeDigest], *, source: dict[str, Any], tolerance: float = DEFAULT_TOLERANCE,
                  duration_s: float = 0.0) -> FleetReport:
     """Group ``nodes`` into classes, find drift in each, and rank it: severity, then the number of
@@ -210,6 +249,7 @@ def build_report(nodes: Iterable[NodeDigest], *, source: dict[str, Any], toleran
     drift: list[DriftItem] = []
     for k, members in classes.items():
         drift.extend(class_drift(k, members, tolerance))
+    drift.extend(hardware_drift(classes))
     drift.sort(key=lambda d: (_SEV_RANK[d.severity], -len(d.nodes), d.klass, d.kind, d.key))
     return FleetReport(source=source, tolerance=tolerance, nodes=sorted(all_nodes, key=lambda n: n.node.name),
                        classes={k: sorted(m.node.name for m in v) for k, v in sorted(classes.items(), key=lambda kv: -len(kv[1]))},

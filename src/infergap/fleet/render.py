@@ -45,18 +45,21 @@ def matrix(report: FleetReport) -> dict[str, Any]:
     drift_cols: dict[str, set[str]] = {}
     for name, items in drift.items():
         for d in items:
-            col = d.key.split("@", 1)[0] if d.kind == "check" else ("versions" if d.kind == "version" else "measurements")
+            col = d.key.split("@", 1)[0] if d.kind == "check" else {"version": "versions", "hardware": "hardware"}.get(d.kind, "measurements")
             drift_cols.setdefault(name, set()).add(col)
     shown = [c for c in seen if any(cells[n.node.name].get(c) not in (None, "ok", "not_applicable") for n in nodes)
              or any(c in drift_cols.get(n.node.name, ()) for n in nodes)]
     shown.sort(key=lambda c: (min(_RANK[cells[n.node.name].get(c, "absent")] for n in nodes), c))
-    columns = shown + ["versions", "measurements"]
+    hw = any("hardware" in v for v in drift_cols.values())
+    columns = shown + ["versions", "measurements"] + (["hardware"] if hw else [])
     rows = []
     for n in nodes:
         dc = drift_cols.get(n.node.name, set())
         row = {c: {"cell": cells[n.node.name].get(c, "absent"), "drift": c in dc} for c in shown}
         row["versions"] = {"cell": "drift" if "versions" in dc else "same", "drift": "versions" in dc}
         row["measurements"] = {"cell": "drift" if "measurements" in dc else ("same" if n.measures else "absent"), "drift": "measurements" in dc}
+        if hw:
+            row["hardware"] = {"cell": "drift" if "hardware" in dc else "same", "drift": "hardware" in dc}
         rows.append({"node": n.node.name, "cells": row, "drifts": len(drift.get(n.node.name, [])),
                      "worst": min((_RANK[v["cell"]] for v in row.values() if v["cell"] in _RANK), default=len(CELL_ORDER))})
     rows.sort(key=lambda r: (-r["drifts"], r["worst"], r["node"]))
@@ -117,7 +120,27 @@ def render_text(report: FleetReport) -> str:
             keys = ", ".join(d.key for d in by_node.get(n.node.name, []))
             out.append(f"  {n.node.name:<24} P0 {n.counts.get('P0', 0)} · P1 {n.counts.get('P1', 0)} · P2 {n.counts.get('P2', 0)}"
                        f"{'  drift: ' + keys if keys else ''}")
+        out += ["", *_text_matrix(report, {n.node.name for n in shown})]
     return "\n".join(out) + "\n"
+
+
+_TEXT_CELL = {"P0": "P0", "P1": "P1", "P2": "P2", "unknown": "?", "expected": "e", "ok": ".", "same": ".",
+              "not_applicable": "-", "absent": " ", "drift": "D"}
+
+
+def _text_matrix(report: FleetReport, names: set[str]) -> list[str]:
+    """The node × check matrix for the nodes in ``names``: columns numbered, with a legend."""
+    m = matrix(report)
+    cols = m["columns"]
+    w = max(len(n) for n in names)
+    lines = ["Node × check matrix (P0/P1/P2 actionable, ? unknown, e expected, . ok, - not applicable; * drift)",
+             " " * (w + 2) + "".join(f"{i + 1:>4}" for i in range(len(cols)))]
+    for r in m["rows"]:
+        if r["node"] in names:
+            lines.append(f"  {r['node']:<{w}}" + "".join(
+                f"{_TEXT_CELL.get(r['cells'][c]['cell'], '?') + ('*' if r['cells'][c]['drift'] else ''):>4}" for c in cols))
+    lines.append("  columns: " + ", ".join(f"{i + 1} {c}" for i, c in enumerate(cols)))
+    return lines
 
 
 def _md(text: Any) -> str:

@@ -203,6 +203,32 @@ def _classify(e: BaseException) -> tuple[str, str]:
     return "error", f"{type(e).__name__}: {first[:300]}"
 
 
+#: Seconds to wait for a TCP answer from the cluster's address before calling it unreachable
+#: (ray.init itself keeps retrying an address where nothing listens for many minutes).
+CONNECT_TIMEOUT_S = 10.0
+
+
+def check_reachable(address: str) -> None:
+    """Raise :class:`UserError` when nothing accepts a TCP connection at the Ray address that
+    ``address`` names (``auto`` reads ``RAY_ADDRESS``; ``auto`` without it, and ``local``, are left
+    to Ray, which finds a cluster on this machine or says there is none)."""
+    import socket
+
+    addr = os.environ.get("RAY_ADDRESS", "") if address == "auto" else address
+    if not addr or addr in ("auto", "local"):
+        return
+    hostport = addr.split("://", 1)[-1].rstrip("/")
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        raise UserError(f"--address {address}: expected host:port or ray://host:port, got {addr!r}")
+    where = address if address != "auto" else f"auto (RAY_ADDRESS={addr})"
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as e:
+        raise UserError(f"--address {where}: nothing answers at {host}:{port} ({e.strerror or type(e).__name__})") from None
+
+
 def ray_stream(address: str, *, active: bool = False, timeout_s: float = DEFAULT_NODE_TIMEOUT_S,
                runtime_env: dict[str, Any] | None = None, on_nodes: Callable[[int], None] | None = None) -> Iterator[tuple[NodeIdentity, Payload]]:
     """Collect every alive node of the Ray cluster at ``address`` (``auto``: ``RAY_ADDRESS``, else
@@ -224,13 +250,14 @@ def ray_stream(address: str, *, active: bool = False, timeout_s: float = DEFAULT
 
     from infergap.fleet import node_task
 
+    check_reachable(address)
     init: dict[str, Any] = {"address": address, "logging_level": logging.WARNING, "log_to_driver": False,
                             "include_dashboard": False}
     if runtime_env:
         init["runtime_env"] = runtime_env
     try:
         ray.init(**init)
-    except (ConnectionError, RuntimeError, ValueError) as e:
+    except Exception as e:  # ConnectionError, TimeoutError, RaySystemError …: one line either way
         where = address if address != "auto" else f"auto (RAY_ADDRESS={os.environ.get('RAY_ADDRESS') or 'unset'})"
         raise UserError(f"--address {where}: cannot connect to a Ray cluster ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
     try:

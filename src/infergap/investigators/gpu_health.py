@@ -5,7 +5,10 @@ Sources: NVML (nvml.h: ``nvmlClocksEventReason*`` bits 0x1 idle, 0x4 SW power ca
 0x20 SW thermal, 0x40 HW thermal, 0x80 HW power brake; temperature thresholds), ``nvidia-smi -q -x``.
 Clocks are judged only when the GPU is busy (idle downclocking is normal): >= 90 % of the maximum SM
 clock under load is ok (the seed host ran at 96-97 %). Thermal headroom < 10 °C to the slowdown
-threshold is flagged.
+threshold is flagged; a thermal slowdown active now is P0 whatever the temperature. ``nvidia-smi -q``
+"Clocks Event Reasons Counters" (µs of each slowdown since the driver loaded) of 60 s or more of
+thermal/hardware slowdown is reported as past throttling (P1). No check says ok without the fields it
+judges: topo -m or the plain table alone give unknown, with the command that would tell.
 """
 
 from __future__ import annotations
@@ -169,6 +172,10 @@ def investigate(ctx: Context) -> list[Finding]:
     """gpu.present (only when absent), and per GPU gpu.ecc, gpu.clocks, gpu.power_limit,
     gpu.throttle, gpu.thermals, gpu.mig, gpu.compute_mode."""
     gpus = ctx.facts.gpus()
+    if not gpus and not ctx.facts.pci_inventory_captured() and ctx.facts.nvml() is None and ctx.facts.pci_pasted():
+        return [unknown("gpu.present", NAME, "No NVIDIA GPU in the pasted PCI list, which may be filtered",
+                        "A pasted lspci is often a part of the list (lspci | grep …); whether the host has NVIDIA GPUs needs the whole list (lspci -nn) or nvidia-smi.",
+                        evidence_=evidence((ctx.facts.pci_pasted(), f"{len(ctx.facts.pci_functions())} PCI functions, none an NVIDIA GPU")))]
     if not gpus and not ctx.facts.pci_inventory_captured() and ctx.facts.nvml() is None:
         return [unknown("gpu.present", NAME, "GPU inventory not captured",
                         "Neither the PCI device list (sysfs, lspci) nor NVML or nvidia-smi output is in this evidence, so whether the host has NVIDIA GPUs is not known.")]

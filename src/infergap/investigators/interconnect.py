@@ -5,7 +5,10 @@ Sources: ``nvidia-smi topo -m`` legend (NV# = bonded NVLinks), ``nvidia-smi topo
 (OK/CNS/GNS/TNS/NS/DR), NVML ``nvmlDeviceGetNvLinkState`` / ``nvmlDeviceGetP2PStatus``; NVIDIA
 Fabric Manager user guide (NVSwitch systems need the GPU fabric state "Completed"); NVIDIA
 GPUDirect RDMA docs (``nvidia-peermem`` module); SGLang ``custom_all_reduce.py`` and vLLM
-``custom_all_reduce.py`` (custom all-reduce disabled beyond two GPUs without full NVLink).
+``custom_all_reduce.py`` (custom all-reduce disabled beyond two GPUs without full NVLink, and
+without CUDA peer access between the tensor-parallel GPUs). What each GPU model offers (PCIe P2P,
+NVLink none / bridge groups / NVSwitch, PCI device ids) comes from ``data/gpus.yaml`` through
+:mod:`infergap.gpudata`.
 """
 
 from __future__ import annotations

@@ -43,11 +43,14 @@ def _gpu_affinity(ctx: Context) -> Finding | None:
         return None
     nodes = ctx.facts.numa_nodes()
     mapping = {f.bdf: f.numa_node for f in gpus}
-    evs = evidence(*[(f"{f.source}/numa_node", f"{f.bdf}: node {f.numa_node}") for f in gpus[:8]])
+    evs = evidence(*[(f"{f.source}/numa_node" if f.listed_in is None else f.source, f"{f.bdf}: node {f.numa_node}") for f in gpus[:8]])
     if nodes is None:
         return unknown(cid, NAME, "GPU NUMA affinity: NUMA layout not captured", "Needs /sys/devices/system/node.", evidence_=evs)
     if len(nodes) <= 1:
         return not_applicable(cid, NAME, "GPU NUMA affinity: one NUMA node", "With one NUMA node every CPU is equally close to every GPU.", evidence_=evs)
+    if any(v is None for v in mapping.values()) and all(f.listed_in is not None for f in gpus if f.numa_node is None):
+        return unknown(cid, NAME, "GPU NUMA affinity: the GPUs' NUMA nodes not captured",
+                       "The PCI list here carries no NUMA node per GPU; /sys/bus/pci/devices/<BDF>/numa_node or lspci -vvv ('NUMA node:') tells.", evidence_=evs)
     if any(v is None or v < 0 for v in mapping.values()):
         return finding(cid, NAME, Status.actionable, "GPUs report no NUMA node on a multi-node host",
                        severity=Severity.P2, fix_kind=FixKind.bios, evidence_=evs, expected_value="a node id per GPU",

@@ -325,9 +325,13 @@ def _iommu(ctx: Context, gpus: list[PciFunction]) -> Finding:
         mode = "passthrough (identity)" if all(t == "identity" for t in (per_dev.values() or types.values())) else "mixed"
         return finding(cid, NAME, Status.ok, f"IOMMU in {mode} mode for the GPUs" + (" (iommu=pt)" if pt else ""), evidence_=evs, expected_value="identity or off")
     groups_exist = bool(grouped) or bool(ctx.snap.listdir("/sys/kernel/iommu_groups"))
-    no_groups = not groups_exist and (ctx.snap.listdir("/sys/kernel/iommu_groups") == [] or (ctx.facts.sysfs_complete() and ctx.snap.listdir("/sys/kernel/iommu_groups") is None))
+    listed = ctx.facts.cmd_ok("iommu_ls")  # ls -l /sys/kernel/iommu_groups of older captures
+    listed_empty = listed is not None and [ln for ln in listed.stdout.splitlines() if ln.strip()] == ["total 0"]
+    no_groups = not groups_exist and (listed_empty or ctx.snap.listdir("/sys/kernel/iommu_groups") == []
+                                      or (ctx.facts.sysfs_complete() and ctx.snap.listdir("/sys/kernel/iommu_groups") is None))
     if no_groups:
-        return finding(cid, NAME, Status.ok, "No IOMMU groups: the IOMMU is off or absent", evidence_=evs + evidence(("files/sys/kernel/iommu_groups", "no groups")), expected_value="identity or off")
+        where = (listed.source, "ls -l /sys/kernel/iommu_groups: total 0") if listed_empty else ("files/sys/kernel/iommu_groups", "no groups")
+        return finding(cid, NAME, Status.ok, "No IOMMU groups: the IOMMU is off or absent", evidence_=evs + evidence(where), expected_value="identity or off")
     if (groups_exist or on_cmd) and not pt and not off_cmd:
         why = ("IOMMU groups exist" if groups_exist else f"the kernel command line turns the IOMMU on ({', '.join(on_cmd)})") + " and iommu=pt is not set"
         return finding(cid, NAME, Status.actionable, f"IOMMU on without iommu=pt: GPU DMA is translated by default ({why})",

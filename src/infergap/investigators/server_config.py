@@ -69,9 +69,10 @@ def _allreduce(cfg: ServerConfig, subject: str, snap: object, log_reported: bool
         return None
     nvl = nvlink_between_gpus(snap)
     if nvl is None:
-        names = gpu_names(snap)
-        pcie_skus = ("PCIe", "RTX", "L40", "L4", "A10", "A40", "GeForce")
-        nvl = False if names and all(any(s in n for s in pcie_skus) for n in names) else None
+        from infergap.gpudata import sku
+
+        names = gpu_names(snap)  # the GPU data knows which models have no NVLink at all
+        nvl = False if names and all((s := sku(n)) is not None and s.nvlink_layout == "none" for n in names) else None
     if nvl is None:
         return None
     if nvl:

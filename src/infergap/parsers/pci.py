@@ -224,6 +224,7 @@ class LspciDevice:
     secondary_bus: int | None = None
     subordinate_bus: int | None = None
     iommu_group: str | None = None
+    numa_node: int | None = None
     lines: list[str] = field(default_factory=list)
 
     @property
@@ -312,6 +313,8 @@ def parse_lspci_vvv(text: str) -> dict[str, LspciDevice]:
             mm = re.search(r"secondary=([0-9a-f]+), subordinate=([0-9a-f]+)", s, flags=re.I)
             if mm:
                 cur.secondary_bus, cur.subordinate_bus = int(mm.group(1), 16), int(mm.group(2), 16)
+        elif s.startswith("NUMA node:") and s.split(":", 1)[1].strip().lstrip("-").isdigit():
+            cur.numa_node = int(s.split(":", 1)[1])
         elif s.startswith("IOMMU group:"):
             cur.iommu_group = s.split(":", 1)[1].strip() or None
     return devices

@@ -123,6 +123,18 @@ class Plan(BaseModel):
 
     model_config = {"populate_by_name": True}
 
+    def failure_lines(self) -> list[str]:
+        """The bench's failed requests in words (empty when none failed): the error rate with its
+        evidence, then the most likely cause. Reports print these before anything else."""
+        f = self.facts.get("load.error_rate")
+        if f is None or not f.value:
+            return []
+        out = [f"{f.value:.1%} of the bench's requests failed — {f.source}"]
+        cause = self.facts.get("load.error_cause")
+        if cause is not None:
+            out.append(f"most likely cause: {cause.value}")
+        return out
+
     def tier(self, name: str) -> list[PlanItem]:
         """Selected levers of one tier, in rank order."""
         return [x for x in self.levers if x.tier == name]
@@ -159,8 +171,8 @@ def build_gap(roofline: dict[str, Any] | None, bench: Any) -> Gap:
     batches: memory or compute from the roofline's batched model)."""
     gap = Gap()
     single = {b["name"]: b for b in (roofline or {}).get("single_stream") or []}
-    pts = sorted([p for p in (bench.points if bench else []) if p.mode == "concurrency" and p.concurrency and _tps(p) is not None],
-                 key=lambda p: p.concurrency)
+    pts = sorted([p for p in (bench.points if bench else []) if p.mode == "concurrency" and p.concurrency and _tps(p) is not None
+                  and getattr(p, "valid", True)], key=lambda p: p.concurrency)
     pg = single.get("per_gpu")
     if pg:
         comm = pg.get("collectives_s") or 0.0
@@ -196,6 +208,8 @@ def build_gap(roofline: dict[str, Any] | None, bench: Any) -> Gap:
             gap.summary = f"best point c={best.concurrency}: {best.measured_tok_s:.1f} tok/s is {best.ratio:.1%} of the bound at that batch"
     elif gap.points:
         gap.summary = "no roofline: the measured points cannot be compared with a bound"
+    elif bench is not None and bench.points and not any(getattr(p, "valid", True) for p in bench.points):
+        gap.summary = "no valid point: every point of the sweep failed more requests than the failure budget allows"
     return gap
 
 

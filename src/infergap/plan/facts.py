@@ -218,14 +218,53 @@ def from_engine_logs(facts: dict[str, Fact], logs: list[tuple[str, Any]]) -> Non
             break
 
 
+def from_bench_errors(facts: dict[str, Fact], bench: Any) -> None:
+    """The sweep's failed requests: ``load.error_rate`` (failed / sent over every point, requests
+    cancelled with Ctrl-C not counted), ``load.error_kind`` (the most frequent kind),
+    ``load.error_cause`` (the most likely cause, :func:`infergap.bench.metrics.likely_cause`) and
+    ``server.keep_alive`` (False when the server closed connections after streamed responses)."""
+    from infergap.bench.metrics import likely_cause
+
+    errors: dict[str, int] = {}
+    sent = failed = 0
+    for p in bench.points:
+        for t in p.trials:
+            cancelled = t.errors.get("cancelled", 0)
+            sent += t.requests - cancelled
+            failed += t.failed - cancelled
+            for k, v in t.errors.items():
+                if k != "cancelled":
+                    errors[k] = errors.get(k, 0) + v
+    conn = getattr(bench, "connections", None)
+    if conn is not None and conn.fresh_per_request:
+        _put(facts, "server.keep_alive", False, f"bench: {conn.note}")
+    if sent <= 0:
+        return
+    invalid = [p.label for p in bench.points if not getattr(p, "valid", True)]
+    kinds = ", ".join(f"{k} ×{v}" for k, v in sorted(errors.items(), key=lambda kv: -kv[1]))
+    src = f"bench: {failed} of {sent} requests failed" + (f" ({kinds})" if kinds else "")
+    if invalid:
+        budget = getattr(bench.settings, "max_error_rate", 0.01)
+        src += (f"; {len(invalid)} of {len(bench.points)} point(s) above the {budget:.1%} failure budget "
+                f"({', '.join(invalid)}), left out of every other fact")
+    _put(facts, "load.error_rate", round(failed / sent, 4), src)
+    if errors:
+        _put(facts, "load.error_kind", max(errors.items(), key=lambda kv: kv[1])[0], src)
+        cause = likely_cause(errors)
+        if cause:
+            _put(facts, "load.error_cause", cause, src)
+
+
 def from_bench(facts: dict[str, Fact], bench: Any, roofline: dict[str, Any] | None) -> None:
-    """Load and regime facts from the sweep (and the roofline, for batch-1 efficiency)."""
-    pts = sorted([p for p in bench.points if p.mode == "concurrency" and p.concurrency and _tps(p) is not None],
-                 key=lambda p: p.concurrency)
+    """Load and regime facts from the sweep (and the roofline, for batch-1 efficiency). Points
+    above the failure budget (``valid`` False) are left out: their figures describe the requests
+    that happened to succeed."""
+    pts = sorted([p for p in bench.points if p.mode == "concurrency" and p.concurrency and _tps(p) is not None
+                  and getattr(p, "valid", True)], key=lambda p: p.concurrency)
     if not pts:
         return
     _put(facts, "load.max_concurrency", pts[-1].concurrency, f"bench: highest concurrency measured (c={pts[-1].concurrency})")
-    cb = [p.label for p in bench.points if p.client_bound]
+    cb = [p.label for p in bench.points if p.client_bound and getattr(p, "valid", True)]
     _put(facts, "regime.client_bound", bool(cb), "bench client health: " + (", ".join(cb) + " client-bound" if cb else "no point client-bound"))
     if len(pts) >= 2 and pts[-1].concurrency >= 2 * pts[-2].concurrency:
         a, b = _tps(pts[-2]), _tps(pts[-1])
@@ -268,8 +307,11 @@ def _tps(p: Any) -> float | None:
 def gather(audit: dict[str, Any] | None = None, roofline: dict[str, Any] | None = None, bench: Any = None,
            server: Any = None, log_configs: list[Any] | None = None, engine_logs: list[tuple[str, Any]] | None = None) -> dict[str, Fact]:
     """All facts from the given inputs. Precedence for a fact several inputs give: the live
-    server, then engine logs, then the audit, then the roofline (which only assumes a TP)."""
+    server, then engine logs, then the audit, then the roofline (which only assumes a TP). The
+    bench's error facts come first in the returned order."""
     facts: dict[str, Fact] = {}
+    if bench is not None:  # first: a plan built on failed requests must say so before anything else
+        from_bench_errors(facts, bench)
     if server is not None and server.reachable is not False:
         from_server(facts, server)
     for cfg in log_configs or []:

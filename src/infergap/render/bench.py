@@ -8,11 +8,15 @@ from rich.table import Table
 
 from infergap.guard import safe_console, term_safe
 from infergap.bench.compare import BenchComparison
+from infergap.bench.metrics import MIN_TAIL_SAMPLES, likely_cause
 from infergap.bench.models import BenchResult, PointResult, Spread, TelemetrySummary
 from infergap.render.bench_why import head_lines, point_lines
 
 COLUMNS = ("point", "req/s", "out tok/s", "total tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99",
-           "ITL p50", "ITL p99", "failed", "trunc", "stability")
+           "ITL p50", "ITL p99", "failed", "retried", "trunc", "stability")
+
+#: p99 summary key → the per-trial Stats attribute it is read from (for the sample count).
+_TAIL = {"ttft_p99_ms": "ttft_ms", "tpot_p99_ms": "tpot_ms", "itl_p99_ms": "itl_ms"}
 
 
 def _f(v: float | None, digits: int = 1) -> str:
@@ -42,9 +46,35 @@ def _stability(p: PointResult) -> str:
         tags.append(("UNSTABLE, " if p.unstable else "stable, ") + pct)
     if p.client_bound:
         tags.append("CLIENT-BOUND")
+    if not p.valid:
+        tags.append("INVALID")
+    elif p.failed:
+        tags.append("FAILURES")
     if p.error:
         tags.append("ERROR")
     return ", ".join(tags)
+
+
+def tail_cell(p: PointResult, key: str) -> str:
+    """A p99 cell: the median over trials, or ``max X (n=K)`` when a trial had fewer than
+    :data:`MIN_TAIL_SAMPLES` samples (then p99 is about the largest value, not a tail percentile)."""
+    attr = _TAIL[key]
+    ns = [getattr(t, attr).n for t in p.trials]
+    s = p.summary.get(key)
+    if ns and min(ns) < MIN_TAIL_SAMPLES:
+        maxes = sorted(getattr(t, attr).max for t in p.trials if getattr(t, attr).max is not None)
+        if not maxes:
+            return "–"
+        return f"max {_f(maxes[len(maxes) // 2])} (n={min(ns)})"
+    return _f(s.median) if s is not None else "–"
+
+
+def _failed(p: PointResult) -> str:
+    if not p.requests:
+        failed, reqs = sum(t.failed for t in p.trials), sum(t.requests for t in p.trials)
+        return f"{failed}/{reqs}"
+    rate = f" ({p.error_rate * 100:.1f} %)" if p.failed and p.error_rate is not None else ""
+    return f"{p.failed}/{p.requests}{rate}"
 
 
 def rows(result: BenchResult) -> list[list[str]]:
@@ -57,12 +87,11 @@ def rows(result: BenchResult) -> list[list[str]]:
         def lat(k):
             return _f(s[k].median) if k in s else "–"
 
-        failed = sum(t.failed for t in p.trials)
         trunc = sum(t.truncated for t in p.trials)
-        reqs = sum(t.requests for t in p.trials)
+        retried = sum(t.retried for t in p.trials)
         out.append([p.label, _thr(s.get("request_throughput_rps"), cb), _thr(s.get("output_throughput_tps"), cb),
-                    _thr(s.get("total_throughput_tps"), cb), lat("ttft_p50_ms"), lat("ttft_p99_ms"), lat("tpot_p50_ms"),
-                    lat("tpot_p99_ms"), lat("itl_p50_ms"), lat("itl_p99_ms"), f"{failed}/{reqs}", str(trunc),
+                    _thr(s.get("total_throughput_tps"), cb), lat("ttft_p50_ms"), tail_cell(p, "ttft_p99_ms"), lat("tpot_p50_ms"),
+                    tail_cell(p, "tpot_p99_ms"), lat("itl_p50_ms"), tail_cell(p, "itl_p99_ms"), _failed(p), str(retried), str(trunc),
                     _stability(p)])
     return out
 
@@ -82,6 +111,39 @@ def telemetry_line(t: TelemetrySummary | None) -> str:
             s += f", throttled: {', '.join(g.throttle_reasons)}"
         parts.append(s)
     return "; ".join(parts) or "no samples"
+
+
+def failure_summary(result: BenchResult) -> list[str]:
+    """Lines that must come before any figure: points above the failure budget, points with
+    failures, the likely cause, the server's keep-alive behaviour. Empty when nothing failed."""
+    out = []
+    budget = result.settings.max_error_rate
+    bad = result.invalid_points
+    if bad:
+        out.append(f"INVALID: {len(bad)} of {len(result.points)} point(s) failed more than the failure budget "
+                   f"({budget * 100:g} %, --max-error-rate); their figures describe only the requests that succeeded "
+                   "and are left out of plots and of the plan")
+    for p in result.points:
+        if p.failed:
+            kinds = ", ".join(f"{k} ×{v}" for k, v in sorted(p.errors.items(), key=lambda kv: -kv[1]))
+            ex = next((t.error_examples[0] for t in p.trials if t.error_examples), None)
+            verdict = "INVALID" if not p.valid else "within budget"
+            out.append(f"{p.label}: {p.failed} of {p.requests} requests failed "
+                       + (f"({p.error_rate * 100:.1f} %, {verdict}): " if p.error_rate is not None else ": ") + kinds
+                       + (f"; e.g. {ex}" if ex else ""))
+    errors: dict[str, int] = {}
+    for p in result.points:
+        for k, v in p.errors.items():
+            errors[k] = errors.get(k, 0) + v
+    cause = likely_cause(errors)
+    if cause:
+        out.append(f"most likely cause: {cause}")
+    retried = sum(p.retried for p in result.points)
+    if result.connections.note:
+        out.append(f"connections: {result.connections.note}")
+    elif retried:
+        out.append(f"{retried} request(s) retried once on a fresh connection")
+    return out
 
 
 def _notes(result: BenchResult) -> list[str]:
@@ -117,11 +179,14 @@ def _notes(result: BenchResult) -> list[str]:
         notes.append("output tokens counted as streamed chunks (no usage from the server): undercounts if chunks bundle tokens")
     if disagree:
         notes.append(f"{disagree} request(s) where the token counts of two sources disagree")
+    few = [p.label for p in result.points if p.few_samples]
+    if few:
+        notes.append(f"{', '.join(few)}: fewer than {MIN_TAIL_SAMPLES} completed requests in a trial; their p99 cells "
+                     "show the largest value ('max … (n=K)'), not a tail percentile")
     for p in result.points:
         for t in p.trials:
-            if t.errors:
-                ex = f" e.g. {t.error_examples[0]}" if t.error_examples else ""
-                notes.append(f"{p.label} trial {t.trial}: " + ", ".join(f"{k} ×{v}" for k, v in t.errors.items()) + ex)
+            if t.errors and len(p.trials) > 1:
+                notes.append(f"{p.label} trial {t.trial}: " + ", ".join(f"{k} ×{v}" for k, v in t.errors.items()))
             if t.client.client_bound:
                 notes.append(f"{p.label} trial {t.trial}: CLIENT-BOUND ({'; '.join(t.client.reasons)}): "
                              "throughput measures the client, not the server")
@@ -144,6 +209,11 @@ def to_text(result: BenchResult, comparison: BenchComparison | None = None, widt
     are wrapped at ``width`` columns when given, never when ``None`` (a file or a pipe)."""
     buf = io.StringIO()
     con = safe_console(file=buf, width=width or 1000, force_terminal=False, no_color=True, soft_wrap=width is None)
+    fails = failure_summary(result)
+    if fails:
+        con.print("FAILED REQUESTS")
+        for n in fails:
+            con.print(f"- {n}", highlight=False)
     table = Table(title="infergap bench", show_lines=False)
     for c in COLUMNS:
         table.add_column(c, justify="left" if c in ("point", "stability") else "right")
@@ -186,7 +256,11 @@ def comparison_text(c: BenchComparison) -> str:
 
 def to_markdown(result: BenchResult, comparison: BenchComparison | None = None) -> str:
     """The same report as Markdown."""
-    out = ["# infergap bench", ""] + [f"**{line}**" for line in head_lines(result)] + [""]
+    out = ["# infergap bench", ""]
+    fails = failure_summary(result)
+    if fails:
+        out += ["## Failed requests", ""] + [f"- **{n}**" for n in fails] + [""]
+    out += [f"**{line}**" for line in head_lines(result)] + [""]
     out += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for r in rows(result):
         out.append("| " + " | ".join(x.replace("|", "\\|") for x in r) + " |")
@@ -206,7 +280,8 @@ def plot(result: BenchResult, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    pts = [p for p in result.points if p.summary.get("output_throughput_tps") and p.summary["output_throughput_tps"].median is not None]
+    pts = [p for p in result.points if p.valid and p.summary.get("output_throughput_tps")
+           and p.summary["output_throughput_tps"].median is not None]
     rate = bool(pts) and pts[0].mode == "rate"
     xs = [p.request_rate if rate else p.concurrency for p in pts]
     thr = [p.summary["output_throughput_tps"] for p in pts]
@@ -236,7 +311,79 @@ def plot(result: BenchResult, path: str) -> None:
     a2.set_ylabel("p99 TPOT (ms)")
     a2.set_title("latency vs throughput")
     a2.grid(alpha=0.3)
-    fig.suptitle(f"{result.environment.model} @ {result.environment.url}", fontsize=9)
+    skipped = [p.label for p in result.points if not p.valid]
+    fig.suptitle(f"{result.environment.model} @ {result.environment.url}"
+                 + (f" — not plotted (too many failed requests): {', '.join(skipped)}" if skipped else ""), fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+class BenchProgress:
+    """Live progress of a sweep on a terminal (stderr): one line per trial of a point with the
+    requests done of the total, elapsed time, ETA, the output tok/s of the requests completed
+    so far and the failed ones. Prints nothing when stderr is not a terminal (piped, a file, CI)."""
+
+    def __init__(self, console=None) -> None:
+        from rich.console import Console
+
+        self.console = console or Console(stderr=True)
+        self.live = self.console.is_terminal
+        self.bar = None
+        self.task = None
+        self._t0 = 0.0
+        self._tokens = 0
+        self._failed = 0
+        self._retried = 0
+
+    def hooks(self):
+        """The :class:`~infergap.bench.runner.SweepProgress` callbacks of this display."""
+        from infergap.bench.runner import SweepProgress
+
+        return SweepProgress(point_start=self.start, request_done=self.done, point_end=self.end)
+
+    def start(self, label: str, trial: int, total: int | None) -> None:
+        if not self.live:
+            return
+        from time import perf_counter
+
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        if self.bar is None:
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[status]}"),
+                                console=self.console, transient=True)
+            self.bar.start()
+        if self.task is not None:
+            self.bar.remove_task(self.task)
+        self._t0, self._tokens, self._failed, self._retried = perf_counter(), 0, 0, 0
+        desc = label if trial == 0 else f"{label} trial {trial}"
+        self.task = self.bar.add_task(desc, total=total, status="")
+
+    def done(self, rec) -> None:
+        if self.bar is None or self.task is None:
+            return
+        from time import perf_counter
+
+        if rec.ok:
+            self._tokens += rec.output_tokens()[0]
+        else:
+            self._failed += 1
+        self._retried += 1 if rec.retries else 0
+        rate = self._tokens / max(perf_counter() - self._t0, 1e-9)
+        status = f"{rate:,.1f} out tok/s, {self._failed} failed" + (f", {self._retried} retried" if self._retried else "")
+        self.bar.update(self.task, advance=1, status=status)
+
+    def end(self, point: PointResult) -> None:
+        if not self.live:
+            return
+        s = point.summary.get("output_throughput_tps")
+        med = f"{s.median:.1f}" if s and s.median is not None else "–"
+        line = f"{point.label}: {med} output tok/s over {len(point.trials)} trial(s), {point.failed}/{point.requests} failed" + (
+            " [INVALID: too many failures]" if not point.valid else "") + (" [client-bound]" if point.client_bound else "") + (
+            f" [{point.error}]" if point.error else "")
+        self.console.print(line, highlight=False, markup=False)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()

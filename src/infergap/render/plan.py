@@ -31,6 +31,11 @@ def render_text(plan: Plan, color: bool = False, width: int | None = None) -> st
     c = safe_console(file=buf, force_terminal=color, no_color=not color, width=width or 1000, highlight=False, soft_wrap=width is None)
     c.print("[bold]infergap plan[/]  " + escape("  ".join(f"{s.name}: {s.status}" + (f" ({s.detail})" if s.detail else "") for s in plan.stages)))
     c.print()
+    if plan.failure_lines():
+        c.print("[bold]FAILED REQUESTS[/]")
+        for line in plan.failure_lines():
+            c.print(escape("  " + line))
+        c.print()
     c.print("[bold]EFFICIENCY GAP[/]")
     g = plan.gap
     if g.summary:
@@ -109,6 +114,8 @@ def render_markdown(plan: Plan) -> str:
     """Markdown report with the same sections as the text report."""
     out = ["# infergap plan", ""]
     out.append("Inputs: " + ", ".join(f"{s.name} {s.status}" + (f" ({s.detail})" if s.detail else "") for s in plan.stages))
+    if plan.failure_lines():
+        out += ["", "## Failed requests", ""] + [f"- **{_md_escape(x)}**" for x in plan.failure_lines()]
     out += ["", "## Efficiency gap", ""]
     g = plan.gap
     if g.summary:

@@ -28,7 +28,8 @@ def _svg(fig: Any) -> str:
 
 
 def _pts(bench: Any) -> list[Any]:
-    return sorted([p for p in bench.points if p.mode == "concurrency" and p.concurrency and p.summary.get("output_throughput_tps")
+    return sorted([p for p in bench.points if p.mode == "concurrency" and p.concurrency and getattr(p, "valid", True)
+                   and p.summary.get("output_throughput_tps")
                    and p.summary["output_throughput_tps"].median is not None], key=lambda p: p.concurrency)
 
 

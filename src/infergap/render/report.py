@@ -14,6 +14,8 @@ from typing import Any
 
 import jinja2
 
+from infergap.bench.metrics import likely_cause
+from infergap.render.bench import tail_cell
 from infergap.plan import TIER_LABEL, Plan
 from infergap.render import plots
 
@@ -36,9 +38,14 @@ def _sweep_rows(bench: Any) -> list[dict[str, Any]]:
             return s.median if s is not None else None
 
         rows.append({"label": p.label, "trials": len(p.trials), "out": m("output_throughput_tps"), "total": m("total_throughput_tps"),
-                     "rps": m("request_throughput_rps"), "ttft50": m("ttft_p50_ms"), "ttft99": m("ttft_p99_ms"),
-                     "tpot50": m("tpot_p50_ms"), "tpot99": m("tpot_p99_ms"), "itl50": m("itl_p50_ms"),
-                     "failed": m("failed"), "client_bound": p.client_bound, "unstable": p.unstable, "error": p.error,
+                     "rps": m("request_throughput_rps"), "ttft50": m("ttft_p50_ms"), "ttft99": tail_cell(p, "ttft_p99_ms"),
+                     "tpot50": m("tpot_p50_ms"), "tpot99": tail_cell(p, "tpot_p99_ms"), "itl50": m("itl_p50_ms"),
+                     "client_bound": p.client_bound, "unstable": p.unstable, "error": p.error,
+                     "mode": p.mode, "concurrency": p.concurrency, "valid": p.valid, "invalid_reason": p.invalid_reason,
+                     "requests": p.requests, "completed": p.completed, "failed": p.failed, "retried": p.retried,
+                     "error_rate": p.error_rate, "cause": likely_cause(p.errors) if p.failed else None,
+                     "errors": ", ".join(f"{k} ×{v}" for k, v in p.errors.items()), "few": p.few_samples,
+                     "min_completed": p.min_completed,
                      "spread": (p.summary.get("output_throughput_tps").spread_pct if p.summary.get("output_throughput_tps") else None)})
     return rows
 

@@ -1,0 +1,194 @@
+"""Failures are never hidden: interrupted streams, the failure budget, percentiles of few samples,
+and how reports and the plan treat an invalid point — no server needed."""
+
+from __future__ import annotations
+
+import pytest
+from test_bench_units import LLAMA_STREAM
+
+from infergap.bench.metrics import RequestRecord, judge_point, likely_cause, summarize_trials, trial_metrics
+from infergap.bench.models import BenchEnvironment, BenchResult, BenchSettings, PointResult
+from infergap.cli.bench import parse_error_rate
+from infergap.errors import UserError
+
+# Captured from llama-cpp-python 0.3.36's server in its default configuration (this repository's
+# tiny GGUF, /v1/completions, max_tokens 400) when a second request arrived 20 ms into the first:
+# two tokens, [DONE], no finish_reason, and then the connection closed without the chunked body's
+# last chunk (the body below is the de-chunked SSE text; llama_cpp/server/app.py,
+# get_event_publisher, --interrupt_requests on by default).
+INTERRUPTED = (
+    b'data: {"id": "cmpl-a60e73f9-f580-4805-9d0c-5831bae7b5c5", "object": "text_completion", "created": 1796040845, '
+    b'"model": "/tmp/bt_tiny.gguf", "choices": [{"text": "k", "index": 0, "logprobs": null, "finish_reason": null}]}\n\n'
+    b'data: {"id": "cmpl-a60e73f9-f580-4805-9d0c-5831bae7b5c5", "object": "text_completion", "created": 1796040845, '
+    b'"model": "/tmp/bt_tiny.gguf", "choices": [{"text": "v", "index": 0, "logprobs": null, "finish_reason": null}]}\n\n'
+    b'data: [DONE]\n\n'
+)
+
+
+def _rec(stream: bytes, max_tokens: int, chat: bool = False) -> RequestRecord:
+    from infergap.bench.client import SSEParser
+
+    rec = RequestRecord(intended=0.0, start=0.0, max_tokens=max_tokens)
+    p = SSEParser(rec, chat=chat)
+    p.feed(stream, 1.0)
+    p.finish()
+    return rec
+
+
+def test_a_stream_ended_before_finish_reason_and_short_of_max_tokens_is_interrupted():
+    r = _rec(INTERRUPTED, max_tokens=400)
+    assert r.error == "interrupted" and "2 of 400 tokens" in r.error_detail
+    assert _rec(LLAMA_STREAM, max_tokens=16, chat=True).ok  # finish_reason "length": complete, merely short
+    assert _rec(INTERRUPTED, max_tokens=2).ok  # every token asked for arrived
+    rec = RequestRecord(intended=0.0, start=0.0)  # max_tokens unknown (the probe): not judged
+    from infergap.bench.client import SSEParser
+
+    p = SSEParser(rec, chat=False)
+    p.feed(INTERRUPTED, 1.0)
+    p.finish()
+    assert rec.ok
+
+
+def _trial(k: int, ok: int, failed: dict[str, int], latency_s: float = 0.1):
+    recs = []
+    t = 0.0
+    for i in range(ok):
+        recs.append(RequestRecord(intended=t, start=t, first=t + 0.01, end=t + latency_s, chunk_times=[t + 0.01, t + latency_s],
+                                  usage_completion=2, usage_prompt=4, max_tokens=2, finish_reason="length"))
+        t += latency_s
+    for kind, n in failed.items():
+        for _ in range(n):
+            recs.append(RequestRecord(intended=t, start=t, end=t + 0.001, error=kind, error_detail=f"{kind} detail"))
+    return trial_metrics(k, recs)
+
+
+def _point(c: int, trials) -> PointResult:
+    p = PointResult(mode="concurrency", concurrency=c, trials=trials)
+    p.summary, p.unstable_metrics = summarize_trials(p.trials)
+    return p
+
+
+@pytest.mark.parametrize("ok, failed, budget, valid", [
+    (99, {"http_503": 1}, 0.01, True),        # exactly 1 %: within
+    (98, {"http_503": 2}, 0.01, False),
+    (100, {}, 0.0, True),
+    (99, {"timeout": 1}, 0.0, False),          # --max-error-rate 0: any failure invalidates
+    (90, {"cancelled": 10}, 0.01, True),       # Ctrl-C is the user's doing, not the server's
+])
+def test_failure_budget(ok, failed, budget, valid):
+    p = _point(4, [_trial(1, ok, failed)])
+    judge_point(p, budget)
+    assert p.valid is valid and p.requests == ok + sum(failed.values()) and p.failed == sum(failed.values())
+    assert (p.invalid_reason is None) is valid
+    if not valid:
+        assert f"{sum(failed.values())} of {p.requests} requests failed" in p.invalid_reason
+
+
+def test_likely_cause_names_the_interrupting_server_and_slots():
+    assert "--interrupt_requests False" in likely_cause({"interrupted": 255, "connection": 1})
+    assert "slot" in likely_cause({"http_503": 3})
+    assert "--timeout" in likely_cause({"timeout": 2})
+    assert "log" in likely_cause({"http_502": 1})
+    assert likely_cause({"cancelled": 4}) is None and likely_cause({}) is None
+
+
+@pytest.mark.parametrize("text, value", [("1%", 0.01), ("0.05", 0.05), ("0", 0.0), (" 2.5 % ", 0.025)])
+def test_parse_error_rate(text, value):
+    assert parse_error_rate(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["5", "-1%", "lots", "150%"])
+def test_parse_error_rate_rejects(text):
+    with pytest.raises(UserError, match="--max-error-rate"):
+        parse_error_rate(text)
+
+
+def _result(points) -> BenchResult:
+    return BenchResult(infergap_version="0", started_at="2026-01-01T00:00:00+00:00",
+                       environment=BenchEnvironment(url="http://127.0.0.1:1", endpoint="e", model="m"),
+                       settings=BenchSettings(concurrency=[p.concurrency for p in points], trials=1), points=points)
+
+
+def test_reports_mark_invalid_points_and_few_sample_percentiles(tmp_path):
+    from infergap.render import bench as render
+
+    good = _point(1, [_trial(1, 40, {})])
+    bad = _point(2, [_trial(1, 1, {"interrupted": 31})])
+    for p in (good, bad):
+        judge_point(p, 0.01)
+    res = _result([good, bad])
+    text = render.to_text(res)
+    head = text.split("infergap bench")[0]
+    assert "FAILED" in head and "INVALID: 1 of 2 point(s)" in head  # before any figure
+    assert "c=2: 31 of 32 requests failed (96.9 %, INVALID): interrupted ×31" in text
+    assert "--interrupt_requests False" in text
+    row = next(line for line in text.splitlines() if "c=2 " in line and "│" in line)
+    assert "max 10.0 (n=1)" in row and "31/32" in row  # TTFT p99 of one request is shown as what it is
+    assert "max" not in next(line for line in text.splitlines() if "c=1 " in line and "│" in line)
+    md = render.to_markdown(res)
+    assert "## Failed requests" in md and "INVALID" in md and "max 10.0 (n=1)" in md
+    data = res.model_dump(mode="json", by_alias=True)["points"]
+    assert [(p["valid"], p["failed"], p["errors"]) for p in data] == [(True, 0, {}), (False, 31, {"interrupted": 31})]
+    render.plot(res, str(tmp_path / "p.svg"))
+    assert (tmp_path / "p.svg").stat().st_size > 0
+    from infergap.render import plots
+
+    assert [p.label for p in plots._pts(res)] == ["c=1"]
+
+
+def test_plan_states_the_error_rate_first_and_ignores_invalid_points():
+    from infergap.plan import build_plan
+    from infergap.render.plan import render_markdown, render_text
+
+    good = _point(1, [_trial(1, 40, {})])
+    bad = _point(2, [_trial(1, 1, {"interrupted": 31})])
+    for p in (good, bad):
+        judge_point(p, 0.01)
+    res = _result([good, bad])
+    plan = build_plan(bench=res)
+    names = list(plan.facts)
+    assert names[:3] == ["load.error_rate", "load.error_kind", "load.error_cause"]
+    assert plan.facts["load.error_rate"].value == pytest.approx(31 / 72, abs=1e-4)
+    assert "c=2" in plan.facts["load.error_rate"].source and "interrupt_requests" in plan.facts["load.error_cause"].value
+    assert plan.facts["load.max_concurrency"].value == 1  # c=2 is not a measurement
+    assert [g.concurrency for g in plan.gap.points] == [1]
+    lever = next(x for x in plan.levers if x.id == "llamacpp.no_interrupt")
+    assert lever.tier == "flag_flip" and "--interrupt_requests False" in lever.actions[0]
+    text = render_text(plan)
+    assert text.index("FAILED REQUESTS") < text.index("EFFICIENCY GAP") and "43.1% of the bench's requests failed" in text
+    assert "## Failed requests" in render_markdown(plan)
+    from infergap.render.report import render_html
+
+    html = render_html(plan, bench=res)
+    assert html.index("of the bench&#39;s requests failed") < html.index("Top actions")
+    row = html[html.index("<td>c=2"):].split("</tr>")[0]
+    assert "INVALID" in row and "31 (96.9 %)" in row and "likely cause" in row and "max 10.0 (n=1)" in row
+    all_bad = _point(2, [_trial(1, 0, {"interrupted": 8})])
+    judge_point(all_bad, 0.01)
+    assert "no valid point" in build_plan(bench=_result([all_bad])).gap.summary
+
+
+def test_a_point_invalid_in_either_run_is_never_better_or_worse():
+    from infergap.bench.compare import compare_bench
+
+    fast = [_point(2, [_trial(k, 40, {}, latency_s=0.05) for k in (1, 2)])]
+    slow_failing = [_point(2, [_trial(k, 20, {"http_503": 20}, latency_s=0.2) for k in (1, 2)])]
+    slow = [_point(2, [_trial(k, 40, {}, latency_s=0.2) for k in (1, 2)])]
+    for p in fast + slow_failing + slow:
+        judge_point(p, 0.01)
+    honest = compare_bench(_result(slow), _result(fast)).points[0]
+    assert any(m.verdict == "better" for m in honest.metrics) and not honest.notes
+    c = compare_bench(_result(slow_failing), _result(fast)).points[0]
+    assert all(m.verdict in ("within noise", "missing") for m in c.metrics)
+    assert "baseline run is invalid at this point (40 of 80 requests failed" in c.notes[0]
+
+
+def test_a_result_without_point_totals_gets_them_from_its_trials():
+    """A file written before points carried totals: its failures still count and show."""
+    p = _point(2, [_trial(1, 10, {"http_503": 5})])
+    data = _result([p]).model_dump(mode="json", by_alias=True)
+    for k in ("requests", "completed", "failed", "retried", "errors", "error_rate", "valid", "invalid_reason"):
+        data["points"][0].pop(k)
+    old = BenchResult.model_validate(data)
+    q = old.points[0]
+    assert (q.requests, q.failed, q.valid, q.errors) == (15, 5, False, {"http_503": 5})
