@@ -373,7 +373,7 @@ class Facts:
                 elif f is not None and f.device is None and f.lspci is not None and "NVIDIA Corporation " in f.lspci.description:
                     # lspci without -nn printed the name from its own pci.ids
                     desc = f.lspci.description.split("NVIDIA Corporation ", 1)[1]
-                    g.name, g.name_source = "NVIDIA " + re.sub(r"\s*\((?:rev|prog-if) [^)]*\)+", "", desc).strip(), f.source
+                    g.name, g.name_source = "NVIDIA " + re.sub(r"\s{0,8}\((?:rev|prog-if) [^)]{0,64}\)+", "", desc).strip(), f.source
                 else:
                     g.name = "unknown device"
                 if g.name_source:

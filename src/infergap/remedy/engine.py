@@ -12,6 +12,7 @@ verifies each by re-reading. A run already reverted is only re-verified, never w
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from enum import Enum
@@ -497,9 +498,13 @@ def load_report(path: Path) -> tuple[list[Finding], dict[str, Any]]:
     Raises :class:`UserError` naming the file when it is unreadable, not JSON, of another schema,
     or holds a finding that does not match the Finding contract.
     """
-    from infergap.guard import read_json
-
-    doc = read_json(path, "--audit")
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as e:
+        raise UserError(f"--audit {path}: cannot read ({e.strerror or e})") from None
+    except (ValueError, RecursionError) as e:
+        reason = str(e) if isinstance(e, ValueError) else "nested too deeply"
+        raise UserError(f"--audit {path}: not JSON ({reason})") from None
     if not isinstance(doc, dict) or doc.get("schema") != "infergap.audit/1":
         got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise UserError(f"--audit {path}: not an infergap audit report (schema {got!r}, expected 'infergap.audit/1')")

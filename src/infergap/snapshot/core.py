@@ -257,7 +257,7 @@ class DirSnapshot(Snapshot):
         real = os.path.realpath(p)
         return real == self._real_root or real.startswith(self._real_root + os.sep)
 
-    def _read_file(self, p: str | os.PathLike[str], limit: int = MAX_FILE_BYTES, host_path: str | None = None) -> bytes | None:
+    def _read_file(self, p: str | os.PathLike[str], limit: int = MAX_FILE_BYTES) -> bytes | None:
         """Bytes of a regular file inside the snapshot (at most ``limit``), else None: absent,
         a directory, a FIFO or device (opened non-blocking, never read), or a link out of the tree.
         This is the one reader of snapshot contents; a file that exists but cannot be read is
@@ -269,7 +269,7 @@ class DirSnapshot(Snapshot):
         try:
             fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
         except OSError as e:
-            self.note_unreadable(host_path or os.path.relpath(p, self.root), e)
+            self.note_unreadable(self._name_of(p), e)
             return None
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -283,13 +283,19 @@ class DirSnapshot(Snapshot):
                 total += len(b)
             return b"".join(chunks)
         except OSError as e:
-            self.note_unreadable(host_path or os.path.relpath(p, self.root), e)
+            self.note_unreadable(self._name_of(p), e)
             return None
         finally:
             os.close(fd)
 
     def _read_bytes(self, path: str) -> bytes | None:
-        return self._read_file(self._host(path), host_path=path)
+        return self._read_file(self._host(path))
+
+    def _name_of(self, p: str) -> str:
+        """The host path of a file under ``files/`` (``/proc/cpuinfo``), else its snapshot path."""
+        if p.startswith(self._files + os.sep):
+            return "/" + os.path.relpath(p, self._files)
+        return os.path.relpath(p, self.root)
 
     def _listdir(self, path: str) -> list[str] | None:
         p = self._host(path)
