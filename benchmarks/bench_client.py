@@ -9,7 +9,14 @@ slip p50/p99, TTFT p50/p99, and the client-bound flag. A slow stub (20 ms betwee
 the flag staying down when the server is the limit. With ``--guidellm PATH`` guidellm runs
 against the same stub with the same requests, counted by the stub the same way.
 
-    python benchmarks/bench_client.py --guidellm /work/benchvenv/bin/guidellm
+With ``--procs 2,4`` the same levels run again with the multi-process client
+(``infergap.bench.multiproc``: one event loop per process, a shared start barrier), its processes
+allowed on ``--client-cores`` (default: every core but the stub's), and a summary prints the
+single- and multi-process ceilings side by side with guidellm's. ``--burn N`` keeps N busy-loop
+processes on the client's cores throughout (a busy machine). The script exits 1 when any request
+failed.
+
+    python benchmarks/bench_client.py --procs 2 --burn 1 --guidellm /work/benchvenv/bin/guidellm
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from infergap.bench.client import StreamClient  # noqa: E402
 from infergap.bench.datasets import synthetic  # noqa: E402
 from infergap.bench.metrics import trial_metrics  # noqa: E402
+from infergap.bench.multiproc import ClientArgs, run_trial  # noqa: E402
 from infergap.bench.runner import LoadSpec, Runner, install_uvloop  # noqa: E402
 
 
@@ -78,6 +86,27 @@ async def client_run(url: str, c: int, n: int) -> dict:
             "client_bound": m.client.client_bound, "reasons": m.client.reasons}
 
 
+def multi_run(url: str, c: int, n: int, procs: int, cores: set[int]) -> dict:
+    """The same trial as :func:`client_run` over ``procs`` client processes on ``cores``."""
+    args = ClientArgs(url, "stub", "chat", True, {"stream_options": {"include_usage": True}}, (), 120.0)
+    old = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cores)  # the spawned workers inherit it
+    try:
+        tr = run_trial(args, LoadSpec("concurrency", c), synthetic(n, 256, 128, seed=1, salt="ceil"), procs)
+    finally:
+        os.sched_setaffinity(0, old)
+    m = trial_metrics(1, tr.records, window_start=tr.window[0], window_end=tr.window[1], client=tr.health)
+    chunks = sum(len(r.chunk_times) for r in tr.records)
+    return {"tok_s": chunks / m.duration_s, "req_s": m.request_throughput_rps, "failed": m.failed,
+            "in_flight": m.client.mean_in_flight, "lag_p99": m.client.loop_lag_ms.p99, "cpu": m.client.cpu_frac,
+            "client_bound": m.client.client_bound, "reasons": m.client.reasons}
+
+
+def _burn() -> None:  # pragma: no cover - a load generator for the machine, not measured
+    while True:
+        pass
+
+
 def guidellm_run(exe: str, url: str, c: int, n: int, tokenizer_dir: str) -> dict:
     out = Path(tempfile.mkdtemp()) / "g.json"
     cmd = ["taskset", "-c", "0", exe, "run", "--backend",
@@ -103,13 +132,34 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=4000, help="requests per level (at least 8 × concurrency)")
     ap.add_argument("--guidellm", default=None, help="path of a guidellm 0.8.1 executable (separate venv)")
     ap.add_argument("--tokenizer-dir", default=None, help="local HF tokenizer dir guidellm needs for its synthetic data")
+    ap.add_argument("--procs", default="2", help="client process counts to measure beside the single process, e.g. 2,4")
+    ap.add_argument("--client-cores", default=None, help="cores for the multi-process client, e.g. 0-3 (default: all but the stub's)")
+    ap.add_argument("--burn", type=int, default=0, help="busy-loop processes on the client's core(s) throughout")
     a = ap.parse_args()
     levels = [int(x) for x in a.levels.split(",")]
-    if len(os.sched_getaffinity(0)) < 2:
+    all_cores = sorted(os.sched_getaffinity(0))
+    if len(all_cores) < 2:
         raise SystemExit("needs two cores: client on one, stub on the other")
-    os.sched_setaffinity(0, {0})
+    stub_core = all_cores[-1]
+    if a.client_cores:
+        lo, _, hi = a.client_cores.partition("-")
+        client_cores = set(range(int(lo), int(hi or lo) + 1))
+    else:
+        client_cores = set(all_cores) - {stub_core}
+    procs_list = [int(x) for x in a.procs.split(",") if x.strip()]
+    os.sched_setaffinity(0, {min(client_cores)})
     install_uvloop()
-    proc, url = start_stub(1)
+    burners = []
+    for _ in range(a.burn):
+        import multiprocessing as mp
+
+        b = mp.get_context("spawn").Process(target=_burn, daemon=True)
+        b.start()
+        os.sched_setaffinity(b.pid, client_cores)
+        burners.append(b)
+    multi: dict[tuple[int, int], tuple[dict, dict]] = {}
+    guide: dict[int, dict] = {}
+    proc, url = start_stub(stub_core)
     print(f"stub on core 1 ({url}), client on core 0; 256-token prompts, 128 streamed tokens per response; "
           f"load average {os.getloadavg()[0]:.1f} (other processes share these cores: compare client CPU %)")
     rows = {}
@@ -134,6 +184,19 @@ def main() -> None:
                   f"send slip p50 {r['slip_p50']:.2f} ms, p99 {r['slip_p99']:.2f} ms; client CPU {r['cpu'] * 100:.0f} %")
             print(f"  TTFT p50 {r['ttft_p50']:.1f} ms, p99 {r['ttft_p99']:.1f} ms; client-bound: {r['client_bound']} "
                   f"({'; '.join(r['reasons']) or 'no'})")
+        for k in procs_list:
+            for c in levels:
+                n = max(a.requests, 8 * c)
+                stub(url, "/reset", post=True)
+                r = multi_run(url, c, n, k, client_cores)
+                s = stub(url, "/stats")
+                multi[(k, c)] = (r, s)
+                if r["failed"]:
+                    problems.append(f"{k} processes c={c}: {r['failed']} of {n} requests failed")
+                print(f"\n[load {os.getloadavg()[0]:.1f}] infergap {k} processes on cores {sorted(client_cores)}, c={c}: "
+                      f"{r['tok_s']:,.0f} streamed tok/s (stub counted {s['tokens_per_s']:,.0f}), failed {r['failed']}; "
+                      f"in flight: stub {s['mean_in_flight']:.1f} of {c} ({(s['mean_in_flight'] / c - 1) * 100:+.1f} %); "
+                      f"busiest process CPU {r['cpu'] * 100:.0f} %, lag p99 {r['lag_p99']:.1f} ms; client-bound: {r['client_bound']}")
     finally:
         proc.terminate()
     # Floor: added latency on an idle path (c=1), and the flag when the server is the limit.
@@ -171,6 +234,7 @@ def main() -> None:
                     problems.append(f"guidellm c={c} failed")
                     continue
                 mine = rows[c][1]
+                guide[c] = {"tok_s": g["tok_s"], "stub_tok_s": s["tokens_per_s"], "in_flight": s["mean_in_flight"]}
                 best = max(g["tok_s"], s["tokens_per_s"])  # the more favourable of its own and the stub's count
                 print(f"\nguidellm c={c} ({n} requests): its own figures {g['tok_s']:,.0f} output tok/s, "
                       f"{g['req_s']:,.0f} req/s, {g['in_flight']:.1f} of {c} in flight; stub counted "
@@ -178,6 +242,19 @@ def main() -> None:
                       f"infergap/guidellm = {mine['tokens_per_s'] / max(best, 1e-9):.1f}×")
     finally:
         proc.terminate()
+        for b in burners:
+            b.terminate()
+    print(f"\nsummary (stub-counted streamed tok/s; in flight as the stub saw it, deviation from the target; "
+          f"{a.burn} busy process(es) on the client cores; {len(all_cores)} cores):")
+    head = ["c", "1 process"] + [f"{k} processes" for k in procs_list] + ["guidellm"]
+    print("  " + " | ".join(head))
+    for c in levels:
+        cells = [str(c)]
+        for r, s in [rows.get(c)] + [multi.get((k, c)) for k in procs_list]:
+            cells.append("–" if s is None else f"{s['tokens_per_s']:,.0f} ({(s['mean_in_flight'] / c - 1) * 100:+.1f} %)")
+        g = guide.get(c)
+        cells.append("–" if g is None else f"{max(g['tok_s'], g['stub_tok_s']):,.0f} ({(g['in_flight'] / c - 1) * 100:+.1f} %)")
+        print("  " + " | ".join(cells))
     if problems:
         raise SystemExit("FAILED: " + "; ".join(problems) + " (the figures above are not valid)")
 

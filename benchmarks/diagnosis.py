@@ -72,7 +72,7 @@ def read_cases(about: Path) -> list[Case]:
         if not line.startswith("|"):
             cols = None
             continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]  # "\|" is a pipe inside a cell
         if cols is None:
             cols = [c.lower() for c in cells]
             continue

@@ -35,6 +35,7 @@ def test_llama_cpp_default_interrupt_requests_fail_the_bench(llama_server_defaul
     assert c1.valid and c1.failed == 0 and c1.completed == 8
     assert not c2.valid and c2.errors.get("interrupted", 0) >= 4 and c2.failed == c2.errors["interrupted"]
     assert c2.error_rate > 0.4 and "interrupted" in c2.invalid_reason
+    assert c1.explanation is not None and c2.explanation is None  # no "why the curve bends" from failed requests
     # Every request the server saw is one the bench sent and counted (no hidden resend).
     assert s.posts("/v1/completions") - before == res.environment.probe_requests + c1.requests + c2.requests
     r = run_bench(*common, "--format", "md", "--output", md, "--max-error-rate", "100%")

@@ -192,3 +192,25 @@ def test_a_result_without_point_totals_gets_them_from_its_trials():
     old = BenchResult.model_validate(data)
     q = old.points[0]
     assert (q.requests, q.failed, q.valid, q.errors) == (15, 5, False, {"http_503": 5})
+
+
+@pytest.mark.parametrize("outcomes, status", [
+    ([(40, {}), (40, {})], "ok"),
+    ([(40, {}), (39, {"timeout": 1})], "ok"),            # 2.5 % of one point: within a 5 % budget below
+    ([(40, {}), (1, {"interrupted": 31})], "degraded"),
+    ([(0, {"http_503": 8}), (1, {"interrupted": 31})], "failed"),
+])
+def test_doctor_bench_stage_status(outcomes, status):
+    from infergap.doctor import bench_stage
+
+    pts = [_point(c, [_trial(1, ok, failed)]) for c, (ok, failed) in zip((1, 2), outcomes)]
+    res = _result(pts)
+    res.settings.max_error_rate = 0.05
+    for p in pts:
+        judge_point(p, 0.05)
+    st, detail = bench_stage(res)
+    assert st == status
+    failed = sum(p.failed for p in pts)
+    assert (f"{failed} of {sum(p.requests for p in pts)} requests failed" in detail) == bool(failed)
+    if status != "ok":
+        assert "not used" in detail and "most likely cause" in detail

@@ -108,3 +108,38 @@ def test_client_bound_knee_is_explained(stub_server):
     assert knee, [p["explanation"] for p in res["points"]]
     assert knee[0]["concurrency"] == 512 and knee[0]["explanation"]["cause"] == "client", knee[0]["explanation"]
     assert "client-bound" in knee[0]["explanation"]["line"]
+
+
+def test_multi_process_client_merges_records_and_keeps_the_concurrency(stub_server):
+    import urllib.request
+
+    from infergap.bench.datasets import synthetic
+    from infergap.bench.multiproc import ClientArgs, run_trial
+
+    s = stub_server("--tokens", "32", "--itl-ms", "5")
+    r = run_bench("--url", s.url, "--concurrency", "8", "--num-prompts", "32", "--client-procs", "2", "--trials", "1",
+                  "--warmup", "0", "--output-len", "32", "--input-len", "8", "--format", "json", timeout=400)
+    t = _json(r)["points"][0]["trials"][0]
+    assert t["requests"] == t["completed"] == 32 and t["output_tokens"] == 32 * 32, t["errors"]
+
+    urllib.request.urlopen(urllib.request.Request(s.url + "/reset", method="POST"), timeout=5).read()
+    args = ClientArgs(s.url, "stub", "chat", True, {"stream_options": {"include_usage": True}}, (), 60.0)
+    tr = run_trial(args, LoadSpec("concurrency", 64), synthetic(512, 8, 32, salt="mp"), 2)
+    stats = json.loads(urllib.request.urlopen(s.url + "/stats", timeout=5).read())
+    assert len(tr.records) == 512 and all(rec.error is None for rec in tr.records)
+    assert stats["requests"] == 512 and stats["peak_in_flight"] == 64
+    # Both processes' requests were in flight together (one process's share is 32), as the stub saw it.
+    assert stats["mean_in_flight"] > 48, stats
+    assert tr.health.target_in_flight == 64 and tr.health.mean_in_flight > 48
+
+
+def test_split_divides_concurrency_rate_and_arrivals():
+    from infergap.bench.multiproc import split
+
+    prompts = list(range(10))
+    parts = split(LoadSpec("concurrency", 5), prompts, 2, 0)
+    assert [p[0].concurrency for p in parts] == [3, 2] and parts[0][1] == [0, 2, 4, 6, 8]
+    parts = split(LoadSpec("rate", None, 8.0, "poisson"), prompts, 4, 1)
+    assert [p[0].rate for p in parts] == [2.0] * 4 and len({p[2] for p in parts}) == 4
+    parts = split(LoadSpec("rate", None, 1.0, "trace", [0.0, 0.5, 1.0, 1.5]), prompts[:4], 2, 0)
+    assert parts[0][0].offsets == [0.0, 1.0] and parts[1][0].offsets == [0.5, 1.5]

@@ -32,7 +32,7 @@ def audit(name: str):
 
 def test_corpus_is_large_and_sourced():
     causes = [r for r in ROWS if r[2] == "actionable"]
-    assert len(causes) >= 25, len(causes)
+    assert len(causes) >= 50, len(causes)
     text = (FIX / "ABOUT.md").read_text(encoding="utf-8")
     for name, *_ in ROWS:
         assert (FIX / name).is_file(), name

@@ -120,3 +120,19 @@ def test_acsctl_grep_fragments_count_functions(tmp_path):
     assert not snap.unrecognized()
     (f,) = [x for x in evidence_files.investigate(SimpleNamespace(snap=snap)) if x.id == "pcie.acs"]
     assert f.status.value == "actionable" and "2 PCIe function(s)" in f.title and "no device headers" in f.title
+
+
+def test_socket_on_one_host_without_rdma_is_not_a_network_finding():
+    """``Failed to open libibverbs`` and ``Using network Socket`` on one host with no RDMA NIC
+    (nccl-tests#287) are harmless: no nccl.net finding; one ib* interface under NET/Socket is one."""
+    from types import SimpleNamespace
+
+    from infergap.evidence import EvidenceSnapshot
+    from infergap.investigators import evidence_files
+    from tests.evidence.evidence_data import FIX
+
+    def ids(name):
+        return {f.id for f in evidence_files.investigate(SimpleNamespace(snap=EvidenceSnapshot(None, [FIX / name])))}
+
+    assert "nccl.net" not in ids("nccl-287-rtx5090-socket.log")
+    assert "nccl.net" in ids("sglang-1427-ipoib-socket.log")

@@ -30,7 +30,7 @@ def test_nccl_version_ok_names_what_was_checked(tmp_path):
     log = tmp_path / "nccl.log"
     log.write_text("gpu-host:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n")
     (f,) = [x for x in nccl_log.investigate(SimpleNamespace(snap=EvidenceSnapshot(None, [log]))) if x.id == "nccl.version"]
-    assert f.status.value == "ok" and "known issue" in f.title
+    assert f.status.value == "ok" and "known-issue entries" in f.title
     assert any(e.source == "signatures.yaml" for e in f.evidence)
 
 
@@ -40,3 +40,10 @@ def test_sglang_custom_allreduce_v2_forms(tmp_path):
                    "[2025-06-01 10:00:00 TP1] CustomAllreduce is disabled because it's not supported on more than two PCIe-only GPUs.\n")
     (f,) = [x for x in engine_log.investigate(SimpleNamespace(snap=EvidenceSnapshot(None, [log]))) if x.id == "allreduce.custom"]
     assert f.status.value == "expected"
+
+
+def test_check_env_answers_pip_list():
+    from infergap.parsers.host import parse_pip_list
+
+    snap = EvidenceSnapshot(None, [FIX / "sglang-1148-check-env-a800.txt"])
+    assert parse_pip_list(snap.cmd("pip_list").stdout) == {"torch": "2.4.0+cu121", "sglang": "0.2.12", "flashinfer": "0.1.4+"}

@@ -21,13 +21,15 @@ LIBRARY_WORDING = ("Traceback", "Input should", "Value error", "validation error
 
 
 def refused(r, option: str, *words: str) -> str:
-    """Assert ``r`` is a one-line refusal naming ``option`` (and ``words``); return the line."""
+    """Assert ``r`` is a one-line refusal naming ``option`` (and ``words``), short even for a
+    huge value; return the line."""
     err = r.stderr.strip()
     assert r.returncode == 2, (r.returncode, r.stdout[-500:], err[-2000:])
     lines = [ln for ln in err.splitlines() if not ln.startswith("infergap: warning:")]
     assert len(lines) == 1, err
     line = lines[0]
     assert line.startswith("infergap: error: ") and option in line, line
+    assert len(line) < 300, line
     for w in words:
         assert w in line, (w, line)
     for w in LIBRARY_WORDING:
@@ -105,6 +107,8 @@ def test_roofline_edges_are_accepted():
     (["history", "--limit", "0"], "--limit 0", ["at least 1"]),
     (["history", "--limit", "-1"], "--limit -1", ["at least 1"]),
     (["history", "--limit", "nan"], "--limit nan", ["finite"]),
+    (["history", "--limit", "9" * 5000], "--limit 9999", ["at most 1000000"]),
+    (["compare", "1", "7" * 5000], "run id 7777", ["no such run"]),
     (["compare", "12345678901234567890123", "1"], "run id 12345678901234567890123", ["no such run"]),
     (["compare", "1", "0"], "run id 0", ["no such run"]),
     (["compare", "1", "1.5"], "run id 1.5", ["expected"]),

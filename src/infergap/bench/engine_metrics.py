@@ -167,7 +167,7 @@ class EngineScraper:
                 self._read_props()
             self._thread = threading.Thread(target=self._run, name="infergap-metrics", daemon=True)
             self._thread.start()
-        elif self.reason and "HTTP 404" in self.reason or (self.reason and "HTTP 501" in self.reason):
+        elif self.reason and ("HTTP 404" in self.reason or "HTTP 501" in self.reason):
             self.reason = (f"{self.base}/metrics not served (llama-server needs --metrics, SGLang "
                            f"--enable-metrics; vLLM serves it by default)")
         return self

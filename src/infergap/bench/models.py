@@ -49,7 +49,10 @@ class SLO(BaseModel):
 
 class BenchSettings(BaseModel):
     """What was asked for. ``concurrency`` and ``request_rate`` are the sweep levels; with a rate
-    sweep, ``concurrency`` holds at most one value, the cap on requests in flight."""
+    sweep, ``concurrency`` holds at most one value, the cap on requests in flight. Trace replay:
+    ``time_scale`` multiplies arrival times, ``max_duration_s`` keeps the first seconds,
+    ``token_scale`` multiplies token lengths. ``slo_targets`` with ``search`` run the SLO capacity
+    search (:mod:`infergap.bench.slo`); ``client_procs`` client processes share the load."""
 
     api: Literal["chat", "completions"] = "chat"
     stream: bool = True
@@ -76,6 +79,7 @@ class BenchSettings(BaseModel):
     token_scale: float = 1.0
     slo_targets: list[SLOTarget] = Field(default_factory=list)
     search: Literal["rate", "concurrency"] | None = None
+    client_procs: int = 1
 
 
 class ClientHealth(BaseModel):

@@ -25,7 +25,7 @@ from typing import Callable
 import aiohttp
 
 from infergap import __version__
-from infergap.bench import datasets, engine_metrics, slo, workloads
+from infergap.bench import datasets, engine_metrics, multiproc, slo, workloads
 from infergap.bench.client import StreamClient, probe, split_url
 from infergap.bench.datasets import Prompt
 from infergap.bench.metrics import (DEFINITIONS, RequestRecord, judge_client, judge_point, stats, summarize_trials,
@@ -375,6 +375,12 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
                                                     settings.input_len, settings.output_len, seed=settings.seed,
                                                     salt=f"{settings.salt}.{k}.{t}.")
                     tr = await workloads.multi_turn_trial(runner, wl, convs, spec.concurrency or 1, settings.duration_s)
+                elif settings.client_procs > 1:
+                    args = multiproc.ClientArgs(info.base, info.model, settings.api, settings.stream, extra,
+                                                tuple(info.length.fields), settings.timeout_s)
+                    prompts = [src(i) for i in range(n or default_num_prompts(spec))]
+                    tr = await loop.run_in_executor(None, multiproc.run_trial, args, spec, prompts, settings.client_procs,
+                                                    settings.duration_s, settings.seed + 7919 * t + k)
                 else:
                     tr = await runner.trial(spec, src, n, settings.duration_s, seed=settings.seed + 7919 * t + k)
                 windows.append(tr.window)
@@ -409,7 +415,8 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
     result.connections = ConnectionHealth(reused=client.reused, reuse_failures=client.reuse_failures,
                                           retry_failures=client.retry_failures,
                                           fresh_per_request=client.fresh_per_request, note=client.connection_note)
-    for p, ex in zip(result.points, engine_metrics.explain(result.points)):
+    valid = [p for p in result.points if p.valid]  # a knee found in failed requests would explain nothing
+    for p, ex in zip(valid, engine_metrics.explain(valid)):
         p.explanation = ex
     if search is not None:
         result.capacity = search.result

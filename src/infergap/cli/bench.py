@@ -107,6 +107,7 @@ def bench(
     time_scale: float = typer.Option(1.0, "--time-scale", metavar="F", parser=v.number(gt=0, le=1e6), help="Trace replay: multiply the trace's arrival times (0.5 = twice as fast)."),
     max_duration: Optional[float] = typer.Option(None, "--max-duration", metavar="SECONDS", parser=v.seconds, help="Trace replay: only the arrivals of the first N seconds (after --time-scale)."),
     token_scale: float = typer.Option(1.0, "--token-scale", metavar="F", parser=v.number(gt=0, le=1e6), help="Trace replay: multiply the trace's token lengths (a small test server)."),
+    client_procs: int = typer.Option(1, "--client-procs", metavar="N", parser=v.number(integer=True, ge=1, le=1024), help="Client processes (one event loop each) sharing the load; raises the client's ceiling on a multi-core host."),
     search: Optional[str] = typer.Option(None, "--search", parser=v.choice("rate", "concurrency"), metavar="rate|concurrency", help="rate or concurrency: find the highest load meeting every --slo percentile bound (bracketing, then bisection)."),
     trials: int = typer.Option(3, "--trials", metavar="N", parser=v.number(integer=True, ge=1, le=1000), help="Repetitions of each point."),
     warmup: int = typer.Option(4, "--warmup", metavar="N", parser=v.number(integer=True, ge=0, le=MAX_PROMPTS), help="Unmeasured requests before each point."),
@@ -139,6 +140,8 @@ def bench(
     wl = None
     if not (dataset == "random" or dataset.startswith("sharegpt:")):
         wl = workloads.parse_dataset(dataset)
+    if client_procs > 1 and (duration is not None or (wl is not None and wl.kind == "multi-turn")):
+        raise UserError("--client-procs above 1 needs a request count (not --duration) and a dataset other than multi-turn")
     targets = slo_search.parse_targets(slo) if slo else []
     if search and not targets:
         raise UserError("--search needs --slo with percentile bounds, e.g. --slo ttft_p99=2s,tpot_p99=80ms")
@@ -164,7 +167,8 @@ def bench(
                              len_spread=len_spread, dataset=dataset, trials=trials, warmup=warmup, seed=seed,
                              slo=parse_slo(slo) if slo else None, timeout_s=timeout, tokenizer=tokenizer,
                              time_scale=time_scale, max_duration_s=max_duration, token_scale=token_scale,
-                             slo_targets=targets, search=search, max_error_rate=parse_error_rate(max_error_rate))
+                             slo_targets=targets, search=search, max_error_rate=parse_error_rate(max_error_rate),
+                             client_procs=client_procs)
     if dataset.startswith("sharegpt:"):
         from infergap.bench.datasets import sharegpt
 

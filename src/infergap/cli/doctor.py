@@ -51,7 +51,7 @@ def doctor(
     from infergap.errors import UserError
     from infergap.guard import safe_console
 
-    err = safe_console(stderr=True, highlight=False)
+    err = safe_console(stderr=True, highlight=False, soft_wrap=True)  # a piped stderr is not cut at 80 columns
 
     def progress(stage: str, msg: str) -> None:
         err.print(f"[bold]{stage}[/]: {escape(msg)}")

@@ -45,15 +45,18 @@ def check_number(value: Any, *, integer: bool = False, gt: float | None = None, 
     text that is not a number, NaN or infinity, a fraction where a whole number is needed, and a
     value outside the bounds (``cap_reason`` is added when the upper bound ``le`` is exceeded).
     """
-    shown = str(value).strip() if value is not None else ""
+    full = str(value).strip() if value is not None else ""
+    shown = full if len(full) <= 40 else full[:37] + "…"
     kind = "a whole number" if integer else "a number"
     if isinstance(value, bool):
         raise ValueError(f"{shown}: expected {kind}")
     if isinstance(value, (int, float)):
         x = float(value) if not isinstance(value, int) else value
     else:
-        text = shown.replace("_", "")
+        text = full.replace("_", "")
         if integer and _INT_TEXT.match(text):
+            if len(text.lstrip("+-")) > 30:  # beyond any bound, and beyond what int() converts quickly
+                raise ValueError(f"{shown}: must be {_range_text(None, None, lt, le) or 'smaller'}")
             x = int(text)
         else:
             try:
@@ -122,11 +125,12 @@ def run_id(value: Any) -> Any:
     if value is None or str(value).strip().lower() == "last":
         return None if value is None else "last"
     text = str(value).strip()
+    shown = text if len(text) <= 40 else text[:37] + "…"
     if not _INT_TEXT.match(text):
-        raise ValueError(f"run id {text}: expected a number that infergap history lists, or 'last'")
+        raise ValueError(f"run id {shown}: expected a number that infergap history lists, or 'last'")
+    if len(text.lstrip("+-")) > 19 or not 1 <= int(text) <= MAX_RUN_ID:
+        raise ValueError(f"run id {shown}: no such run (run ids are whole numbers from 1 to {MAX_RUN_ID})")
     n = int(text)
-    if not 1 <= n <= MAX_RUN_ID:
-        raise ValueError(f"run id {text}: no such run (run ids are whole numbers from 1 to {MAX_RUN_ID})")
     return n
 
 

@@ -114,6 +114,8 @@ class Signature(BaseModel):
     version: VersionMatch | None = None
     kind: FragmentKind | None = None
     when: Condition | None = None
+    #: A hit is itself evidence of this (``rdma_device``: an RDMA NIC exists), for ``when`` of other entries.
+    shows: Literal["rdma_device"] | None = None
     read_by: Literal["engine_log", "nccl_log"] | None = None
     finding: SignatureFinding
     why: str

@@ -50,11 +50,14 @@ def _cmd_result(name: str, text: str, label: str) -> EvidenceCmdResult:
 _FREEZE = re.compile(r"^\s*(?:\[(?:pip3?|conda)\]\s+)?([A-Za-z0-9][A-Za-z0-9_.\-]*)(?:\[[^\]]*\])?\s*(?:==\s*([\w.+!\-]+)|\s+@\s+\S+)\s*$")
 _PIP_TEXT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9_.\-]*)\s+(\d[\w.+!\-]*)(?:\s+\S.*)?$")
 _CONDA_ENV = re.compile(r"^\s*\[conda\]\s+([A-Za-z0-9][A-Za-z0-9_.\-]*)\s+(\d[\w.+!\-]*)\s")
+#: ``name: version`` package lines of ``python -m sglang.check_env`` (``PyTorch: 2.4.0+cu121``).
+_CHECK_ENV_PKG = re.compile(r"^\s*(PyTorch|[a-z][a-z0-9_\-]*): v?(\d+\.\d+[\w.+!\-]*)\s*$")
 
 
 def normalise_pip(kind: str, text: str) -> str:
-    """Any of ``pip list --format=json``, ``pip freeze``, plain ``pip list`` or the ``[pip3]`` lines of
-    ``collect_env`` as the JSON of ``pip list --format=json``: ``[{"name": ..., "version": ...}]``.
+    """Any of ``pip list --format=json``, ``pip freeze``, plain ``pip list``, the ``[pip3]`` lines of
+    ``collect_env`` or the ``name: version`` lines of ``sglang.check_env`` as the JSON of
+    ``pip list --format=json``: ``[{"name": ..., "version": ...}]``.
 
     >>> normalise_pip("pip_freeze", "torch==2.5.1\\nsglang[all]==0.4.1\\n")
     '[{"name": "torch", "version": "2.5.1"}, {"name": "sglang", "version": "0.4.1"}]'
@@ -65,6 +68,13 @@ def normalise_pip(kind: str, text: str) -> str:
     seen: set[str] = set()
     for line in text.splitlines():
         m = None
+        if kind == "check_env":
+            m = _CHECK_ENV_PKG.match(line)
+            if m and m.group(1).lower() not in seen:
+                name = "torch" if m.group(1) == "PyTorch" else m.group(1)
+                seen.add(name.lower())
+                out.append({"name": name, "version": m.group(2)})
+            continue
         if kind == "pip_text":
             if line.startswith(("Package", "---")):
                 continue
@@ -193,8 +203,8 @@ class EvidenceSnapshot(Snapshot):
                 return _cmd_result(name, text, part.label)
         if name == "pip_list":
             for part in self.parts:
-                if part.kind == "collect_env":
-                    text = normalise_pip("collect_env", self._part_text(part))
+                if part.kind in ("collect_env", "check_env"):
+                    text = normalise_pip(part.kind, self._part_text(part))
                     if text != "[]":
                         return _cmd_result(name, text, part.label)
         return None

@@ -179,5 +179,5 @@ def version_finding(check_id: str, investigator: str, checks: list[tuple[str, st
                        references=list(s.sources), details={"signatures": [x.id for x in unsure], "versions": dict(checks)})
     n = sum(checked_against(c) for c, _ in checks)
     return Finding(id=check_id, investigator=investigator, status=Status.ok, subject=subject,
-                   title=f"{desc}: none of the {n} known issue(s) for this version in signatures.yaml applies",
+                   title=f"{desc}: checked against the {n} known-issue entries for these components in signatures.yaml; none applies",
                    evidence=evs + [ev("signatures.yaml", f"{n} version entries checked")], details={"versions": dict(checks)})

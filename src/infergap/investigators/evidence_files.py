@@ -74,7 +74,7 @@ def _condition(sig: Signature, snap: Any, part: Any, hits: dict[str, SignatureHi
     if sig.when == "multi_node":
         return any(f.single_host is False or any(lk.transport.startswith("NET") for lk in f.links) for f in nccl)
     if sig.when == "rdma_present":
-        if any(catalog().by_id(h).finding.id == "nccl.net" for h in hits) or any(f.ib_devices for f in nccl):
+        if any(catalog().by_id(h).shows == "rdma_device" for h in hits) or any(f.ib_devices for f in nccl):
             return True
         facts = getattr(ctx, "facts", None)
         try:
@@ -167,6 +167,6 @@ def investigate(ctx: object) -> list[Finding]:
                            title=f"{u.path.name}: {u.reason}", evidence=[ev(where, u.reason)],
                            impact="Not used by the audit. Known kinds: nvidia-smi (topo -m, -q, -q -x, nvlink -s, --query-gpu CSV), lspci, "
                                   "numactl -H, lscpu, sysctl -a, ulimit -a, /proc/cmdline, dmesg, NCCL_DEBUG=INFO logs, SGLang and vLLM logs, "
-                                  "pip list/freeze, nvcc --version, torch collect_env, sglang check_env, Python tracebacks, "
+                                  "pip list/freeze, nvcc --version, torch collect_env, sglang check_env, Python tracebacks, apt history.log, "
                                   "and lines of the failure signatures in signatures.yaml."))
     return out

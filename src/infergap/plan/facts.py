@@ -271,6 +271,7 @@ def from_bench(facts: dict[str, Fact], bench: Any, roofline: dict[str, Any] | No
         if a:
             _put(facts, "regime.throughput_bound", b / a < PLATEAU_GAIN,
                  f"bench: c={pts[-2].concurrency} → c={pts[-1].concurrency} output tok/s {a:.1f} → {b:.1f} (×{b / a:.2f}; < ×{PLATEAU_GAIN} is a plateau)")
+    from_engine_metrics(facts, bench)
     c1 = next((p for p in pts if p.concurrency == 1), None)
     if c1 is not None and roofline:
         single = {x["name"]: x for x in roofline.get("single_stream") or []}
@@ -280,6 +281,29 @@ def from_bench(facts: dict[str, Fact], bench: Any, roofline: dict[str, Any] | No
             s = f"bench c=1 {_tps(c1):.2f} tok/s vs roofline {mem['name']} {mem['tok_s']:.1f} tok/s"
             _put(facts, "regime.batch1_eff", round(eff, 4), s)
             _put(facts, "regime.latency_bound", eff < LATENCY_BOUND_EFF, s + f" ({eff:.1%}; < {LATENCY_BOUND_EFF:.0%} is latency-bound)")
+
+
+def from_engine_metrics(facts: dict[str, Fact], bench: Any) -> None:
+    """Facts from the engine's /metrics during the sweep and the knee's explanation
+    (:mod:`infergap.bench.engine_metrics`): what bent the curve, the most requests running and
+    waiting, the fullest KV cache, preemptions and the prefix-cache hit rate."""
+    knee = next((p for p in bench.points if getattr(p, "explanation", None) is not None and p.explanation.knee), None)
+    if knee is not None:
+        _put(facts, "load.knee", knee.label, f"bench {knee.label}: {knee.explanation.line}")
+        _put(facts, "load.knee_cause", knee.explanation.cause, f"bench {knee.label}: {knee.explanation.line}")
+    eng = [(p, p.engine) for p in bench.points if getattr(p, "engine", None) is not None and p.engine.available]
+    for key, attr, fn in (("load.running_max", "running_max", max), ("load.waiting_max", "waiting_max", max),
+                          ("load.kv_usage_max", "kv_usage_max", max), ("load.preemptions", "preemptions", sum)):
+        vals = [(getattr(e, attr), p.label) for p, e in eng if getattr(e, attr) is not None]
+        if vals:
+            v = fn(x for x, _ in vals)
+            where = max(vals)[1]
+            _put(facts, key, int(v) if key != "load.kv_usage_max" else round(v, 3),
+                 f"engine /metrics ({eng[0][1].engine}) during the sweep, largest at {where}" if fn is max
+                 else f"engine /metrics ({eng[0][1].engine}) summed over the sweep's points")
+    hits = [(e.prefix_hit_rate, p.label) for p, e in eng if e.prefix_hit_rate is not None]
+    if hits:
+        _put(facts, "load.prefix_hit_rate", round(max(hits)[0], 3), f"engine /metrics: prefix-cache hits at {max(hits)[1]}")
 
 
 def derive(facts: dict[str, Fact]) -> None:

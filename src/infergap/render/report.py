@@ -50,6 +50,26 @@ def _sweep_rows(bench: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def _engine_rows(bench: Any) -> list[dict[str, Any]]:
+    """Per point: the engine's metrics beside the GPU telemetry of the same windows, and why."""
+    rows = []
+    for p in bench.points if bench is not None else []:
+        e = p.engine if p.engine is not None and p.engine.available else None
+        t = p.telemetry if p.telemetry is not None and p.telemetry.available else None
+        utils = [g.util_pct_mean for g in t.gpus if g.util_pct_mean is not None] if t else []
+        power = [g.power_W_mean for g in t.gpus if g.power_W_mean is not None] if t else []
+        rows.append({"label": p.label, "engine": e.engine if e else None,
+                     "running": e.running_mean if e else None, "running_max": e.running_max if e else None,
+                     "waiting": e.waiting_max if e else None,
+                     "kv": (e.kv_usage_max if e.kv_usage_max is not None else
+                            (e.tokens_max / e.slot_ctx if e.tokens_max and e.slot_ctx else None)) if e else None,
+                     "preempt": e.preemptions if e else None, "hits": e.prefix_hit_rate if e else None,
+                     "util": sum(utils) / len(utils) if utils else None, "power": sum(power) if power else None,
+                     "why": p.explanation.line if p.explanation else None,
+                     "knee": bool(p.explanation and p.explanation.knee)})
+    return rows
+
+
 def render_html(plan: Plan, *, audit: Any = None, roofline: Any = None, bench: Any = None, server: Any = None,
                 duration_s: float | None = None) -> str:
     """The report page as one HTML string (UTF-8, self-contained)."""
@@ -60,7 +80,10 @@ def render_html(plan: Plan, *, audit: Any = None, roofline: Any = None, bench: A
     env = _env()
     return env.globals["tmpl"].render(
         plan=plan, audit=audit, groups=groups, rl=rl, bench=bench, server=server, duration_s=duration_s,
-        sweep=_sweep_rows(bench), plot_tput=plots.throughput_plot(bench, rl), plot_lat=plots.latency_plot(bench),
+        sweep=_sweep_rows(bench), engine_rows=_engine_rows(bench),
+        capacity=bench.capacity.line() if bench is not None and bench.capacity is not None else None,
+        engine_reason=next((p.engine.reason for p in (bench.points if bench else []) if p.engine and not p.engine.available), None),
+        plot_tput=plots.throughput_plot(bench, rl), plot_lat=plots.latency_plot(bench),
         plot_gpu=plots.gpu_plot(bench),
         telemetry_reason=next((p.telemetry.reason for p in (bench.points if bench else []) if p.telemetry and not p.telemetry.available), None),
     )
