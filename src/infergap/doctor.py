@@ -9,7 +9,6 @@ network; the stages it calls are the project's libraries.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -19,6 +18,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, Field
 
 from infergap.errors import UserError
+from infergap.guard import dumps, write_atomic
 from infergap.plan import Plan, Stage, build_plan
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class DoctorResult(BaseModel):
 
 
 #: Python exception class names and aiohttp connector internals, kept out of what users read.
-_INTERNAL = re.compile(r"\b(?:[A-Z]\w*(?:Error|Exception|Timeout\w*)|Exception):\s*|\s+ssl:(?:default|None|True|False)\b")
+_INTERNAL = re.compile(r"\b(?:[A-Z]\w{0,64}?(?:Error|Exception|Timeout\w{0,16})|Exception):\s{0,8}|\s{1,8}ssl:(?:default|None|True|False)\b")
 
 
 def plain(message: object) -> str:
@@ -146,7 +146,7 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
 
     def write(name: str, text: str) -> None:
         p = out / name
-        p.write_text(text, encoding="utf-8")
+        write_atomic(p, text, inputs=[snapshot, *(evidence or [])], option="--output-dir")
         res.files[name] = str(p)
 
     def stage(name: str, status: str, detail: str | None = None) -> None:
@@ -182,7 +182,7 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
         snap = open_with_evidence(snapshot, list(evidence or []), host=True)
         audit = run_audit(snap, server=cfg if cfg is not None and cfg.reachable else None)
         logs = engine_logs_from(snap)
-        write("audit.json", json.dumps(audit.to_json(), indent=2, ensure_ascii=False) + "\n")
+        write("audit.json", dumps(audit.to_json(), indent=2, ensure_ascii=False) + "\n")
         stage("audit", "ok", audit.host.get("gpu_summary"))
     except Exception as e:
         stage("audit", "failed", plain(e))
@@ -220,7 +220,7 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
         hw = load_hardware(gpu or "auto", gpus if gpus else (None if not gpu else (cfg.tp_size if cfg and cfg.tp_size else 1)), host=host)
         tp = (cfg.tp_size if cfg is not None and cfg.tp_size else None) or hw.count
         rl = bounds(spec, hw, Parallel(tp=min(tp, hw.count)), Workload(batches=list(settings["concurrency"])))
-        write("roofline.json", json.dumps(rl.to_json_dict(), indent=2) + "\n")
+        write("roofline.json", dumps(rl.to_json_dict(), indent=2) + "\n")
         stage("roofline", "ok", f"{spec.name} on {hw.count} × {hw.gpu.label}, TP{min(tp, hw.count)}")
     except UserError as e:
         stage("roofline", "skipped", plain(e))

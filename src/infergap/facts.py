@@ -306,6 +306,8 @@ class Facts:
         p = self.snap.probe("nvml")
         if isinstance(p, dict) and p.get("available") and isinstance(p.get("gpus"), list):
             return p
+        if isinstance(p, dict) and p.get("invalid"):
+            self.problems["probes/nvml.json"] = str(p.get("error")).removeprefix("probes/nvml.json: ")
         return None
 
     @memo
@@ -373,7 +375,7 @@ class Facts:
                 elif f is not None and f.device is None and f.lspci is not None and "NVIDIA Corporation " in f.lspci.description:
                     # lspci without -nn printed the name from its own pci.ids
                     desc = f.lspci.description.split("NVIDIA Corporation ", 1)[1]
-                    g.name, g.name_source = "NVIDIA " + re.sub(r"\s*\((?:rev|prog-if) [^)]*\)+", "", desc).strip(), f.source
+                    g.name, g.name_source = "NVIDIA " + re.sub(r"\s{0,8}\((?:rev|prog-if) [^)]{0,64}\)+", "", desc).strip(), f.source
                 else:
                     g.name = "unknown device"
                 if g.name_source:
@@ -401,17 +403,18 @@ class Facts:
     @memo
     def torch_info(self) -> dict[str, Any] | None:
         """The ``torch`` command's JSON (torch version, CUDA build, arch list, devices), or None."""
-        import json
+        from infergap.errors import UserError
+        from infergap.guard import loads
 
         r = self.cmd_ok("torch")
         if not r:
             return None
         for line in reversed(r.stdout.strip().splitlines()):
             try:
-                d = json.loads(line)
+                d = loads(line, self.src("torch"))
                 if isinstance(d, dict):
                     return d
-            except json.JSONDecodeError:
+            except UserError:
                 continue
         self.problems[self.src("torch")] = "no JSON line in torch probe output"
         return None

@@ -22,13 +22,15 @@ names from ``tools/server/server-context.cpp``; all: ``GET /v1/models``. An admi
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import re
 from typing import Any
 
 from pydantic import BaseModel, Field
+
+from infergap.errors import UserError
+from infergap.guard import loads
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +168,7 @@ class ServerConfig(BaseModel):
 
 # -- Prometheus text ----------------------------------------------------------------------------
 _PROM = re.compile(r'^([a-zA-Z_:][\w:]*)(\{([^}]*)\})?\s+(\S+)')
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+_LABEL = re.compile(r'(\w{1,128})="((?:[^"\\]|\\.){0,4096})"')
 
 
 def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
@@ -385,8 +387,11 @@ async def introspect_async(url: str, api_key: str | None = None, timeout_s: floa
         data: Any = None
         if path != "/metrics":
             try:
-                data = json.loads(text)
-            except ValueError:
+                data = loads(text, f"GET {path}")
+            except UserError as e:
+                if "nested" in str(e) or "number" in str(e):
+                    cfg.errors.append(str(e))
+                    continue
                 kind = "an HTML page" if "<html" in text[:2000].lower() or "<!doctype" in text[:200].lower() else "text"
                 cfg.errors.append(f"GET {path}: answered {kind}, not JSON")
                 continue

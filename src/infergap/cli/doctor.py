@@ -51,13 +51,13 @@ def doctor(
 ) -> None:
     """Run audit (+ evidence), server introspection, roofline, a bench sweep and the plan; write
     report.html (self-contained), report.md and the JSON of every stage; print the top actions."""
-    from rich.console import Console
     from rich.markup import escape
 
     from infergap.doctor import run_doctor
     from infergap.errors import UserError
+    from infergap.guard import safe_console
 
-    err = Console(stderr=True, highlight=False, soft_wrap=True)  # a piped stderr is not cut at 80 columns
+    err = safe_console(stderr=True, highlight=False, soft_wrap=True)  # a piped stderr is not cut at 80 columns
 
     def progress(stage: str, msg: str) -> None:
         err.print(f"[bold]{stage}[/]: {escape(msg)}")
@@ -79,7 +79,7 @@ def doctor(
                          max_error_rate=budget, sweep=sweep)
     except UserError as e:
         raise fail(str(e))
-    out = Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    out = safe_console(file=sys.stdout, highlight=False, soft_wrap=True)
     plan = res.plan
     if plan is not None and plan.gap.summary:
         out.print(escape(plan.gap.summary))

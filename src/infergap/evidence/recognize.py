@@ -99,6 +99,11 @@ _START: list[tuple[str, re.Pattern[str]]] = [
     ("apt_history", re.compile(r"^Start-Date: \d{4}-\d\d-\d\d ")),
 ]
 _START_RE = {k: r for k, r in _START}
+#: Start markers are short lines: a longer line is tested on its first characters only, and never
+#: for the kinds whose marker is a whole line (``$``), which no line this long can be (a kernel
+#: command line is at most 4096 bytes). A 16 MB line then costs one pass, not one per pattern.
+MAX_START_LINE = 8192
+_WHOLE_LINE = {k for k, r in _START if r.pattern.endswith("$")}
 #: Kinds whose start marker repeats on every line (each line of ``sysctl -a`` is a marker).
 _REPEATING = {"lspci", "sysctl_all", "pip_freeze", "ulimit", "nvsmi_nvlink", "cmdline", "env", "lspci_tree"}
 #: Kinds one of whose markers, inside a part of the key kind, continues it.
@@ -126,7 +131,10 @@ _TRACEBACK = re.compile(r"^(?:Traceback \(most recent call last\):|\s+File \"[^\
 # -- part separators ----------------------------------------------------------------------------
 _QUOTE_PREFIX = re.compile(r"^\s*> ?")
 _FENCE = re.compile(r"^(?:```|~~~)")
-_PROMPT = re.compile(r"^(?:\$|#|>>>|\S+@[\w.\-]+(?::[^$#\s]*)?[$#]|\[[^\]]*@[^\]]*\][$#]|PS [^>]*>)\s+(?P<cmd>\S.*)$")
+#: A shell prompt and its command. Every repeat before the command is bounded (user names and host
+#: names are short, HOST_NAME_MAX is 64), so a long line that almost looks like a prompt is refused
+#: after a bounded number of steps instead of one attempt per ``@`` (quadratic).
+_PROMPT = re.compile(r"^(?:\$|#|>>>|[^\s@]{1,64}@[\w.\-]{1,255}(?::[^$#\s]{0,1024})?[$#]|\[[^\]@]{0,64}@[^\]]{0,1024}\][$#]|PS [^>]{0,1024}>)\s{1,16}(?P<cmd>\S.*)$")
 _PROMPT_HINTS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"nvidia-smi\s+topo\s+(?:-m|--matrix)"), "nvsmi_topo"),
     (re.compile(r"nvidia-smi\s+topo\s+-p2p"), "nvsmi_p2p"),
@@ -255,8 +263,12 @@ def start_kind(stripped: str) -> str | None:
     c = stripped[:1]
     if not c:
         return None
+    long = len(stripped) > MAX_START_LINE
+    head = stripped[:MAX_START_LINE] if long else stripped
     for kind, rx in _START:
-        if rx.match(stripped):
+        if long and kind in _WHOLE_LINE:
+            continue
+        if rx.match(head):
             return kind
     return None
 

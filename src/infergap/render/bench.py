@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import io
 
-from rich.console import Console
 from rich.table import Table
 
+from infergap.guard import safe_console, term_safe
 from infergap.bench.compare import BenchComparison
 from infergap.bench.metrics import MIN_TAIL_SAMPLES, likely_cause
 from infergap.bench.models import BenchResult, PointResult, Spread, TelemetrySummary
@@ -210,7 +210,7 @@ def to_text(result: BenchResult, comparison: BenchComparison | None = None, widt
     trials), notes, the metric definitions, and the comparison with a baseline if given. Lines
     are wrapped at ``width`` columns when given, never when ``None`` (a file or a pipe)."""
     buf = io.StringIO()
-    con = Console(file=buf, width=width or 1000, force_terminal=False, no_color=True, soft_wrap=width is None)
+    con = safe_console(file=buf, width=width or 1000, force_terminal=False, no_color=True, soft_wrap=width is None)
     fails = failure_summary(result)
     if fails:
         con.print("FAILED REQUESTS")
@@ -234,7 +234,7 @@ def to_text(result: BenchResult, comparison: BenchComparison | None = None, widt
     con.print("definitions:")
     for k, v in result.definitions.items():
         con.print(f"  {k}: {v}", highlight=False)
-    return buf.getvalue()
+    return term_safe(buf.getvalue())  # plain text: no value may drive the terminal
 
 
 def comparison_text(c: BenchComparison) -> str:

@@ -231,12 +231,9 @@ def builtin_models() -> list[str]:
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except OSError as e:
-        raise UserError(f"{what} {path}: cannot read ({e.strerror or e})") from None
-    except json.JSONDecodeError as e:
-        raise UserError(f"{what} {path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    from infergap.guard import read_json
+
+    data = read_json(path, what, max_bytes=64 * 1024 * 1024)
     if not isinstance(data, dict):
         raise UserError(f"{what} {path}: not a JSON object")
     return data
@@ -579,7 +576,12 @@ def _build(cfg: dict[str, Any], hf_quant: dict[str, Any] | None, name: str, sour
 
 
 def _resolve_precision(spec: ModelSpec, cfg: dict[str, Any], hf_quant: dict[str, Any] | None, source: str, overrides: dict[str, str]) -> None:
-    base = dtype_format(_first(cfg, "torch_dtype", "dtype"))
+    try:
+        base = dtype_format(_first(cfg, "torch_dtype", "dtype"), source)
+    except UserError:
+        if not overrides.get("weights"):
+            raise
+        base = "bf16"  # every weight's precision is given; KV follows --kv or stays bf16
     scheme: QuantScheme | None = None
     if hf_quant:
         scheme = parse_quant_config(hf_quant, "hf_quant_config.json")

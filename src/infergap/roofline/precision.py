@@ -118,12 +118,36 @@ def compute_precision(fmt: str) -> str:
     return COMPUTE_PRECISION.get(fmt, "bf16")
 
 
-def dtype_format(torch_dtype: Any) -> str:
-    """Canonical format of a config's ``torch_dtype``/``dtype`` string; bf16 when absent or unknown."""
-    if not isinstance(torch_dtype, str):
+#: ``torch_dtype`` names (transformers' config.json, ``torch.<name>``) and their formats.
+TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32",
+                "float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}
+
+
+def dtype_format(torch_dtype: Any, source: str = "config.json") -> str:
+    """Canonical format of a config's ``torch_dtype``/``dtype`` (a name in :data:`TORCH_DTYPES`,
+    with or without ``torch.``); bf16 when absent (None). Raises :class:`UserError` naming
+    ``source`` for any other value: guessing bf16 would silently halve or double every byte count."""
+    if torch_dtype is None:
         return "bf16"
-    key = torch_dtype.lower().replace("torch.", "")
-    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(key, "bf16")
+    key = torch_dtype.lower().replace("torch.", "") if isinstance(torch_dtype, str) else None
+    if key not in TORCH_DTYPES:
+        shown = repr(torch_dtype)[:40]
+        raise UserError(f"{source}: torch_dtype {shown} is not a known dtype ({', '.join(TORCH_DTYPES)}); "
+                        "give the precision with --weights")
+    return TORCH_DTYPES[key]
+
+
+def _qint(qc: dict[str, Any], keys: tuple[str, ...], default: int, source: str) -> int:
+    """The first of ``keys`` in a quantization config as an integer (``default`` when none is
+    set); UserError for a value that is not an integer."""
+    for k in keys:
+        v = qc.get(k)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise UserError(f"{source}: {k} must be an integer, got {repr(v)[:40]}")
+        return v
+    return default
 
 
 def module_matches(name: str, patterns: Iterable[str]) -> bool:
@@ -224,7 +248,7 @@ def parse_quant_config(qc: dict[str, Any] | None, source: str) -> QuantScheme | 
         elif "FP8" in algo:
             fmt = "fp8"
         elif "W4A16" in algo or "INT4" in algo or "AWQ" in algo:
-            fmt = f"int4-g{int(qc.get('group_size') or 128)}"
+            fmt = f"int4-g{_qint(qc, ('group_size',), 128, source) or 128}"
         elif "W8A8" in algo or "INT8" in algo:
             fmt = "int8"
     elif method == "fp8":
@@ -232,11 +256,15 @@ def parse_quant_config(qc: dict[str, Any] | None, source: str) -> QuantScheme | 
     elif method == "mxfp4":
         fmt = "mxfp4"
     elif method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
-        bits = int(qc.get("bits", qc.get("w_bit", 4)) or 4)
-        group = int(qc.get("group_size", qc.get("q_group_size", 128)) or 128)
+        bits = _qint(qc, ("bits", "w_bit"), 4, source)
+        group = _qint(qc, ("group_size", "q_group_size"), 128, source)
+        if bits not in (4, 8):
+            raise UserError(f"{source}: {method} bits {bits} is not 4 or 8 (give the precision with --weights)")
+        if not (group == -1 or 0 < group <= 1 << 20):
+            raise UserError(f"{source}: {method} group_size {group} is not -1 or a positive size")
         if bits == 4:
             fmt = f"int4-g{group if group > 0 else 128}"
-        elif bits == 8:
+        else:
             fmt = "int8"
     elif method == "compressed-tensors":
         for group in (qc.get("config_groups") or {}).values():
