@@ -108,17 +108,11 @@ def test_console_script_error_exit_status():
     assert p.stderr.startswith("infergap: error: --gpu nope-gpu: unknown GPU") and p.stderr.count("\n") == 1
 
 
-def test_gguf_or_binary_model_is_one_error_line(tmp_path):
-    """A GGUF (what llama.cpp serves) or any binary file given as --model is named, not a traceback."""
-    from tests.bench.bench_tiny_models import write_llama_gguf
-
-    gguf = write_llama_gguf(tmp_path / "tiny.gguf")
-    r = run("--model", str(gguf), "--gpu", "h100")
-    assert r.exit_code == 2, r.output
-    assert r.stderr.strip() == (f"infergap: error: config {gguf}: a GGUF file; the roofline reads a Hugging Face "
-                                "config.json (pass the original model's config.json or a built-in name)")
+def test_binary_model_is_one_error_line(tmp_path):
+    """A binary file given as --model (weights, not a config) is one line naming it, not a traceback."""
     blob = tmp_path / "weights.bin"
     blob.write_bytes(b"\x80\x04\x95garbage\xff")
     r = run("--model", str(blob), "--gpu", "h100")
     assert r.exit_code == 2, r.output
-    assert r.stderr.strip() == f"infergap: error: config {blob}: not text (not UTF-8); expected a config.json"
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"infergap: error: config {blob}: ") and "UTF-8" in lines[0]

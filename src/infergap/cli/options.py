@@ -3,7 +3,7 @@
 ==================  ===============================================================================
 ``--url``           the inference server's base URL (audit, plan, bench, doctor, fix)
 ``--served-model``  the model name sent in requests to that server (bench, doctor, fix)
-``-m/--model``      the model being bounded: a config.json, its directory or a built-in name
+``-m/--model``      the model being bounded: a config.json, a GGUF file or a built-in name
 ``-f/--format``     output format of what is printed or written with ``-o``
 ``--db``            the ledger file (every command that reads or records runs)
 ``-s/--snapshot``   a snapshot directory or archive instead of this machine

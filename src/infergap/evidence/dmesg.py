@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 #: The driver's note on a follow-up Xid (typically 45, channel cleanup) naming the fault behind it.
 _CAUSED_BY = re.compile(r"caused by previous Xid (\d+)")
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)\): (\d+)(?:, pid=\S+)?(?:, name=\S+)?,?\s*(.*)$")
-_AER = re.compile(r"(\S+ [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): (?:AER: )?PCIe Bus Error: severity=([A-Za-z ()]+?),")
+_AER = re.compile(r"(\S{1,64} [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): (?:AER: )?PCIe Bus Error: severity=([A-Za-z ()]{1,64}?),")
 
 
 
