@@ -209,12 +209,6 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
             except UserError as e:
                 errs.append(str(e))
         if spec is None:
-            served = next((v for v in (getattr(cfg, "model", None), getattr(cfg, "served_model_name", None)) if v), None)
-            if not model and served:  # the names came from the server, not from an option the user typed
-                from infergap.roofline.model import builtin_models
-
-                raise UserError(f"model unknown: the server serves {served!r}, neither a directory with a config.json "
-                                f"nor a built-in model ({', '.join(builtin_models())}); pass --model CONFIG|NAME")
             raise UserError("model unknown: pass --model CONFIG|NAME" + (f" ({errs[0]})" if errs else " (the server did not report one)"))
         host = None
         if not gpu:  # --gpu auto: the GPUs of the host the audit read, handed to the roofline

@@ -129,14 +129,3 @@ def test_plan_reads_a_live_server(llama_server):
     assert plan["facts"]["engine.name"]["value"] == "llama.cpp" and plan["facts"]["engine.name"]["source"].startswith("GET ")
     assert plan["unknowns"] and all(u["command"].startswith("infergap ") or "--evidence" in u["command"] for u in plan["unknowns"])
     assert not any("infergap plan --url" in u["command"] for u in plan["unknowns"])  # never asks for what it was given
-
-
-@pytest.mark.slow
-def test_doctor_without_model_names_what_the_server_serves(llama_server, tmp_path):
-    """The server serves a GGUF: the roofline is skipped with the served model named, not as an
-    option '--model tiny' the user never typed."""
-    r = _doctor("--url", llama_server.url, "--quick", "--gpu", "h200", "--output-dir", tmp_path)
-    assert r.returncode == 0, r.stderr
-    stage = [s for s in json.loads((tmp_path / "plan.json").read_text())["stages"] if s["name"] == "roofline"][0]
-    assert stage["status"] == "skipped"
-    assert "the server serves" in stage["detail"] and ".gguf" in stage["detail"] and "--model tiny" not in stage["detail"]
