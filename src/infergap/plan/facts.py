@@ -461,6 +461,10 @@ def _derive_llamacpp(facts: dict[str, Fact]) -> None:
             _put(facts, "load.slots_saturated", sat,
                  f"bench: c={a} → c={b} with {n} slot(s): median TTFT {ttft[a]:.0f} → {ttft[b]:.0f} ms (×{grew:.1f}), "
                  f"output tok/s {tps[a]:.0f} → {tps[b]:.0f} (×{gain:.2f})")
+    waiting = facts.get("load.waiting_max")
+    if waiting is not None and isinstance(waiting.value, int) and waiting.value > 0 and "load.slots_saturated" not in facts \
+            and isinstance(n, int):
+        _put(facts, "load.slots_saturated", True, f"{waiting.source}: up to {waiting.value} request(s) waiting for one of {n} slot(s)")
     # host-bound: every slot busy and the GPU mostly idle
     util = v.get("load.util_by_c") or {}
     if isinstance(n, int) and util:
