@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from bench_helpers import _start, _stop, free_port, run_bench
+from bench_helpers import run_bench, server_factory
 
 pytestmark = pytest.mark.slow
 
@@ -35,19 +35,10 @@ def tiny_gguf(tmp_path_factory):
 
 @pytest.fixture
 def llama_cpp(llama_bin, tiny_gguf, tmp_path):
-    started = []
-
-    def start(*args: str):
-        port = free_port()
-        s = _start([llama_bin, "-m", str(tiny_gguf), "--host", "127.0.0.1", "--port", str(port), "--metrics",
-                    "-t", "1", "--no-warmup", *args], port, tmp_path / f"llama{port}.log")
-        started.append(s)
-        return s
-
-    yield start
-    for s in started:
-        if s.proc.poll() is None:
-            _stop(s)
+    """Start llama-server on the tiny GGUF with ``--metrics`` and extra args."""
+    yield from server_factory(tmp_path, "llama", lambda port, args: [
+        llama_bin, "-m", str(tiny_gguf), "--host", "127.0.0.1", "--port", str(port), "--metrics", "-t", "1",
+        "--no-warmup", *args])
 
 
 def _bench(url: str, *args) -> dict:
