@@ -58,6 +58,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "collect_env": ("python -m torch.utils.collect_env", "log"),
     "check_env": ("python -m sglang.check_env", "log"),
     "traceback": ("Python traceback", "log"),
+    "apt_history": ("/var/log/apt/history.log", "log"),
     "fragment": ("lines of a known failure signature (signatures.yaml)", "log"),
     "dmesg": ("kernel log (dmesg)", "log"),
     "nccl_log": ("NCCL log (NCCL_DEBUG=INFO)", "log"),
@@ -93,6 +94,7 @@ _START: list[tuple[str, re.Pattern[str]]] = [
     ("env", re.compile(r"^(?:export )?(?:NCCL|CUDA|NVIDIA|NV|TORCH|VLLM|SGLANG|PYTORCH|LD_LIBRARY|PATH|HOME|HOSTNAME|OMP)[A-Z0-9_]*=")),
     ("collect_env", re.compile(r"^(?:Collecting environment information|PyTorch version: \S)")),
     ("check_env", re.compile(r"^Python: \d+\.\d+\.\d+ \(")),
+    ("apt_history", re.compile(r"^Start-Date: \d{4}-\d\d-\d\d ")),
 ]
 _START_RE = {k: r for k, r in _START}
 #: Kinds whose start marker repeats on every line (each line of ``sysctl -a`` is a marker).

@@ -167,6 +167,6 @@ def investigate(ctx: object) -> list[Finding]:
                            title=f"{u.path.name}: {u.reason}", evidence=[ev(where, u.reason)],
                            impact="Not used by the audit. Known kinds: nvidia-smi (topo -m, -q, -q -x, nvlink -s, --query-gpu CSV), lspci, "
                                   "numactl -H, lscpu, sysctl -a, ulimit -a, /proc/cmdline, dmesg, NCCL_DEBUG=INFO logs, SGLang and vLLM logs, "
-                                  "pip list/freeze, nvcc --version, torch collect_env, sglang check_env, Python tracebacks, "
+                                  "pip list/freeze, nvcc --version, torch collect_env, sglang check_env, Python tracebacks, apt history.log, "
                                   "and lines of the failure signatures in signatures.yaml."))
     return out
