@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from infergap.facts import Facts
-from infergap.findings import Finding, Status
+from infergap.findings import Evidence, Finding, Status
 from infergap.investigators import REGISTRY
 from infergap.investigators.base import Context
 from infergap.snapshot.core import LiveSnapshot, Snapshot
@@ -88,4 +88,18 @@ def run_audit(
     for src, msg in sorted(facts.problems.items()):
         findings.append(Finding(id="evidence.unreadable", investigator="snapshot", status=Status.unknown, subject=src,
                                 title=f"Unreadable evidence: {src}", impact=msg))
-    return synthesize(findings, runs, host=host_summary(snap, facts), duration_s=time.perf_counter() - t0)
+    denied = snap.unreadable_under("/") + snap.unreadable_under("cmds") + snap.unreadable_under("probes")
+    if denied:
+        reasons = sorted({r for _p, r in denied})
+        findings.append(Finding(
+            id="evidence.unreadable", investigator="snapshot", status=Status.unknown, subject="files",
+            title=f"{len(denied)} file(s) could not be read ({', '.join(reasons)})",
+            evidence=[Evidence(source=p, value=r) for p, r in denied[:5]],
+            impact="What these files hold is unknown, not absent: the checks that need them report unknown. "
+                   "Run the audit as root (or make the snapshot readable) to find out."))
+    try:
+        host = host_summary(snap, facts)
+    except Exception as e:  # bad evidence must not cost the report (same rule as investigators)
+        log.warning("host summary failed: %s: %s", type(e).__name__, e)
+        host = {"snapshot": {"kind": snap.kind, "label": snap.label}, "error": f"{type(e).__name__}: {e}"}
+    return synthesize(findings, runs, host=host, duration_s=time.perf_counter() - t0)

@@ -9,7 +9,6 @@ network; the stages it calls are the project's libraries.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -19,6 +18,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, Field
 
 from infergap.errors import UserError
+from infergap.guard import dumps, write_atomic
 from infergap.plan import Plan, Stage, build_plan
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class DoctorResult(BaseModel):
 
 
 #: Python exception class names and aiohttp connector internals, kept out of what users read.
-_INTERNAL = re.compile(r"\b(?:[A-Z]\w*(?:Error|Exception|Timeout\w*)|Exception):\s*|\s+ssl:(?:default|None|True|False)\b")
+_INTERNAL = re.compile(r"\b(?:[A-Z]\w{0,64}?(?:Error|Exception|Timeout\w{0,16})|Exception):\s{0,8}|\s{1,8}ssl:(?:default|None|True|False)\b")
 
 
 def plain(message: object) -> str:
@@ -98,21 +98,39 @@ def _model_candidates(cfg: Any) -> list[str]:
         p = Path(v)
         if p.is_dir() and (p / "config.json").exists():
             out.append(str(p))
+        if p.name.lower().endswith(".gguf"):
+            out.append(str(p))  # the file when it is here, else the built-in model its name gives
         base = re.sub(r"[-_](instruct|chat|hf)$", "", p.name.lower().removesuffix(".gguf"))
         out.append(base)
     return out
 
 
+def _gguf_overrides(cfg: Any, name: str) -> dict[str, str]:
+    """For a GGUF the server reports but this machine does not have: the weights' tensor type
+    from the server's own ``model_ftype`` (``/props``: ``Q4_K - Medium`` → ``q4_k``)."""
+    ft = getattr(cfg, "model_type", None)
+    if not ft or not name.lower().endswith(".gguf") or Path(name).is_file():
+        return {}
+    from infergap.roofline.gguf import ggml_types
+
+    t = re.split(r"[\s-]", str(ft).strip().lower(), maxsplit=1)[0]
+    return {"weights": t} if t in ggml_types() else {}
+
+
 def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, quick: bool = False,
                evidence: list[str] | None = None, api_key: str | None = None, gpu: str | None = None,
                gpus: int | None = None, snapshot: str | None = None, served_model: str | None = None,
-               progress: Callable[[str, str], None] | None = None, max_error_rate: float = 0.01) -> DoctorResult:
+               progress: Callable[[str, str], None] | None = None, max_error_rate: float = 0.01,
+               sweep: dict[str, Any] | None = None) -> DoctorResult:
     """Run every stage against the server at ``url`` and write the artefacts into ``output_dir``:
     ``audit.json``, ``server.json``, ``roofline.json``, ``bench.json``, ``plan.json``, ``plan.md``,
     ``report.md``, ``report.html``. ``model``: a config.json path or built-in name for the
     roofline (default: from the server); ``gpu``/``gpus``: GPU name and count when the host's
     cannot be read; ``snapshot``: audit a snapshot instead of this host; ``max_error_rate``: the
-    bench's failure budget per point (see :func:`bench_stage`). Raises
+    bench's failure budget per point (see :func:`bench_stage`); ``sweep``: overrides of the
+    sweep's ``concurrency`` (list), ``input_len``, ``output_len``, ``num_prompts`` (None: a
+    default enough for every slot to turn over, :func:`infergap.bench.runner.default_num_prompts`),
+    on top of :data:`QUICK` or :data:`FULL`. Raises
     :class:`UserError` only for an unusable ``output_dir`` or a malformed URL.
     """
     t0 = time.monotonic()
@@ -128,7 +146,7 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
 
     def write(name: str, text: str) -> None:
         p = out / name
-        p.write_text(text, encoding="utf-8")
+        write_atomic(p, text, inputs=[snapshot, *(evidence or [])], option="--output-dir")
         res.files[name] = str(p)
 
     def stage(name: str, status: str, detail: str | None = None) -> None:
@@ -142,8 +160,12 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
     try:
         cfg = introspect(url, api_key=api_key)
         write("server.json", cfg.model_dump_json(indent=2, exclude={"raw"}))
-        stage("server", "ok" if cfg.reachable else "failed", f"{cfg.engine or 'unknown engine'} {cfg.version or ''}".strip()
-              if cfg.reachable else plain("; ".join(cfg.errors[:2])))
+        detail = f"{cfg.engine or 'unknown engine'} {cfg.version or ''}".strip()
+        if cfg.engine == "llama.cpp" and cfg.n_slots:
+            detail += f"; {cfg.n_slots} slot(s) of {cfg.slot_context or '?'} tokens"
+        if cfg.metrics_enabled is False:
+            detail += "; /metrics is off (start the server with --metrics for queue and token counters)"
+        stage("server", "ok" if cfg.reachable else "failed", detail if cfg.reachable else plain("; ".join(cfg.errors[:2])))
         res.reachable = bool(cfg.reachable)
     except Exception as e:  # a stage failing must not stop the others
         stage("server", "failed", plain(e))
@@ -160,7 +182,7 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
         snap = open_with_evidence(snapshot, list(evidence or []), host=True)
         audit = run_audit(snap, server=cfg if cfg is not None and cfg.reachable else None)
         logs = engine_logs_from(snap)
-        write("audit.json", json.dumps(audit.to_json(), indent=2, ensure_ascii=False) + "\n")
+        write("audit.json", dumps(audit.to_json(), indent=2, ensure_ascii=False) + "\n")
         stage("audit", "ok", audit.host.get("gpu_summary"))
     except Exception as e:
         stage("audit", "failed", plain(e))
@@ -169,14 +191,20 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
     from infergap.roofline import Parallel, Workload, bounds, host_gpus, load_hardware, load_model
     from infergap.snapshot import open_snapshot
 
-    settings = QUICK if quick else FULL
+    settings = dict(QUICK if quick else FULL)
+    for k, v in (sweep or {}).items():
+        if k not in settings:
+            raise UserError(f"sweep setting {k!r}: not one of {', '.join(settings)}")
+        settings[k] = v
+    if sweep and "concurrency" in sweep and "num_prompts" not in sweep:
+        settings["num_prompts"] = None
     rl = None
     try:
         names = [model] if model else _model_candidates(cfg)
         spec, errs = None, []
         for n in names:
             try:
-                spec = load_model(n)
+                spec = load_model(n, _gguf_overrides(cfg, n))
                 break
             except UserError as e:
                 errs.append(str(e))
@@ -192,7 +220,7 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
         hw = load_hardware(gpu or "auto", gpus if gpus else (None if not gpu else (cfg.tp_size if cfg and cfg.tp_size else 1)), host=host)
         tp = (cfg.tp_size if cfg is not None and cfg.tp_size else None) or hw.count
         rl = bounds(spec, hw, Parallel(tp=min(tp, hw.count)), Workload(batches=list(settings["concurrency"])))
-        write("roofline.json", json.dumps(rl.to_json_dict(), indent=2) + "\n")
+        write("roofline.json", dumps(rl.to_json_dict(), indent=2) + "\n")
         stage("roofline", "ok", f"{spec.name} on {hw.count} × {hw.gpu.label}, TP{min(tp, hw.count)}")
     except UserError as e:
         stage("roofline", "skipped", plain(e))

@@ -130,6 +130,8 @@ class ContainerInfo:
 
     kind: str | None
     evidence: list[Value]
+    #: Markers seen but not taken as proof (``/.dockerenv`` on a VM whose root is its own disk).
+    discounted: list[Value] = field(default_factory=list)
 
     @property
     def inside(self) -> bool:
@@ -304,6 +306,8 @@ class Facts:
         p = self.snap.probe("nvml")
         if isinstance(p, dict) and p.get("available") and isinstance(p.get("gpus"), list):
             return p
+        if isinstance(p, dict) and p.get("invalid"):
+            self.problems["probes/nvml.json"] = str(p.get("error")).removeprefix("probes/nvml.json: ")
         return None
 
     @memo
@@ -371,7 +375,7 @@ class Facts:
                 elif f is not None and f.device is None and f.lspci is not None and "NVIDIA Corporation " in f.lspci.description:
                     # lspci without -nn printed the name from its own pci.ids
                     desc = f.lspci.description.split("NVIDIA Corporation ", 1)[1]
-                    g.name, g.name_source = "NVIDIA " + re.sub(r"\s*\((?:rev|prog-if) [^)]*\)+", "", desc).strip(), f.source
+                    g.name, g.name_source = "NVIDIA " + re.sub(r"\s{0,8}\((?:rev|prog-if) [^)]{0,64}\)+", "", desc).strip(), f.source
                 else:
                     g.name = "unknown device"
                 if g.name_source:
@@ -399,17 +403,18 @@ class Facts:
     @memo
     def torch_info(self) -> dict[str, Any] | None:
         """The ``torch`` command's JSON (torch version, CUDA build, arch list, devices), or None."""
-        import json
+        from infergap.errors import UserError
+        from infergap.guard import loads
 
         r = self.cmd_ok("torch")
         if not r:
             return None
         for line in reversed(r.stdout.strip().splitlines()):
             try:
-                d = json.loads(line)
+                d = loads(line, self.src("torch"))
                 if isinstance(d, dict):
                     return d
-            except json.JSONDecodeError:
+            except UserError:
                 continue
         self.problems[self.src("torch")] = "no JSON line in torch probe output"
         return None
@@ -529,10 +534,33 @@ class Facts:
                 out["nofile"] = Value(u["-n"], self.src("ulimit"))
         return out
 
+    def _isolation(self) -> list[Value]:
+        """Signs of a container's own namespaces: an overlay root filesystem
+        (/proc/self/mountinfo), a nested PID namespace (more than one ``NSpid`` in
+        /proc/self/status), PID 1 in a container runtime's cgroup (/proc/1/cgroup)."""
+        out: list[Value] = []
+        for line in (self.snap.read("/proc/self/mountinfo") or "").splitlines():
+            pre, _, post = line.partition(" - ")
+            f = pre.split()
+            if len(f) >= 5 and f[4] == "/" and post.split()[:1] and post.split()[0] in ("overlay", "aufs", "fuse-overlayfs"):
+                out.append(Value(f"root filesystem is {post.split()[0]}", "files/proc/self/mountinfo"))
+                break
+        m = re.search(r"^NSpid:\s*(.+)$", self.snap.read("/proc/self/status") or "", flags=re.M)
+        if m and len(m.group(1).split()) > 1:
+            out.append(Value(f"nested PID namespace (NSpid {m.group(1).strip()})", "files/proc/self/status"))
+        cg = self.snap.read("/proc/1/cgroup") or ""
+        hit = re.search(r"(docker|kubepods|containerd|libpod|crio|lxc)[^\s]*", cg)
+        if hit:
+            out.append(Value(f"PID 1 in cgroup {hit.group(0)}", "files/proc/1/cgroup"))
+        return out
+
     @memo
     def container(self) -> ContainerInfo:
         """Container detection: ``systemd-detect-virt -c``, ``container=`` in /proc/1/environ,
-        /.dockerenv, /run/.containerenv, lxcfs mounts, cgroup paths."""
+        /run/.containerenv, lxcfs mounts, container-runtime cgroup paths. ``/.dockerenv`` alone
+        proves nothing (a VM image built from a container image keeps it): it counts only with a
+        sign of the container's own namespaces (:meth:`_isolation`); otherwise it is listed in
+        ``discounted``."""
         ev: list[Value] = []
         kind: str | None = None
         r = self.cmd_ok("systemd_detect_virt_c")
@@ -545,9 +573,16 @@ class Facts:
             if c:
                 kind = kind or c
                 ev.append(Value(f"container={c}", "files/proc/1/environ"))
+        discounted: list[Value] = []
         if self.snap.read("/.dockerenv") is not None:
-            kind = kind or "docker"
-            ev.append(Value("present", "files/.dockerenv"))
+            iso = self._isolation() if kind is None else []
+            if kind is not None or iso:
+                kind = kind or "docker"
+                ev.append(Value("present", "files/.dockerenv"))
+                ev.extend(iso)
+            else:
+                discounted.append(Value("/.dockerenv present, but the root filesystem is not an overlay, PID 1 shares this "
+                                        "PID namespace and no container runtime's cgroup is seen", "files/.dockerenv"))
         if self.snap.read("/run/.containerenv") is not None:
             kind = kind or "podman"
             ev.append(Value("present", "files/run/.containerenv"))
@@ -560,7 +595,12 @@ class Facts:
         if kind is None and re.search(r"^lxcfs /proc/", mounts, flags=re.M):
             kind = "lxc"
             ev.append(Value("lxcfs mounted over /proc", "files/proc/mounts"))
-        return ContainerInfo(kind, ev)
+        if kind is None:
+            cg = [v for v in self._isolation() if v.source == "files/proc/1/cgroup"]
+            if cg:
+                kind = "container-other"
+                ev.extend(cg)
+        return ContainerInfo(kind, ev, [] if kind else discounted)
 
     @memo
     def virtualization(self) -> Value | None:

@@ -10,7 +10,11 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+#: Characters of one evidence value kept in a finding (a quoted line of a pasted log; a 16 MB
+#: line of NUL bytes must not travel whole into every report and ledger row).
+MAX_EVIDENCE_CHARS = 2000
 
 
 class Status(str, Enum):
@@ -63,6 +67,13 @@ class Evidence(BaseModel):
 
     source: str
     value: str
+
+    @field_validator("source", "value")
+    @classmethod
+    def _cap(cls, v: str) -> str:
+        if len(v) > MAX_EVIDENCE_CHARS:
+            return v[:MAX_EVIDENCE_CHARS] + f"… [{len(v) - MAX_EVIDENCE_CHARS} characters cut]"
+        return v
 
 
 class Action(BaseModel):

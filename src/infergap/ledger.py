@@ -258,6 +258,24 @@ def describe_payload(kind: str, payload: Any) -> str:
     return ""
 
 
+#: Characters of one string value stored in the ledger; longer values (a pasted 16 MB log line
+#: quoted as evidence) are cut with a note, so that a run costs the ledger kilobytes, not megabytes.
+MAX_VALUE_CHARS = 8192
+
+
+def cap_values(obj: Any) -> Any:
+    """A copy of a JSON-like tree with strings cut to :data:`MAX_VALUE_CHARS` and NaN/±Infinity
+    as null (JSON has no such numbers)."""
+    from infergap.guard import finite, map_leaves
+
+    def cut(v: Any) -> Any:
+        if isinstance(v, str) and len(v) > MAX_VALUE_CHARS:
+            return v[:MAX_VALUE_CHARS] + f"… [{len(v) - MAX_VALUE_CHARS} characters cut]"
+        return v
+
+    return finite(map_leaves(obj, cut))
+
+
 class Ledger:
     """The SQLite ledger. Open with ``Ledger(path)`` (``None``: :func:`default_db_path`); use as a
     context manager or call :meth:`close`.
@@ -266,8 +284,11 @@ class Ledger:
     application, has a schema newer than :data:`MIGRATIONS`, or cannot be created.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, readonly: bool = False) -> None:
         self.path = Path(path) if path is not None else default_db_path()
+        if readonly:
+            self._open_readonly()
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -285,6 +306,36 @@ class Ledger:
         except LedgerError:
             self._db.close()
             raise
+
+    def _open_readonly(self) -> None:
+        """Open for reading only (``history``, ``compare``): nothing is created or migrated, so a
+        read-only directory or file works. A ledger that does not exist yet reads as empty."""
+        from urllib.parse import quote
+
+        if not self.path.exists():
+            self._db = sqlite3.connect(":memory:", isolation_level=None)
+            self._setup()
+            return
+        last: Exception | None = None
+        # immutable=1: a WAL database in a read-only directory cannot create its -shm file
+        for extra in ("", "&immutable=1"):
+            try:
+                self._db = sqlite3.connect(f"file:{quote(str(self.path.resolve()))}?mode=ro{extra}", uri=True,
+                                           timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+                self._check(*self._state())
+                return
+            except sqlite3.DatabaseError as e:
+                last = e
+                try:
+                    self._db.close()
+                except (sqlite3.Error, AttributeError):
+                    pass
+                if not isinstance(e, sqlite3.OperationalError):  # the file is there but is no database
+                    raise LedgerError(f"ledger {self.path}: not a usable infergap ledger ({e})") from None
+            except LedgerError:
+                self._db.close()
+                raise
+        raise LedgerError(f"ledger {self.path}: cannot open for reading ({last})")
 
     # -- schema ---------------------------------------------------------------------------------
 
@@ -406,7 +457,7 @@ class Ledger:
                 raise LedgerError(f"ledger: {kind} payload is not JSON ({e})") from None
             text = payload_json
         else:
-            text = json.dumps(payload_json, separators=(",", ":"), default=str)
+            text = json.dumps(cap_values(payload_json), separators=(",", ":"), default=str, allow_nan=False)
         hid = _as_host(host)
         host_json = json.dumps(dict(host), default=str) if isinstance(host, Mapping) else None
         cur = self._write(
@@ -417,7 +468,8 @@ class Ledger:
     def update_run(self, run_id: int, *, payload: Mapping[str, Any] | None = None, status: str | None = None) -> None:
         """Replace a run's payload and/or status (used by ``fix`` as its changes complete)."""
         if payload is not None:
-            self._write("UPDATE runs SET payload = ? WHERE id = ?", (json.dumps(payload, separators=(",", ":"), default=str), run_id))
+            self._write("UPDATE runs SET payload = ? WHERE id = ?",
+                        (json.dumps(cap_values(payload), separators=(",", ":"), default=str, allow_nan=False), run_id))
         if status is not None:
             self._write("UPDATE runs SET status = ? WHERE id = ?", (status, run_id))
 
@@ -425,7 +477,7 @@ class Ledger:
         rid, kind, created, host, name, status, parent, payload = row
         try:
             data = json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):  # a row damaged or written by something else
             data = None
         return Run(rid, kind, created, host, name, status, parent, data)
 
@@ -440,6 +492,8 @@ class Ledger:
                 rid = int(run_id)
             except ValueError:
                 raise LedgerError(f"run id {run_id!r}: not a number or 'last'") from None
+            if not 0 < rid < 1 << 63:  # SQLite's INTEGER range: a larger id can name no run
+                raise LedgerError(f"ledger {self.path}: no run {run_id}")
             row = self._db.execute(f"SELECT {self._COLS} FROM runs WHERE id = ?", (rid,)).fetchone()
         if row is None:
             raise LedgerError(f"ledger {self.path}: no run {run_id}")

@@ -11,15 +11,17 @@ SGLang ``GET /server_info`` (older ``/get_server_info``: every ``ServerArgs`` fi
 info ``max_total_num_tokens``, ``internal_states`` and ``version``), ``/model_info``
 (``/get_model_info``); vLLM ``GET /version`` (``{"version"}``), ``/metrics`` (Prometheus text,
 ``vllm:cache_config_info`` labels), ``/server_info`` when ``VLLM_SERVER_DEV_MODE=1``; llama.cpp
-``GET /props`` (``default_generation_settings.n_ctx``, ``total_slots``, ``model_path``,
-``build_info``), ``/metrics``; all: ``GET /v1/models``. An admin API key is sent as
+``GET /props`` (``default_generation_settings.n_ctx`` per slot, ``total_slots``, ``model_path``,
+``model_ftype``, ``build_info``, ``endpoint_metrics``/``endpoint_slots``), ``/slots`` (one object
+per slot: ``n_ctx``, ``speculative``, ``is_processing``), ``/metrics`` (501 unless started with
+``--metrics``), ``/v1/models`` ``meta`` (``n_params``, ``size`` in bytes, ``n_ctx_train``) — field
+names from ``tools/server/server-context.cpp``; all: ``GET /v1/models``. An admin API key is sent as
 ``Authorization: Bearer``; it is never logged or stored.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import re
@@ -27,10 +29,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from infergap.errors import UserError
+from infergap.guard import loads
+
 log = logging.getLogger(__name__)
 
 #: Endpoints asked, in the order their answers are applied (earlier wins for a field).
-ENDPOINTS = ("/server_info", "/get_server_info", "/model_info", "/get_model_info", "/version", "/props", "/metrics", "/v1/models", "/openapi.json")
+ENDPOINTS = ("/server_info", "/get_server_info", "/model_info", "/get_model_info", "/version", "/props", "/slots", "/metrics", "/v1/models", "/openapi.json")
 
 #: SGLang ``ServerArgs`` / vLLM engine-arg names -> ServerConfig field.
 _ARG_MAP: dict[str, str] = {
@@ -102,6 +107,23 @@ class ServerConfig(BaseModel):
     disable_overlap_schedule: bool | None = None
     schedule_policy: str | None = None
     n_slots: int | None = None
+    #: llama.cpp: context (tokens) of one slot, and of all slots together when known.
+    slot_context: int | None = None
+    total_context: int | None = None
+    #: llama.cpp: the model's training context, parameter count, file size (bytes) and type
+    #: (``model_ftype``: "F16", "Q4_K - Medium", ...).
+    train_context: int | None = None
+    n_params: int | None = None
+    model_bytes: int | None = None
+    model_type: str | None = None
+    #: llama.cpp: slots busy when asked, and whether any slot can speculate.
+    slots_processing: int | None = None
+    speculative: bool | None = None
+    #: Whether the engine's /metrics endpoint is on (False: llama-server without ``--metrics``).
+    metrics_enabled: bool | None = None
+    #: llama.cpp startup log: layers offloaded to the GPU, of the model's (``offloaded N/M layers``).
+    offloaded_layers: int | None = None
+    model_layers: int | None = None
     running_requests: float | None = None
     waiting_requests: float | None = None
     preemptions_total: float | None = None
@@ -146,7 +168,7 @@ class ServerConfig(BaseModel):
 
 # -- Prometheus text ----------------------------------------------------------------------------
 _PROM = re.compile(r'^([a-zA-Z_:][\w:]*)(\{([^}]*)\})?\s+(\S+)')
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+_LABEL = re.compile(r'(\w{1,128})="((?:[^"\\]|\\.){0,4096})"')
 
 
 def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
@@ -243,9 +265,24 @@ def _apply(cfg: ServerConfig, path: str, data: Any, text: str) -> None:
         cfg.put("max_running_requests", data.get("total_slots"), src)
         cfg.put("model", data.get("model_path"), src)
         cfg.put("version", data.get("build_info"), src)
+        cfg.put("model_type", data.get("model_ftype"), src)
+        if isinstance(data.get("endpoint_metrics"), bool):
+            cfg.put("metrics_enabled", data["endpoint_metrics"], src)
         gen = data.get("default_generation_settings")
         if isinstance(gen, dict):
             cfg.put("context_length", gen.get("n_ctx"), src)
+            cfg.put("slot_context", gen.get("n_ctx"), src)
+    elif path == "/slots" and isinstance(data, list):
+        slots = [x for x in data if isinstance(x, dict)]
+        if slots and all("n_ctx" in x for x in slots):
+            cfg.put("engine", "llama.cpp", src)
+            cfg.put("n_slots", len(slots), src)
+            cfg.put("slot_context", slots[0].get("n_ctx"), src)
+            cfg.put("slots_processing", sum(1 for x in slots if x.get("is_processing")), src)
+            cfg.put("speculative", any(bool(x.get("speculative")) for x in slots), src)
+            ctxs = [x.get("n_ctx") for x in slots]
+            if all(isinstance(c, int) for c in ctxs):
+                cfg.raw["slot_contexts"] = ctxs
     elif path == "/metrics":
         _apply_metrics(cfg, text, src)
     elif path == "/v1/models" and isinstance(data, dict):
@@ -265,7 +302,11 @@ def _apply(cfg: ServerConfig, path: str, data: Any, text: str) -> None:
                 cfg.put("engine", "transformers", src)
             meta = m.get("meta")
             if isinstance(meta, dict):
-                cfg.put("context_length", meta.get("n_ctx_train"), src)
+                cfg.put("context_length", meta.get("n_ctx"), src)
+                cfg.put("slot_context", meta.get("n_ctx"), src)
+                cfg.put("train_context", meta.get("n_ctx_train"), src)
+                cfg.put("n_params", meta.get("n_params"), src)
+                cfg.put("model_bytes", meta.get("size"), src)
     elif path == "/openapi.json" and isinstance(data, dict):
         title = str((data.get("info") or {}).get("title", ""))
         paths = data.get("paths") if isinstance(data.get("paths"), dict) else {}
@@ -333,14 +374,24 @@ async def introspect_async(url: str, api_key: str | None = None, timeout_s: floa
             continue
         if status == 404 or status == 405:
             continue
+        if status == 501 and path in ("/metrics", "/slots"):
+            # llama-server answers 501 for an endpoint switched off (--metrics, --slots)
+            if path == "/metrics":
+                cfg.put("metrics_enabled", False, f"GET {path}: HTTP 501", overwrite=True)
+            else:
+                cfg.raw["slots_endpoint"] = "off"
+            continue
         if status is None or status >= 400:
             cfg.errors.append(f"GET {path}: HTTP {status}")
             continue
         data: Any = None
         if path != "/metrics":
             try:
-                data = json.loads(text)
-            except ValueError:
+                data = loads(text, f"GET {path}")
+            except UserError as e:
+                if "nested" in str(e) or "number" in str(e):
+                    cfg.errors.append(str(e))
+                    continue
                 kind = "an HTML page" if "<html" in text[:2000].lower() or "<!doctype" in text[:200].lower() else "text"
                 cfg.errors.append(f"GET {path}: answered {kind}, not JSON")
                 continue
@@ -351,6 +402,7 @@ async def introspect_async(url: str, api_key: str | None = None, timeout_s: floa
     for path in ENDPOINTS:
         if path in by_path:
             _apply(cfg, path, *by_path[path])
+    finish(cfg)
     if not answered:
         # the same failure on every path says one thing: the server is not there
         first = conn_errors[0].split(": ", 1)[1] if conn_errors else "no answer"
@@ -359,6 +411,18 @@ async def introspect_async(url: str, api_key: str | None = None, timeout_s: floa
         cfg.errors.extend(e for e in conn_errors)
     cfg.reachable = answered
     return cfg
+
+
+def finish(cfg: ServerConfig) -> None:
+    """Derived fields once every answer is in: llama.cpp's total context is the per-slot context
+    times the slots (each slot owns ``n_ctx / n_parallel`` unless the KV cache is unified, when
+    the startup log's ``n_ctx`` is the one to trust; a log-derived value is never overwritten);
+    a llama.cpp server whose /metrics answered is ``metrics_enabled``."""
+    if cfg.engine == "llama.cpp":
+        if cfg.total_context is None and cfg.slot_context and cfg.n_slots:
+            cfg.put("total_context", cfg.slot_context * cfg.n_slots, "per-slot context × slots")
+        if cfg.metrics_enabled is None and cfg.running_requests is not None:
+            cfg.put("metrics_enabled", True, cfg.sources.get("running_requests", "GET /metrics"))
 
 
 def introspect(url: str, api_key: str | None = None, timeout_s: float = 5.0) -> ServerConfig:
@@ -370,6 +434,10 @@ def server_config_from_log(facts: Any, source: str) -> ServerConfig:
     """A :class:`ServerConfig` from :class:`infergap.evidence.engine.EngineLogFacts` (an engine
     startup log), every field sourced to ``source`` (the log's evidence label)."""
     cfg = ServerConfig(engine=facts.engine, version=facts.version)
+    if facts.engine == "llama.cpp":
+        from infergap.evidence.llamacpp_log import apply_to_config
+
+        apply_to_config(cfg, facts, source)
     if facts.engine:
         cfg.sources["engine"] = source
     if facts.version:

@@ -96,6 +96,12 @@ def synthesize(findings: list[Finding], runs: list[InvestigatorRun], host: dict[
     )
 
 
+def _unreadable_note(snap: Any, prefix: str, what: str) -> str | None:
+    """``"GPUs unknown (permission denied)"`` when files under ``prefix`` could not be read."""
+    denied = snap.unreadable_under(prefix) if hasattr(snap, "unreadable_under") else []
+    return f"{what} unknown ({denied[0][1]})" if denied else None
+
+
 def host_summary(snap: Any, facts: Any) -> dict[str, Any]:
     """What the report says about the host: snapshot kind/label, kernel, CPU, GPUs, container, VM."""
     gpus = facts.gpus()
@@ -115,7 +121,8 @@ def host_summary(snap: Any, facts: Any) -> dict[str, Any]:
         "numa_nodes": len(nodes) if nodes else None,
         "gpus": [{"bdf": g.bdf, "name": g.name, "memory_total_B": g.memory_total_B} for g in gpus],
         "gpu_summary": ", ".join(f"{n} × {k}" for k, n in names.items()) if names else
-        ("no NVIDIA GPU" if facts.pci_inventory_captured() or facts.nvml() is not None else "GPUs not captured"),
+        (_unreadable_note(snap, "/sys/bus/pci", "GPUs") or
+         ("no NVIDIA GPU" if facts.pci_inventory_captured() or facts.nvml() is not None else "GPUs not captured")),
         "driver": (facts.driver_version().value if facts.driver_version() else None),
         "cuda_driver": (facts.cuda_driver_version().value if facts.cuda_driver_version() else None),
         "container": c.kind,

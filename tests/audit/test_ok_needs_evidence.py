@@ -31,6 +31,7 @@ SAMPLES = {
     "env": "cmds/env", "torch": "cmds/torch", "collect_env": EV / "collect-env-tp3d66.txt", "dmesg": EV / "dmesg-gpuburn1-xid79.txt",
     "nccl_log": EV / "nccl-1817-shm-8gpu.log", "sglang_log": EV / "sglang-26248-kv-full.log", "vllm_log": EV / "vllm-15036-engine-config.log",
     "check_env": EV / "sglang-1148-check-env-a800.txt", "traceback": EV / "trtllm-1625-4090d-peer.txt", "fragment": EV / "nccl-304-acs-plx.txt",
+    "llamacpp_log": EV / "llamacpp-12171-offload-all.log", "apt_history": EV / "shinecluster-30-nvml-unattended.txt",
 }
 #: every public report of the evidence fixtures, each alone (other GPUs, other shapes of the same kinds)
 MORE = sorted(p.name for p in EV.iterdir() if p.is_file() and p.suffix != ".md")

@@ -50,6 +50,34 @@ CLOSE_DETECT_MIN = 3
 RETRY_WINDOW_S = 1.0
 CLOSE_NOTE = ("the server does not keep connections alive after streamed responses (it closes them although "
               "it answers Keep-Alive): each request opens a new connection")
+#: Longest SSE line kept while waiting for its end (a real chunk is well under 64 KiB; a server
+#: that never sends a newline must not grow the client's memory without bound).
+MAX_SSE_LINE = 8 * 1024 * 1024
+#: Largest whole (non-streamed) response body read.
+MAX_BODY_BYTES = 64 * 1024 * 1024
+#: Token counts above this in a usage block are not believed (no served context is this long).
+MAX_USAGE_TOKENS = 100_000_000
+
+
+def check_usage(rec: RequestRecord, u: object) -> None:
+    """Take ``prompt_tokens``/``completion_tokens`` from a usage block into ``rec`` when each is
+    an integer from 0 to :data:`MAX_USAGE_TOKENS`; any other value (negative, absurd, a float, a
+    string) makes the request failed (``bad_usage``) with the value as the reason, because a
+    throughput computed from it would be false."""
+    if type(u) is not dict:
+        return
+    for key in ("prompt_tokens", "completion_tokens"):
+        v = u.get(key)
+        if v is None:
+            continue
+        if type(v) is not int or not 0 <= v <= MAX_USAGE_TOKENS:
+            rec.error = "bad_usage"
+            rec.error_detail = f"usage.{key} = {str(v)[:40]!r}: not a token count from 0 to {MAX_USAGE_TOKENS}"
+            continue
+        if key == "prompt_tokens":
+            rec.usage_prompt = v
+        else:
+            rec.usage_completion = v
 PROBE_TIMEOUT_S = 30.0
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
@@ -222,18 +250,37 @@ class StreamClient:
         return rec
 
     async def _whole(self, resp, rec: RequestRecord) -> None:
-        obj = await resp.json(content_type=None)
+        body = bytearray()
+        while len(body) <= MAX_BODY_BYTES:
+            b = await resp.content.readany()
+            if not b:
+                break
+            body += b
         rec.end = perf_counter()
-        choices = obj.get("choices") or [{}]
-        c0 = choices[0]
-        text = (c0.get("message") or {}).get("content") if self.api == "chat" else c0.get("text")
-        rec.finish_reason = c0.get("finish_reason")
-        u = obj.get("usage") or {}
-        rec.usage_prompt = u.get("prompt_tokens")
-        rec.usage_completion = u.get("completion_tokens")
-        rec.usage_cached = cached_tokens(u)
+        if len(body) > MAX_BODY_BYTES:
+            rec.error, rec.error_detail = "bad_response", f"response body larger than {MAX_BODY_BYTES} bytes"
+            return
+        from infergap.guard import loads
+
+        try:
+            obj = loads(bytes(body), "response")
+        except UserError as e:
+            rec.error, rec.error_detail = "bad_response", str(e)[:200]
+            return
+        choices = obj.get("choices") if type(obj) is dict else None
+        c0 = choices[0] if type(choices) is list and choices and type(choices[0]) is dict else None
+        if c0 is None:
+            rec.error, rec.error_detail = "bad_response", "response without choices[0]"
+            return
+        msg = c0.get("message")
+        text = (msg.get("content") if type(msg) is dict else None) if self.api == "chat" else c0.get("text")
+        fr = c0.get("finish_reason")
+        rec.finish_reason = str(fr) if fr is not None else None
+        u = obj.get("usage")
+        check_usage(rec, u)
+        rec.usage_cached = cached_tokens(u) if type(u) is dict else None
         if rec.text is not None and text:
-            rec.text.append(text)
+            rec.text.append(text if type(text) is str else str(text))
 
     async def _consume(self, resp, rec: RequestRecord) -> None:
         content = resp.content
@@ -245,6 +292,8 @@ class StreamClient:
                 if not data:
                     break
                 feed(data, perf_counter())
+                if parser.overflow:
+                    break
         except aiohttp.ClientPayloadError:
             # A connection cut after the stream's [DONE] lost nothing of the answer; llama-cpp-python
             # cuts a stream it interrupts this way ([DONE], then no end of the chunked body), and
@@ -281,7 +330,7 @@ class SSEParser:
     that ended without ``finish_reason`` or ``[DONE]`` as ``incomplete_stream``.
     """
 
-    __slots__ = ("rec", "chat", "buf", "done", "last")
+    __slots__ = ("rec", "chat", "buf", "done", "last", "overflow")
 
     def __init__(self, rec: RequestRecord, chat: bool) -> None:
         self.rec = rec
@@ -289,6 +338,7 @@ class SSEParser:
         self.buf = b""
         self.done = False
         self.last = 0.0
+        self.overflow = False
 
     def feed(self, data: bytes, now: float) -> None:
         rec = self.rec
@@ -299,6 +349,10 @@ class SSEParser:
             data = self.buf + data
         lines = data.split(b"\n")
         self.buf = lines.pop()
+        if len(self.buf) > MAX_SSE_LINE:  # a line without end: stop reading this stream
+            self.buf = b""
+            self.overflow = True
+            rec.error, rec.error_detail = "bad_chunk", f"an event line longer than {MAX_SSE_LINE} bytes"
         loads = _loads
         chat = self.chat
         for line in lines:
@@ -333,9 +387,7 @@ class SSEParser:
                     rec.finish_reason = str(fr)
             u = obj.get("usage")
             if u and type(u) is dict:
-                pt, ct = u.get("prompt_tokens"), u.get("completion_tokens")
-                rec.usage_prompt = pt if type(pt) is int else rec.usage_prompt
-                rec.usage_completion = ct if type(ct) is int else rec.usage_completion
+                check_usage(rec, u)
                 rec.usage_cached = cached_tokens(u)
             err = obj.get("error")
             if err:
@@ -349,8 +401,8 @@ class SSEParser:
         if tail:  # a last line without newline: parse it if whole, else the stream was cut mid-line
             payload = tail[5:].strip() if tail[:5] == b"data:" else b""
             try:
-                whole = payload == b"[DONE]" or (payload[:1] == b"{" and json.loads(payload) is not None)
-            except ValueError:
+                whole = payload == b"[DONE]" or (payload[:1] == b"{" and _loads(payload) is not None)
+            except (ValueError, RecursionError):
                 whole = False
             if whole:
                 self.feed(b"\n", self.last)

@@ -10,7 +10,6 @@ inflation without it).
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,12 +97,9 @@ def sharegpt(path: str | Path, n: int, *, output_len: int | None = None, seed: i
     Raises UserError naming the file when it is missing, not JSON or not in that shape.
     """
     p = Path(path)
-    try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise UserError(f"dataset {p}: cannot read ({e.strerror or e})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UserError(f"dataset {p}: not valid JSON ({e})") from None
+    from infergap.guard import read_json
+
+    raw = read_json(p, "dataset")
     if not isinstance(raw, list):
         raise UserError(f"dataset {p}: expected a JSON list of conversations, got {type(raw).__name__}")
     items: list[tuple[str, int]] = []

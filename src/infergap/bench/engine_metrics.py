@@ -179,7 +179,7 @@ class EngineScraper:
         try:
             status, body = self._get("/props")
             d = json.loads(body) if status == 200 else {}
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return
         if isinstance(d, dict):
             gen = d.get("default_generation_settings") or {}

@@ -21,6 +21,21 @@ from infergap.bench.models import GPUTelemetry, TelemetrySummary
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_S = 0.2
+#: A sample's clock-event reasons count as throttling only when its SM clock is below this share of
+#: the maximum: NVML sets sw_power_cap whenever the power controller is engaged, also at full clocks.
+THROTTLED_CLOCK_SHARE = 0.97
+
+
+def throttled(reasons: list[str], sm_mhz: float | None, max_mhz: float | None) -> list[str]:
+    """``reasons`` when the clocks were actually held down (``sm_mhz`` below
+    :data:`THROTTLED_CLOCK_SHARE` of ``max_mhz``, or either unknown), else none.
+
+    >>> throttled(["sw_power_cap"], 1976.0, 1980.0), throttled(["sw_power_cap"], 1500.0, 1980.0)
+    ([], ['sw_power_cap'])
+    """
+    if reasons and sm_mhz is not None and max_mhz and sm_mhz >= THROTTLED_CLOCK_SHARE * max_mhz:
+        return []
+    return list(reasons)
 
 
 def throttle_names(mask: int) -> list[str]:
@@ -137,7 +152,8 @@ class GPUSampler:
 
             mask = 0
             for m in mine:
-                mask |= m[6]
+                if m[1] is None or not st["max_sm_MHz"] or m[1] < THROTTLED_CLOCK_SHARE * st["max_sm_MHz"]:
+                    mask |= m[6]
             gpus.append(GPUTelemetry(
                 index=i, name=st["name"], samples=len(mine), power_W_mean=col(0), power_W_max=col(0, np.max),
                 power_limit_W=st["limit_W"], sm_clock_MHz_mean=col(1), sm_clock_MHz_max_rated=st["max_sm_MHz"],

@@ -65,7 +65,7 @@ def read_mooncake(path: str | Path) -> list[TraceRequest]:
             d = json.loads(line)
             ts, i, o = float(d["timestamp"]), int(d["input_length"]), int(d["output_length"])
             hashes = [int(h) for h in d.get("hash_ids") or []]
-        except (ValueError, TypeError, KeyError) as e:
+        except (ValueError, TypeError, KeyError, RecursionError) as e:
             raise UserError(f"mooncake trace {p}: line {n} is not a trace record "
                             f"(timestamp, input_length, output_length, hash_ids): {type(e).__name__} {e}") from None
         if i < 1 or o < 0 or ts < 0:

@@ -50,7 +50,7 @@ def usage_line(e: Exception, command: str | None = None) -> str:
             if isinstance(enum, type) and issubclass(enum, Enum):
                 choices = [str(c.value) for c in enum]
             else:
-                choices = [c.strip().strip("'") for c in re.split(r",\s*|\s+or\s+", m.group("choices")) if c.strip()]
+                choices = [c.strip().strip("'") for c in re.split(r",\s{0,8}|\s{1,8}or\s{1,8}", m.group("choices")) if c.strip()]
             shown = ", ".join(choices[:-1]) + f" or {choices[-1]}" if len(choices) > 1 else "".join(choices)
             return f"{name} {m.group('value')}: expected {shown}"
         return f"{name} {msg}"
@@ -84,7 +84,7 @@ class _Group(TyperGroup):
             typer.echo(f"infergap: error: {usage_line(e, sub)}", err=True)
             raise typer.Exit(2) from None
         except UserError as e:
-            typer.echo(f"infergap: error: {e}", err=True)
+            safe_echo(f"infergap: error: {e}", err=True)
             raise typer.Exit(2) from None
 
 
@@ -112,9 +112,17 @@ def _root(
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
 
+def safe_echo(message: str = "", **kwargs: object) -> None:
+    """``typer.echo`` of plain text that holds values from inputs: control characters shown
+    escaped (:func:`infergap.guard.term_safe`), so no value can drive the terminal."""
+    from infergap.guard import term_safe
+
+    typer.echo(term_safe(message), **kwargs)  # type: ignore[arg-type]
+
+
 def fail(message: str) -> "typer.Exit":
     """Print ``infergap: error: <message>`` on stderr and return the exit (status 2) to raise."""
-    typer.echo(f"infergap: error: {message}", err=True)
+    safe_echo(f"infergap: error: {message}", err=True)
     return typer.Exit(2)
 
 
@@ -155,6 +163,18 @@ def main() -> None:
     from infergap.snapshot import SnapshotError
 
     cx = _cx
+
+    import signal
+
+    def _terminated(signum: int, frame: object) -> None:
+        # SIGTERM ends the command like Ctrl-C does, so that every `finally` runs: temporary
+        # directories (unpacked archives, spooled evidence) are removed, outputs stay whole.
+        raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGTERM, _terminated)
+    except ValueError:  # not the main thread (embedded use): leave signals alone
+        pass
     try:
         rc = app(standalone_mode=False)  # returns the status of typer.Exit(status) raised by a command
         sys.exit(rc if isinstance(rc, int) else 0)
@@ -170,10 +190,17 @@ def main() -> None:
         typer.echo("infergap: interrupted", err=True)
         sys.exit(130)
     except (UserError, SnapshotError) as e:
-        typer.echo(f"infergap: error: {e}", err=True)
+        safe_echo(f"infergap: error: {e}", err=True)
         sys.exit(2)
     except BrokenPipeError:  # output piped into `head`: not an error
         sys.exit(0)
+    except OSError as e:
+        if e.errno in (28, 122):  # ENOSPC, EDQUOT: say so, whatever was being written
+            from infergap.guard import os_reason
+
+            typer.echo(f"infergap: error: {e.filename or 'output'}: {os_reason(e)}", err=True)
+            sys.exit(2)
+        raise
     except KeyboardInterrupt:
         typer.echo("infergap: interrupted", err=True)
         sys.exit(130)

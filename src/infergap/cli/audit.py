@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from infergap.cli import Fmt, app, fail, terminal_width
+from infergap.cli import Fmt, app, fail, safe_echo, terminal_width
 from infergap.cli.options import db_option, format_option, output_option, snapshot_option, url_option
 
 
@@ -18,14 +18,17 @@ class FailOn(str, Enum):
     P2 = "P2"
 
 
-def _write_output(text: str, output: Path | None) -> None:
+def _write_output(text: str, output: Path | None, inputs: list[Path | None] | None = None) -> None:
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
+    from infergap.errors import UserError
+    from infergap.guard import write_atomic
+
     try:
-        output.write_text(text if text.endswith("\n") else text + "\n")
-    except OSError as e:
-        raise fail(f"--output {output}: cannot write ({e.strerror or e})")
+        write_atomic(output, text if text.endswith("\n") else text + "\n", inputs=inputs or [])
+    except UserError as e:
+        raise fail(str(e))
 
 
 @app.command()
@@ -63,7 +66,16 @@ def audit(
         except ValueError as e:
             raise fail(str(e))
         for err in server_cfg.errors:
-            typer.echo(f"infergap: warning: {err}", err=True)
+            safe_echo(f"infergap: warning: {err}", err=True)
+    inputs = [snapshot, *(evidence or []), *(more_evidence or [])]
+    if output is not None:
+        from infergap.errors import UserError
+        from infergap.guard import check_not_input
+
+        try:  # before the audit: a refused output must not cost the audit's time
+            check_not_input(output, inputs)
+        except UserError as e:
+            raise fail(str(e))
     snap = open_with_evidence(snapshot, [*(evidence or []), *(more_evidence or [])], host=host, active=active)
     try:
         interactive = sys.stderr.isatty() and fmt == Fmt.text
@@ -93,7 +105,7 @@ def audit(
     else:
         width = terminal_width(output)
         text = render_text(report, width=width, color=width is not None)
-    _write_output(text, output)
+    _write_output(text, output, inputs)
     from infergap.cli import record
 
     record("audit", report.to_json(), None if snapshot is None and host else report.host, db)
@@ -108,13 +120,18 @@ def audit(
 def collect(
     output: Path = typer.Option(Path("infergap-snapshot.tar.gz"), "--output", "-o", help="Snapshot directory, or a .tar.gz file."),
     active: bool = typer.Option(False, "--active", help="Also store the GPU measurements of audit --active."),
+    force: bool = typer.Option(False, "--force", help="Empty the --output directory first when it holds a previous snapshot."),
 ) -> None:
     """Write a snapshot of this host (files/, cmds/, probes/, meta.json) for later or elsewhere."""
+    from infergap.errors import UserError
+    from infergap.guard import os_reason
     from infergap.snapshot.collect import collect as do_collect
 
     try:
-        meta = do_collect(output, active=active)
+        meta = do_collect(output, active=active, force=force)
+    except UserError as e:
+        raise fail(str(e))
     except OSError as e:
-        raise fail(f"--output {output}: cannot write ({e.strerror or e})")
+        raise fail(f"--output {output}: cannot write ({os_reason(e)})")
     failed = meta["failed"]
     typer.echo(f"wrote {output} in {meta['duration_s']:.2f} s ({len(meta['sources'])} sources, {len(failed)} unavailable)")

@@ -154,6 +154,10 @@ def bench(
         raise UserError("--concurrency with --request-rate (or a trace) is one cap on requests in flight, not a list")
     if search == "concurrency" and (rates or trace_run):
         raise UserError("--search concurrency is a closed-loop search: drop --request-rate / use a non-trace dataset, or --search rate")
+    if levels:
+        from infergap.guard import ensure_open_files
+
+        ensure_open_files(max(levels), f"--concurrency {max(levels)}")
     for opt, path in (("--output", output), ("--plot", plot)):
         if path is not None and not path.parent.is_dir():
             raise UserError(f"{opt} {path}: directory {path.parent} does not exist")

@@ -41,17 +41,23 @@ def doctor(
     served_model: str | None = served_model_option(),
     snapshot: Path | None = snapshot_option("Audit this snapshot instead of this machine."),
     db: Path | None = db_option(),
+    concurrency: list | None = typer.Option(None, "--concurrency", metavar="N,N,...", parser=v.number_list(integer=True, ge=1, le=4096),
+                                            help="The sweep's concurrencies instead of the default ones, e.g. 1,4,16,32 (past the server's slots shows queueing)."),
+    input_len: int | None = typer.Option(None, "--input-len", metavar="TOKENS", parser=v.tokens, help="Prompt tokens per request in the sweep."),
+    output_len: int | None = typer.Option(None, "--output-len", metavar="TOKENS", parser=v.tokens, help="Output tokens per request in the sweep."),
+    num_prompts: int | None = typer.Option(None, "--num-prompts", metavar="N", parser=v.number(integer=True, ge=1, le=100000),
+                                           help="Requests per concurrency (default with --concurrency: 4 × concurrency, at least 32)."),
     max_error_rate: str = typer.Option("1%", "--max-error-rate", help="Failure budget of a bench point, e.g. 1% or 0.01: above it the point is invalid and doctor exits 1."),
 ) -> None:
     """Run audit (+ evidence), server introspection, roofline, a bench sweep and the plan; write
     report.html (self-contained), report.md and the JSON of every stage; print the top actions."""
-    from rich.console import Console
     from rich.markup import escape
 
     from infergap.doctor import run_doctor
     from infergap.errors import UserError
+    from infergap.guard import safe_console
 
-    err = Console(stderr=True, highlight=False, soft_wrap=True)  # a piped stderr is not cut at 80 columns
+    err = safe_console(stderr=True, highlight=False, soft_wrap=True)  # a piped stderr is not cut at 80 columns
 
     def progress(stage: str, msg: str) -> None:
         err.print(f"[bold]{stage}[/]: {escape(msg)}")
@@ -62,16 +68,18 @@ def doctor(
     for p in evidence:
         if not p.exists():
             raise fail(f"--evidence {p}: no such file or directory")
+    sweep = {k: x for k, x in (("concurrency", [int(c) for c in concurrency] if concurrency else None), ("input_len", input_len),
+                                ("output_len", output_len), ("num_prompts", num_prompts)) if x is not None}
     try:
         from infergap.cli.bench import parse_error_rate
 
         budget = parse_error_rate(max_error_rate)
         res = run_doctor(url, output_dir, model=model, served_model=served_model, quick=quick, evidence=[str(p) for p in evidence or []], api_key=api_key,
                          gpu=gpu, gpus=gpus, snapshot=str(snapshot) if snapshot else None, progress=progress,
-                         max_error_rate=budget)
+                         max_error_rate=budget, sweep=sweep)
     except UserError as e:
         raise fail(str(e))
-    out = Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    out = safe_console(file=sys.stdout, highlight=False, soft_wrap=True)
     plan = res.plan
     if plan is not None and plan.gap.summary:
         out.print(escape(plan.gap.summary))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from infergap.cli import ListFmt, app
+from infergap.cli import ListFmt, app, safe_echo
 from infergap.cli import validate as v
 from infergap.cli.options import db_option, format_option
 
@@ -25,22 +25,22 @@ def history(
 
     if kind and kind not in KINDS:
         raise UserError(f"--kind {kind}: expected one of {', '.join(KINDS)}")
-    with Ledger(db) as ledger:
+    with Ledger(db, readonly=True) as ledger:
         runs = ledger.runs(kind=kind, host=host, limit=limit)
     if fmt is ListFmt.json:
         import json
 
-        typer.echo(json.dumps([r.summary() for r in runs], indent=1))
+        safe_echo(json.dumps([r.summary() for r in runs], indent=1))
         return
     if not runs:
-        typer.echo("no runs recorded" + (" matching the filters" if kind or host else ""))
+        safe_echo("no runs recorded" + (" matching the filters" if kind or host else ""))
         return
     rows = [r.summary() for r in runs]
     w_about = min(60, max([5] + [len(s["about"]) for s in rows]))
-    typer.echo(f"{'id':>5}  {'kind':8}  {'time (UTC)':19}  {'host':16}  {'about':{w_about}}  {'status':9}  result")
+    safe_echo(f"{'id':>5}  {'kind':8}  {'time (UTC)':19}  {'host':16}  {'about':{w_about}}  {'status':9}  result")
     for s in rows:
         host = s["host_name"] or s["host"]
-        typer.echo(f"{s['id']:>5}  {s['kind']:8}  {s['created_at'][:19].replace('T', ' '):19}  {host[:16]:16}  "
+        safe_echo(f"{s['id']:>5}  {s['kind']:8}  {s['created_at'][:19].replace('T', ' '):19}  {host[:16]:16}  "
                    f"{s['about']:{w_about}}  {s['status']:9}  {s['what']}".rstrip())
 
 
@@ -59,7 +59,7 @@ def compare(
     point by point. Warns when the two audits describe different hosts."""
     from infergap.ledger import AuditDiff, Ledger, LedgerError, compare_runs
 
-    with Ledger(db) as ledger:
+    with Ledger(db, readonly=True) as ledger:
         a, b = ledger.get(run_a), ledger.get(run_b)
         if a.kind == "fleet" and b.kind == "fleet":
             from infergap.fleet.compare import compare_fleets
@@ -70,7 +70,7 @@ def compare(
         else:
             diff = compare_runs(a, b)
     if a.kind == "audit" and a.host != b.host:
-        typer.echo(f"infergap: warning: run {a.id} and run {b.id} are audits of different hosts "
+        safe_echo(f"infergap: warning: run {a.id} and run {b.id} are audits of different hosts "
                    f"({_host_label(a)} and {_host_label(b)}): differences may be the machines, not changes", err=True)
     if fmt is ListFmt.json:
         import dataclasses
@@ -84,28 +84,28 @@ def compare(
             doc["comparison"] = dataclasses.asdict(diff)
         else:
             doc["comparison"] = diff.model_dump(mode="json")
-        typer.echo(json.dumps(doc, indent=1, ensure_ascii=False))
+        safe_echo(json.dumps(doc, indent=1, ensure_ascii=False))
         return
-    typer.echo(f"{a.kind} run {a.id} ({a.created_at[:19]}, {a.summary()['about'] or _host_label(a)}) → "
+    safe_echo(f"{a.kind} run {a.id} ({a.created_at[:19]}, {a.summary()['about'] or _host_label(a)}) → "
                f"run {b.id} ({b.created_at[:19]}, {b.summary()['about'] or _host_label(b)})")
     if isinstance(diff, AuditDiff):
         for f in diff.appeared:
-            typer.echo(f"  + {f.get('id')}{(' ' + f['subject']) if f.get('subject') else ''}: {f.get('status')}"
+            safe_echo(f"  + {f.get('id')}{(' ' + f['subject']) if f.get('subject') else ''}: {f.get('status')}"
                        f"{(' ' + f['severity']) if f.get('severity') else ''}  {f.get('title', '')}")
         for f in diff.disappeared:
-            typer.echo(f"  - {f.get('id')}{(' ' + f['subject']) if f.get('subject') else ''}: {f.get('status')}"
+            safe_echo(f"  - {f.get('id')}{(' ' + f['subject']) if f.get('subject') else ''}: {f.get('status')}"
                        f"{(' ' + f['severity']) if f.get('severity') else ''}  {f.get('title', '')}")
         for (cid, subj), sa, sb in diff.changed:
-            typer.echo(f"  ~ {cid}{(' ' + subj) if subj else ''}: {sa} → {sb}")
+            safe_echo(f"  ~ {cid}{(' ' + subj) if subj else ''}: {sa} → {sb}")
         if not (diff.appeared or diff.disappeared or diff.changed):
-            typer.echo("  no finding appeared, disappeared or changed status")
+            safe_echo("  no finding appeared, disappeared or changed status")
         return
     from infergap.fleet.compare import FleetDiff, diff_lines
 
     if isinstance(diff, FleetDiff):
         for line in diff_lines(diff):
-            typer.echo(line)
+            safe_echo(line)
         return
     from infergap.render.bench import comparison_text
 
-    typer.echo(comparison_text(diff))
+    safe_echo(comparison_text(diff))

@@ -68,10 +68,12 @@ def plan(
         width = terminal_width(output)
         text = render_text(p, color=width is not None, width=width)
     if output is not None:
+        from infergap.guard import write_atomic
+
         try:
-            output.write_text(text, encoding="utf-8")
-        except OSError as e:
-            raise fail(f"--output {output}: cannot write ({e.strerror or e})")
+            write_atomic(output, text, inputs=[audit, roofline, bench, catalog, *(evidence or [])])
+        except UserError as e:
+            raise fail(str(e))
     else:
         typer.echo(text, nl=False)
     from infergap.cli import record

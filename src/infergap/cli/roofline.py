@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import typer
 from infergap.cli import Fmt, app, fail, terminal_width
 from infergap.cli import validate as v
 from infergap.cli.options import db_option, format_option, output_option, snapshot_option
+from infergap.guard import dumps
 
 
 class Ceiling(str, Enum):
@@ -106,17 +106,19 @@ def roofline(
         raise fail(str(e))
 
     if fmt is Fmt.json:
-        text = json.dumps(result.to_json_dict(), indent=2) + "\n"
+        text = dumps(result.to_json_dict(), indent=2) + "\n"
     elif fmt is Fmt.md:
         text = render_markdown(result)
     else:
         width = terminal_width(output)
         text = render_text(result, color=width is not None, width=width)
     if output is not None:
+        from infergap.guard import write_atomic
+
         try:
-            output.write_text(text)
-        except OSError as e:
-            raise fail(f"--output {output}: cannot write ({e.strerror or e})")
+            write_atomic(output, text, inputs=[snapshot, Path(model) if Path(model).exists() else None])
+        except UserError as e:
+            raise fail(str(e))
     else:
         typer.echo(text, nl=False)
     from infergap.cli import record

@@ -50,9 +50,14 @@ def nccl_logs(snap: Any) -> list[tuple[Any, NcclLogFacts]]:
 
 
 def engine_logs(snap: Any) -> list[tuple[Any, EngineLogFacts]]:
-    """(part, facts) for every SGLang or vLLM log part."""
+    """(part, facts) for every SGLang, vLLM or llama.cpp log part."""
     out = []
     for part in _parts(snap, "engine_log"):
+        if part.kind == "llamacpp_log":
+            from infergap.evidence.llamacpp_log import parse_llamacpp_log
+
+            out.append((part, _memo(snap, ("llamacpp", str(part.path), part.start, part.end), lambda p=part: parse_llamacpp_log(p.iter_lines()))))
+            continue
         facts = _memo(snap, ("engine", str(part.path), part.start, part.end), lambda p=part: parse_engine_log(p.iter_lines()))
         if facts.engine is None:
             facts.engine = "sglang" if part.kind == "sglang_log" else "vllm" if part.kind == "vllm_log" else None

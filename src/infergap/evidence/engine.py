@@ -14,13 +14,14 @@ tokens``. Both print ``Custom allreduce is disabled because …``
 
 from __future__ import annotations
 
-import ast
-import json
 import re
 from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, Field
+
+from infergap.errors import UserError
+from infergap.guard import literal, loads
 
 _SERVER_ARGS = re.compile(r"server_args=ServerArgs\(")
 _NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$")
@@ -91,11 +92,11 @@ def parse_kv_repr(text: str) -> dict[str, Any]:
             continue
         v = v.strip()
         try:
-            val: Any = ast.literal_eval(v)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            val: Any = literal(v)
+        except ValueError:
             try:
-                val = json.loads(v)
-            except ValueError:
+                val = loads(v, "argument")
+            except UserError:
                 val = v
         out[k.strip()] = val
     return out
@@ -212,10 +213,10 @@ def parse_engine_log(lines: Iterable[str]) -> EngineLogFacts:
         if m:
             _set_engine(f, "vllm")
             try:
-                d = ast.literal_eval(m.group(1))
+                d = literal(m.group(1))
                 if isinstance(d, dict):
                     f.args.update({str(k): v for k, v in d.items()})
-            except (ValueError, SyntaxError):
+            except ValueError:
                 pass
             continue
         m = _VLLM_NAMESPACE.search(line) if "Namespace(" in line else None

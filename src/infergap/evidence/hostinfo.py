@@ -95,7 +95,7 @@ def compute_capabilities(snap: Any) -> list[str]:
         try:
             d = json.loads(res.stdout.strip().splitlines()[0])
             return [f"{a}.{b}" for a, b in d.get("capability") or []]
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, AttributeError, RecursionError):
             pass
     return []
 

@@ -16,8 +16,27 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-#: ``host:pid:tid [dev] NCCL INFO msg``; NCCL 2.2-2.3 printed ``INFO``/``WARN`` without ``NCCL``.
-_PREFIX = re.compile(r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:NCCL )?(?P<lvl>INFO|WARN|TRACE|ABORT) ?(?P<msg>.*)$")
+#: ``host:pid:tid [dev] NCCL INFO msg`` (NCCL 2.2-2.3 printed ``INFO``/``WARN`` without ``NCCL``).
+#: The ``] NCCL INFO`` anchor is found first and the head is matched in the 100 characters before
+#: it (HOST_NAME_MAX is 64), so a crafted line costs time in proportion to its length; one search
+#: of the whole pattern from every position would be quadratic.
+_ANCHOR = re.compile(r"\] (?:NCCL )?(?:INFO|WARN|TRACE|ABORT)")
+_HEAD = re.compile(r"(?P<host>[^\s:\[\]]{1,64}):(?P<pid>\d{1,10}):(?P<tid>\d{1,10}) \[(?P<dev>\d{1,6})\]$")
+_TAIL = re.compile(r" (?:NCCL )?(?P<lvl>INFO|WARN|TRACE|ABORT) ?(?P<msg>.*)$")
+
+
+def _prefix(line: str) -> dict[str, str] | None:
+    """``host``, ``pid``, ``tid``, ``dev``, ``lvl``, ``msg`` of an NCCL debug line, or None (the
+    first 8 anchors of a line are tried)."""
+    for n, a in enumerate(_ANCHOR.finditer(line)):
+        if n == 8:
+            break
+        pos = a.start()
+        head = _HEAD.search(line, max(0, pos - 100), pos + 1)
+        tail = _TAIL.match(line, pos + 1) if head else None
+        if tail:
+            return {**head.groupdict(), **tail.groupdict()}
+    return None
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)(?:\+cuda(\d+\.\d+))?")
 _CHANNEL = re.compile(
     r"(?:Channel|Ring) (?P<ch>\d+)(?:/\d+)? ?: (?P<src>\d+)\[(?P<sdev>[0-9a-fx]+)\] -> (?P<dst>\d+)\[(?P<ddev>[0-9a-fx]+)\]"
@@ -25,7 +44,7 @@ _CHANNEL = re.compile(
 )
 _RING = re.compile(r"^Channel (\d+)/(\d+) ?:\s+\d+(?:\s+\d+)*\s*$")
 _TREES = re.compile(r"^Trees((?: \[\d+\] \S+)+)")
-_COUNTS = re.compile(r"(\d+) coll channels, (?:(\d+) collnet channels, )?(?:(\d+) nvls channels, )?(\d+) p2p channels")
+_COUNTS = re.compile(r"(\d{1,9}) coll channels, (?:(\d{1,9}) collnet channels, )?(?:(\d{1,9}) nvls channels, )?(\d{1,9}) p2p channels")
 _GDR_OFF = re.compile(r"GPU Direct RDMA Disabled for (?:HCA \d+ '([^']+)'|GPU (\S+) / HCA (\d+) '?([^'\s]*)'?)")
 _GDR_ON = re.compile(r"GPU Direct RDMA (?:\(nvidia-peermem\) )?[Ee]nabled? for (?:HCA \d+ '([^']+)|GPU)")
 _P2P_OFF = re.compile(r"P2P is disabled between connected GPUs (\d+) and (\d+)")
@@ -165,12 +184,12 @@ def parse_nccl_log(lines: Iterable[str]) -> NcclLogFacts:
         f.lines += 1
         if "NCCL" not in line and " INFO " not in line and " WARN " not in line:
             continue
-        m = _PREFIX.search(line)
+        m = _prefix(line)
         if m:
-            msg = m.group("msg")
-            host = m.group("host")
+            msg = m["msg"]
+            host = m["host"]
             hosts.setdefault(host, None)
-            level = m.group("lvl")
+            level = m["lvl"]
         else:
             vm = _VERSION.search(line)
             if vm and f.version is None:

@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infergap.evidence.llamacpp_log import is_llamacpp_line
 from infergap.evidence.signatures import line_kind
 from infergap.evidence.text import clean_line, decode
 
@@ -64,9 +65,10 @@ KINDS: dict[str, tuple[str, str]] = {
     "nccl_log": ("NCCL log (NCCL_DEBUG=INFO)", "log"),
     "sglang_log": ("SGLang server log", "log"),
     "vllm_log": ("vLLM server log", "log"),
+    "llamacpp_log": ("llama.cpp llama-server log", "log"),
 }
 
-LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "dmesg", "traceback", "fragment")
+LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "llamacpp_log", "dmesg", "traceback", "fragment")
 
 # -- start markers (tested on the stripped line) ------------------------------------------------
 _START: list[tuple[str, re.Pattern[str]]] = [
@@ -97,6 +99,11 @@ _START: list[tuple[str, re.Pattern[str]]] = [
     ("apt_history", re.compile(r"^Start-Date: \d{4}-\d\d-\d\d ")),
 ]
 _START_RE = {k: r for k, r in _START}
+#: Start markers are short lines: a longer line is tested on its first characters only, and never
+#: for the kinds whose marker is a whole line (``$``), which no line this long can be (a kernel
+#: command line is at most 4096 bytes). A 16 MB line then costs one pass, not one per pattern.
+MAX_START_LINE = 8192
+_WHOLE_LINE = {k for k, r in _START if r.pattern.endswith("$")}
 #: Kinds whose start marker repeats on every line (each line of ``sysctl -a`` is a marker).
 _REPEATING = {"lspci", "sysctl_all", "pip_freeze", "ulimit", "nvsmi_nvlink", "cmdline", "env", "lspci_tree"}
 #: Kinds one of whose markers, inside a part of the key kind, continues it.
@@ -124,7 +131,10 @@ _TRACEBACK = re.compile(r"^(?:Traceback \(most recent call last\):|\s+File \"[^\
 # -- part separators ----------------------------------------------------------------------------
 _QUOTE_PREFIX = re.compile(r"^\s*> ?")
 _FENCE = re.compile(r"^(?:```|~~~)")
-_PROMPT = re.compile(r"^(?:\$|#|>>>|\S+@[\w.\-]+(?::[^$#\s]*)?[$#]|\[[^\]]*@[^\]]*\][$#]|PS [^>]*>)\s+(?P<cmd>\S.*)$")
+#: A shell prompt and its command. Every repeat before the command is bounded (user names and host
+#: names are short, HOST_NAME_MAX is 64), so a long line that almost looks like a prompt is refused
+#: after a bounded number of steps instead of one attempt per ``@`` (quadratic).
+_PROMPT = re.compile(r"^(?:\$|#|>>>|[^\s@]{1,64}@[\w.\-]{1,255}(?::[^$#\s]{0,1024})?[$#]|\[[^\]@]{0,64}@[^\]]{0,1024}\][$#]|PS [^>]{0,1024}>)\s{1,16}(?P<cmd>\S.*)$")
 _PROMPT_HINTS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"nvidia-smi\s+topo\s+(?:-m|--matrix)"), "nvsmi_topo"),
     (re.compile(r"nvidia-smi\s+topo\s+-p2p"), "nvsmi_p2p"),
@@ -253,8 +263,12 @@ def start_kind(stripped: str) -> str | None:
     c = stripped[:1]
     if not c:
         return None
+    long = len(stripped) > MAX_START_LINE
+    head = stripped[:MAX_START_LINE] if long else stripped
     for kind, rx in _START:
-        if rx.match(stripped):
+        if long and kind in _WHOLE_LINE:
+            continue
+        if rx.match(head):
             return kind
     return None
 
@@ -275,6 +289,8 @@ def log_kinds(line: str) -> tuple[str, ...]:
     elif any(w in s for w in _VLLM_WORDS) or ((" INFO " in s or " WARNING " in s or " ERROR " in s or " DEBUG " in s
                                                or s.startswith(("INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL"))) and _VLLM.search(s)):
         out.append("vllm_log")
+    if not out and is_llamacpp_line(s):
+        out.append("llamacpp_log")
     if c in "[kADFJMNOS" and "sglang_log" not in out and _DMESG.match(s):
         out.append("dmesg")
     if out:
@@ -324,7 +340,7 @@ def _close(seg: _Seg, end: int) -> tuple[str | None, frozenset[str]]:
     if kind == "nvsmi_nvlink" and not seg.counts.get("_link"):
         kind = None  # ``nvidia-smi -L`` also prints "GPU 0: … (UUID: …)"
     if kind is None:
-        engine = max(("sglang_log", "vllm_log"), key=lambda k: logs.get(k, 0))
+        engine = max(("sglang_log", "vllm_log", "llamacpp_log"), key=lambda k: logs.get(k, 0))
         if logs.get(engine):
             kind = engine
         elif logs.get("nccl_log"):

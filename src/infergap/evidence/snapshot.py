@@ -15,16 +15,20 @@ import json
 import logging
 import os
 import re
-import shutil
 import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from infergap.guard import os_reason
 from infergap.evidence.recognize import CHUNK_BYTES, KINDS, EvidencePart, Unrecognized, scan_file
 from infergap.snapshot.core import CmdResult, Snapshot
 
 log = logging.getLogger(__name__)
+
+
+#: Bytes read at most from a pipe or device given as evidence (a pasted log is megabytes).
+MAX_SPOOL_BYTES = 256 * 1024 * 1024
 
 
 class EvidenceCmdResult(CmdResult):
@@ -107,6 +111,8 @@ class EvidenceSnapshot(Snapshot):
         self.parts: list[EvidencePart] = []
         self._unrecognized: list[Unrecognized] = []
         self._spool_dir: tempfile.TemporaryDirectory[str] | None = None
+        if base is not None and hasattr(base, "refused_evidence"):
+            self._unrecognized += [Unrecognized(p, why) for p, why in base.refused_evidence()]
         for f in files:
             if f.is_dir():
                 subs = sorted(q for q in f.rglob("*") if q.is_file())
@@ -153,9 +159,19 @@ class EvidenceSnapshot(Snapshot):
         dest = Path(self._spool_dir.name) / f"{len(os.listdir(self._spool_dir.name))}-{path.name or 'stdin'}"
         try:
             with open(path, "rb") as src, open(dest, "wb") as out:
-                shutil.copyfileobj(src, out, CHUNK_BYTES)
+                total = 0
+                while True:
+                    b = src.read(CHUNK_BYTES)
+                    if not b:
+                        break
+                    total += len(b)
+                    if total > MAX_SPOOL_BYTES:  # /dev/zero, `yes`: an input without end
+                        out.close()
+                        dest.unlink()
+                        return Unrecognized(path, f"more than {MAX_SPOOL_BYTES // (1 << 20)} MiB from a pipe or device; not read")
+                    out.write(b)
         except OSError as e:
-            return Unrecognized(path, f"cannot read ({e.strerror or e})")
+            return Unrecognized(path, f"cannot read ({os_reason(e)})")
         return dest
 
     # -- what was found ----------------------------------------------------------------------
@@ -166,9 +182,9 @@ class EvidenceSnapshot(Snapshot):
     def evidence_parts(self, kind: str) -> list[EvidencePart]:
         """Recognised parts serving ``kind`` (``nccl_log``, ``sglang_log``, ``vllm_log``, ``dmesg``,
         ``collect_env``, or any key of :data:`infergap.evidence.recognize.KINDS`); ``engine_log``
-        means SGLang and vLLM logs. Base snapshot parts come first."""
+        means SGLang, vLLM and llama.cpp logs. Base snapshot parts come first."""
         base_parts = list(self.base.evidence_parts(kind)) if self.base is not None and hasattr(self.base, "evidence_parts") else []
-        want = {"sglang_log", "vllm_log"} if kind == "engine_log" else {kind}
+        want = {"sglang_log", "vllm_log", "llamacpp_log"} if kind == "engine_log" else {kind}
         return base_parts + [p for p in self.parts if p.kinds & want]
 
     def _part_text(self, part: EvidencePart) -> str:
@@ -286,6 +302,8 @@ def open_with_evidence(snapshot: str | os.PathLike[str] | None, evidence: list[s
             raise UserError(f"--evidence {p}: no such file or directory")
     base = open_snapshot(snapshot, active=active) if (snapshot is not None or host) else None
     extra = base.evidence_files() if base is not None and hasattr(base, "evidence_files") else []
+    if not extra and base is not None and hasattr(base, "refused_evidence"):
+        extra = base.refused_evidence()  # say what was not followed
     if not paths and not extra:
         if base is None:
             raise UserError("nothing to audit: --no-host needs --snapshot or --evidence")

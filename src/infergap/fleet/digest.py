@@ -213,7 +213,7 @@ def _normalize(check: str, values: list[str], subjects: dict[str, str], embedded
     if check in ("kernel.cmdline", "iommu.mode"):
         text = _CMDLINE_IDENTITY.sub("", text).strip()
     if check == "gpu.power_limit":
-        text = re.sub(r",?\s*draw [\d.]+\s*W?", "", text)
+        text = re.sub(r",?\s{0,8}draw [\d.]{1,16}\s{0,4}W?", "", text)
     return _BDF.sub(lambda m: subjects.get(m.group(0).lower(), m.group(0)), text)
 
 

@@ -21,14 +21,20 @@ NOFILE_GOOD = 65536
 SHM_GOOD_B = 1024**3
 
 
+def _no_output(ctx: Context, name: str) -> bool:
+    """No record of command ``name``, or one that never ran (unreadable, not found)."""
+    r = ctx.snap.cmd(name)
+    return r is None or (r.error is not None and r.rc is None)
+
+
 def _detect(ctx: Context) -> Finding:
     c = ctx.facts.container()
     if c.inside:
         return finding("container.detect", NAME, Status.expected, f"Running inside a {c.kind} container", evidence_=evidence(*c.evidence),
                        impact="Kernel settings (sysctls), cpufreq, cpuidle and PCI config space belong to the host: findings about them are marked host-controlled and their commands are for the host.")
-    if all(ctx.snap.read(p) is None for p in ("/proc/1/environ", "/proc/1/cgroup", "/proc/mounts")) and ctx.snap.cmd("systemd_detect_virt_c") is None and ctx.snap.cmd("systemd_detect_virt") is None:
+    if all(ctx.snap.read(p) is None for p in ("/proc/1/environ", "/proc/1/cgroup", "/proc/mounts")) and _no_output(ctx, "systemd_detect_virt_c") and _no_output(ctx, "systemd_detect_virt"):
         return unknown("container.detect", NAME, "Container: not captured", "Needs /proc/1/environ, /proc/1/cgroup, /proc/mounts or systemd-detect-virt -c.")
-    return finding("container.detect", NAME, Status.ok, "Not inside a container", evidence_=evidence(*c.evidence) or evidence(("files/proc/1/environ", "no container= variable")))
+    return finding("container.detect", NAME, Status.ok, "Not inside a container", evidence_=evidence(*c.evidence, *c.discounted) or evidence(("files/proc/1/environ", "no container= variable")))
 
 
 def _limit_remedy(ctx: Context, what: str, val: str) -> Remedy:

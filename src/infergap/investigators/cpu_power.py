@@ -23,9 +23,14 @@ DEEP_STATE_US = 50
 
 
 def _no_cpu_pm(ctx: Context, cid: str, what: str) -> Finding:
-    if ctx.snap.listdir("/sys/devices/system/cpu") is None:
-        from infergap.investigators.base import unknown
+    from infergap.investigators.base import unknown
 
+    denied = ctx.snap.unreadable_under("/sys/devices/system/cpu")
+    if denied:
+        path, why = denied[0]
+        return unknown(cid, NAME, f"{what.capitalize()}: unreadable ({why})",
+                       f"{len(denied)} file(s) under /sys/devices/system/cpu could not be read ({path}: {why}); run as root.")
+    if ctx.snap.listdir("/sys/devices/system/cpu") is None:
         return unknown(cid, NAME, f"{what.capitalize()}: not captured", "Needs /sys/devices/system/cpu.")
     vm = ctx.facts.virtualization()
     c = ctx.facts.container()

@@ -299,6 +299,12 @@ def _unidentified(ctx: Context) -> Finding | None:
                    *[(s, f"{len(funcs)} PCI functions") for s in listing[:2]], ("system pci.ids", db.path or "not installed"))
     if not db.vendors:
         return unknown(cid, NAME, "PCI names: no pci.ids database installed", "Install the pci.ids package (Debian: pci.ids) to name devices.", evidence_=evs)
+    denied = ctx.snap.unreadable_under("/sys/bus/pci/devices")  # ids unreadable, not unknown to pci.ids
+    no_id = [b for b, f in funcs.items() if f.vendor is None] if denied else []
+    if no_id:
+        why = f" ({denied[0][1]})"
+        return unknown(cid, NAME, f"{len(no_id)} PCI function(s) without a readable vendor id{why}",
+                       "Their vendor and device ids could not be read, so what they are is not known.", evidence_=evs)
     if unknown_ids:
         return finding(cid, NAME, Status.unknown, f"{len(unknown_ids)} PCI function(s) of an unknown vendor: {', '.join(named[b] for b in unknown_ids[:4])}",
                        evidence_=evs, details={"devices": named}, impact="Not in the installed pci.ids; look the id up before guessing what it is.")

@@ -30,7 +30,7 @@ MELLANOX = 0x15B3
 MRRS_GOOD_B = 4096
 #: An extended capability line of lspci -vvv (offset >= 0x100, shown only when read as root).
 EXT_CAP = re.compile(r"Capabilities: \[[1-9a-f][0-9a-f]{2} v\d+\]")
-SPEED_GTS = re.compile(r"([\d.]+)\s*GT/s")
+SPEED_GTS = re.compile(r"([\d.]{1,16})\s{0,8}GT/s")
 
 
 def _gts(s: str | None) -> float | None:

@@ -31,7 +31,7 @@ def parse_ulimit(text: str) -> dict[str, str]:
     unit the line names (kbytes for -l)."""
     out = {}
     for line in text.splitlines():
-        m = re.search(r"\((?:[^)]*,\s*)?(-\w)\)\s+(\S+)\s*$", line)
+        m = re.search(r"\((?:[^),]{0,64},\s{0,8})?(-\w)\)\s{1,64}(\S{1,64})\s*$", line)
         if m:
             out[m.group(1)] = m.group(2)
     return out
@@ -143,7 +143,7 @@ def parse_pip_list(text: str) -> dict[str, str]:
     if text.startswith("["):
         try:
             return {norm(d["name"]): str(d["version"]) for d in json.loads(text) if isinstance(d, dict) and "name" in d}
-        except (json.JSONDecodeError, TypeError, KeyError):
+        except (json.JSONDecodeError, TypeError, KeyError, RecursionError):
             pass
     out = {}
     for line in text.splitlines():

@@ -200,7 +200,13 @@ def parse_nvsmi_xml(text: str) -> NvsmiLog:
             gpus=[_gpu(g) for g in root.findall("gpu")],
         )
     except ET.ParseError as e:
-        blocks = re.findall(r"<gpu id=\"[^\"]*\">.*?</gpu>", text, flags=re.S)
+        # Whole <gpu> elements, found by splitting at each opening tag (linear: a lazy ".*?</gpu>"
+        # search from every opening tag is quadratic on a cut file with many of them).
+        blocks = []
+        for piece in text.split('<gpu id="')[1:]:
+            end = piece.find("</gpu>")
+            if end >= 0:
+                blocks.append('<gpu id="' + piece[: end + len("</gpu>")])
         gpus = []
         for b in blocks:
             try:
@@ -322,7 +328,7 @@ def parse_query_csv(text: str) -> list[dict[str, str]]:
         return []
     if not rows:
         return []
-    keys = [re.sub(r"\s*\[.*?\]\s*$", "", k.strip()) for k in rows[0]]
+    keys = [re.sub(r"\[[^\[\]]{0,64}\]$", "", k.strip()).rstrip() for k in rows[0]]
     return [dict(zip(keys, (v.strip() for v in r))) for r in rows[1:] if len(r) == len(keys)]
 
 
@@ -522,7 +528,7 @@ def parse_nvsmi_table(text: str) -> list[NvsmiGpu]:
             continue
         g = NvsmiGpu(bdf=normalize_bdf(m.group(4)), name=m.group(2).strip(), persistence_mode=m.group(3) == "On")
         if i + 1 < len(lines):
-            n = re.search(r"(\d+)C\s+(P\d+)\s+(\d+)W\s*/\s*(\d+)W\s*\|\s*(\d+)MiB\s*/\s*(\d+)MiB\s*\|\s*(\d+)%\s+(\S+)", lines[i + 1])
+            n = re.search(r"(\d{1,4})C\s{1,16}(P\d{1,2})\s{1,16}(\d{1,6})W\s{0,16}/\s{0,16}(\d{1,6})W\s{0,16}\|\s{0,16}(\d{1,9})MiB\s{0,16}/\s{0,16}(\d{1,9})MiB\s{0,16}\|\s{0,16}(\d{1,3})%\s{1,16}(\S+)", lines[i + 1])
             if n:
                 g.temperature_C, g.pstate = float(n.group(1)), n.group(2)
                 g.power_W, g.power_limit_W = float(n.group(3)), float(n.group(4))

@@ -306,7 +306,7 @@ def parse_lspci_vvv(text: str) -> dict[str, LspciDevice]:
                 cur.link_sta = (float(mm.group(1)), int(mm.group(2)))
             cur.link_downgraded = "downgraded" in s
         elif s.startswith("ACSCtl:"):
-            cur.acs_ctl = {k: v == "+" for k, v in re.findall(r"(\w+)([+-])", s[len("ACSCtl:") :])}
+            cur.acs_ctl = {k: v == "+" for k, v in re.findall(r"(\w{1,32})([+-])", s[len("ACSCtl:") :])}
         elif "Resizable BAR" in s:
             cur.rebar = True
         elif s.startswith("Bus: primary="):

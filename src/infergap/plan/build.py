@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from infergap import __version__
 from infergap.plan.catalog import TIER_ORDER, Lever, load_catalog
 from infergap.plan.conditions import Fact, evaluate
-from infergap.plan.facts import gather, how_to_find
+from infergap.plan.facts import completed, gather, how_to_find
 
 SCHEMA = "infergap.plan/1"
 
@@ -87,6 +87,7 @@ class PlanItem(BaseModel):
     undo: str | None = None
     source: str = ""
     why: str | None = None
+    priority: str | None = None
 
 
 class Unknown(BaseModel):
@@ -171,8 +172,9 @@ def build_gap(roofline: dict[str, Any] | None, bench: Any) -> Gap:
     batches: memory or compute from the roofline's batched model)."""
     gap = Gap()
     single = {b["name"]: b for b in (roofline or {}).get("single_stream") or []}
-    pts = sorted([p for p in (bench.points if bench else []) if p.mode == "concurrency" and p.concurrency and _tps(p) is not None
-                  and getattr(p, "valid", True)], key=lambda p: p.concurrency)
+    every = [p for p in (bench.points if bench else []) if p.mode == "concurrency" and p.concurrency and _tps(p) is not None]
+    pts = sorted([p for p in every if completed(p) and getattr(p, "valid", True)], key=lambda p: p.concurrency)
+    dead = [p.label for p in every if not completed(p)]
     pg = single.get("per_gpu")
     if pg:
         comm = pg.get("collectives_s") or 0.0
@@ -210,6 +212,8 @@ def build_gap(roofline: dict[str, Any] | None, bench: Any) -> Gap:
         gap.summary = "no roofline: the measured points cannot be compared with a bound"
     elif bench is not None and bench.points and not any(getattr(p, "valid", True) for p in bench.points):
         gap.summary = "no valid point: every point of the sweep failed more requests than the failure budget allows"
+    if dead:
+        gap.summary = ((gap.summary + "; ") if gap.summary else "") + f"no request completed at {', '.join(dead)}: no throughput to compare there"
     return gap
 
 
@@ -256,7 +260,34 @@ def _params(facts: dict[str, Fact], url: str | None) -> dict[str, Any]:
     v = {k: f.value for k, f in facts.items()}
     seen = [x for x in (v.get("load.running_max"), v.get("load.max_concurrency")) if isinstance(x, int)]
     tp = v.get("par.tp") or v.get("gpu.count") or 1
-    return {"n": _pow2(max(seen)) if seen else "N", "tp": tp, "dp": max(1, (v.get("gpu.count") or tp) // 2), "url": url or "URL"}
+    out = {"n": _pow2(max(seen)) if seen else "N", "tp": tp, "dp": max(1, (v.get("gpu.count") or tp) // 2), "url": url or "URL"}
+    out.update(_slots(v))
+    return out
+
+
+#: Most slots the plan proposes at once: past this llama.cpp's per-step host work (sampling every
+#: slot, ggml-org/llama.cpp#27050) grows faster than the batch helps; measure before going higher.
+MAX_SLOTS = 64
+
+
+def _slots(v: dict[str, Any]) -> dict[str, Any]:
+    """llama.cpp slot sizing from the KV budget (``server.kv_slots_max``), not from the sweep:
+    the largest power of two the budget holds at the current per-slot context, at most
+    :data:`MAX_SLOTS`."""
+    now, ctx, most = v.get("server.n_slots"), v.get("server.slot_context"), v.get("server.kv_slots_max")
+    need = v.get("load.context_needed")
+    need_slot = _pow2(int(need * 1.25)) if isinstance(need, int) and need > 0 else "C"
+    base = {"ctx_need": need_slot, "ctx_need_total": need_slot * now if isinstance(need_slot, int) and isinstance(now, int) else "slots × C"}
+    if not isinstance(ctx, int) or not isinstance(most, int) or most < 1:
+        return {**base, "slots": "N", "ctx": ctx or "C", "ctx_total": "N×C", "slots_now": now or 1,
+                "slots_why": "size N from the GPU memory left after the weights: each slot needs C tokens of KV cache"}
+    p = 1
+    while p * 2 <= min(most, MAX_SLOTS):
+        p *= 2
+    if isinstance(now, int) and p <= now:
+        p = min(most, now * 2)
+    return {**base, "slots": p, "ctx": ctx, "ctx_total": p * ctx, "slots_now": now or 1,
+            "slots_why": f"the KV budget holds {most} slots of {ctx} tokens; {p} is a power of two ≤ {min(most, MAX_SLOTS)}"}
 
 
 def _actions(lv: Lever, facts: dict[str, Fact], params: dict[str, Any]) -> list[str]:
@@ -310,9 +341,16 @@ def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, serve
         if server is None and log_cfgs:
             plan.stages[-1] = Stage(name="server", status="from log", detail=", ".join(lab for lab, _ in engine_logs or []))
     plan.gap = build_gap(r, bench)
+    eff = facts.get("regime.batch1_eff_measured_bw")
+    bw = facts.get("gpu.measured_bw_GBps")
+    if eff is not None and bw is not None and plan.gap.summary:
+        plan.gap.summary += f"; {eff.value:.1%} of the bound at the {bw.value / 1000:.2f} TB/s this host's audit measured"
     plan.host_fixes = build_host_fixes(a)
     unknown: dict[str, list[str]] = {}
+    eng = facts.get("engine.name")
     for lv in catalog:
+        if eng is not None and lv.engines and eng.value not in lv.engines:
+            continue  # another engine's lever (its flags, and the facts it needs, mean nothing here)
         o = evaluate(lv.when, facts)
         if o.value is None:
             if lv.tier != "wont_help":
@@ -325,9 +363,10 @@ def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, serve
         item = PlanItem(id=lv.id, tier=lv.tier, title=lv.title, actions=_actions(lv, facts, params),
                         selected_by=[t.text() for t in used], facts=list(dict.fromkeys(t.fact for t in used)),
                         effect=lv.effect, gain=lv.gain, metric=lv.metric, effort_h=lv.effort_h, score=lv.score(), risk=lv.risk,
-                        verify=lv.verify.format_map(params) if lv.verify else None, undo=lv.undo, source=lv.source, why=lv.why)
+                        verify=lv.verify.format_map(params) if lv.verify else None, undo=lv.undo, source=lv.source, why=lv.why,
+                        priority=lv.priority)
         (plan.wont_help if lv.tier == "wont_help" else plan.levers).append(item)
-    plan.levers.sort(key=lambda x: (TIER_ORDER[x.tier], -(x.score or 0.0), x.id))
+    plan.levers.sort(key=lambda x: (_SEV_ORDER.get(x.priority or "", 9), TIER_ORDER[x.tier], -(x.score or 0.0), x.id))
     given = {n for n, x in (("audit", a), ("roofline", r), ("bench", bench), ("server", server), ("logs", engine_logs)) if x}
     if server is not None and getattr(server, "reachable", None) is False:
         given.add("server-unreachable")
@@ -342,10 +381,13 @@ def _top(plan: Plan, n: int = 5) -> list[str]:
         return f"[host {h.severity} {h.fix_kind}] {h.title}: {cmd}"
 
     def lever(x: PlanItem) -> str:
-        return f"[{x.tier.replace('_', ' ')}] {x.title}: {x.actions[0] if x.actions else x.verify}"
+        pri = f"{x.priority} " if x.priority else ""
+        return f"[{pri}{x.tier.replace('_', ' ')}] {x.title}: {x.actions[0] if x.actions else x.verify}"
 
     seq = [fix(h) for h in plan.host_fixes if h.severity == "P0"]
-    seq += [lever(x) for x in plan.tier("flag_flip")]
+    seq += [lever(x) for x in plan.levers if x.priority == "P0"]
+    seq += [lever(x) for x in plan.levers if x.priority == "P1"]
+    seq += [lever(x) for x in plan.tier("flag_flip") if not x.priority]
     seq += [fix(h) for h in plan.host_fixes if h.severity == "P1" and h.fix_kind == "runtime"]
-    seq += [lever(x) for x in plan.tier("small_change")] + [lever(x) for x in plan.tier("engineering")]
+    seq += [lever(x) for x in plan.tier("small_change") + plan.tier("engineering") if not x.priority]
     return seq[:n]

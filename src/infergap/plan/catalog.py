@@ -54,6 +54,8 @@ class Lever(BaseModel):
     id: str
     title: str
     tier: Tier
+    #: P0/P1 when the lever fixes a misconfiguration (the plan lists P0 levers first); None for tuning.
+    priority: Literal["P0", "P1"] | None = None
     when: dict[str, Any] = Field(default_factory=dict)
     engines: dict[str, list[EngineVariant]] = Field(default_factory=dict)
     gain: tuple[float, float] | None = None

@@ -7,7 +7,13 @@ Regime thresholds (stated so a reader can disagree): latency-bound when batch-1 
 below half of the per-GPU memory bound (fixed per-step costs — launches, collectives,
 synchronisation — then take at least as long as reading the weights); communication-bound when
 the roofline puts at least 25 % of the batch-1 step in collectives; throughput-bound when the last
-doubling of concurrency gained less than 10 % output tok/s.
+doubling of concurrency gained less than 10 % output tok/s; slots saturated when, past the
+server's slot count, the median TTFT at least doubled while output tok/s gained less than 25 %
+(requests wait for a slot instead of joining the batch); host-bound when the GPU was busy less
+than 60 % of the time at a load that kept every slot occupied (the engine's CPU side — sampling,
+the HTTP loop, batch assembly — paces the steps); weights not on the GPU when the GPU memory in
+use under load stayed below 95 % of the model's weight bytes (a single server on the GPU can only
+use less than its weights when some of them live in host memory).
 """
 
 from __future__ import annotations
@@ -22,6 +28,12 @@ from infergap.plan.conditions import Fact
 LATENCY_BOUND_EFF = 0.5
 COMM_BOUND_SHARE = 0.25
 PLATEAU_GAIN = 1.10
+SATURATION_TTFT = 2.0
+SATURATION_GAIN = 1.25
+HOST_BOUND_UTIL = 60.0
+WEIGHTS_ON_GPU = 0.95
+#: Share of GPU memory llama.cpp can give weights + KV (the rest: compute buffers, CUDA context).
+KV_USABLE = 0.9
 
 
 #: Fact-name prefix → the command that establishes it.
@@ -107,6 +119,10 @@ def from_audit(facts: dict[str, Fact], audit: dict[str, Any]) -> None:
     for fid, f in worst.items():
         ev = (f.get("evidence") or [{}])[0].get("source")
         _put(facts, f"finding.{fid}", f["status"], f"audit {fid}" + (f": {ev}" if ev else ""))
+    bw = [f["details"]["measured_GBps"] for f in audit.get("findings") or []
+          if f["id"] == "gpu.memory_bandwidth" and isinstance((f.get("details") or {}).get("measured_GBps"), (int, float))]
+    if bw:
+        _put(facts, "gpu.measured_bw_GBps", round(min(bw), 1), f"audit gpu.memory_bandwidth: device-to-device copy {min(bw) / 1000:.2f} TB/s (slowest GPU)")
     if "engine.moe_config" in worst:
         _put(facts, "log.moe_default", worst["engine.moe_config"]["status"] == "actionable", "audit engine.moe_config")
     if "engine.kv_pressure" in worst:
@@ -137,6 +153,12 @@ def from_roofline(facts: dict[str, Fact], rl: dict[str, Any]) -> None:
     _put(facts, "model.quant", q, f"{src}: {m.get('precision_source', 'precision')}")
     if "mtp_layers" in m:
         _put(facts, "model.mtp", bool(m["mtp_layers"]), f"{src}: {m['mtp_layers']} MTP layer(s)")
+    _put(facts, "model.weight_bytes", m.get("stored_bytes"), f"{src}: stored bytes ({m.get('precision_source', 'precision')})")
+    mm = rl.get("memory") or {}
+    if mm.get("kv_per_seq_per_gpu_B") and mm.get("context"):
+        _put(facts, "model.kv_bytes_per_token", mm["kv_per_seq_per_gpu_B"] / mm["context"], f"{src}: KV cache per token per GPU")
+    if hw.get("memory_B"):
+        _put(facts, "gpu.memory_B", hw["memory_B"], f"roofline hardware ({hw.get('memory_source', 'GPU table')})")
     stored, mem = m.get("stored_bytes"), hw.get("memory_B")
     if stored and mem:
         need = max(1, math.ceil(stored / (0.85 * mem)))
@@ -182,6 +204,8 @@ def from_server(facts: dict[str, Fact], cfg: Any, overwrite: bool = False) -> No
     put("server.max_running_requests", cfg.max_running_requests, "max_running_requests")
     if cfg.speculative_algorithm:
         put("server.spec", str(cfg.speculative_algorithm).lower(), "speculative_algorithm")
+    elif cfg.engine == "llama.cpp" and getattr(cfg, "speculative", None) is not None:
+        put("server.spec", "draft" if cfg.speculative else "none", "speculative")
     elif cfg.engine in ("sglang", "vllm") and ("speculative_algorithm" in cfg.raw or "speculative_config" in cfg.raw):
         _put(facts, "server.spec", "none", cfg.sources.get("engine") or cfg.url or "server", overwrite=overwrite)
     if cfg.enable_dp_attention is not None:
@@ -189,6 +213,12 @@ def from_server(facts: dict[str, Fact], cfg: Any, overwrite: bool = False) -> No
     if cfg.kv_cache_dtype:
         put("server.kv_cache_dtype", _norm_kv(cfg.kv_cache_dtype), "kv_cache_dtype")
     put("server.n_slots", cfg.n_slots, "n_slots")
+    put("server.slot_context", getattr(cfg, "slot_context", None), "slot_context")
+    put("server.total_context", getattr(cfg, "total_context", None), "total_context")
+    put("server.metrics", getattr(cfg, "metrics_enabled", None), "metrics_enabled")
+    put("model.weight_bytes", getattr(cfg, "model_bytes", None), "model_bytes")
+    put("server.offloaded_layers", getattr(cfg, "offloaded_layers", None), "offloaded_layers")
+    put("server.model_layers", getattr(cfg, "model_layers", None), "offloaded_layers")
     if cfg.preemptions_total is not None:
         put("load.kv_pressure", cfg.preemptions_total > 0, "preemptions_total")
 
@@ -218,9 +248,46 @@ def from_engine_logs(facts: dict[str, Fact], logs: list[tuple[str, Any]]) -> Non
             break
 
 
+#: An engine's answer to a request longer than a slot's context (llama.cpp
+#: tools/server/server-context.cpp "exceeds the available context size"; vLLM/SGLang
+#: "maximum context length").
+_CTX_ERR = re.compile(r"exceeds the available context size|exceed_context_size|maximum context length|context length exceeded", re.I)
+_CTX_TOKENS = re.compile(r"request \((\d+) tokens\) exceeds the available context size \((\d+)")
+
+
+def _context_facts(facts: dict[str, Fact], bench: Any) -> None:
+    """Requests the server refused as longer than its context, and completed requests cut short
+    (fewer output tokens than asked: a slot out of context stops generating)."""
+    trials = [(p, t) for p in bench.points for t in p.trials]
+    if not trials:
+        return
+    done = sum(t.completed for _, t in trials)
+    cut = sum(t.truncated for _, t in trials)
+    refused, longest, ex = 0, 0, None
+    for _, t in trials:
+        hits = [e for e in t.error_examples if _CTX_ERR.search(e)]
+        if hits:
+            ex = ex or hits[0]
+            refused += sum(n for k, n in t.errors.items() if k.startswith("http_4")) or len(hits)
+            for e in hits:
+                m = _CTX_TOKENS.search(e)
+                if m:
+                    longest = max(longest, int(m.group(1)))
+    total = sum(t.requests for _, t in trials)
+    _put(facts, "load.context_refused", refused, "bench: " + (f"{refused} of {total} requests refused: {ex[:160]}" if refused else f"no request of {total} refused for its length"))
+    if longest:
+        _put(facts, "load.request_tokens_max", longest, f"bench: the server counted {longest} tokens in a refused request")
+    if done:
+        share = cut / done
+        _put(facts, "load.truncated_share", round(share, 3), f"bench: {cut} of {done} completed requests produced fewer tokens than max_tokens")
+    s = bench.settings
+    if getattr(s, "input_len", None) and getattr(s, "output_len", None):
+        _put(facts, "load.request_len", int(s.input_len) + int(s.output_len), f"bench settings: {s.input_len} prompt + {s.output_len} output tokens per request")
+
+
 def from_bench_errors(facts: dict[str, Fact], bench: Any) -> None:
     """The sweep's failed requests: ``load.error_rate`` (failed / sent over every point, requests
-    cancelled with Ctrl-C not counted), ``load.error_kind`` (the most frequent kind),
+    cancelled with Ctrl-C not counted), ``load.error_kind`` (the most frequent kind; ``none``),
     ``load.error_cause`` (the most likely cause, :func:`infergap.bench.metrics.likely_cause`) and
     ``server.keep_alive`` (False when the server closed connections after streamed responses)."""
     from infergap.bench.metrics import likely_cause
@@ -253,14 +320,17 @@ def from_bench_errors(facts: dict[str, Fact], bench: Any) -> None:
         cause = likely_cause(errors)
         if cause:
             _put(facts, "load.error_cause", cause, src)
+    else:
+        _put(facts, "load.error_kind", "none", src)  # no failure: levers for a kind of failure do not apply
 
 
 def from_bench(facts: dict[str, Fact], bench: Any, roofline: dict[str, Any] | None) -> None:
     """Load and regime facts from the sweep (and the roofline, for batch-1 efficiency). Points
-    above the failure budget (``valid`` False) are left out: their figures describe the requests
-    that happened to succeed."""
+    above the failure budget (``valid`` False) or where no request completed are left out: their
+    figures describe the requests that happened to succeed, or none."""
+    _context_facts(facts, bench)
     pts = sorted([p for p in bench.points if p.mode == "concurrency" and p.concurrency and _tps(p) is not None
-                  and getattr(p, "valid", True)], key=lambda p: p.concurrency)
+                  and getattr(p, "valid", True) and completed(p)], key=lambda p: p.concurrency)
     if not pts:
         return
     _put(facts, "load.max_concurrency", pts[-1].concurrency, f"bench: highest concurrency measured (c={pts[-1].concurrency})")
@@ -271,6 +341,19 @@ def from_bench(facts: dict[str, Fact], bench: Any, roofline: dict[str, Any] | No
         if a:
             _put(facts, "regime.throughput_bound", b / a < PLATEAU_GAIN,
                  f"bench: c={pts[-2].concurrency} → c={pts[-1].concurrency} output tok/s {a:.1f} → {b:.1f} (×{b / a:.2f}; < ×{PLATEAU_GAIN} is a plateau)")
+    used = [_mem_used_B(p) for p in pts]
+    used = [u for u in used if u is not None]
+    if used:
+        _put(facts, "load.gpu_mem_used_B", max(used), "bench telemetry: most GPU memory in use during the sweep (all GPUs)")
+    busy = [(p, u) for p in pts if (u := _util(p)) is not None]
+    if busy:
+        p, u = busy[-1]
+        _put(facts, "load.gpu_util_at_max", round(u, 1), f"bench telemetry: GPU busy {u:.0f} % of the time at c={p.concurrency} (highest load)")
+        _put(facts, "load.util_by_c", {q.concurrency: round(v, 1) for q, v in busy}, "bench telemetry: GPU utilisation per concurrency")
+    ttft = {p.concurrency: t for p in pts if (t := _med(p, "ttft_p50_ms")) is not None}
+    if ttft:
+        _put(facts, "load.ttft_by_c", ttft, "bench: median TTFT (ms) per concurrency")
+    _put(facts, "load.tps_by_c", {p.concurrency: _tps(p) for p in pts}, "bench: output tok/s per concurrency")
     from_engine_metrics(facts, bench)
     c1 = next((p for p in pts if p.concurrency == 1), None)
     if c1 is not None and roofline:
@@ -281,6 +364,12 @@ def from_bench(facts: dict[str, Fact], bench: Any, roofline: dict[str, Any] | No
             s = f"bench c=1 {_tps(c1):.2f} tok/s vs roofline {mem['name']} {mem['tok_s']:.1f} tok/s"
             _put(facts, "regime.batch1_eff", round(eff, 4), s)
             _put(facts, "regime.latency_bound", eff < LATENCY_BOUND_EFF, s + f" ({eff:.1%}; < {LATENCY_BOUND_EFF:.0%} is latency-bound)")
+            bwf = facts.get("gpu.measured_bw_GBps")
+            ds = ((roofline.get("hardware") or {}).get("bandwidth_GBps"))
+            if bwf is not None and ds and mem.get("name") in ("aggregate", "per_gpu_memory"):
+                at = mem["tok_s"] * bwf.value / ds
+                _put(facts, "regime.batch1_eff_measured_bw", round(_tps(c1) / at, 4),
+                     f"bench c=1 {_tps(c1):.2f} tok/s vs {at:.1f} tok/s, the bound at the {bwf.value / 1000:.2f} TB/s measured [{bwf.source}]")
 
 
 def from_engine_metrics(facts: dict[str, Fact], bench: Any) -> None:
@@ -307,7 +396,10 @@ def from_engine_metrics(facts: dict[str, Fact], bench: Any) -> None:
 
 
 def derive(facts: dict[str, Fact]) -> None:
-    """Facts computed from other facts: whether the running batch exceeds the captured CUDA-graph size."""
+    """Facts computed from other facts: whether the running batch exceeds the captured CUDA-graph
+    size; whether the weights are on the GPU, the slots saturated, the engine host-bound; how
+    many slots the KV budget holds."""
+    _derive_llamacpp(facts)
     cap = facts.get("server.cuda_graph_max_bs")
     if cap is None:
         return
@@ -321,6 +413,92 @@ def derive(facts: dict[str, Fact]) -> None:
         return
     v, s = max(seen, key=lambda x: x[0])
     _put(facts, "load.graph_overflow", v > cap.value, f"{s}: {v} running vs cuda_graph_max_bs={cap.value} [{cap.source}]")
+
+
+def _derive_llamacpp(facts: dict[str, Fact]) -> None:
+    v = {k: f.value for k, f in facts.items()}
+    if isinstance(v.get("model.min_gpus"), int) and isinstance(v.get("gpu.count"), int):
+        _put(facts, "model.fits_gpus", v["model.min_gpus"] <= v["gpu.count"],
+             f"{facts['model.min_gpus'].source}: {v['model.min_gpus']} GPU(s) needed, {v['gpu.count']} present")
+    # weights on the GPU: the startup log's offload line first, else memory in use vs weight bytes
+    off, layers = v.get("server.offloaded_layers"), v.get("server.model_layers")
+    if isinstance(off, int) and isinstance(layers, int) and layers:
+        _put(facts, "server.weights_on_gpu", off >= layers, f"{facts['server.offloaded_layers'].source}: offloaded {off}/{layers} layers to GPU")
+    used, wb = v.get("load.gpu_mem_used_B"), v.get("model.weight_bytes")
+    if used and wb:
+        on = used >= WEIGHTS_ON_GPU * wb
+        _put(facts, "server.weights_on_gpu", on,
+             f"{facts['load.gpu_mem_used_B'].source}: {used / 1e9:.1f} GB in use vs {wb / 1e9:.1f} GB of weights "
+             f"[{facts['model.weight_bytes'].source}]" + ("" if on else f" (< {WEIGHTS_ON_GPU:.0%}: part of the model is in host memory)"))
+    # a slot's context too small for the requests: refused, or cut short at the slot's context
+    ctx, refused, cut = v.get("server.slot_context"), v.get("load.context_refused"), v.get("load.truncated_share")
+    if isinstance(ctx, int) and (refused is not None or cut is not None):
+        need = max(v.get("load.request_tokens_max") or 0, v.get("load.request_len") or 0)
+        small = bool(refused) or (cut is not None and cut >= 0.1 and need >= ctx)
+        why = []
+        if refused:
+            why.append(facts["load.context_refused"].source)
+        if cut:
+            why.append(facts["load.truncated_share"].source)
+        _put(facts, "load.context_too_small", small,
+             f"{facts['server.slot_context'].source}: {ctx} tokens per slot; " + ("; ".join(why) or "no request refused or cut short"))
+        if small and need:
+            _put(facts, "load.context_needed", need, "largest request seen: " + (f"{need} tokens"))
+    # slots saturated: past the slot count TTFT grows and throughput does not
+    n, ttft, tps = v.get("server.n_slots"), v.get("load.ttft_by_c") or {}, v.get("load.tps_by_c") or {}
+    if isinstance(n, int) and n >= 1 and ttft and tps:
+        inside = [c for c in ttft if c <= n and tps.get(c)]
+        past = [c for c in ttft if c > n and tps.get(c)]
+        if not past:
+            _put(facts, "load.slots_saturated", False, f"bench: no concurrency above the {n} slot(s) was measured")
+        elif inside:
+            a, b = max(inside), max(past)
+            grew, gain = ttft[b] / max(ttft[a], 1e-9), tps[b] / max(tps[a], 1e-9)
+            sat = grew >= SATURATION_TTFT and gain < SATURATION_GAIN
+            _put(facts, "load.slots_saturated", sat,
+                 f"bench: c={a} → c={b} with {n} slot(s): median TTFT {ttft[a]:.0f} → {ttft[b]:.0f} ms (×{grew:.1f}), "
+                 f"output tok/s {tps[a]:.0f} → {tps[b]:.0f} (×{gain:.2f})")
+    # host-bound: every slot busy and the GPU mostly idle
+    util = v.get("load.util_by_c") or {}
+    if isinstance(n, int) and util:
+        full = [c for c in util if c >= n]
+        if full:
+            c = min(full)
+            _put(facts, "regime.host_bound", util[c] < HOST_BOUND_UTIL,
+                 f"bench telemetry: GPU busy {util[c]:.0f} % at c={c} with {n} slot(s) occupied (< {HOST_BOUND_UTIL:.0f} % is host-bound)")
+    # slots the KV budget holds at the current per-slot context
+    mem, kvt, ctx = v.get("gpu.memory_B"), v.get("model.kv_bytes_per_token"), v.get("server.slot_context")
+    if mem and kvt and wb and isinstance(ctx, int) and ctx > 0:
+        budget = KV_USABLE * mem - wb
+        if budget > 0:
+            slots = int(budget // (kvt * ctx))
+            _put(facts, "server.kv_slots_max", slots,
+                 f"KV budget {budget / 1e9:.0f} GB ({KV_USABLE:.0%} of {mem / 1e9:.0f} GB GPU memory − {wb / 1e9:.1f} GB weights) "
+                 f"/ ({kvt / 1024:.0f} KiB per token × {ctx} tokens per slot)")
+
+
+def completed(p: Any) -> int:
+    """Requests of a bench point that completed (over its trials); a point where none did has no
+    throughput to speak of (its 0 tok/s measures the failures, not the server)."""
+    trials = getattr(p, "trials", None)
+    return sum(t.completed for t in trials) if trials else 1
+
+
+def _med(p: Any, key: str) -> float | None:
+    s = p.summary.get(key)
+    return s.median if s is not None else None
+
+
+def _mem_used_B(p: Any) -> float | None:
+    t = getattr(p, "telemetry", None)
+    gs = [g for g in (t.gpus if t is not None else []) if g.mem_used_MiB_max is not None]
+    return sum(g.mem_used_MiB_max for g in gs) * 1024 * 1024 if gs else None
+
+
+def _util(p: Any) -> float | None:
+    t = getattr(p, "telemetry", None)
+    gs = [g.util_pct_mean for g in (t.gpus if t is not None else []) if g.util_pct_mean is not None]
+    return sum(gs) / len(gs) if gs else None
 
 
 def _tps(p: Any) -> float | None:

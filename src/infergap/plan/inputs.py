@@ -5,21 +5,16 @@ Each loader raises :class:`~infergap.errors.UserError` naming the file and the p
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from infergap.errors import UserError
+from infergap.guard import read_json, validate
 
 
 def _json(path: str | Path, schema: str, what: str) -> dict[str, Any]:
     p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise UserError(f"--{what} {p}: cannot read ({e.strerror or e})") from None
-    except ValueError as e:
-        raise UserError(f"--{what} {p}: not JSON ({e})") from None
+    data = read_json(p, f"--{what}")
     if not isinstance(data, dict) or data.get("schema") != schema:
         got = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise UserError(f"--{what} {p}: expected an {schema} document, found {got!r}")
@@ -30,23 +25,21 @@ def load_audit(path: str | Path) -> dict[str, Any]:
     """An ``infergap audit --format json`` document (``infergap.audit/1``), checked against
     :class:`infergap.synthesis.AuditReport` so a hand-edited or cut file is refused with one line
     naming the file and the first bad field, instead of failing later inside the plan."""
-    from pydantic import ValidationError
-
     from infergap.synthesis import AuditReport
 
     data = _json(path, "infergap.audit/1", "audit")
-    try:
-        AuditReport.model_validate(data)
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(map(str, err["loc"])) or "document"
-        raise UserError(f"--audit {path}: not a valid infergap audit report ({where}: {err['msg']})") from None
+    validate(AuditReport, data, f"--audit {path}")
     return data
 
 
 def load_roofline(path: str | Path) -> dict[str, Any]:
-    """An ``infergap roofline --format json`` document (``infergap.roofline/1``)."""
-    return _json(path, "infergap.roofline/1", "roofline")
+    """An ``infergap roofline --format json`` document (``infergap.roofline/1``), checked against
+    :class:`infergap.roofline.bounds.RooflineResult` like the audit document."""
+    from infergap.roofline.bounds import RooflineResult
+
+    data = _json(path, "infergap.roofline/1", "roofline")
+    validate(RooflineResult, data, f"--roofline {path}")
+    return data
 
 
 def load_bench(path: str | Path) -> Any:

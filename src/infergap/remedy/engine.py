@@ -502,8 +502,9 @@ def load_report(path: Path) -> tuple[list[Finding], dict[str, Any]]:
         doc = json.loads(path.read_text())
     except OSError as e:
         raise UserError(f"--audit {path}: cannot read ({e.strerror or e})") from None
-    except ValueError as e:
-        raise UserError(f"--audit {path}: not JSON ({e})") from None
+    except (ValueError, RecursionError) as e:
+        reason = str(e) if isinstance(e, ValueError) else "nested too deeply"
+        raise UserError(f"--audit {path}: not JSON ({reason})") from None
     if not isinstance(doc, dict) or doc.get("schema") != "infergap.audit/1":
         got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise UserError(f"--audit {path}: not an infergap audit report (schema {got!r}, expected 'infergap.audit/1')")

@@ -8,12 +8,11 @@ missing), confirmed good, and not applicable.
 from __future__ import annotations
 
 import io
-import json
 
-from rich.console import Console
 from rich.text import Text
 
 from infergap.findings import Finding, Status
+from infergap.guard import dumps, md_escape, safe_console, safe_tree, term_safe
 from infergap.synthesis import AuditReport
 
 SEV_STYLE = {"P0": "bold red", "P1": "yellow", "P2": "cyan"}
@@ -74,14 +73,16 @@ def _ev(f: Finding, limit: int = 3) -> str:
 
 def render_json(r: AuditReport) -> str:
     """The contract JSON, indented."""
-    return json.dumps(r.to_json(), indent=2, ensure_ascii=False)
+    return dumps(r.to_json(), indent=2, ensure_ascii=False)
 
 
 def render_text(r: AuditReport, width: int | None = None, color: bool = False) -> str:
     """The report for a terminal (colour when ``color``; wrapped at ``width`` columns when given)
     or for a pipe or file (plain, one line per item, never wrapped mid-phrase)."""
+    r = _safe(r)
     buf = io.StringIO()
-    con = Console(file=buf, width=width or 1000, force_terminal=color, no_color=not color, highlight=False, soft_wrap=width is None)
+    con = safe_console(file=buf, width=width or 1000, force_terminal=color, no_color=not color, highlight=False,
+                       soft_wrap=width is None, markup=False, emoji=False)
     h = r.host
     con.print(Text(f"infergap audit — {h['snapshot']['label']}", style="bold"))
     desc = [h.get("gpu_summary") or "", h.get("cpu") or "", f"kernel {h.get('kernel')}" if h.get("kernel") else ""]
@@ -157,26 +158,37 @@ def render_text(r: AuditReport, width: int | None = None, color: bool = False) -
     return buf.getvalue()
 
 
-def _md_escape(s: str) -> str:
-    return s.replace("|", "\\|").replace("\n", " ")
+def _safe(r: AuditReport) -> AuditReport:
+    """A copy of the report whose every string is terminal-safe (values come from inputs)."""
+    return AuditReport.model_validate(safe_tree(r.model_dump(mode="json", by_alias=True)))
+
+
+_md_escape = md_escape
+
+
+def _code(s: str) -> str:
+    """``s`` as a Markdown code span that its own backticks cannot close."""
+    s = term_safe(s, one_line=True)  # a code span renders no HTML and no emphasis
+    return f"`` {s} ``" if "`" in s else f"`{s}`"
 
 
 def render_md(r: AuditReport) -> str:
     """The report as GitHub-flavoured Markdown."""
     h = r.host
-    lines = [f"# infergap audit — {h['snapshot']['label']}", "", f"{h.get('gpu_summary')} · {h.get('cpu') or ''} · kernel {h.get('kernel')}", "", f"**{summary_line(r)}**", ""]
+    lines = [f"# infergap audit — {md_escape(h['snapshot']['label'])}", "",
+             md_escape(f"{h.get('gpu_summary')} · {h.get('cpu') or ''} · kernel {h.get('kernel')}"), "", f"**{summary_line(r)}**", ""]
     act = r.by_status(Status.actionable)
     if act:
         lines += ["## Actionable", "", "| # | severity | fix | check | finding | evidence | fix command |", "|---|---|---|---|---|---|---|"]
         for i, f in enumerate(act, 1):
             cmd = "<br>".join(_md_escape(c) for c in (f.remedy.commands if f.remedy else [])) or (_md_escape(f.remedy.note) if f.remedy and f.remedy.note else "")
             hc = " (host)" if f.remedy and f.remedy.host_controlled else ""
-            lines.append(f"| {i} | {f.severity.value if f.severity else ''} | {f.fix_kind.value if f.fix_kind else ''}{hc} | `{f.id}`{' ' + f.subject if f.subject else ''} | {_md_escape(f.title)} | {_md_escape(_ev(f, 2))} | {cmd} |")
+            lines.append(f"| {i} | {f.severity.value if f.severity else ''} | {f.fix_kind.value if f.fix_kind else ''}{hc} | `{f.id}`{' ' + md_escape(f.subject) if f.subject else ''} | {_md_escape(f.title)} | {_md_escape(_ev(f, 2))} | {cmd} |")
         lines.append("")
         lines += ["### Revert", ""]
         for f in act:
             if f.remedy and f.remedy.revert:
-                lines.append(f"- `{f.id}`{' ' + f.subject if f.subject else ''}: " + "; ".join(f"`{c}`" for c in f.remedy.revert))
+                lines.append(f"- `{f.id}`{' ' + md_escape(f.subject) if f.subject else ''}: " + "; ".join(_code(c) for c in f.remedy.revert))
         lines.append("")
     for title, st in (("Expected (negative knowledge)", Status.expected), ("Unknown", Status.unknown), ("Confirmed good", Status.ok), ("Not applicable", Status.not_applicable)):
         fs = r.by_status(st)
@@ -185,9 +197,9 @@ def render_md(r: AuditReport) -> str:
         lines += [f"## {title}", ""]
         for f in fs:
             extra = f" — {f.impact}" if f.impact and st in (Status.expected, Status.unknown, Status.not_applicable) else ""
-            lines.append(f"- `{f.id}`{' ' + f.subject if f.subject else ''}: {_md_escape(f.title)}{_md_escape(extra)}")
+            lines.append(f"- `{f.id}`{' ' + md_escape(f.subject) if f.subject else ''}: {_md_escape(f.title)}{_md_escape(extra)}")
         lines.append("")
     errs = [i for i in r.investigators if i.error]
     if errs:
-        lines += ["## Investigator errors", ""] + [f"- {i.name}: {i.error}" for i in errs] + [""]
+        lines += ["## Investigator errors", ""] + [f"- {i.name}: {md_escape(i.error)}" for i in errs] + [""]
     return "\n".join(lines)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import io
 
-from rich.console import Console
 from rich.table import Table
 
+from infergap.guard import safe_console, term_safe
 from infergap.bench.compare import BenchComparison
 from infergap.bench.metrics import MIN_TAIL_SAMPLES, likely_cause
 from infergap.bench.models import BenchResult, PointResult, Spread, TelemetrySummary
+from infergap.bench.telemetry import throttled
 from infergap.render.bench_why import head_lines, point_lines
 
 COLUMNS = ("point", "req/s", "out tok/s", "total tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99",
@@ -107,8 +108,9 @@ def telemetry_line(t: TelemetrySummary | None) -> str:
         s = f"GPU {g.index}: {_f(g.power_W_mean, 0)} W of {_f(g.power_limit_W, 0)} W, util {_f(g.util_pct_mean, 0)} %"
         s += f", SM {_f(g.sm_clock_MHz_mean, 0)} of {_f(g.sm_clock_MHz_max_rated, 0)} MHz"
         s += f", mem {_f(g.mem_used_MiB_max, 0)} of {_f(g.mem_total_MiB, 0)} MiB"
-        if g.throttle_reasons:
-            s += f", throttled: {', '.join(g.throttle_reasons)}"
+        held = throttled(g.throttle_reasons, g.sm_clock_MHz_mean, g.sm_clock_MHz_max_rated)
+        if held:
+            s += f", throttled: {', '.join(held)}"
         parts.append(s)
     return "; ".join(parts) or "no samples"
 
@@ -208,7 +210,7 @@ def to_text(result: BenchResult, comparison: BenchComparison | None = None, widt
     trials), notes, the metric definitions, and the comparison with a baseline if given. Lines
     are wrapped at ``width`` columns when given, never when ``None`` (a file or a pipe)."""
     buf = io.StringIO()
-    con = Console(file=buf, width=width or 1000, force_terminal=False, no_color=True, soft_wrap=width is None)
+    con = safe_console(file=buf, width=width or 1000, force_terminal=False, no_color=True, soft_wrap=width is None)
     fails = failure_summary(result)
     if fails:
         con.print("FAILED REQUESTS")
@@ -232,7 +234,7 @@ def to_text(result: BenchResult, comparison: BenchComparison | None = None, widt
     con.print("definitions:")
     for k, v in result.definitions.items():
         con.print(f"  {k}: {v}", highlight=False)
-    return buf.getvalue()
+    return term_safe(buf.getvalue())  # plain text: no value may drive the terminal
 
 
 def comparison_text(c: BenchComparison) -> str:

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import io
-import json
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from infergap.guard import dumps, safe_console
 from infergap.plan import TIER_LABEL, Plan, PlanItem
 
 
 def render_json(plan: Plan) -> str:
     """The ``infergap.plan/1`` JSON document."""
-    return json.dumps(plan.to_json_dict(), indent=2, ensure_ascii=False) + "\n"
+    return dumps(plan.to_json_dict(), indent=2, ensure_ascii=False) + "\n"
 
 
 def _gain(x: PlanItem) -> str:
@@ -29,7 +28,7 @@ def render_text(plan: Plan, color: bool = False, width: int | None = None) -> st
     unknowns. Lines are wrapped at ``width`` columns when given (a terminal), never when ``None``
     (a file or a pipe: a shell command stays on one line)."""
     buf = io.StringIO()
-    c = Console(file=buf, force_terminal=color, no_color=not color, width=width or 1000, highlight=False, soft_wrap=width is None)
+    c = safe_console(file=buf, force_terminal=color, no_color=not color, width=width or 1000, highlight=False, soft_wrap=width is None)
     c.print("[bold]infergap plan[/]  " + escape("  ".join(f"{s.name}: {s.status}" + (f" ({s.detail})" if s.detail else "") for s in plan.stages)))
     c.print()
     if plan.failure_lines():

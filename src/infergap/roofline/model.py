@@ -231,12 +231,9 @@ def builtin_models() -> list[str]:
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except OSError as e:
-        raise UserError(f"{what} {path}: cannot read ({e.strerror or e})") from None
-    except json.JSONDecodeError as e:
-        raise UserError(f"{what} {path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    from infergap.guard import read_json
+
+    data = read_json(path, what, max_bytes=64 * 1024 * 1024)
     if not isinstance(data, dict):
         raise UserError(f"{what} {path}: not a JSON object")
     return data
@@ -358,8 +355,9 @@ def _names(model_type: str) -> dict[str, str]:
 
 def load_model(name_or_path: str, overrides: dict[str, str] | None = None) -> ModelSpec:
     """Load a model from a ``config.json`` path (or its directory, where an ``hf_quant_config.json``
-    next to it is read too) or a built-in name (:func:`builtin_models`), and resolve the precision
-    of every tensor.
+    next to it is read too), a GGUF file (:func:`model_from_gguf`; a ``.gguf`` name that is not on
+    this machine resolves to the built-in model it names, with the file name's tensor type), or a
+    built-in name (:func:`builtin_models`), and resolve the precision of every tensor.
 
     Precision, lowest to highest priority: the config's ``torch_dtype``; its
     ``quantization_config`` / ``hf_quant_config.json`` (quantized format for linears not matched by
@@ -371,7 +369,68 @@ def load_model(name_or_path: str, overrides: dict[str, str] | None = None) -> Mo
     Raises :class:`UserError` for an unreadable file, a missing or ill-typed required field, an
     unknown format, or an unknown built-in name (with the closest names).
     """
+    p = Path(name_or_path)
+    if p.suffix.lower() == ".gguf" or (p.is_file() and p.name != "config.json" and _is_gguf(p)):
+        from infergap.roofline.gguf import builtin_name, read_header
+
+        if p.is_file():
+            return model_from_gguf(read_header(p), overrides)
+        base, q = builtin_name(p.name)
+        if base not in builtin_models():
+            raise UserError(f"--model {name_or_path}: no such file, and its name ({base}) is not a built-in model")
+        ov = dict(overrides or {})
+        if q and "weights" not in ov:
+            ov["weights"] = q
+        spec = load_model(base, ov)
+        w = ov.get("weights")
+        spec.notes.append(f"{p.name} is not on this machine: the built-in {base}" + (f" with {w} weights" if w else "")
+                          + (" (the file name's type)" if q and w == q else ""))
+        return spec
     cfg, hf_quant, name, source = _resolve_source(name_or_path)
+    return _build(cfg, hf_quant, name, source, overrides)
+
+
+def _is_gguf(p: Path) -> bool:
+    from infergap.roofline.gguf import is_gguf
+
+    return is_gguf(p)
+
+
+def model_from_gguf(header: Any, overrides: dict[str, str] | None = None) -> ModelSpec:
+    """A :class:`ModelSpec` from a GGUF header (:class:`infergap.roofline.gguf.GGUFHeader`):
+    dimensions from its metadata, and the file's own tensors with their GGML types, so the
+    stored bytes are the file's tensor data. KV cache f16 (llama.cpp's default ``-ctk/-ctv``).
+    Raises :class:`UserError` for metadata the roofline cannot use."""
+    from infergap.roofline.gguf import config_of, roofline_tensors
+
+    cfg = config_of(header)
+    name = Path(header.path).name.removesuffix(".gguf") or "gguf"
+    spec = _build({**cfg, "torch_dtype": "float16"}, None, name, f"GGUF {header.path}", {})
+    spec.tensors = [Tensor(**{k: v for k, v in t.items() if k != "n_bytes"}) for t in roofline_tensors(header)]
+    spec.tied_embeddings = bool(cfg.get("tie_word_embeddings"))
+    if spec.tied_embeddings:  # the lm_head reads the embedding matrix
+        emb = next((t for t in spec.tensors if t.group == "embedding"), None)
+        if emb is not None:
+            spec.tensors.append(Tensor(name="output (tied to token_embd)", group="lm_head", params=emb.params, shard="vocab",
+                                       stored=False, fmt=emb.fmt))
+    spec.kv_format = "fp16"
+    spec.precision_source = f"GGUF tensor types (file type {_file_type(header.metadata.get('general.file_type'))})"
+    _apply_overrides(spec, overrides or {})
+    _summarize_precision(spec)
+    return spec
+
+
+def _file_type(ft: Any) -> str:
+    """GGUF ``general.file_type`` as llama.cpp names it (1 → ``MOSTLY_F16``)."""
+    try:
+        from gguf.constants import LlamaFileType
+
+        return LlamaFileType(int(ft)).name
+    except (ImportError, TypeError, ValueError):
+        return str(ft)
+
+
+def _build(cfg: dict[str, Any], hf_quant: dict[str, Any] | None, name: str, source: str, overrides: dict[str, str] | None) -> ModelSpec:
     if isinstance(cfg.get("text_config"), dict):  # multimodal wrappers keep the LM in text_config
         cfg = {**cfg["text_config"], "quantization_config": cfg.get("quantization_config")}
     missing = [k for k in REQUIRED if cfg.get(k) is None]
@@ -517,7 +576,12 @@ def load_model(name_or_path: str, overrides: dict[str, str] | None = None) -> Mo
 
 
 def _resolve_precision(spec: ModelSpec, cfg: dict[str, Any], hf_quant: dict[str, Any] | None, source: str, overrides: dict[str, str]) -> None:
-    base = dtype_format(_first(cfg, "torch_dtype", "dtype"))
+    try:
+        base = dtype_format(_first(cfg, "torch_dtype", "dtype"), source)
+    except UserError:
+        if not overrides.get("weights"):
+            raise
+        base = "bf16"  # every weight's precision is given; KV follows --kv or stays bf16
     scheme: QuantScheme | None = None
     if hf_quant:
         scheme = parse_quant_config(hf_quant, "hf_quant_config.json")
@@ -533,6 +597,11 @@ def _resolve_precision(spec: ModelSpec, cfg: dict[str, Any], hf_quant: dict[str,
         spec.precision_source = scheme.source
         if scheme.kv:
             spec.kv_format = scheme.kv
+    _apply_overrides(spec, overrides)
+    _summarize_precision(spec)
+
+
+def _apply_overrides(spec: ModelSpec, overrides: dict[str, str]) -> None:
     applied: list[str] = []
     for key in ("weights", *[k for k in OVERRIDE_GROUPS if k != "weights"]):
         val = overrides.get(key)
@@ -551,6 +620,9 @@ def _resolve_precision(spec: ModelSpec, cfg: dict[str, Any], hf_quant: dict[str,
         applied.append(f"kv={kv}")
     if applied:
         spec.precision_source += "; flags " + ", ".join(applied)
+
+
+def _summarize_precision(spec: ModelSpec) -> None:
     summary: dict[str, str] = {}
     for g in GROUPS:
         fmts = sorted({t.fmt for t in spec.tensors if t.group == g})

@@ -15,6 +15,8 @@ format          bytes       why
 ``nvfp4``       0.5+1/16    E2M1 values + one FP8 E4M3 scale per 16 elements (+ per-tensor fp32)
 ``mxfp4``       0.5+1/32    E2M1 values + one E8M0 scale per 32 elements (OCP MX spec)
 ``int4-gN``     0.5+2.5/N   AWQ: fp16 scale + 4-bit zero point per group of N (default N=128)
+``q8_0`` ...    GGML        GGUF tensor types: bytes per block / elements per block
+                            (``gguf.constants.GGML_QUANT_SIZES``; :mod:`infergap.roofline.gguf`)
 ==============  ==========  =====================================================================
 
 Sources: NVIDIA ModelOpt NVFP4 format (E2M1, FP8 scale per 16, fp32 global scale); OCP
@@ -67,6 +69,8 @@ _ALIASES = {
     "fp8-128": "fp8-block",
     "fp8-blockwise": "fp8-block",
     "fp4": "nvfp4",
+    "f16": "fp16",
+    "f32": "fp32",
     "int4": "int4-g128",
     "awq": "int4-g128",
     "w4a16": "int4-g128",
@@ -85,7 +89,15 @@ def normalize_format(name: str, *, what: str = "precision") -> str:
     m = re.fullmatch(r"int4-g(\d+)", key)
     if m and int(m.group(1)) > 0:
         return key
-    known = ", ".join([*BYTES_PER_PARAM, "int4-g128 (or int4-gN)"])
+    from infergap.roofline.gguf import ggml_types
+
+    ggml = key.replace("-", "_")
+    if ggml in ggml_types():
+        return ggml
+    if re.fullmatch(r"i?q\d_k_(s|m|l|xl)", ggml):
+        raise UserError(f"{what} {name!r}: a GGUF file type mixes tensor types; pass the .gguf file as --model, "
+                        f"or its main tensor type ({ggml.rsplit('_', 1)[0]})")
+    known = ", ".join([*BYTES_PER_PARAM, "int4-g128 (or int4-gN)", "GGUF tensor types (q8_0, q6_k, q4_k, iq4_xs, ...)"])
     raise UserError(f"{what} {name!r}: unknown format (known: {known})")
 
 
@@ -96,7 +108,9 @@ def bytes_per_param(fmt: str) -> float:
     m = re.fullmatch(r"int4-g(\d+)", fmt)
     if m:
         return 0.5 + 2.5 / int(m.group(1))
-    raise UserError(f"precision {fmt!r}: unknown format")
+    from infergap.roofline.gguf import bits_per_weight
+
+    return bits_per_weight(fmt) / 8.0
 
 
 def compute_precision(fmt: str) -> str:
@@ -104,12 +118,36 @@ def compute_precision(fmt: str) -> str:
     return COMPUTE_PRECISION.get(fmt, "bf16")
 
 
-def dtype_format(torch_dtype: Any) -> str:
-    """Canonical format of a config's ``torch_dtype``/``dtype`` string; bf16 when absent or unknown."""
-    if not isinstance(torch_dtype, str):
+#: ``torch_dtype`` names (transformers' config.json, ``torch.<name>``) and their formats.
+TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32",
+                "float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}
+
+
+def dtype_format(torch_dtype: Any, source: str = "config.json") -> str:
+    """Canonical format of a config's ``torch_dtype``/``dtype`` (a name in :data:`TORCH_DTYPES`,
+    with or without ``torch.``); bf16 when absent (None). Raises :class:`UserError` naming
+    ``source`` for any other value: guessing bf16 would silently halve or double every byte count."""
+    if torch_dtype is None:
         return "bf16"
-    key = torch_dtype.lower().replace("torch.", "")
-    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(key, "bf16")
+    key = torch_dtype.lower().replace("torch.", "") if isinstance(torch_dtype, str) else None
+    if key not in TORCH_DTYPES:
+        shown = repr(torch_dtype)[:40]
+        raise UserError(f"{source}: torch_dtype {shown} is not a known dtype ({', '.join(TORCH_DTYPES)}); "
+                        "give the precision with --weights")
+    return TORCH_DTYPES[key]
+
+
+def _qint(qc: dict[str, Any], keys: tuple[str, ...], default: int, source: str) -> int:
+    """The first of ``keys`` in a quantization config as an integer (``default`` when none is
+    set); UserError for a value that is not an integer."""
+    for k in keys:
+        v = qc.get(k)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise UserError(f"{source}: {k} must be an integer, got {repr(v)[:40]}")
+        return v
+    return default
 
 
 def module_matches(name: str, patterns: Iterable[str]) -> bool:
@@ -210,7 +248,7 @@ def parse_quant_config(qc: dict[str, Any] | None, source: str) -> QuantScheme | 
         elif "FP8" in algo:
             fmt = "fp8"
         elif "W4A16" in algo or "INT4" in algo or "AWQ" in algo:
-            fmt = f"int4-g{int(qc.get('group_size') or 128)}"
+            fmt = f"int4-g{_qint(qc, ('group_size',), 128, source) or 128}"
         elif "W8A8" in algo or "INT8" in algo:
             fmt = "int8"
     elif method == "fp8":
@@ -218,11 +256,15 @@ def parse_quant_config(qc: dict[str, Any] | None, source: str) -> QuantScheme | 
     elif method == "mxfp4":
         fmt = "mxfp4"
     elif method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
-        bits = int(qc.get("bits", qc.get("w_bit", 4)) or 4)
-        group = int(qc.get("group_size", qc.get("q_group_size", 128)) or 128)
+        bits = _qint(qc, ("bits", "w_bit"), 4, source)
+        group = _qint(qc, ("group_size", "q_group_size"), 128, source)
+        if bits not in (4, 8):
+            raise UserError(f"{source}: {method} bits {bits} is not 4 or 8 (give the precision with --weights)")
+        if not (group == -1 or 0 < group <= 1 << 20):
+            raise UserError(f"{source}: {method} group_size {group} is not -1 or a positive size")
         if bits == 4:
             fmt = f"int4-g{group if group > 0 else 128}"
-        elif bits == 8:
+        else:
             fmt = "int8"
     elif method == "compressed-tensors":
         for group in (qc.get("config_groups") or {}).values():

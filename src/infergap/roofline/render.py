@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import io
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from infergap.guard import safe_console
 from infergap.roofline.bounds import RooflineResult
 
 _GROUP_ORDER = ("attention", "indexer", "router", "dense_ffn", "shared_experts", "experts", "lm_head", "embedding", "kv_cache", "other")
@@ -174,8 +174,8 @@ def render_text(r: RooflineResult, *, color: bool = True, width: int | None = No
     """The terminal report (rich tables); ``color=False`` for files. Lines are wrapped at
     ``width`` columns when given (a terminal), never when ``None`` (a file or a pipe)."""
     buf = io.StringIO()
-    con = Console(file=buf, width=width or 1000, force_terminal=color, color_system="standard" if color else None,
-                  highlight=False, soft_wrap=width is None)
+    con = safe_console(file=buf, width=width or 1000, force_terminal=color, color_system="standard" if color else None,
+                       highlight=False, soft_wrap=width is None)
     lines = _header(r)
     warn = fit_warning(r)
     if warn:

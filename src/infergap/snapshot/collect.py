@@ -85,17 +85,52 @@ def _scrub_environ(data: bytes) -> bytes:
     return b"\0".join(keep)
 
 
-def collect(output: str | os.PathLike[str], root: str = "/", active: bool = False, source: Snapshot | None = None) -> dict[str, Any]:
+def prepare_output(out: Path, force: bool = False) -> None:
+    """Make sure a snapshot directory ``out`` starts empty: stale files from another host or an
+    earlier run would be audited as this host's. A missing directory is fine; a non-empty one is
+    refused unless ``force``, which empties it, and only when it holds a snapshot (``meta.json``),
+    so that a mistyped path never deletes unrelated files. Raises UserError (one line)."""
+    from infergap.errors import UserError
+
+    if not os.path.lexists(out):
+        return
+    if not out.is_dir() or out.is_symlink():
+        raise UserError(f"--output {out}: exists and is not a directory")
+    entries = os.listdir(out)
+    if not entries:
+        return
+    if not force:
+        raise UserError(f"--output {out}: directory is not empty ({len(entries)} entries); "
+                        "use a new directory, or --force to empty a previous snapshot")
+    if not (out / "meta.json").is_file():
+        raise UserError(f"--output {out}: --force empties only a previous snapshot directory (one with meta.json)")
+    import shutil
+
+    for name in entries:
+        p = out / name
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+
+
+def collect(output: str | os.PathLike[str], root: str = "/", active: bool = False, source: Snapshot | None = None,
+            force: bool = False) -> dict[str, Any]:
     """Collect this host into ``output`` (a directory, or a ``.tar.gz`` when the name ends so).
     ``active`` adds the GPU measurements (probes/active.json; they use the GPUs for a minute).
+    A directory must be new or empty (``force`` empties a previous snapshot, see
+    :func:`prepare_output`); an archive is written to a temporary name and renamed.
 
     Returns the meta dict written to ``meta.json``. Raises OSError only when ``output`` itself
-    cannot be written. ``root`` redirects file reads (tests); commands always run on this host.
-    ``source`` re-collects an existing snapshot instead of this host: its files, command outputs
-    and probes are read, scrubbed and written in the same layout (nothing is run).
+    cannot be written, UserError for a non-empty directory. ``root`` redirects file reads (tests);
+    commands always run on this host. ``source`` re-collects an existing snapshot instead of this
+    host: its files, command outputs and probes are read, scrubbed and written in the same layout
+    (nothing is run).
     """
     out = Path(output)
     archive = out.name.endswith((".tar.gz", ".tgz"))
+    if not archive:
+        prepare_output(out, force)
     workdir = Path(tempfile.mkdtemp(prefix="infergap-collect-")) if archive else out
     workdir.mkdir(parents=True, exist_ok=True)
     hosts = _hostnames()
@@ -144,7 +179,9 @@ def collect(output: str | os.PathLike[str], root: str = "/", active: bool = Fals
             data, err = {"available": False, "error": f"{type(e).__name__}: {e}"}, f"{type(e).__name__}: {e}"
         if isinstance(data, dict) and isinstance(data.get("nccl_log"), str):
             data["nccl_log"] = scrub_ips(scrub(data["nccl_log"], hosts))
-        write(f"probes/{name}.json", scrub(json.dumps(data, indent=1), hosts).encode())
+        from infergap.guard import dumps  # NVML may answer NaN: JSON has no such number
+
+        write(f"probes/{name}.json", scrub(dumps(data, indent=1, default=str), hosts).encode())
         sources[f"probes/{name}"] = {"duration_s": round(time.monotonic() - t0, 4), "error": err}
 
     def do_files() -> None:
@@ -185,10 +222,15 @@ def collect(output: str | os.PathLike[str], root: str = "/", active: bool = Fals
     }
     (workdir / "meta.json").write_text(json.dumps(meta, indent=1))
     if archive:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(out, "w:gz") as tf:
-            tf.add(workdir, arcname=out.name.removesuffix(".tar.gz").removesuffix(".tgz"))
         import shutil
 
-        shutil.rmtree(workdir, ignore_errors=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        try:
+            with tarfile.open(tmp, "w:gz") as tf:
+                tf.add(workdir, arcname=out.name.removesuffix(".tar.gz").removesuffix(".tgz"))
+            os.replace(tmp, out)
+        finally:
+            tmp.unlink(missing_ok=True)
+            shutil.rmtree(workdir, ignore_errors=True)
     return meta

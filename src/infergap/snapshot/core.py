@@ -10,7 +10,6 @@ on a live host they run on first use, in parallel, each with its timeout.
 from __future__ import annotations
 
 import fnmatch
-import json
 import logging
 import os
 import shutil
@@ -96,13 +95,39 @@ class Snapshot:
 
     kind: str = "abstract"
     label: str = ""
+    #: Paths that exist but could not be read (permission denied, I/O error) → the reason. Such a
+    #: path is unknown, not absent: see :meth:`unreadable_under`.
+    unreadable: dict[str, str]
+
+    def note_unreadable(self, path: str, e: OSError) -> None:
+        """Remember that ``path`` exists but could not be read, and why."""
+        import errno
+
+        if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ENXIO):
+            return
+        if not hasattr(self, "unreadable"):
+            self.unreadable = {}
+        self.unreadable[path] = "permission denied" if e.errno in (errno.EACCES, errno.EPERM) else (e.strerror or str(e))
+
+    def unreadable_under(self, prefix: str) -> list[tuple[str, str]]:
+        """(path, reason) of every path under ``prefix`` that exists but could not be read so far."""
+        bad = dict(getattr(self, "unreadable", None) or {})
+        base = getattr(self, "base", None)  # an evidence overlay reads through its base snapshot
+        if isinstance(base, Snapshot):
+            bad.update(getattr(base, "unreadable", None) or {})
+        return sorted((p, r) for p, r in bad.items() if p == prefix or p.startswith(prefix.rstrip("/") + "/"))
 
     # -- files -------------------------------------------------------------------------------
     def read_bytes(self, path: str) -> bytes | None:
-        """The bytes of host file ``path`` (absolute), or None when absent or unreadable."""
+        """The bytes of host file ``path`` (absolute), or None when absent or unreadable (an
+        unreadable path is remembered in :attr:`unreadable` with the reason)."""
         try:
             return self._read_bytes(path)
-        except (OSError, ValueError) as e:  # unreadable counts as absent, with a log line
+        except OSError as e:
+            log.debug("read %s: %s", path, e)
+            self.note_unreadable(path, e)
+            return None
+        except ValueError as e:
             log.debug("read %s: %s", path, e)
             return None
 
@@ -126,7 +151,8 @@ class Snapshot:
         """Sorted entry names of host directory ``path``, or None when it is absent."""
         try:
             return self._listdir(path)
-        except OSError:
+        except OSError as e:
+            self.note_unreadable(path, e)
             return None
 
     def glob(self, pattern: str) -> list[str]:
@@ -233,14 +259,17 @@ class DirSnapshot(Snapshot):
 
     def _read_file(self, p: str | os.PathLike[str], limit: int = MAX_FILE_BYTES) -> bytes | None:
         """Bytes of a regular file inside the snapshot (at most ``limit``), else None: absent,
-        a directory, a FIFO or device (opened non-blocking, never read), or a link out of the tree."""
+        a directory, a FIFO or device (opened non-blocking, never read), or a link out of the tree.
+        This is the one reader of snapshot contents; a file that exists but cannot be read is
+        remembered with the reason (:meth:`Snapshot.note_unreadable`)."""
         p = os.fspath(p)
         if not self._inside(p):
             log.debug("snapshot path %s leads outside the snapshot: ignored", p)
             return None
         try:
             fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError, OSError):
+        except OSError as e:
+            self.note_unreadable(self._name_of(p), e)
             return None
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -253,7 +282,8 @@ class DirSnapshot(Snapshot):
                 chunks.append(b)
                 total += len(b)
             return b"".join(chunks)
-        except OSError:
+        except OSError as e:
+            self.note_unreadable(self._name_of(p), e)
             return None
         finally:
             os.close(fd)
@@ -261,13 +291,20 @@ class DirSnapshot(Snapshot):
     def _read_bytes(self, path: str) -> bytes | None:
         return self._read_file(self._host(path))
 
+    def _name_of(self, p: str) -> str:
+        """The host path of a file under ``files/`` (``/proc/cpuinfo``), else its snapshot path."""
+        if p.startswith(self._files + os.sep):
+            return "/" + os.path.relpath(p, self._files)
+        return os.path.relpath(p, self.root)
+
     def _listdir(self, path: str) -> list[str] | None:
         p = self._host(path)
         if not self._inside(p):
             return None
         try:
             return sorted(os.listdir(p))
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
+        except OSError as e:
+            self.note_unreadable(path, e)
             return None
 
     def _cmd(self, name: str) -> CmdResult | None:
@@ -276,7 +313,8 @@ class DirSnapshot(Snapshot):
         err = self._read_file(base / f"{name}.err")
         rc_b = self._read_file(base / f"{name}.rc", 64)
         if out is None and err is None and rc_b is None:
-            return None
+            why = (getattr(self, "unreadable", None) or {}).get(f"cmds/{name}.out")
+            return CmdResult(name=name, error=f"cmds/{name}.out: {why}") if why else None
         res = CmdResult(name=name)
         if out is not None:
             res.stdout = out.decode("utf-8", errors="replace")
@@ -307,17 +345,30 @@ class DirSnapshot(Snapshot):
         data = self._read_file(self.root / "probes" / f"{name}.json")
         if data is None:
             return None
+        from infergap.errors import UserError
+        from infergap.guard import loads, validate
+        from infergap.snapshot.probes import PROBE_MODELS
+
+        source = f"probes/{name}.json"
         try:
-            return json.loads(data.decode("utf-8", errors="replace"))
-        except json.JSONDecodeError as e:
-            return {"error": f"probes/{name}.json is not valid JSON: {e.msg} at line {e.lineno}"}
+            doc = loads(data.decode("utf-8", errors="replace"), source)
+            model = PROBE_MODELS.get(name)
+            if model is None:
+                return doc
+            return validate(model, doc, source).model_dump()
+        except UserError as e:  # unusable: unknown, with the file and the field named
+            return {"available": False, "error": str(e), "invalid": True}
 
     def meta(self) -> dict[str, Any]:
         if self._meta is None:
             data = self._read_file(self.root / "meta.json")
+            from infergap.errors import UserError
+            from infergap.guard import loads
+
             try:
-                m = json.loads(data.decode("utf-8", errors="replace")) if data is not None else {}
-            except json.JSONDecodeError:
+                m = loads(data.decode("utf-8", errors="replace"), "meta.json") if data is not None else {}
+            except UserError as e:
+                log.warning("snapshot %s: %s", self.label, e)
                 m = {}
             m = m if isinstance(m, dict) else {}
             if not isinstance(m.get("sources"), dict):
@@ -326,15 +377,51 @@ class DirSnapshot(Snapshot):
         return self._meta
 
     def evidence_files(self) -> list[Path]:
-        """Files dropped into the snapshot's ``evidence/`` folder (pasted outputs and logs)."""
+        """Regular files dropped into the snapshot's ``evidence/`` folder (pasted outputs and logs).
+
+        The folder is held to the same containment rule as ``files/``: a symlink (the folder
+        itself, a subfolder or a file) that leads out of the snapshot is not followed; it is listed
+        by :meth:`refused_evidence` with the reason instead."""
         d = self.root / "evidence"
-        return sorted(p for p in d.rglob("*") if p.is_file()) if d.is_dir() else []
+        self._refused: list[tuple[Path, str]] = []
+        if not os.path.lexists(d):
+            return []
+        if not self._contained(str(d)) or not d.is_dir():
+            if os.path.islink(d):
+                self._refused.append((d, "a symlink leading out of the snapshot: not followed"))
+            return []
+        found: list[Path] = []
+        for top, dirs, files in os.walk(d):  # does not descend into symlinked folders
+            for n in list(dirs):
+                full = os.path.join(top, n)
+                if os.path.islink(full):
+                    self._refused.append((Path(full), "a symlinked folder: not followed"))
+            for n in files:
+                full = os.path.join(top, n)
+                if os.path.islink(full) and not self._contained(full):
+                    self._refused.append((Path(full), "a symlink leading out of the snapshot: not followed"))
+                elif os.path.isfile(full):
+                    found.append(Path(full))
+        return sorted(found)
+
+    def refused_evidence(self) -> list[tuple[Path, str]]:
+        """Entries of ``evidence/`` that :meth:`evidence_files` did not follow, with the reason."""
+        if not hasattr(self, "_refused"):
+            self.evidence_files()
+        return list(self._refused)
+
+    def _contained(self, p: str) -> bool:
+        real = os.path.realpath(p)
+        return real == self._real_root or real.startswith(self._real_root + os.sep)
 
 
 def _check_compressed_stream(path: str | os.PathLike[str]) -> None:
-    """Read a gzip-compressed archive to its end, so that damage is an error: Python's tar reader
-    stops silently at the first bad header after the first member, which would audit a fraction
-    of the snapshot. Raises :class:`SnapshotError` naming the file."""
+    """One pass over a gzip-compressed archive before anything is unpacked: the member headers
+    are read (not their files) and held to the caps (:data:`ARCHIVE_MAX_MEMBERS`, bytes of one
+    member, bytes in all), so that a bomb is refused by its headers in about a second; then the
+    compressed stream is read to its end, so that damage is an error (Python's tar reader stops
+    silently at the first bad header after the first member, which would audit a fraction of the
+    snapshot). Raises :class:`SnapshotError` naming the file."""
     import gzip
     import zlib
 
@@ -343,11 +430,40 @@ def _check_compressed_stream(path: str | os.PathLike[str]) -> None:
             if f.read(2) != b"\x1f\x8b":
                 return
         with gzip.open(path, "rb") as g:
-            while g.read(1 << 20):
-                pass
+            try:
+                with tarfile.open(fileobj=g, mode="r|") as tf:
+                    for _m in _check_members(path, tf):
+                        pass
+            except tarfile.TarError:
+                pass  # not a tar inside: reported by the unpacking step with its own reason
+            # the rest of the stream (tar padding), at most what a damaged tail could hide
+            left = 64 << 20
+            while left > 0:
+                b = g.read(1 << 20)
+                if not b:
+                    break
+                left -= len(b)
     except (OSError, EOFError, zlib.error) as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise SnapshotError(f"snapshot {path}: the archive is damaged ({reason})") from None
+
+
+def _check_members(path: str | os.PathLike[str], members: Any) -> Any:
+    """Yield the members of an archive while holding their headers to the caps; raise
+    :class:`SnapshotError` naming the cap that was hit."""
+    count = 0
+    total = 0
+    for m in members:
+        count += 1
+        if count > ARCHIVE_MAX_MEMBERS:
+            raise SnapshotError(f"snapshot {path}: more than {ARCHIVE_MAX_MEMBERS} members; not a snapshot infergap wrote")
+        if m.size > ARCHIVE_MAX_MEMBER_BYTES:
+            raise SnapshotError(f"snapshot {path}: member {m.name[:100]!r} is {m.size} bytes, more than the "
+                                f"{ARCHIVE_MAX_MEMBER_BYTES} accepted for one file")
+        total += m.size
+        if total > ARCHIVE_MAX_BYTES:
+            raise SnapshotError(f"snapshot {path}: unpacks to more than {ARCHIVE_MAX_BYTES} bytes; not unpacked")
+        yield m
 
 
 class ArchiveSnapshot(DirSnapshot):
@@ -362,13 +478,19 @@ class ArchiveSnapshot(DirSnapshot):
     def __init__(self, path: str | os.PathLike[str]) -> None:
         _check_compressed_stream(path)
         self._tmp = tempfile.mkdtemp(prefix="infergap-snap-")
+        _register_tmp(self._tmp)
         try:
-            with tarfile.open(path, "r:*") as tf:
-                tf.extractall(self._tmp, filter="data")
+            _extract_capped(path, self._tmp)
+        except SnapshotError:
+            self.close()
+            raise
         except (tarfile.TarError, OSError, EOFError) as e:
-            shutil.rmtree(self._tmp, ignore_errors=True)
+            self.close()
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise SnapshotError(f"snapshot {path}: not a readable .tar.gz archive ({reason})") from None
+        except BaseException:  # interrupted: leave no unpacked copy behind
+            self.close()
+            raise
         root = Path(self._tmp)
         entries = [p for p in root.iterdir()]
         # A tar of one directory: use that directory as the snapshot root.
@@ -378,6 +500,49 @@ class ArchiveSnapshot(DirSnapshot):
 
     def close(self) -> None:
         shutil.rmtree(self._tmp, ignore_errors=True)
+        _TEMP_DIRS.discard(self._tmp)
+
+
+#: Caps on what one snapshot archive may unpack to. A real snapshot holds about 2,000 members and
+#: 5-30 MB; the caps are far above that and far below what fills a disk or takes minutes.
+ARCHIVE_MAX_MEMBERS = 20_000
+ARCHIVE_MAX_BYTES = 512 << 20
+ARCHIVE_MAX_MEMBER_BYTES = MAX_FILE_BYTES * 4
+
+#: Temporary directories of open archives, removed at exit even when the process is ended by
+#: SIGTERM (see :func:`infergap.cli.main`) or an uncaught exception.
+_TEMP_DIRS: set[str] = set()
+
+
+def _register_tmp(path: str) -> None:
+    if not _TEMP_DIRS:
+        import atexit
+
+        atexit.register(cleanup_temp_dirs)
+    _TEMP_DIRS.add(path)
+
+
+def cleanup_temp_dirs() -> None:
+    """Remove every temporary directory of an archive snapshot still open."""
+    for d in list(_TEMP_DIRS):
+        shutil.rmtree(d, ignore_errors=True)
+        _TEMP_DIRS.discard(d)
+
+
+def _extract_capped(path: str | os.PathLike[str], dest: str) -> None:
+    """Unpack ``path`` into ``dest`` member by member with tarfile's ``data`` filter (no absolute
+    paths, links out of the tree or device files) and the caps above (members, bytes of one
+    member, bytes in all); raises :class:`SnapshotError` naming the cap that was hit."""
+    with tarfile.open(path, "r:*") as tf:
+        for m in _check_members(path, tf):  # checked again: a plain .tar skips the pre-check
+            try:
+                tf.extract(m, dest, filter="data", set_attrs=False)
+            except tarfile.FilterError as e:
+                log.debug("archive member %s refused: %s", m.name, e)
+            except OSError as e:
+                if e.errno in (28, 122):  # ENOSPC, EDQUOT
+                    raise SnapshotError(f"snapshot {path}: disk full while unpacking into {tempfile.gettempdir()}") from None
+                raise
 
 
 def _run(argv: tuple[str, ...] | list[str], timeout_s: float, env: dict[str, str] | None = None) -> CmdResult:
@@ -555,8 +720,14 @@ def open_snapshot(path: str | os.PathLike[str] | None, active: bool = False) -> 
     if path is None:
         return LiveSnapshot(active=active)
     p = Path(path)
-    if not p.exists():
-        raise SnapshotError(f"snapshot {path}: no such file or directory")
+    try:
+        os.stat(p)
+    except FileNotFoundError:
+        raise SnapshotError(f"snapshot {path}: no such file or directory") from None
+    except OSError as e:
+        from infergap.guard import os_reason
+
+        raise SnapshotError(f"snapshot {path}: cannot read ({os_reason(e)})") from None
     if p.is_dir():
         try:
             os.listdir(p)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from pydantic import BaseModel, ConfigDict
+
 
 def _call(fn: Callable[..., Any], *args: Any) -> Any:
     """Call an NVML function; NotSupported/other NVML errors give None (the field is absent)."""
@@ -128,3 +130,65 @@ def nvml_probe() -> dict[str, Any]:
 
 #: name -> (function, timeout in seconds)
 PROBES: dict[str, tuple[Callable[[], Any], float]] = {"nvml": (nvml_probe, 15.0)}
+
+
+# -- the shape of a probe file read back from a snapshot ------------------------------------------
+
+
+class NvmlGpu(BaseModel):
+    """One GPU of :func:`nvml_probe` (NVML's units: bytes, MHz, W, °C; modes as NVML's enums)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    index: int | None = None
+    name: str | None = None
+    pci_bus_id: str | None = None
+    pci_device_id: str | None = None
+    memory_total_B: int | None = None
+    memory_used_B: int | None = None
+    bar1_total_B: int | None = None
+    persistence_mode: int | None = None
+    compute_mode: int | None = None
+    mig_current: int | None = None
+    ecc_current: int | None = None
+    ecc_pending: int | None = None
+    ecc_volatile_uncorrected: int | None = None
+    retired_pages_pending: int | None = None
+    remap_pending: bool | None = None
+    remap_failed: bool | None = None
+    sm_clock_MHz: float | None = None
+    sm_clock_max_MHz: float | None = None
+    mem_clock_MHz: float | None = None
+    power_W: float | None = None
+    power_limit_W: float | None = None
+    power_default_limit_W: float | None = None
+    power_min_limit_W: float | None = None
+    power_max_limit_W: float | None = None
+    temperature_C: float | None = None
+    temp_slowdown_C: float | None = None
+    temp_shutdown_C: float | None = None
+    throttle_reasons: int | None = None
+    pcie_gen: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width: int | None = None
+    pcie_width_max: int | None = None
+    nvlink_active: list[int] = []
+    cuda_capability: str | None = None
+
+
+class NvmlProbe(BaseModel):
+    """``probes/nvml.json``: what :func:`nvml_probe` wrote."""
+
+    model_config = ConfigDict(extra="allow")
+
+    available: bool = False
+    error: str | None = None
+    driver_version: str | None = None
+    cuda_driver_version: int | None = None
+    gpus: list[NvmlGpu] = []
+    p2p: dict[str, int | None] = {}
+
+
+#: Probe files read back from a snapshot, checked against these models (a probe without a model
+#: is checked by its reader, as ``probes/active.json`` is by the bandwidth investigator).
+PROBE_MODELS: dict[str, type[BaseModel]] = {"nvml": NvmlProbe}

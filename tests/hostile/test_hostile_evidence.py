@@ -1,0 +1,75 @@
+"""Hostile pasted evidence: endless devices, NUL floods, escapes, crafted lines for every
+pattern known to have been quadratic, nested argument dumps."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from hostile_helpers import cli, no_traceback
+
+from infergap.evidence.nccl import parse_nccl_log
+from infergap.evidence.snapshot import EvidenceSnapshot
+
+
+def test_dev_zero_as_evidence_is_capped(monkeypatch):
+    import infergap.evidence.snapshot as es
+
+    monkeypatch.setattr(es, "MAX_SPOOL_BYTES", 8 << 20)
+    snap = EvidenceSnapshot(None, ["/dev/zero"])
+    try:
+        reasons = [u.reason for u in snap.unrecognized()]
+        assert any("from a pipe or device; not read" in r for r in reasons), reasons
+    finally:
+        snap.close()
+
+
+def test_nul_flood_costs_little_and_is_not_stored_whole(tmp_path):
+    f = tmp_path / "nul.log"
+    f.write_bytes(b"NCCL INFO " + b"\0" * (16 << 20))
+    p = cli("audit", "--no-host", "--evidence", str(f), "--format", "json")
+    no_traceback(p)
+    assert len(p.stdout) < 1 << 20
+
+
+def test_escapes_in_pasted_output_are_shown_escaped(tmp_path):
+    f = tmp_path / "smi.txt"
+    f.write_text("[ 12.345678] NVRM: Xid (PCI:0000:01:00): 79, \x1b]0;owned\x07GPU has fallen off the bus.\n")
+    p = cli("audit", "--no-host", "--evidence", str(f))
+    no_traceback(p)
+    assert "\x1b" not in p.stdout and "\x07" not in p.stdout
+
+
+@pytest.mark.parametrize("line", [
+    "x" * 300_000 + ":1:1 [0]",                                  # NCCL prefix: host without end
+    "h:1:1 [0] NCCL INFO " + "] NCCL " * 40_000,                 # NCCL prefix: many anchors
+    "0000:00:00.0 " * 30_000 + "PCIe Bus Error: severity=",      # kernel AER line
+    "a@a:" * 300_000,                                            # shell prompt
+    "[" + "@" * 1_000_000,                                       # bracketed prompt
+])
+def test_crafted_lines_are_linear(tmp_path, line):
+    f = tmp_path / "crafted.log"
+    f.write_text("NCCL INFO start\n" + line + "\n")
+    t0 = time.monotonic()
+    p = cli("audit", "--no-host", "--evidence", str(f), "--format", "json")
+    no_traceback(p)
+    assert time.monotonic() - t0 < 30, "a crafted line took quadratic time"
+
+
+def test_nccl_parser_on_a_crafted_prefix_is_fast():
+    t0 = time.perf_counter()
+    facts = parse_nccl_log(["h" * 300_000 + ":1:1 [0] NCCL INFO x", "host:12:34 [0] NCCL INFO NCCL version 2.21.5+cuda12.4"])
+    assert time.perf_counter() - t0 < 1.0
+    assert facts.version == "2.21.5"
+
+
+def test_nested_argument_dump_in_an_engine_log(tmp_path):
+    f = tmp_path / "vllm.log"
+    deep = "{'a': " * 5000 + "1" + "}" * 5000
+    f.write_text("INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version 0.8.0\n"
+                 f"INFO 01-01 00:00:00 [utils.py:1] non-default args: {deep}\n"
+                 f"INFO 01-01 00:00:00 [api_server.py:2] args: Namespace(model='m', tensor_parallel_size={deep})\n")
+    p = cli("audit", "--no-host", "--evidence", str(f), "--format", "json")
+    no_traceback(p)
+    assert json.loads(p.stdout)["schema"] == "infergap.audit/1"
