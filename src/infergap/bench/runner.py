@@ -422,9 +422,10 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
     valid = [p for p in result.points if p.valid]  # a knee found in failed requests would explain nothing
     for p, ex in zip(valid, engine_metrics.explain(valid)):
         p.explanation = ex
-    for p in result.points:  # an invalid point is no knee, but what failed it may still be known
+    for p in result.points:  # an invalid point is no knee; only a full context explains its failures
         if not p.valid and p.trials:
-            p.explanation = engine_metrics.cause_of(p)
+            ex = engine_metrics.cause_of(p)
+            p.explanation = ex if ex.cause == "kv" else None
     if search is not None:
         result.capacity = search.result
     result.interrupted = runner.stopping
