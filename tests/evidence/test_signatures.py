@@ -104,6 +104,109 @@ def test_old_nccl_format_is_read():
     assert f.transports == {"P2P/direct": 2, "SHM": 1}
 
 
+def test_nccl_info_lines_without_prefix_are_read(tmp_path):
+    """NCCL INFO lines pasted without their ``host:pid:tid [dev]`` prefix (people trim it when they
+    quote a few lines; the channel lines of https://github.com/vllm-project/vllm/issues/9920, whose
+    two Ada GPUs went through SHM until ACS and the IOMMU were turned off) give the transport, and
+    the audit reports SHM between the GPUs instead of nothing."""
+    from infergap.audit import run_audit
+    from infergap.evidence import EvidenceSnapshot
+    from infergap.evidence.nccl import parse_nccl_log
+
+    lines = ["NCCL INFO Channel 00 : 1[1] -> 0[0] via SHM/direct/direct",
+             "NCCL INFO Channel 01 : 1[1] -> 0[0] via SHM/direct/direct"]
+    f = parse_nccl_log(lines)
+    assert f.transports == {"SHM": 2}
+    p = tmp_path / "channels.log"
+    p.write_text("\n".join(lines) + "\n")
+    snap = EvidenceSnapshot(None, [p])
+    try:
+        found = [x for x in run_audit(snap).findings if x.id == "nccl.transport"]
+    finally:
+        snap.close()
+    assert [(x.status.value, x.severity.value if x.severity else None) for x in found] == [("actionable", "P1")]
+
+
+#: NCCL 2.7.8 between two AWS nodes (ENA NIC ``ens5``, a Docker ``veth``), pasted with ANSI reset
+#: remnants in https://github.com/pytorch/pytorch/issues/68893: no RDMA NIC anywhere.
+ETHERNET_TWO_NODES = [
+    "\x1b[0m ip-172-31-0-137:14605:14673 [0] NCCL INFO Bootstrap : Using [0]ens5:172.31.0.137<0> [1]veth75fa783:fe80::14ad:64ff:fe64:b31e%veth75fa783<0>",
+    "\x1b[0m ip-172-31-0-137:14605:14673 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]",
+    "\x1b[0m ip-172-31-0-137:14605:14673 [0] NCCL INFO NET/Socket : Using [0]ens5:172.31.0.137<0> [1]veth75fa783:fe80::14ad:64ff:fe64:b31e%veth75fa783<0>",
+    "\x1b[0m ip-172-31-0-137:14605:14673 [0] NCCL INFO Using network Socket",
+    "\x1b[0m NCCL version 2.7.8+cuda11.1",
+    "\x1b[0m ip-172-31-0-137:14605:14688 [0] NCCL INFO Channel 00 : 1[1e0] -> 0[1e0] [receive] via NET/Socket/0",
+]
+
+
+def test_missing_libibverbs_between_ethernet_nodes_is_no_p0(tmp_path):
+    """Two nodes joined by plain Ethernet have nothing for libibverbs to open: no P0 'install
+    rdma-core'. The same log with an RDMA device NCCL could have used keeps the finding."""
+    from types import SimpleNamespace
+
+    from infergap.evidence import EvidenceSnapshot
+    from infergap.investigators import evidence_files
+
+    def net(lines):
+        p = tmp_path / "nccl.log"
+        p.write_text("\n".join(lines) + "\n")
+        snap = EvidenceSnapshot(None, [p])
+        try:
+            return [f for f in evidence_files.investigate(SimpleNamespace(snap=snap)) if f.id == "nccl.net"]
+        finally:
+            snap.close()
+
+    assert net(ETHERNET_TWO_NODES) == []
+    with_hca = ETHERNET_TWO_NODES[:3] + ["ip-172-31-0-137:14605:14673 [0] NCCL INFO NET/Socket : Using [0]ib0:10.0.0.1<0>"] + ETHERNET_TWO_NODES[3:]
+    found = net(with_hca)
+    assert found and found[0].severity.value == "P0"
+    assert "nccl.no_libibverbs_multinode" in found[0].details["signatures"]
+
+
+def test_shm_permission_is_told_apart_from_a_small_shm():
+    """/dev/shm that refuses the serving user (nccl#328) is fixed with its mode, not --shm-size."""
+    from types import SimpleNamespace
+
+    from infergap.evidence import EvidenceSnapshot
+    from infergap.investigators import evidence_files
+    from tests.evidence.evidence_data import FIX
+
+    snap = EvidenceSnapshot(None, [FIX / "nccl-328-shm-permission.log"])
+    try:
+        shm = [f for f in evidence_files.investigate(SimpleNamespace(snap=snap)) if f.id == "container.shm"]
+    finally:
+        snap.close()
+    assert len(shm) == 1 and "permission denied" in shm[0].title
+    assert "chmod 1777 /dev/shm" in shm[0].remedy.commands and not any("--shm-size" in c for c in shm[0].remedy.commands)
+
+
+def test_xid_45_names_the_nvlink_fault_behind_it():
+    """Xid 45 is the driver cleaning up channels; ``caused by previous Xid 149`` names the fault
+    (open-gpu-kernel-modules#1150), which the finding reports as an NVLink error."""
+    from infergap.evidence.dmesg import parse_dmesg
+    from tests.evidence.evidence_data import FIX
+
+    f = parse_dmesg((FIX / "open-gpu-1150-xid45-after-149.log").read_text().splitlines())
+    assert {x[0] for x in f.xids} == {45} and f.xid_causes == [149, 145]
+    found = [x for x in audit_ids("open-gpu-1150-xid45-after-149.log") if x.id == "gpu.xid"]
+    assert len(found) == 1 and found[0].severity.value == "P0" and "NVLink" in found[0].title and "149" in found[0].title
+
+
+def audit_ids(name):
+    """Findings of the evidence investigator for one corpus file."""
+    from types import SimpleNamespace
+
+    from infergap.evidence import EvidenceSnapshot
+    from infergap.investigators import evidence_files
+    from tests.evidence.evidence_data import FIX
+
+    snap = EvidenceSnapshot(None, [FIX / name])
+    try:
+        return evidence_files.investigate(SimpleNamespace(snap=snap))
+    finally:
+        snap.close()
+
+
 def test_acsctl_grep_fragments_count_functions(tmp_path):
     """``lspci -vvv | grep -i acsctl`` pasted tab-indented without device headers (as in
     https://github.com/NVIDIA/nccl/issues/629): recognised, and the finding counts the functions."""

@@ -40,3 +40,14 @@ def test_doctor_several_files_after_one_evidence(tmp_path):
     assert "unexpected extra argument" not in r.stderr.lower(), r.stderr
     subjects = {f.get("subject") for f in json.loads((out / "audit.json").read_text())["findings"]}
     assert {"evidence/nccl-1232-two-nodes.log", "evidence/sglang-13023-decode-no-graph.log"} <= subjects
+
+
+def test_plan_reads_cuda_graph_use_from_decode_lines():
+    """A log whose decode lines show ``cuda graph: True`` up to a batch and ``False`` above it
+    (sglang#13023) settles that graphs are on, so the plan proposes raising the captured size
+    instead of listing the CUDA-graph setting as unknown."""
+    r = _run("plan", "--format", "json", "--evidence", "sglang-13023-decode-no-graph.log")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert "cuda_graph.raise_max_bs" in [lv["id"] for lv in plan["levers"]]
+    assert "server.cuda_graph" not in [u["fact"] for u in plan["unknowns"]]

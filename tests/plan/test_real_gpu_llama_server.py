@@ -159,3 +159,17 @@ def test_the_gpu_vm_is_not_a_container():
     det = a.get("container.detect")[0]
     assert det.status.value == "ok" and "/.dockerenv present" in json.dumps(a.to_json()["findings"])
     assert a.host["container"] is None and a.host["virtualization"] == "hypervisor flag"
+
+
+def test_requests_waiting_in_the_engine_mark_the_slots_saturated():
+    """llamacpp:requests_deferred read during the sweep decides it when the sweep never went past the slots."""
+    from infergap.plan.conditions import Fact
+    from infergap.plan.facts import derive
+
+    f = {"server.n_slots": Fact(value=4, source="GET /props"),
+         "load.waiting_max": Fact(value=3, source="engine /metrics (llama.cpp) during the sweep, largest at c=4")}
+    derive(f)
+    assert f["load.slots_saturated"].value is True and "3 request(s) waiting" in f["load.slots_saturated"].source
+    f = {"server.n_slots": Fact(value=4, source="GET /props"), "load.waiting_max": Fact(value=0, source="engine /metrics")}
+    derive(f)
+    assert "load.slots_saturated" not in f

@@ -106,3 +106,13 @@ def test_console_script_error_exit_status():
                        env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"})
     assert p.returncode == 2
     assert p.stderr.startswith("infergap: error: --gpu nope-gpu: unknown GPU") and p.stderr.count("\n") == 1
+
+
+def test_binary_model_is_one_error_line(tmp_path):
+    """A binary file given as --model (weights, not a config) is one line naming it, not a traceback."""
+    blob = tmp_path / "weights.bin"
+    blob.write_bytes(b"\x80\x04\x95garbage\xff")
+    r = run("--model", str(blob), "--gpu", "h100")
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"infergap: error: config {blob}: ") and "UTF-8" in lines[0]

@@ -14,6 +14,8 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, Field
 
+#: The driver's note on a follow-up Xid (typically 45, channel cleanup) naming the fault behind it.
+_CAUSED_BY = re.compile(r"caused by previous Xid (\d+)")
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)\): (\d+)(?:, pid=\S+)?(?:, name=\S+)?,?\s*(.*)$")
 _AER = re.compile(r"(\S{1,64} [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): (?:AER: )?PCIe Bus Error: severity=([A-Za-z ()]{1,64}?),")
 
@@ -25,6 +27,8 @@ class DmesgFacts(BaseModel):
     lines: int = 0
     xids: list[tuple[int, str, str]] = Field(default_factory=list)
     xid_count: int = 0
+    #: Codes an Xid line names as its cause ("Xid 45 … caused by previous Xid 149"), first seen first.
+    xid_causes: list[int] = Field(default_factory=list)
     aer: dict[str, int] = Field(default_factory=dict)
     aer_devices: list[str] = Field(default_factory=list)
 
@@ -44,6 +48,9 @@ def parse_dmesg(lines: Iterable[str]) -> DmesgFacts:
                 f.xid_count += 1
                 if len(f.xids) < 20:
                     f.xids.append((int(m.group(2)), m.group(1), m.group(3).strip()[:200]))
+                cm = _CAUSED_BY.search(m.group(3))
+                if cm and int(cm.group(1)) not in f.xid_causes:
+                    f.xid_causes.append(int(cm.group(1)))
                 continue
         if "severity=" in line:
             m = _AER.search(line)

@@ -194,9 +194,12 @@ def parse_nccl_log(lines: Iterable[str]) -> NcclLogFacts:
             vm = _VERSION.search(line)
             if vm and f.version is None:
                 f.version, f.cuda = vm.group(1), vm.group(2)
-            if "NCCL WARN" not in line:
+            if "NCCL WARN" in line:
+                msg, host, level = line.split("NCCL WARN", 1)[1].strip(), None, "WARN"
+            elif "NCCL INFO " in line:  # a line pasted without its host:pid:tid [dev] prefix
+                msg, host, level = line.split("NCCL INFO ", 1)[1].strip(), None, "INFO"
+            else:
                 continue
-            msg, host, level = line.split("NCCL WARN", 1)[1].strip(), None, "WARN"
         f.nccl_lines += 1
         if level == "WARN":
             f.warning_count += 1

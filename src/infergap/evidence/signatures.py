@@ -30,8 +30,9 @@ from infergap.findings import FixKind, Severity
 FragmentKind = Literal["nccl_log", "dmesg", "vllm_log", "sglang_log", "traceback", "fragment"]
 #: Conditions a message signature may need besides its line (evaluated by the evidence investigator):
 #: ``multi_node`` the NCCL log spans more than one host; ``rdma_present`` an RDMA NIC is in the
-#: evidence or on the host; ``peer_result_false`` a REPL printed 0/False after the peer query.
-Condition = Literal["multi_node", "rdma_present", "peer_result_false"]
+#: evidence or on the host; ``multi_node_rdma`` both of these; ``peer_result_false`` a REPL printed
+#: 0/False after the peer query.
+Condition = Literal["multi_node", "rdma_present", "multi_node_rdma", "peer_result_false"]
 Component = Literal["nccl", "nccl_cuda", "driver", "cuda", "torch", "vllm", "sglang", "nvidia-nccl-cu11", "nvidia-nccl-cu12"]
 
 #: Example lines kept per matched signature and evidence part.

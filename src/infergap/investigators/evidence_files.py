@@ -22,7 +22,7 @@ from infergap.findings import SEVERITY_ORDER, Finding, FixKind, Remedy, Severity
 
 NAME = "evidence"
 #: Check ids the signature catalog may yield (a test keeps signatures.yaml within them).
-SIGNATURE_CHECKS = ("driver.cuda_compat", "container.shm", "nccl.net", "nccl.version", "gpu.p2p", "iommu.fault", "pcie.acs", "gpu.gsp", "gpu.xid",
+SIGNATURE_CHECKS = ("driver.cuda_compat", "container.shm", "nccl.net", "nccl.version", "gpu.p2p", "iommu.fault", "pcie.acs", "gpu.gsp", "gpu.xid", "limits.memlock", "nvlink.fabric",
                     "engine.kv_pressure", "allreduce.custom", "driver.version", "runtime.torch_arch", "runtime.versions")
 #: Kinds of part whose investigator reads a signature marked ``read_by``.
 _READER_KINDS = {"engine_log": {"sglang_log", "vllm_log"}, "nccl_log": {"nccl_log"}}
@@ -67,20 +67,28 @@ def _read_elsewhere(sig: Signature, snap: Any, part: Any) -> bool:
     return True
 
 
+def _rdma_present(hits: dict[str, SignatureHit], ctx: Any, nccl: list[Any]) -> bool:
+    """Whether an RDMA NIC is in the evidence (a line that shows one, NCCL's IB devices) or on the host."""
+    if any(catalog().by_id(h).shows == "rdma_device" for h in hits) or any(f.ib_devices for f in nccl):
+        return True
+    facts = getattr(ctx, "facts", None)
+    try:
+        return bool(facts and facts.rdma_devices())
+    except Exception:
+        return False
+
+
 def _condition(sig: Signature, snap: Any, part: Any, hits: dict[str, SignatureHit], ctx: Any) -> bool:
     if sig.when is None:
         return True
     nccl = [f for p, f in nccl_logs(snap) if p is part]
+    multi_node = any(f.single_host is False or any(lk.transport.startswith("NET") for lk in f.links) for f in nccl)
     if sig.when == "multi_node":
-        return any(f.single_host is False or any(lk.transport.startswith("NET") for lk in f.links) for f in nccl)
+        return multi_node
+    if sig.when == "multi_node_rdma":
+        return multi_node and _rdma_present(hits, ctx, nccl)
     if sig.when == "rdma_present":
-        if any(catalog().by_id(h).shows == "rdma_device" for h in hits) or any(f.ib_devices for f in nccl):
-            return True
-        facts = getattr(ctx, "facts", None)
-        try:
-            return bool(facts and facts.rdma_devices())
-        except Exception:
-            return False
+        return _rdma_present(hits, ctx, nccl)
     if sig.when == "peer_result_false":
         asked = False
         for line in part.iter_lines():
@@ -94,7 +102,7 @@ def _condition(sig: Signature, snap: Any, part: Any, hits: dict[str, SignatureHi
 
 
 def _xid_finding(label: str, f: DmesgFacts) -> Finding:
-    codes = sorted({x[0] for x in f.xids})
+    codes = sorted({x[0] for x in f.xids} | set(f.xid_causes))
     entries = {c: xid_signature(c) for c in codes}
     known = list({s.id: s for s in entries.values() if s is not None}.values())
     worst = min(known, key=lambda s: SEVERITY_ORDER[s.finding.severity]) if known else None

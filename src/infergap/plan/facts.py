@@ -233,6 +233,9 @@ def from_engine_logs(facts: dict[str, Fact], logs: list[tuple[str, Any]]) -> Non
     if any(f.decode_batches for _, f in logs):
         first = next((f.first_no_graph_line for _, f in logs if f.first_no_graph_line), None)
         _put(facts, "log.decode_no_graph", no_graph, f"{label}: " + (first or "every decode batch ran with CUDA graphs"))
+        with_graph = sum(f.decode_graph_known - f.decode_no_graph for _, f in logs)
+        if with_graph > 0:  # graphs were captured and replayed, whatever the server's flags
+            _put(facts, "server.cuda_graph", True, f"{label}: {with_graph} decode batch(es) ran with 'cuda graph: True'")
     _put(facts, "log.moe_default", any(f.moe_default_count for _, f in logs), f"{label}: 'Using default MoE config' lines")
     if any(f.decode_batches or f.retractions or f.preemptions for _, f in logs):
         hit = [(lab, f) for lab, f in logs if f.retractions or f.preemptions or (f.max_token_usage or 0) >= 0.95]
@@ -458,6 +461,10 @@ def _derive_llamacpp(facts: dict[str, Fact]) -> None:
             _put(facts, "load.slots_saturated", sat,
                  f"bench: c={a} → c={b} with {n} slot(s): median TTFT {ttft[a]:.0f} → {ttft[b]:.0f} ms (×{grew:.1f}), "
                  f"output tok/s {tps[a]:.0f} → {tps[b]:.0f} (×{gain:.2f})")
+    waiting = facts.get("load.waiting_max")
+    if waiting is not None and isinstance(waiting.value, int) and waiting.value > 0 and "load.slots_saturated" not in facts \
+            and isinstance(n, int):
+        _put(facts, "load.slots_saturated", True, f"{waiting.source}: up to {waiting.value} request(s) waiting for one of {n} slot(s)")
     # host-bound: every slot busy and the GPU mostly idle
     util = v.get("load.util_by_c") or {}
     if isinstance(n, int) and util:
