@@ -77,6 +77,23 @@ def _stop(s: Server) -> None:
         s.proc.wait(timeout=10)
 
 
+def server_factory(tmp_path: Path, name: str, command):
+    """A generator for a fixture: yields ``start(*args) -> Server``, where ``command(port, args)``
+    is the server's command line; every server started is stopped at teardown if still alive."""
+    started: list[Server] = []
+
+    def start(*args: str) -> Server:
+        port = free_port()
+        s = _start(command(port, args), port, tmp_path / f"{name}{port}.log")
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        if s.proc.poll() is None:
+            _stop(s)
+
+
 def bench_cmd(*args) -> list[str]:
     return [sys.executable, "-m", "infergap", "bench", *map(str, args)]
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bench_helpers import ROOT, Server, _start, _stop, free_port
+from bench_helpers import ROOT, _start, _stop, free_port, server_factory
 
 
 def _llama(tmp_path_factory, name: str, *options: str):
@@ -66,18 +66,7 @@ def tf_server(tmp_path_factory):
 @pytest.fixture
 def stub_server(tmp_path):
     """Start ``benchmarks/stub_server.py`` with extra args; killed at teardown if still alive."""
-    started: list[Server] = []
-
-    def start(*args: str) -> Server:
-        port = free_port()
-        s = _start([sys.executable, str(ROOT / "benchmarks" / "stub_server.py"), "--port", str(port), *args],
-                   port, tmp_path / f"stub{port}.log")
-        started.append(s)
-        return s
-
-    yield start
-    for s in started:
-        if s.proc.poll() is None:
-            _stop(s)
+    yield from server_factory(tmp_path, "stub", lambda port, args: [
+        sys.executable, str(ROOT / "benchmarks" / "stub_server.py"), "--port", str(port), *args])
 
 

@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from bench_helpers import _start, _stop, free_port, run_bench
+from bench_helpers import run_bench, server_factory
 
 pytestmark = pytest.mark.slow
 
@@ -35,19 +35,10 @@ def tiny_gguf(tmp_path_factory):
 
 @pytest.fixture
 def llama_cpp(llama_bin, tiny_gguf, tmp_path):
-    started = []
-
-    def start(*args: str):
-        port = free_port()
-        s = _start([llama_bin, "-m", str(tiny_gguf), "--host", "127.0.0.1", "--port", str(port), "--metrics",
-                    "-t", "1", "--no-warmup", *args], port, tmp_path / f"llama{port}.log")
-        started.append(s)
-        return s
-
-    yield start
-    for s in started:
-        if s.proc.poll() is None:
-            _stop(s)
+    """Start llama-server on the tiny GGUF with ``--metrics`` and extra args."""
+    yield from server_factory(tmp_path, "llama", lambda port, args: [
+        llama_bin, "-m", str(tiny_gguf), "--host", "127.0.0.1", "--port", str(port), "--metrics", "-t", "1",
+        "--no-warmup", *args])
 
 
 def _bench(url: str, *args) -> dict:
@@ -73,13 +64,15 @@ def test_prefix_cache_hit_rate_rises_with_the_shared_prefix_workload(llama_cpp):
 
 def test_all_slots_busy_is_the_knee_and_shows_in_the_report(llama_cpp, tmp_path):
     s = llama_cpp("-c", "4096", "--parallel", "2")
-    res = _bench(s.url, "--concurrency", "2,8", "--duration", "4", "--input-len", "16", "--output-len", "24")
+    # Two slots: from c=2 to c=16 the load grows ×8 and the throughput cannot follow.
+    res = _bench(s.url, "--concurrency", "2,16", "--duration", "4", "--input-len", "16", "--output-len", "24")
     by = {p["concurrency"]: p for p in res["points"]}
-    e8 = by[8]["engine"]
-    assert e8["slots"] == 2 and e8["running_max"] == 2 and e8["waiting_max"] >= 1, e8
-    ex = by[8]["explanation"]
+    e16 = by[16]["engine"]
+    assert e16["slots"] == 2 and e16["running_max"] == 2 and e16["waiting_max"] >= 1, e16
+    ex = by[16]["explanation"]
     assert ex["knee"] and ex["cause"] == "running_limit", ex
-    assert "2 running (all 2 slots)" in ex["line"] and "waiting" in ex["line"]
+    assert ex["line"].startswith("throughput flattened at c=16") and "2 running (all 2 slots)" in ex["line"]
+    assert by[2]["explanation"]["cause"] == "scaling" and not by[2]["explanation"]["knee"]
 
     from infergap.bench.models import BenchResult
     from infergap.plan import build_plan
@@ -97,10 +90,10 @@ def test_all_slots_busy_is_the_knee_and_shows_in_the_report(llama_cpp, tmp_path)
 
 
 def test_a_full_slot_context_is_explained(llama_cpp):
-    s = llama_cpp("-c", "512", "--parallel", "4")  # 128 tokens per slot
+    s = llama_cpp("-c", "1024", "--parallel", "4")  # 256 tokens per slot
     res = _bench(s.url, "--concurrency", "4", "--num-prompts", "8", "--input-len", "100", "--output-len", "64",
                  "--api", "completions")
     p = res["points"][0]
-    assert p["engine"]["slot_ctx"] == 128, p["engine"]
+    assert p["engine"]["slot_ctx"] == 256, p["engine"]
     assert p["explanation"]["cause"] == "kv", (p["explanation"], p["engine"], p["trials"][0]["errors"])
     assert "KV cache full" in p["explanation"]["line"]

@@ -11,9 +11,10 @@ point's measured windows, the same windows as the NVML telemetry, so the two sta
 point where more load stopped turning into throughput. The causes, in the order they are tested
 (the first that the evidence supports wins):
 
-1. **client-bound** — the load generator's own health says it was the limit;
-2. **KV cache full** — KV usage ≥ 90 % or preemptions during the point (vLLM/SGLang), or a
-   sequence reached ≥ 90 % of a slot's context (llama.cpp), or requests rejected for context;
+1. **KV cache full** — KV usage ≥ 90 % or preemptions during the point (vLLM/SGLang), or a
+   sequence reached ≥ 90 % of a slot's context (llama.cpp), or requests rejected for context
+   (the server's own evidence, so it is tested before the client's health);
+2. **client-bound** — the load generator's own health says it was the limit;
 3. **running limit** — requests waited in the engine's queue while the number running stayed
    below the load (the engine's slot / max-running limit);
 4. **host-bound** — requests queued while the GPU was less than 60 % busy;
@@ -280,9 +281,6 @@ def cause_of(p) -> Explanation:
     lab = p.label
     e = p.engine if p.engine is not None and p.engine.available else None
     util, power = _gpu(p)
-    if p.client_bound:
-        why = "; ".join(next((t.client.reasons for t in p.trials if t.client.client_bound), [])) or "client health"
-        return Explanation(cause="client", line=f"client-bound at {lab}: the client, not the server, is the limit ({why})")
     ctx_err = _context_errors(p)
     if e is not None:
         if (e.kv_usage_max is not None and e.kv_usage_max >= KV_FULL) or (e.preemptions or 0) > 0:
@@ -295,11 +293,13 @@ def cause_of(p) -> Explanation:
                                f"{e.slot_ctx} tokens one slot holds (n_ctx per slot){extra}")
     if ctx_err:
         return Explanation(cause="kv", line=f"KV cache full at {lab}: {ctx_err} requests rejected for exceeding the context")
+    if p.client_bound:
+        why = "; ".join(next((t.client.reasons for t in p.trials if t.client.client_bound), [])) or "client health"
+        return Explanation(cause="client", line=f"client-bound at {lab}: the client, not the server, is the limit ({why})")
     load = _load(p)
     if e is not None and e.waiting_max and e.waiting_max > 0 and e.running_max is not None:
         limit = f"all {e.slots} slots" if e.slots and e.running_max >= e.slots else "the engine's limit"
-        line = (f"throughput flattened at {lab}: {e.running_max:.0f} running ({limit}), "
-                f"{e.waiting_max:.0f} waiting")
+        line = f"{e.running_max:.0f} running ({limit}), {e.waiting_max:.0f} waiting"
         if util is not None and util < GPU_IDLE_PCT:
             line += f"; GPU only {util:.0f} % busy{f' at {power:.0f} W' if power else ''}: the engine is host-bound too"
         if p.mode == "rate" or load is None or e.running_max < load:
@@ -317,12 +317,12 @@ def cause_of(p) -> Explanation:
 
 
 def explain(points: list) -> list[Explanation | None]:
-    """One :class:`Explanation` per point (``None`` for a point without throughput), in the order
+    """One :class:`Explanation` per point that ran (``None`` for one without trials), in the order
     given. A point is the knee when, against the previous point of higher throughput's load, less
     than :data:`KNEE_GAIN` of the extra load became throughput; only the first such point is the
     knee. A knee whose cause is ``scaling``/``unknown`` says the curve flattened without evidence."""
     order = sorted([p for p in points if _tps(p) is not None and _load(p)], key=_load)
-    out: dict[int, Explanation] = {id(p): cause_of(p) for p in order}
+    out: dict[int, Explanation] = {id(p): cause_of(p) for p in points if p.trials}
     knee_found = False
     for prev, cur in zip(order, order[1:]):
         lg = _load(cur) / _load(prev) - 1
@@ -331,7 +331,7 @@ def explain(points: list) -> list[Explanation | None]:
             ex = out[id(cur)]
             ex.knee = True
             knee_found = True
-            if ex.cause in ("scaling", "unknown"):
-                ex.line = (f"throughput flattened at {cur.label} ({_tps(prev):.1f} → {_tps(cur):.1f} tok/s for "
-                           f"×{lg + 1:.1f} load) and no metric says why: " + ex.line)
+            why = " and no metric says why" if ex.cause in ("scaling", "unknown") else ""
+            ex.line = (f"throughput flattened at {cur.label} ({_tps(prev):.1f} → {_tps(cur):.1f} tok/s for "
+                       f"×{lg + 1:.1f} load){why}: " + ex.line)
     return [out.get(id(p)) for p in points]

@@ -370,6 +370,8 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
                     break
                 src = _prompt_source(settings, f"{settings.salt}.{k}.{t}.", n or default_num_prompts(spec), tokenizer)
                 progress.point_start(point.label, t + 1, n)
+                if engine is not None and engine.available:  # counters read at the trial's edges too
+                    await loop.run_in_executor(None, engine.scrape)
                 if wl is not None and wl.kind == "multi-turn":
                     convs = workloads.conversations(max(spec.concurrency or 1, -(-(n or default_num_prompts(spec)) // wl.turns)), wl,
                                                     settings.input_len, settings.output_len, seed=settings.seed,
@@ -385,6 +387,8 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
                     tr = await runner.trial(spec, src, n, settings.duration_s, seed=settings.seed + 7919 * t + k)
                 windows.append(tr.window)
                 records += tr.records
+                if engine is not None and engine.available:
+                    await loop.run_in_executor(None, engine.scrape)
                 tm = trial_metrics(t + 1, tr.records, window_start=tr.window[0], window_end=tr.window[1],
                                    slo=settings.slo, client=tr.health)
                 point.trials.append(tm)
@@ -418,6 +422,10 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
     valid = [p for p in result.points if p.valid]  # a knee found in failed requests would explain nothing
     for p, ex in zip(valid, engine_metrics.explain(valid)):
         p.explanation = ex
+    for p in result.points:  # an invalid point is no knee; only a full context explains its failures
+        if not p.valid and p.trials:
+            ex = engine_metrics.cause_of(p)
+            p.explanation = ex if ex.cause == "kv" else None
     if search is not None:
         result.capacity = search.result
     result.interrupted = runner.stopping
