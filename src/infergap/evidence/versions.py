@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Product names of sm_120 GPUs (compute capability 12.0).
-_SM120_NAMES = re.compile(r"RTX 50[5-9]0|RTX PRO \d{4}[^\n]*Blackwell|RTX PRO [4-6]000 Blackwell|\bGB20[2-7]\b", re.I)
+from infergap.gpudata import sm_of
+
 _CHECK_ENV = {
     "driver": re.compile(r"^\s*(?:CUDA Driver Version|Nvidia driver version|NVIDIA driver version|Driver Version)\s*:\s*(\d+\.\d+(?:\.\d+)?)", re.I),
     "torch": re.compile(r"^\s*(?:PyTorch|PyTorch version|torch)\s*:\s*(\d+\.\d+\.\d+\S*)"),
@@ -50,8 +50,9 @@ class StackVersions:
         name = name.strip()
         if name and name not in self.gpu_names and len(self.gpu_names) < 16:
             self.gpu_names.append(name)
-        if _SM120_NAMES.search(name):
-            self.gpu_sm.add(120)
+        sm = sm_of(name)  # the GPU data (gpus.yaml), not a name table of our own
+        if sm is not None:
+            self.gpu_sm.add(sm)
 
 
 def _from_text(sv: StackVersions, text: str, source: str) -> None:
