@@ -142,3 +142,16 @@ def replaced(text: str, old: str, new: str) -> str:
 def statuses(found: dict[str, list[Finding]], check_id: str) -> list[str]:
     """Statuses of every finding of ``check_id``, in order."""
     return [f.status.value for f in found.get(check_id, [])]
+
+
+def config_word(config_hex: str, offset: int) -> int:
+    """The little-endian 16-bit register at ``offset`` of a ``config.hex`` (``od -An -tx1 -v``)."""
+    data = [int(b, 16) for b in config_hex.split()]
+    return data[offset] | data[offset + 1] << 8
+
+
+def with_config_word(config_hex: str, offset: int, value: int) -> str:
+    """``config.hex`` with the 16-bit register at ``offset`` set to ``value``, in od's layout."""
+    data = bytearray(int(b, 16) for b in config_hex.split())
+    data[offset:offset + 2] = value.to_bytes(2, "little")
+    return "".join(" " + " ".join(f"{b:02x}" for b in data[i:i + 16]) + "\n" for i in range(0, len(data), 16))
