@@ -155,3 +155,15 @@ def with_config_word(config_hex: str, offset: int, value: int) -> str:
     data = bytearray(int(b, 16) for b in config_hex.split())
     data[offset:offset + 2] = value.to_bytes(2, "little")
     return "".join(" " + " ".join(f"{b:02x}" for b in data[i:i + 16]) + "\n" for i in range(0, len(data), 16))
+
+
+def evidence_text(name: str) -> str:
+    """Text of one public paste of ``tests/fixtures/evidence``."""
+    return (FIXTURES / "evidence" / name).read_text(encoding="utf-8")
+
+
+def pasted_text(tmp_dir: Path, name: str, text: str, base: Snapshot | None = None) -> EvidenceSnapshot:
+    """``text`` (an excerpt of a real paste or capture) written to ``tmp_dir/name`` and given as evidence."""
+    p = Path(tmp_dir) / name
+    p.write_text(text, encoding="utf-8")
+    return EvidenceSnapshot(base, [p])

@@ -144,4 +144,5 @@ def test_inventory_missing_is_unknown_and_no_nvidia_gpu_not_applicable() -> None
 
 def test_filtered_pasted_lspci_without_gpu_is_unknown() -> None:
     f = one(audit_ids(pasted("lspci-torchipc17-plx.txt"), "gpu_health"), "gpu.present")
-    assert f.status in ("unknown",)
+    assert f.status == "unknown" and "may be filtered" in f.title
+    assert f.evidence[0].value == "11 PCI functions, none an NVIDIA GPU"

@@ -59,3 +59,9 @@ def test_host_memory_against_gpu_memory() -> None:
 
 def test_host_memory_never_ok_without_meminfo() -> None:
     assert "mem.host" not in audit_ids(MemorySnapshot({}), "memory")
+
+
+def test_host_memory_never_invents_a_swap_size() -> None:
+    meminfo = "\n".join(l for l in host_files(SEED, "/proc/meminfo")["/proc/meminfo"].splitlines() if not l.startswith("Swap")) + "\n"
+    f = one(audit_ids(MemorySnapshot({"/proc/meminfo": meminfo}), "memory"), "mem.host")
+    assert f.status == "ok" and f.evidence[0].value == "MemTotal 536870912 kB, no SwapTotal line"
