@@ -217,6 +217,10 @@ def failure_lines(part: Any, limit: int = 3) -> tuple[int, list[str]]:
     return n, ex
 
 
+#: Actionable findings that count lines rather than name a cause: a paste with only these is unmatched.
+_TALLIES = {"nccl.warnings"}
+
+
 def _cites(f: Finding, label: str) -> bool:
     return f.subject == label or any(e.source == label for e in f.evidence)
 
@@ -236,7 +240,7 @@ def unmatched(snap: Any, findings: list[Finding]) -> list[Finding]:
     out: list[Finding] = []
     for group in by_file.values():
         cited = {p.label: [f for f in findings if _cites(f, p.label)] for p in group}
-        if any(f.status == Status.actionable for fs in cited.values() for f in fs):
+        if any(f.status == Status.actionable and f.id not in _TALLIES for fs in cited.values() for f in fs):
             continue  # a cause was found in this paste
         for p in group:
             n, ex = failure_lines(p)
