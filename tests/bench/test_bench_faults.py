@@ -177,6 +177,17 @@ def _wait_points(path, n, proc, timeout=60.0):
     raise AssertionError("bench wrote no point in time")
 
 
+def _then_wait(proc, act, timeout=60.0) -> str:
+    """Do ``act()`` to the server under a running bench, then wait for the bench; its stderr."""
+    try:
+        act()
+        _, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return err
+
+
 def test_server_killed_mid_sweep_keeps_what_was_measured(stub_server, tmp_path):
     s = stub_server("--itl-ms", "5", "--tokens", "16")
     out = tmp_path / "r.json"
@@ -184,13 +195,7 @@ def test_server_killed_mid_sweep_keeps_what_was_measured(stub_server, tmp_path):
                                       "2", "--warmup", "0", "--output-len", "16", "--timeout", "5", "--format", "json",
                                       "--output", out), env=bench_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    try:
-        _wait_points(out, 1, proc)
-        s.proc.kill()
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    err = _then_wait(proc, lambda: (_wait_points(out, 1, proc), s.proc.kill()))
     assert proc.returncode == 1, err
     assert "server stopped answering" in err and "partial results written" in err
     res = load_result(out)
@@ -246,12 +251,7 @@ def test_server_killed_mid_point_stops_the_point_early(stub_server, tmp_path):
     s = stub_server("--itl-ms", "5", "--tokens", "16")
     out = tmp_path / "r.json"
     proc = _bench_until(s, out, "--timeout", "30")
-    try:
-        s.proc.kill()
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    err = _then_wait(proc, s.proc.kill)
     assert proc.returncode == 1, err
     assert "consecutive connections refused" in err and "stopped early after" in err
     res = load_result(out)
@@ -272,13 +272,10 @@ def test_hung_server_stops_the_point_without_waiting_every_timeout(stub_server, 
     out = tmp_path / "r.json"
     proc = _bench_until(s, out, "--timeout", "2")
     t0 = time.monotonic()
-    os.kill(s.proc.pid, signal.SIGSTOP)
     try:
-        _, err = proc.communicate(timeout=90)
+        err = _then_wait(proc, lambda: os.kill(s.proc.pid, signal.SIGSTOP), timeout=90)
     finally:
         os.kill(s.proc.pid, signal.SIGCONT)
-        if proc.poll() is None:
-            proc.kill()
     assert time.monotonic() - t0 < 60
     assert proc.returncode == 1, err
     assert "consecutive requests failed (connection or timeout)" in err
