@@ -10,6 +10,14 @@ response was sent as keep-alive (what llama.cpp's ``llama-server`` does). The st
 requests, tokens and the time-weighted number of streams in flight (its own view of the
 concurrency the client achieved): ``GET /stats``; ``POST /reset`` zeroes them.
 
+Faults, by the prompt's index (the number before the first ``:`` of a synthetic prompt,
+``<salt><i>: …``), so that the same requests fail however the load is spread over client
+processes: ``--fail-every K`` answers HTTP 503 to every request whose index ``i`` has
+``i % K == K - 1``, ``--error-every K`` sends an error event after the first tokens, ``--cut-every
+K`` closes the connection in the middle of the stream, ``--drop-every K`` closes a *re-used*
+keep-alive connection on receiving the request, before any response byte (a client retries such a
+request on a fresh connection, which is served).
+
     taskset -c 1 python benchmarks/stub_server.py --port 8799
 """
 
@@ -18,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import time
 
 from aiohttp import web
@@ -33,6 +42,7 @@ class Stats:
         self.requests = self.tokens = self.n = self.peak = 0
         self.area = 0.0
         self.t0 = self.last = None
+        self.faults = {"fail": 0, "error": 0, "cut": 0, "drop": 0}
 
     def change(self, d: int) -> None:
         """Requests in flight change by ``d``; the window runs from the first request after a
@@ -51,11 +61,30 @@ class Stats:
         span = max(self.last - self.t0, 1e-9) if self.t0 is not None else 0.0
         return {"requests": self.requests, "tokens": self.tokens,
                 "mean_in_flight": self.area / span if span else 0.0, "peak_in_flight": self.peak, "span_s": span,
-                "tokens_per_s": self.tokens / span if span else 0.0, "requests_per_s": self.requests / span if span else 0.0}
+                "tokens_per_s": self.tokens / span if span else 0.0, "requests_per_s": self.requests / span if span else 0.0,
+                "faults": dict(self.faults)}
 
 
-def make_app(tokens: int, itl_ms: float, slots: int = 0, close_after_stream: bool = False) -> web.Application:
+_INDEX = re.compile(r"(\d+):")
+
+
+def prompt_index(d: dict) -> int | None:
+    """The index of a synthetic prompt (``<salt><i>: …``) in a request body, None without one."""
+    msgs = d.get("messages")
+    text = msgs[-1].get("content") if isinstance(msgs, list) and msgs and isinstance(msgs[-1], dict) else d.get("prompt")
+    m = _INDEX.search(text[:200]) if isinstance(text, str) else None
+    return int(m.group(1)) if m else None
+
+
+def make_app(tokens: int, itl_ms: float, slots: int = 0, close_after_stream: bool = False,
+             faults: dict[str, int] | None = None) -> web.Application:
     st = Stats()
+    faults = {k: v for k, v in (faults or {}).items() if v}
+    seen: dict[int, object] = {}  # connections that served a request (the object kept: ids stay unique)
+
+    def hit(kind: str, i: int | None) -> bool:
+        k = faults.get(kind)
+        return bool(k) and i is not None and i % k == k - 1
     gate = asyncio.Semaphore(slots) if slots > 0 else None
     chat_chunk = (b'data: {"id":"x","object":"chat.completion.chunk","created":0,"model":"stub",'
                   b'"choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}]}\n\n')
@@ -73,6 +102,20 @@ def make_app(tokens: int, itl_ms: float, slots: int = 0, close_after_stream: boo
         n = min(int(d.get("max_tokens") or tokens), tokens)
         chat = req.path.endswith("chat/completions")
         chunk = chat_chunk if chat else comp_chunk
+        if faults:
+            i = prompt_index(d)
+            t = req.transport
+            if hit("drop", i) and t is not None and id(t) in seen:
+                st.faults["drop"] += 1
+                t.close()  # before any response byte, on a connection that served before
+                raise web.HTTPServiceUnavailable()  # never reaches the client
+            if t is not None and "drop" in faults:
+                seen[id(t)] = t
+            if hit("fail", i):
+                st.faults["fail"] += 1
+                raise web.HTTPServiceUnavailable(text="stub: failing this request on purpose")
+            d["_cut"] = hit("cut", i)
+            d["_error"] = hit("error", i)
         if gate is not None:
             await gate.acquire()
         try:
@@ -89,7 +132,15 @@ def make_app(tokens: int, itl_ms: float, slots: int = 0, close_after_stream: boo
         try:
             if chat:
                 await resp.write(role)
-            for _ in range(n):
+            for k in range(n):
+                if k == 2 and (d.get("_cut") or d.get("_error")):
+                    st.faults["cut" if d.get("_cut") else "error"] += 1
+                    if d.get("_error"):
+                        await resp.write(b'data: {"error": {"message": "stub: error event on purpose"}}\n\n')
+                        await resp.write_eof()
+                        return resp
+                    req.transport.close()  # in the middle of the chunked body
+                    return resp
                 await resp.write(chunk)
                 if delay:
                     await asyncio.sleep(delay)
@@ -134,6 +185,9 @@ def main() -> None:
     ap.add_argument("--itl-ms", type=float, default=0.0)
     ap.add_argument("--slots", type=int, default=0, help="streams served at once (0: no limit)")
     ap.add_argument("--close-after-stream", action="store_true")
+    for kind, what in (("fail", "HTTP 503"), ("error", "an error event after 2 tokens"),
+                       ("cut", "the connection closed after 2 tokens"), ("drop", "a re-used connection closed unanswered")):
+        ap.add_argument(f"--{kind}-every", type=int, default=0, metavar="K", help=f"{what} for prompt indexes i % K == K - 1")
     a = ap.parse_args()
     try:
         import uvloop
@@ -141,7 +195,8 @@ def main() -> None:
         uvloop.install()
     except ImportError:
         pass
-    web.run_app(make_app(a.tokens, a.itl_ms, a.slots, a.close_after_stream), host="127.0.0.1", port=a.port, access_log=None, print=None,
+    web.run_app(make_app(a.tokens, a.itl_ms, a.slots, a.close_after_stream,
+                         {"fail": a.fail_every, "error": a.error_every, "cut": a.cut_every, "drop": a.drop_every}), host="127.0.0.1", port=a.port, access_log=None, print=None,
                 backlog=4096)
 
 

@@ -155,6 +155,20 @@ class StreamClient:
         self.session = self._fresh = None
         self._old_sessions.clear()
 
+    def counts(self) -> dict:
+        """The connection counters (``reused``, ``reuse_failures``, ``retry_failures``,
+        ``fresh_per_request``), for another process's client to add with :meth:`add_counts`."""
+        return {"reused": self.reused, "reuse_failures": self.reuse_failures,
+                "retry_failures": self.retry_failures, "fresh_per_request": self.fresh_per_request}
+
+    def add_counts(self, d: dict) -> None:
+        """Add another client's :meth:`counts` to this one's (the counts of one run spread over
+        several client processes): sums, and ``fresh_per_request`` when any client switched."""
+        self.reused += d["reused"]
+        self.reuse_failures += d["reuse_failures"]
+        self.retry_failures += d["retry_failures"]
+        self.fresh_per_request = self.fresh_per_request or d["fresh_per_request"]
+
     @property
     def connection_note(self) -> str | None:
         """What the client saw of the server's keep-alive behaviour, in words (None: nothing)."""
