@@ -164,6 +164,18 @@ def guidellm_run(exe: str, url: str, c: int, n: int, tokenizer_dir: str, cores: 
             "in_flight": mean("request_concurrency")}
 
 
+def _stub_run(cores: set[int], c: int, n: int, what: str, problems: list[str], *stub_args: str) -> dict:
+    """One process at ``c`` for ``n`` requests against a fresh stub started with ``stub_args``."""
+    proc, url = start_stub(cores, *stub_args)
+    try:
+        r = asyncio.run(client_run(url, c, n))
+    finally:
+        proc.terminate()
+    if r["failed"]:
+        problems.append(f"{what}: {r['failed']} of {n} requests failed")
+    return r
+
+
 def _in_flight(s: dict, c: int) -> tuple[float, bool]:
     dev = s["steady_in_flight"] / c - 1
     return dev, abs(dev) <= IN_FLIGHT_TOLERANCE
@@ -319,24 +331,14 @@ def main() -> None:
     finally:
         proc.terminate()
     # Floor: the flag when the server is the limit, and added latency on an idle path (c=1).
-    proc, url = start_stub(stub_cores, "--itl-ms", "20", "--tokens", "32")
     try:
-        r = asyncio.run(client_run(url, 64, 256))
-        if r["failed"]:
-            problems.append(f"slow stub: {r['failed']} requests failed")
+        r = _stub_run(stub_cores, 64, 256, "slow stub", problems, "--itl-ms", "20", "--tokens", "32")
         print(f"\nslow stub (20 ms/token, c=64): {r['tok_s']:,.0f} tok/s, lag p99 {r['lag_p99']:.2f} ms, "
               f"client CPU {r['cpu'] * 100:.0f} %, client-bound: {r['client_bound']} ({'; '.join(r['reasons']) or 'no'})")
-    finally:
-        proc.terminate()
-    proc, url = start_stub(stub_cores)
-    try:
-        r = asyncio.run(client_run(url, 1, 300))
-        if r["failed"]:
-            problems.append(f"idle path: {r['failed']} requests failed")
+        r = _stub_run(stub_cores, 1, 300, "idle path", problems)
         print(f"idle path (c=1, zero-delay stub): TTFT p50 {r['ttft_p50']:.2f} ms, p99 {r['ttft_p99']:.2f} ms; "
               f"event-loop lag p50 {r['lag_p50']:.2f} ms, p99 {r['lag_p99']:.2f} ms")
     finally:
-        proc.terminate()
         for b in burners:
             b.terminate()
     summary(levels, rows, multi, guide, paced, procs_list, ab, a.burn, len(all_cores), notes)
