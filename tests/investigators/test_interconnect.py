@@ -148,3 +148,9 @@ def test_custom_allreduce_ok_on_the_nvlink_pair_and_expected_without_p2p() -> No
 def test_custom_allreduce_unknown_without_p2p_status() -> None:
     f = one(audit_ids(MemorySnapshot({}, cmds=host_cmds(H2, "nvsmi_q", "nvsmi_topo")), "interconnect"), "allreduce.custom")
     assert f.status == "unknown" and f.evidence[0].value == "NVLink between all pairs"
+
+
+def test_plx_switch_ports_are_named_not_taken_for_nvswitches() -> None:
+    f = one(audit_ids(pasted("lspci-torchipc17-plx.txt"), "interconnect"), "pci.unidentified")
+    assert f.status == "ok" and f.title.endswith("Broadcom/PLX PCIe switch ports, not NVSwitches")
+    assert any(e.value == "11 PCI functions" for e in f.evidence)
