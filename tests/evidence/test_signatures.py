@@ -82,6 +82,13 @@ def test_line_matching():
     assert xid_signature(999) is None
 
 
+def test_peer_access_error_quoted_in_the_singular_is_matched():
+    """https://github.com/efeslab/Nanoflow/issues/22 quotes the CUDA error as '... two device'."""
+    hits = scan_lines(["I tried run llama3-70B, raise the error `peer access is not supported between these two device`",
+                       "CUDA error 217 at ggml-cuda.cu:6292: peer access is not supported between these two devices"])
+    assert hits["cuda.peer_access_unsupported"].count == 2
+
+
 def test_old_nccl_format_is_read():
     """NCCL 2.2/2.3 lines (``host:pid:tid [dev] INFO Ring 00 : …``, no ``NCCL`` word), as pasted in
     https://github.com/pytorch/pytorch/issues/7019, give ranks and transports."""

@@ -10,6 +10,8 @@ unable to peer (``CNS``/``GNS``/``NS`` in ``nvidia-smi topo -p2p r``) is expecte
 
 from __future__ import annotations
 
+import re
+
 from infergap.evidence.common import nccl_logs
 from infergap.evidence.hostinfo import gpu_links, has_rdma_nic, p2p_matrix
 from infergap.parsers.nccl import NcclLogFacts, summary
@@ -35,6 +37,10 @@ def _version_tuple(v: str | None) -> tuple[int, ...]:
         return tuple(int(x) for x in (v or "").split("."))
     except ValueError:
         return ()
+
+
+_P2P_FAILED = re.compile(r"peer access is not supported|failed to open CUDA IPC handle", re.I)
+"""NCCL warnings that say the P2P transport it chose could not be set up."""
 
 
 def _transport(label: str, f: NcclLogFacts, snap: object) -> Finding:
@@ -97,6 +103,22 @@ def _transport(label: str, f: NcclLogFacts, snap: object) -> Finding:
                        evidence=evidence + [ev(src, why) for _, why in expected[:4]],
                        impact="These GPU pairs cannot use P2P on this platform; NCCL's fallback is the normal path there.",
                        details=details)
+    p2p_failed = [w for w in f.warnings if _P2P_FAILED.search(w)]
+    if p2p_failed and any(lk.transport.startswith("P2P") for lk in intra):
+        # NCCL picked P2P, then could not set it up (the run aborted or fell back): not ok.
+        return Finding(
+            id="nccl.transport", investigator=NAME, status=Status.actionable, subject=label,
+            severity=Severity.P1, fix_kind=FixKind.runtime,
+            title="NCCL chose P2P between GPUs of one host, but setting up P2P failed",
+            evidence=evidence + [ev(src, w) for w in p2p_failed[:3]],
+            expected_value="P2P channels that open without a warning",
+            impact="The channels the log lists were never usable: the communicator failed at set-up (or fell back), so these GPUs do not exchange data over P2P.",
+            remedy=Remedy(commands=["nvidia-smi topo -p2p r   # P2P support per GPU pair",
+                                    "NCCL_P2P_DISABLE=1   # in the server's environment when the GPUs have no P2P (GeForce, many VMs)"],
+                          note="GeForce GPUs have no P2P by product design; on datacenter GPUs look at ACS and the IOMMU."),
+            references=["https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#pci-access-control-services-acs"],
+            details=details,
+        )
     kinds = sorted({lk.transport for lk in intra}) or sorted(f.transports)
     title = "GPUs of one host use " + ", ".join(kinds) if intra else "NCCL transports: " + ", ".join(sorted(f.transports))
     if f.nvls_channels:
