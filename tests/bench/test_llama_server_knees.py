@@ -144,7 +144,9 @@ def test_all_slots_busy_is_the_knee_and_the_first_action(llama_cpp):
     ex = by[16]["explanation"]
     assert ex["knee"] and ex["cause"] == "running_limit", ex
     assert ex["line"].startswith("throughput flattened at c=16") and "2 running (all 2 slots)" in ex["line"]
-    assert by[2]["explanation"]["cause"] == "scaling" and not by[2]["explanation"]["knee"]
+    # At c=2 every request has a slot: never the slots' fault (a client strained by a busy
+    # machine may be named there, truthfully).
+    assert by[2]["explanation"]["cause"] in ("scaling", "client") and not by[2]["explanation"]["knee"], by[2]["explanation"]
 
     bench, plan = _plan(res, s.url)
     assert plan.facts["load.knee_cause"].value == "running_limit" and "all 2 slots" in plan.facts["load.knee_cause"].source

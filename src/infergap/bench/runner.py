@@ -424,8 +424,8 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
                     args = multiproc.ClientArgs(info.base, info.model, settings.api, settings.stream, extra,
                                                 tuple(info.length.fields), settings.timeout_s)
                     prompts = [src(i) for i in range(n or default_num_prompts(spec))]
-                    tr = await loop.run_in_executor(None, multiproc.run_trial, args, spec, prompts, settings.client_procs,
-                                                    settings.duration_s, settings.seed + 7919 * t + k)
+                    tr = await multiproc.trial(runner, args, spec, prompts, settings.client_procs, settings.duration_s,
+                                               settings.seed + 7919 * t + k)
                 else:
                     tr = await runner.trial(spec, src, n, settings.duration_s, seed=settings.seed + 7919 * t + k)
                 windows.append(tr.window)
