@@ -85,8 +85,10 @@ def test_line_matching():
 def test_peer_access_error_quoted_in_the_singular_is_matched():
     """https://github.com/efeslab/Nanoflow/issues/22 quotes the CUDA error as '... two device'."""
     hits = scan_lines(["I tried run llama3-70B, raise the error `peer access is not supported between these two device`",
-                       "CUDA error 217 at ggml-cuda.cu:6292: peer access is not supported between these two devices"])
-    assert hits["cuda.peer_access_unsupported"].count == 2
+                       "CUDA error 217 at ggml-cuda.cu:6292: peer access is not supported between these two devices",
+                       # https://github.com/hiyouga/EasyR1/issues/579, the line cut where the page wrapped it
+                       "Cuda failure 217 'peer access is not supported between these"])
+    assert hits["cuda.peer_access_unsupported"].count == 3
 
 
 def test_old_nccl_format_is_read():
