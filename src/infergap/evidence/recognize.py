@@ -125,8 +125,10 @@ _DMESG = re.compile(r"^\[\s*\d+\.\d{3,6}\] |^\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ ke
 _KERNEL_MSG = re.compile(r"(?:^|[\s:\]])(?:NVRM: |AMD-Vi: |DMAR: |pcieport \S+: AER: |nvidia-modeset: ERROR)")
 #: A "package version" line of a listing pasted without ``pip list``'s header (``torch 2.3.0+cu118``).
 _PKGVER = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]*\s+v?\d+\.\d+[\w.+!\-]*$")
-#: Lines of a Python traceback (the header, a frame, an exception line).
-_TRACEBACK = re.compile(r"^(?:Traceback \(most recent call last\):|\s+File \"[^\"]+\", line \d+|(?:\[rank\d+\]: )?(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): \S|nccl\w+Error: |ncclInvalidUsage: |Last error:$)")
+#: Lines of a Python traceback (the header, a frame, an exception line), also behind the
+#: ``[rank0]: `` prefix torch adds or the ``(Runner pid=16018) `` prefix Ray puts on an actor's output.
+_TRACEBACK = re.compile(r"^(?:\[rank\d+\]: |\([A-Za-z_][\w ]{0,40}pid=\d+[^)]{0,40}\) )?"  # torch rank / Ray actor prefix
+                        r"(?:Traceback \(most recent call last\):|\s+File \"[^\"]+\", line \d+|(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): \S|nccl\w+Error: |ncclInvalidUsage: |Last error:$)")
 
 # -- part separators ----------------------------------------------------------------------------
 _QUOTE_PREFIX = re.compile(r"^\s*> ?")
