@@ -84,7 +84,7 @@ def test_introspection_of_a_real_llama_server(server, model):
 
 
 def test_its_log_is_recognised_evidence(server):
-    from infergap.evidence.llamacpp_log import parse_llamacpp_log
+    from infergap.parsers.llamacpp_log import parse_llamacpp_log
     from infergap.evidence.recognize import scan_file
 
     s = server("--parallel", "2", "-c", "1024")

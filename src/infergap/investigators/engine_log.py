@@ -12,7 +12,7 @@ change: tune it); custom all-reduce disabled on more than two PCIe-only GPUs is 
 from __future__ import annotations
 
 from infergap.evidence.common import engine_logs
-from infergap.evidence.engine import EngineLogFacts
+from infergap.parsers.engine_log import EngineLogFacts
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status, ev
 
 NAME = "engine_log"
@@ -31,7 +31,7 @@ def _config(label: str, f: EngineLogFacts) -> Finding | None:
             "attention_backend", "cuda_graph_max_bs", "disable_cuda_graph", "enforce_eager", "max_running_requests", "max_num_seqs",
             "chunked_prefill_size", "max_num_batched_tokens", "mem_fraction_static", "gpu_memory_utilization", "kv_cache_dtype",
             "quantization", "moe_runner_backend", "moe_a2a_backend", "disable_custom_all_reduce", "speculative_algorithm",
-            # llama.cpp (infergap.evidence.llamacpp_log)
+            # llama.cpp (infergap.parsers.llamacpp_log)
             "offloaded_layers", "model_layers", "n_slots", "n_ctx_slot", "n_ctx", "kv_unified", "flash_attn", "type_k", "type_v")
     shown = {k: a[k] for k in keys if k in a}
     if f.cuda_graph_bs:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from infergap.evidence.common import _memo, nccl_logs
-from infergap.evidence.dmesg import DmesgFacts, parse_dmesg
+from infergap.parsers.dmesg import DmesgFacts, parse_dmesg
 from infergap.evidence.signatures import Signature, SignatureHit, catalog, scan_lines, xid_signature
 from infergap.findings import SEVERITY_ORDER, Finding, FixKind, Remedy, Severity, Status, ev
 

@@ -11,8 +11,8 @@ unable to peer (``CNS``/``GNS``/``NS`` in ``nvidia-smi topo -p2p r``) is expecte
 from __future__ import annotations
 
 from infergap.evidence.common import nccl_logs
-from infergap.evidence.nccl import NcclLogFacts, summary
 from infergap.facts import Facts
+from infergap.parsers.nccl import NcclLogFacts, summary
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status, ev
 
 NAME = "nccl_log"
