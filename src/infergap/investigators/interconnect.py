@@ -165,27 +165,6 @@ def _nvlink(ctx: Context) -> list[Finding]:
                     references=["NVIDIA Fabric Manager user guide"])]
 
 
-def _p2p_status(ctx: Context) -> tuple[dict[tuple[str, str], str], str | None]:
-    """Pairwise P2P status (``GPU0``, ``GPU1``) -> OK/CNS/GNS/TNS/NS/DR/U and its source, from
-    ``nvidia-smi topo -p2p r``, else NVML, else the torch probe; empty when none was captured."""
-    p2p = ctx.facts.p2p()
-    if p2p:
-        return p2p, ctx.facts.src("nvsmi_p2p")
-    n = ctx.facts.nvml()
-    if n and n.get("p2p"):
-        code = {0: "OK", 1: "CNS", 2: "GNS", 3: "NS", 4: "TNS", 5: "NS", 6: "U"}
-        p2p = {(f"GPU{k.split(',')[0]}", f"GPU{k.split(',')[1]}"): code.get(v, "U") for k, v in n["p2p"].items() if v is not None}
-        if p2p:
-            return p2p, "probes/nvml.json"
-    t = ctx.facts.torch_info()
-    if t and t.get("p2p"):
-        m = t["p2p"]
-        p2p = {(f"GPU{i}", f"GPU{j}"): ("OK" if m[i][j] else "NS") for i in range(len(m)) for j in range(len(m)) if i != j and m[i][j] is not None}
-        if p2p:
-            return p2p, ctx.facts.src("torch")
-    return {}, None
-
-
 def _unordered(pairs: dict[tuple[str, str], str]) -> set[frozenset[str]]:
     return {frozenset(p) for p in pairs if p[0] != p[1]}
 
@@ -195,7 +174,7 @@ def _p2p(ctx: Context) -> Finding | None:
     gpus = ctx.facts.gpus()
     if len(gpus) < 2:
         return None
-    p2p, src = _p2p_status(ctx)
+    p2p, src = ctx.facts.p2p_status()
     if not p2p:
         return unknown(cid, NAME, "GPU peer-to-peer: not captured", f"Needs {P2P_CMD}, NVML or the torch probe.")
     bad = {k: v for k, v in p2p.items() if v != "OK"}
@@ -333,7 +312,7 @@ def _custom_allreduce(ctx: Context) -> Finding | None:
     refs = ["sglang/srt/distributed/device_communicators/custom_all_reduce.py", "vllm/distributed/device_communicators/custom_all_reduce.py"]
     pairs, nsrc = _nvlink_pairs(ctx)
     full_nv = bool(pairs) and all(n > 0 for n in pairs.values())
-    p2p, psrc = _p2p_status(ctx)
+    p2p, psrc = ctx.facts.p2p_status()
     n_pairs = len(gpus) * (len(gpus) - 1) // 2
     p2p_ok = bool(p2p) and all(v == "OK" for v in p2p.values()) and len(_unordered(p2p)) >= n_pairs
     p2p_bad = {k: v for k, v in p2p.items() if v != "OK"}

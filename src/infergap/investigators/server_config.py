@@ -12,7 +12,7 @@ capacity, not speed — flat or slower in public reports, worse when prefill dom
 from __future__ import annotations
 
 from infergap.evidence.common import engine_logs
-from infergap.evidence.hostinfo import gpu_names, is_sm120, nvlink_between_gpus
+from infergap.facts import Facts
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status, ev
 from infergap.server import ServerConfig, server_config_from_log
 
@@ -63,15 +63,15 @@ def _graph_limit(cfg: ServerConfig, subject: str, observed: int | None, observed
                    evidence=[ev(_src(cfg, "cuda_graph_max_bs"), f"cuda_graph_max_bs={cap}"), ev(observed_src or "server", f"running requests: {observed}")])
 
 
-def _allreduce(cfg: ServerConfig, subject: str, snap: object, log_reported: bool) -> Finding | None:
+def _allreduce(cfg: ServerConfig, subject: str, facts: Facts, log_reported: bool) -> Finding | None:
     tp = cfg.tp_size
     if log_reported or tp is None or tp <= 2 or not cfg.disable_custom_all_reduce:
         return None
-    nvl = nvlink_between_gpus(snap)
+    nvl = facts.nvlink_between_gpus()
     if nvl is None:
         from infergap.gpudata import sku
 
-        names = gpu_names(snap)  # the GPU data knows which models have no NVLink at all
+        names = facts.gpu_names()  # the GPU data knows which models have no NVLink at all
         nvl = False if names and all((s := sku(n)) is not None and s.nvlink_layout == "none" for n in names) else None
     if nvl is None:
         return None
@@ -88,11 +88,23 @@ def _allreduce(cfg: ServerConfig, subject: str, snap: object, log_reported: bool
                           "Alternatives (DP replicas, PP, opt-in PCIe all-reduce) are for the plan.")
 
 
-def _fp8_kv(cfg: ServerConfig, subject: str, snap: object, prefill_ratio: float | None) -> Finding | None:
+def _is_sm120(facts: Facts) -> bool | None:
+    """True when the GPUs are compute capability 12.x (NVML or torch), else when a GPU's name is an
+    SM120 part in the GPU data; None when neither the capability nor a name is known."""
+    from infergap.gpudata import sm_of
+
+    caps = facts.compute_capabilities()
+    if caps:
+        return any(c.startswith("12.") for c in caps)
+    names = facts.gpu_names()
+    return any(sm_of(n) == 120 for n in names) if names else None
+
+
+def _fp8_kv(cfg: ServerConfig, subject: str, facts: Facts, prefill_ratio: float | None) -> Finding | None:
     dt = (cfg.kv_cache_dtype or "").lower()
     if not dt.startswith("fp8"):
         return None
-    sm120 = is_sm120(snap)
+    sm120 = _is_sm120(facts)
     if not sm120:
         return None
     heavy = prefill_ratio is not None and prefill_ratio >= 4.0
@@ -115,6 +127,7 @@ def investigate(ctx: object) -> list[Finding]:
     """Findings from the live server's configuration (``ctx.server``) or, without one, from the
     first engine log's startup arguments; none when there is neither."""
     snap = ctx.snap  # type: ignore[attr-defined]
+    host = getattr(ctx, "facts", None) or Facts(snap)
     cfg: ServerConfig | None = getattr(ctx, "server", None)
     logs = engine_logs(snap)
     live = cfg is not None
@@ -139,7 +152,7 @@ def investigate(ctx: object) -> list[Finding]:
         if x:
             out.append(x)
     log_ar = any(f.custom_ar_disabled for _, f in logs)
-    x = _allreduce(cfg, subject, snap, log_ar)
+    x = _allreduce(cfg, subject, host, log_ar)
     if x:
         out.append(x)
     ratio = None
@@ -147,7 +160,7 @@ def investigate(ctx: object) -> list[Finding]:
     gen = cfg.raw.get("generation_tokens_total")
     if isinstance(prompt, (int, float)) and isinstance(gen, (int, float)) and gen > 0:
         ratio = prompt / gen
-    x = _fp8_kv(cfg, subject, snap, ratio)
+    x = _fp8_kv(cfg, subject, host, ratio)
     if x:
         out.append(x)
     return out
