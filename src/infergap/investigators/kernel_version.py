@@ -32,25 +32,24 @@ def _pending_reboot(ctx: Context) -> Finding:
     kr = ctx.facts.kernel_release()
     inst = ctx.facts.installed_kernels()
     if kr is None:
-        return unknown(cid, NAME, "Running kernel: not captured", "Needs uname -a or /proc/sys/kernel/osrelease.")
+        return unknown(cid, "Running kernel: not captured", "Needs uname -a or /proc/sys/kernel/osrelease.")
     if inst is None:
-        return unknown(cid, NAME, "Installed kernels: not captured", "Needs a listing of /lib/modules or /boot.", evidence_=evidence(kr))
+        return unknown(cid, "Installed kernels: not captured", "Needs a listing of /lib/modules or /boot.", evidence_=evidence(kr))
     rels, src = inst
     run = KernelVersion.parse(kr.value)
     evs = evidence(kr, (src, ", ".join(rels)))
     if run is None:
-        return unknown(cid, NAME, "Running kernel version unreadable", f"{kr.value!r} is not a kernel release.", evidence_=evs)
+        return unknown(cid, "Running kernel version unreadable", f"{kr.value!r} is not a kernel release.", evidence_=evs)
     same_flavour = [KernelVersion.parse(r) for r in rels]
     newer = sorted(k for k in same_flavour if k is not None and k.flavour == run.flavour and (k.major, k.minor, k.patch, k.abi) > (run.major, run.minor, run.patch, run.abi))
     if newer:
         latest = newer[-1].release
-        return finding(
-            cid, NAME, Status.actionable, f"A newer kernel is installed but not booted: running {kr.value}, installed {latest}",
+        return finding(cid, Status.actionable, f"A newer kernel is installed but not booted: running {kr.value}, installed {latest}",
             severity=Severity.P1, fix_kind=FixKind.reboot, evidence_=evs, expected_value=latest,
             impact="Fixes and driver updates in the installed kernel are not in effect, and the reboot-class fixes of this report can be combined with booting it.",
             remedy=Remedy(persist=[f"reboot into {latest} (after applying the kernel command-line changes of this report)"], revert=[f"select {kr.value} in the boot loader"], host_controlled=ctx.in_container),
             references=["uname(1); /lib/modules/<release>"])
-    return finding(cid, NAME, Status.ok, f"Running the newest installed kernel ({kr.value})", evidence_=evs)
+    return finding(cid, Status.ok, f"Running the newest installed kernel ({kr.value})", evidence_=evs)
 
 
 def _version(ctx: Context) -> Finding | None:
@@ -67,7 +66,7 @@ def _version(ctx: Context) -> Finding | None:
         "pci=disable_acs_redir (5.1)": kv.at_least(5, 1),
     }
     avail = [k for k, v in gates.items() if v]
-    return finding("kernel.version", NAME, Status.ok, f"Kernel {kr.value}", evidence_=evidence(kr),
+    return finding("kernel.version", Status.ok, f"Kernel {kr.value}", evidence_=evidence(kr),
                    impact="Feature gates available: " + (", ".join(avail) if avail else "none of the tracked ones"), details={"feature_gates": gates})
 
 
@@ -82,12 +81,12 @@ def _cmdline(ctx: Context) -> Finding | None:
                 if opt.split("=")[0] not in KNOWN_PCI_OPTS:
                     bad.append(opt)
     if bad:
-        return finding("kernel.cmdline", NAME, Status.actionable, f"Kernel ignores pci= option(s): {', '.join(bad)}",
+        return finding("kernel.cmdline", Status.actionable, f"Kernel ignores pci= option(s): {', '.join(bad)}",
                        severity=Severity.P2, fix_kind=FixKind.reboot, evidence_=evidence(cl),
                        impact="The kernel logs 'PCI: Unknown option' and ignores these; whatever they were meant to do is not happening (pci=noacs in particular does nothing; use pci=disable_acs_redir=<BDFs>).",
                        remedy=Remedy(persist=["remove or correct the option on the kernel command line, reboot"]),
                        references=["Documentation/admin-guide/kernel-parameters.txt: pci="])
-    return finding("kernel.cmdline", NAME, Status.ok, "Kernel command line has no ignored pci= options", evidence_=evidence(cl))
+    return finding("kernel.cmdline", Status.ok, "Kernel command line has no ignored pci= options", evidence_=evidence(cl))
 
 
 def investigate(ctx: Context) -> list[Finding]:
