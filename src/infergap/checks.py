@@ -55,7 +55,9 @@ class Check(BaseModel):
     fix_kind: FixKindName | None
     severity: Literal["P0", "P1", "P2"] | None = None
     signatures: bool = False
-    thresholds: dict[str, float] = Field(default_factory=dict)
+    thresholds: dict[str, int | float] = Field(default_factory=dict)
+    lists: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    tables: dict[str, dict[str, str]] = Field(default_factory=dict)
     texts: dict[str, str] = Field(default_factory=dict)
     actions: tuple[ActionSpec, ...] = ()
     source: str = Field(min_length=8)
@@ -83,7 +85,11 @@ def load() -> dict[str, Check]:
     text = resources.files("infergap").joinpath("data/checks.yaml").read_text(encoding="utf-8")
     try:
         cat = _Catalog.model_validate(yaml.safe_load(text))
-    except (ValidationError, yaml.YAMLError) as e:
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise UserError(f"check catalog data/checks.yaml is not valid: {where}: {err['msg']}") from None
+    except yaml.YAMLError as e:
         raise UserError(f"check catalog data/checks.yaml is not valid: {str(e).splitlines()[0]}") from None
     out: dict[str, Check] = {}
     for c in cat.checks:
@@ -105,7 +111,7 @@ def get(check_id: str) -> Check:
     raise UserError(f"no check with id {check_id!r}{hint}")
 
 
-def threshold(check_id: str, name: str) -> float:
+def threshold(check_id: str, name: str) -> int | float:
     """The threshold ``name`` of a check (``thresholds:`` of its catalog entry)."""
     return load()[check_id].thresholds[name]
 

@@ -12,13 +12,14 @@ Reference figures:
 
 from __future__ import annotations
 
-from infergap.gpudata import datasheet_bandwidth_TBps, pcie_link_GBps
+from infergap import checks
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status
+from infergap.gpudata import datasheet_bandwidth_TBps, pcie_link_GBps
 from infergap.investigators.base import Context, evidence, finding
 
 NAME = "bandwidth"
-H2D_OK = 0.60
-MEM_OK = 0.70
+H2D_OK = checks.threshold("pcie.h2d_bandwidth", "min_fraction_of_link")
+MEM_OK = checks.threshold("gpu.memory_bandwidth", "min_fraction_of_datasheet")
 
 
 
@@ -56,7 +57,7 @@ def _judge(ctx: Context, data: dict) -> list[Finding]:
             frac = c["h2d_pinned_GBps"] / link
             if frac < H2D_OK:
                 out.append(finding("pcie.h2d_bandwidth", Status.actionable, f"GPU {subj}: pinned host-to-device copy {c['h2d_pinned_GBps']:.1f} GB/s = {frac:.0%} of gen{gen} x{width}",
-                                   severity=Severity.P1, fix_kind=FixKind.bios, subject=subj, evidence_=evs, expected_value=f">= {H2D_OK:.0%} of {link:.1f} GB/s",
+                                   fix_kind=FixKind.bios, subject=subj, evidence_=evs, expected_value=f">= {H2D_OK:.0%} of {link:.1f} GB/s",
                                    impact="Weight loading, KV offload and CPU-GPU transfers run below what the link carries: check the IOMMU mode, MaxReadReq, NUMA placement of the copying thread and the link itself.",
                                    remedy=Remedy(note="Compare with the pcie.* and iommu.mode findings; bind the process to the GPU's NUMA node and re-measure.")))
             else:
@@ -68,7 +69,6 @@ def _judge(ctx: Context, data: dict) -> list[Finding]:
             frac = c["d2d_copy_GBps"] / 1000 / peak
             st = Status.ok if frac >= MEM_OK else Status.actionable
             out.append(finding("gpu.memory_bandwidth", st, f"GPU {subj}: memory copy {c['d2d_copy_GBps'] / 1000:.2f} TB/s = {frac:.0%} of the {peak} TB/s datasheet peak",
-                               severity=Severity.P1 if st == Status.actionable else None, fix_kind=FixKind.hardware if st == Status.actionable else None,
                                subject=subj, evidence_=mevs, expected_value=f">= {MEM_OK:.0%} of {peak} TB/s",
                                impact="Decode is bound by memory bandwidth; this measured figure is the ceiling to use in the roofline (infergap roofline --measured-bandwidth).",
                                remedy=Remedy(note="Check clocks and throttling under load (gpu.clocks, gpu.throttle).") if st == Status.actionable else None,

@@ -12,13 +12,14 @@ Sources and thresholds:
 
 from __future__ import annotations
 
-from infergap.findings import Finding, FixKind, Remedy, Severity, Status
+from infergap import checks
+from infergap.findings import Finding, Remedy, Severity, Status
 from infergap.investigators.base import Context, evidence, finding, unknown
 from infergap.parsers.host import human_size_B, parse_df_h
 
 NAME = "container"
-NOFILE_GOOD = 65536
-SHM_GOOD_B = 1024**3
+NOFILE_GOOD = checks.threshold("limits.nofile", "min_open_files")
+SHM_GOOD_B = checks.threshold("container.shm", "min_bytes")
 
 
 def _no_output(ctx: Context, name: str) -> bool:
@@ -71,7 +72,7 @@ def _memlock(ctx: Context) -> Finding:
     rdma = ctx.facts.rdma_devices()
     sev = Severity.P1 if rdma or b < 2**30 else Severity.P2
     return finding(cid, Status.actionable, f"Locked-memory limit is {_human(b)}, not unlimited",
-                   severity=sev, fix_kind=FixKind.runtime, evidence_=evidence(v, *(rdma[:1])), expected_value="unlimited",
+                   severity=sev, evidence_=evidence(v, *(rdma[:1])), expected_value="unlimited",
                    impact="Pinned host buffers and RDMA memory registration (NCCL over InfiniBand/RoCE, GPUDirect) are capped by this limit; registrations beyond it fail with ENOMEM or fall back to slower paths.",
                    remedy=_limit_remedy(ctx, "memlock", "infinity"), references=["setrlimit(2) RLIMIT_MEMLOCK", "NCCL troubleshooting guide: memlock"])
 
@@ -86,8 +87,7 @@ def _nofile(ctx: Context) -> Finding:
         return unknown(cid, "RLIMIT_NOFILE: unreadable", f"{v.value!r} is not a number.", evidence_=evidence(v))
     if n >= NOFILE_GOOD:
         return finding(cid, Status.ok, f"Open-files limit is {v.value}", evidence_=evidence(v), expected_value=f">= {NOFILE_GOOD}")
-    return finding(cid, Status.actionable, f"Open-files limit is {n}", severity=Severity.P2, fix_kind=FixKind.runtime,
-                   evidence_=evidence(v), expected_value=f">= {NOFILE_GOOD}",
+    return finding(cid, Status.actionable, f"Open-files limit is {n}", evidence_=evidence(v), expected_value=f">= {NOFILE_GOOD}",
                    impact="A server handling many concurrent client connections runs out of descriptors (EMFILE) and drops requests.",
                    remedy=_limit_remedy(ctx, "nofile", "1048576"), references=["setrlimit(2) RLIMIT_NOFILE"])
 
@@ -104,8 +104,7 @@ def _shm(ctx: Context) -> Finding:
     size = human_size_B(e["size"])
     ev = evidence((ctx.facts.src("df"), f"/dev/shm {e['fs']} size {e['size']}"))
     if size is not None and size < SHM_GOOD_B:
-        return finding(cid, Status.actionable, f"/dev/shm is only {e['size']}", severity=Severity.P1, fix_kind=FixKind.runtime,
-                       evidence_=ev, expected_value=">= 1 GiB",
+        return finding(cid, Status.actionable, f"/dev/shm is only {e['size']}", evidence_=ev, expected_value=">= 1 GiB",
                        impact="NCCL's shared-memory transport and engines' IPC buffers live in /dev/shm; Docker's 64 MB default makes NCCL fail or fall back.",
                        remedy=Remedy(commands=["docker run --shm-size=16g … (or --ipc=host)", "mount -o remount,size=16G /dev/shm"], revert=[f"mount -o remount,size={e['size']} /dev/shm"], host_controlled=ctx.in_container),
                        references=["NCCL troubleshooting guide: Docker --shm-size", "vLLM docs: --ipc=host"])

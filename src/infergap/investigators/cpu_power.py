@@ -14,12 +14,13 @@ Sources and thresholds:
 
 from __future__ import annotations
 
-from infergap.findings import Action, Finding, FixKind, Remedy, Severity, Status
+from infergap import checks
+from infergap.findings import Action, Finding, Remedy, Status
 from infergap.investigators.base import Context, evidence, finding, not_applicable
 from infergap.parsers.host import KernelVersion
 
 NAME = "cpu_power"
-DEEP_STATE_US = 50
+DEEP_STATE_US = checks.threshold("cpu.cstates", "deep_exit_latency_us")
 
 
 def _no_cpu_pm(ctx: Context, cid: str, what: str) -> Finding:
@@ -56,7 +57,7 @@ def _cstates(ctx: Context) -> Finding:
     cmds = [f"for f in /sys/devices/system/cpu/cpu*/cpuidle/state{s.index}/disable; do echo 1 > $f; done" for s in deep]
     reverts = [f"for f in /sys/devices/system/cpu/cpu*/cpuidle/state{s.index}/disable; do echo 0 > $f; done" for s in deep]
     return finding(cid, Status.actionable, f"Deep C-states enabled: {names}",
-        severity=Severity.P1, fix_kind=FixKind.runtime, evidence_=evs, expected_value=f"idle states with exit latency >= {DEEP_STATE_US} µs disabled",
+        evidence_=evs, expected_value=f"idle states with exit latency >= {DEEP_STATE_US} µs disabled",
         impact="A CPU thread that launches kernels or polls for completions and wakes from a deep state pays its exit latency each time; at batch 1 the GPU waits on those threads every step.",
         remedy=Remedy(commands=cmds, persist=["tuned-adm profile accelerator-performance (holds /dev/cpu_dma_latency), or processor.max_cstate=1 on the kernel command line, or disable C-states in the BIOS"],
                       revert=reverts, actions=[Action(type="cpuidle", target=s.name, value="1", previous="0") for s in deep], host_controlled=host,
@@ -98,7 +99,7 @@ def _freq_driver(ctx: Context) -> Finding:
         if kv is None or kv.at_least(6, 1):
             mode = "active" if kv is None or kv.at_least(6, 3) else "passive"
             return finding(cid, Status.actionable, f"acpi-cpufreq drives a Zen CPU whose kernel offers amd_pstate ({kr.value if kr else 'kernel unknown'})",
-                severity=Severity.P1, fix_kind=FixKind.reboot, evidence_=evs, expected_value=f"amd-pstate-epp (amd_pstate={mode})",
+                evidence_=evs, expected_value=f"amd-pstate-epp (amd_pstate={mode})",
                 impact="acpi-cpufreq exposes only a few coarse P-states; amd_pstate uses CPPC for fine-grained frequency and lets the firmware boost the cores that feed the GPUs.",
                 remedy=Remedy(persist=[f"add amd_pstate={mode} to the kernel command line (GRUB_CMDLINE_LINUX or /etc/kernel/cmdline on Proxmox), update the boot loader, reboot", "enable CPPC in the BIOS if /sys/devices/system/cpu/amd_pstate stays absent"],
                               revert=[f"remove amd_pstate={mode} from the kernel command line, reboot"], host_controlled=ctx.in_container),
@@ -124,7 +125,7 @@ def _governor(ctx: Context) -> Finding:
     host = ctx.in_container
     prev = max(bad, key=bad.get)
     return finding(cid, Status.actionable, f"CPU governor is {prev} on {bad[prev]} CPU(s)",
-                   severity=Severity.P1, fix_kind=FixKind.runtime, evidence_=evs, expected_value="performance",
+                   evidence_=evs, expected_value="performance",
                    impact="A power-saving governor ramps frequency up only after load appears: the CPU work between GPU steps (scheduling, sampling, detokenizing) runs slower.",
                    remedy=Remedy(commands=["cpupower frequency-set -g performance"], persist=["tuned-adm profile throughput-performance, or a systemd unit running cpupower at boot"],
                                  revert=[f"cpupower frequency-set -g {prev}"], host_controlled=host,

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import re
 
-from infergap.findings import Action, Finding, FixKind, Remedy, Severity, Status
+from infergap import checks
+from infergap.findings import Action, Finding, Remedy, Status
 from infergap.investigators.base import Context, evidence, finding, unknown
 
 NAME = "driver"
-MIN_DRIVER = {11: (450, 80), 12: (525, 60), 13: (580, 65)}
+#: CUDA major version -> minimum Linux driver (major, minor), from the catalog entry.
+MIN_DRIVER = {int(k): (int(v.split(".")[0]), int(v.split(".")[1]))
+              for k, v in checks.get("driver.cuda_compat").tables["min_driver_by_cuda_major"].items()}
 
 
 def _ver(s: str) -> tuple[int, ...]:
@@ -54,7 +57,7 @@ def _cuda_compat(ctx: Context) -> Finding:
         too_old = True
     if too_old:
         return finding(cid, Status.actionable, f"Driver {dv.value} is older than CUDA {stack[0]} needs",
-                       severity=Severity.P0, fix_kind=FixKind.software, evidence_=evs,
+                       evidence_=evs,
                        expected_value=f">= {need[0]}.{need[1]}" if need else f"CUDA >= {stack[0]}",
                        impact="The stack's CUDA runtime is newer than the driver supports: CUDA fails to initialise or runs through forward-compatibility libraries only.",
                        remedy=Remedy(note=f"Install an NVIDIA driver >= {need[0]}.{need[1]} (or a torch build for an older CUDA)." if need else "Upgrade the NVIDIA driver."),
@@ -72,8 +75,7 @@ def _persistence(ctx: Context) -> list[Finding]:
         elif g.persistence_mode:
             out.append(finding(cid, Status.ok, f"GPU {g.bdf}: persistence mode on", subject=g.bdf, evidence_=evidence((g.sources[-1], "Enabled")), expected_value="Enabled"))
         else:
-            out.append(finding(cid, Status.actionable, f"GPU {g.bdf}: persistence mode off", severity=Severity.P1, fix_kind=FixKind.runtime,
-                               subject=g.bdf, evidence_=evidence((g.sources[-1], "Disabled")), expected_value="Enabled",
+            out.append(finding(cid, Status.actionable, f"GPU {g.bdf}: persistence mode off", subject=g.bdf, evidence_=evidence((g.sources[-1], "Disabled")), expected_value="Enabled",
                                impact="Without persistence the driver tears the GPU down when the last client exits; every new process (engine restart, health check, benchmark) pays seconds of initialisation.",
                                remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -pm 1"], persist=["systemctl enable --now nvidia-persistenced"], revert=[f"nvidia-smi -i {g.bdf} -pm 0"],
                                              actions=[Action(type="nvidia_persistence", target=g.bdf, value="1", previous="0")], host_controlled=ctx.in_container),

@@ -11,10 +11,10 @@ change: tune it); custom all-reduce disabled on more than two PCIe-only GPUs is 
 
 from __future__ import annotations
 
+from infergap.checks import finding
 from infergap.evidence.common import engine_logs
 from infergap.evidence.engine import EngineLogFacts
-from infergap.checks import finding
-from infergap.findings import Finding, FixKind, Remedy, Severity, Status, ev
+from infergap.findings import Finding, Remedy, Severity, Status, ev
 from infergap.investigators.interconnect import allreduce_from_engine_log
 
 NAME = "engine_log"
@@ -54,8 +54,7 @@ def _config(label: str, f: EngineLogFacts) -> Finding | None:
 def _cuda_graph(label: str, f: EngineLogFacts) -> Finding | None:
     off = f.args.get("disable_cuda_graph") is True or f.args.get("enforce_eager") is True
     if off:
-        return finding("engine.cuda_graph", Status.actionable, subject=label, severity=Severity.P1,
-                       fix_kind=FixKind.runtime, title="CUDA graphs are disabled",
+        return finding("engine.cuda_graph", Status.actionable, subject=label, severity=Severity.P1, title="CUDA graphs are disabled",
                        evidence_=[ev(label, "disable_cuda_graph=True" if f.args.get("disable_cuda_graph") is True else "enforce_eager=True")],
                        expected_value="CUDA graphs on for decode",
                        impact="Every decode step launches each kernel from Python; at small and medium batch this costs 1.7–4× TPOT in public measurements.",
@@ -68,7 +67,7 @@ def _cuda_graph(label: str, f: EngineLogFacts) -> Finding | None:
         new = _next_pow2(max(f.max_running, 1))
         share = f.decode_no_graph / f.decode_batches
         return finding("engine.cuda_graph", Status.actionable, subject=label,
-            severity=Severity.P1 if share >= 0.05 else Severity.P2, fix_kind=FixKind.runtime,
+            severity=Severity.P1 if share >= 0.05 else Severity.P2,
             title=f"{f.decode_no_graph} of {f.decode_batches} decode batches ran without CUDA graphs (running batch up to {f.max_running}, {cap_txt})",
             evidence_=[ev(label, f.first_no_graph_line or "cuda graph: False")]
                      + ([ev(label, f"Capture cuda graph bs [..., {max(f.cuda_graph_bs)}]")] if f.cuda_graph_bs else [])
@@ -89,9 +88,7 @@ def _cuda_graph(label: str, f: EngineLogFacts) -> Finding | None:
 def _moe(label: str, f: EngineLogFacts) -> Finding | None:
     if not f.moe_default_count:
         return None
-    return finding("engine.moe_config", Status.actionable, subject=label, severity=Severity.P2,
-                   fix_kind=FixKind.software,
-                   title="Fused-MoE kernels run with an untuned default config",
+    return finding("engine.moe_config", Status.actionable, subject=label, title="Fused-MoE kernels run with an untuned default config",
                    evidence_=[ev(label, f"Config file not found: {c}") for c in f.moe_default_configs[:4]] or [ev(label, "Using default MoE config. Performance might be sub-optimal!")],
                    expected_value="a tuned Triton MoE config for this GPU, expert count and dtype",
                    impact="The Triton MoE kernel falls back to generic tile sizes for this GPU and shape; tuned tables are often "
@@ -107,7 +104,6 @@ def _kv(label: str, f: EngineLogFacts) -> Finding | None:
         n = f.retractions + f.preemptions
         what = "retracted" if f.retractions else "preempted"
         return finding("engine.kv_pressure", Status.actionable, subject=label, severity=Severity.P1,
-                       fix_kind=FixKind.runtime,
                        title=f"KV cache ran full: requests {what} {n} time(s)",
                        evidence_=[ev(label, f"KV cache pool is full. Retract requests. ×{f.retractions}" if f.retractions else f"preempted ×{f.preemptions}")]
                                 + ([ev(label, f"max token usage {f.max_token_usage:.2f}")] if f.max_token_usage is not None else []),
@@ -120,8 +116,7 @@ def _kv(label: str, f: EngineLogFacts) -> Finding | None:
                        details={"retractions": f.retractions, "retracted_reqs": f.retracted_reqs, "preemptions": f.preemptions,
                                 "kv_tokens": f.kv_tokens, "max_token_usage": f.max_token_usage})
     if f.max_token_usage is not None and f.max_token_usage >= 0.95:
-        return finding("engine.kv_pressure", Status.actionable, subject=label, severity=Severity.P2,
-                       fix_kind=FixKind.runtime, title=f"KV cache usage reached {f.max_token_usage:.0%}",
+        return finding("engine.kv_pressure", Status.actionable, subject=label, severity=Severity.P2, title=f"KV cache usage reached {f.max_token_usage:.0%}",
                        evidence_=[ev(label, f"token usage: {f.max_token_usage:.2f}")],
                        impact="At full KV cache new requests queue and running ones may be retracted.")
     if f.decode_batches:
@@ -134,8 +129,7 @@ def _kv(label: str, f: EngineLogFacts) -> Finding | None:
 def _oom(label: str, f: EngineLogFacts) -> Finding | None:
     if not f.oom_lines:
         return None
-    return finding("engine.oom", Status.actionable, subject=label, severity=Severity.P1, fix_kind=FixKind.runtime,
-                   title=f"Out-of-memory reported {f.oom_lines} time(s)", evidence_=[ev(label, x) for x in f.oom_examples[:3]],
+    return finding("engine.oom", Status.actionable, subject=label, title=f"Out-of-memory reported {f.oom_lines} time(s)", evidence_=[ev(label, x) for x in f.oom_examples[:3]],
                    impact="The engine ran out of GPU memory (weights + KV pool + CUDA graphs + activations exceed it).",
                    remedy=Remedy(commands=["lower --mem-fraction-static / --gpu-memory-utilization, --cuda-graph-max-bs or --chunked-prefill-size"]))
 

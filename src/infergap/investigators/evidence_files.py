@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from infergap import checks
+from infergap.checks import finding
 from infergap.evidence.common import _memo, nccl_logs
 from infergap.evidence.dmesg import DmesgFacts, parse_dmesg
 from infergap.evidence.signatures import Signature, SignatureHit, catalog, scan_lines, xid_signature
-from infergap import checks
-from infergap.checks import finding
 from infergap.findings import SEVERITY_ORDER, Finding, FixKind, Remedy, Severity, Status, ev
 
 NAME = "evidence"
@@ -134,7 +134,7 @@ def _kernel_log(label: str, f: DmesgFacts) -> list[Finding]:
     if f.aer:
         fatal = sum(v for k, v in f.aer.items() if not k.lower().startswith("correct"))
         out.append(finding("pcie.aer", Status.actionable, subject=label,
-            severity=Severity.P0 if fatal else Severity.P2, fix_kind=FixKind.hardware,
+            severity=Severity.P0 if fatal else Severity.P2,
             title="PCIe errors in the kernel log: " + ", ".join(f"{k} ×{v}" for k, v in sorted(f.aer.items())),
             evidence_=[ev(label, d) for d in f.aer_devices[:5]],
             expected_value="no AER errors",
@@ -172,8 +172,5 @@ def investigate(ctx: object) -> list[Finding]:
         where = f"evidence/{u.path.name}" + (f"#L{u.first_line}" if u.first_line else "")
         out.append(finding("evidence.unrecognized", Status.unknown, subject=where,
                            title=f"{u.path.name}: {u.reason}", evidence_=[ev(where, u.reason)],
-                           impact="Not used by the audit. Known kinds: nvidia-smi (topo -m, -q, -q -x, nvlink -s, --query-gpu CSV), lspci, "
-                                  "numactl -H, lscpu, sysctl -a, ulimit -a, /proc/cmdline, dmesg, NCCL_DEBUG=INFO logs, SGLang and vLLM logs, "
-                                  "pip list/freeze, nvcc --version, torch collect_env, sglang check_env, Python tracebacks, apt history.log, "
-                                  "and lines of the failure signatures in signatures.yaml."))
+                           impact=checks.get("evidence.unrecognized").text("ignored")))
     return out

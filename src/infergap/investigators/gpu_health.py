@@ -13,17 +13,18 @@ judges: topo -m or the plain table alone give unknown, with the command that wou
 
 from __future__ import annotations
 
+from infergap import checks
 from infergap.facts import GpuFacts
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status
 from infergap.investigators.base import Context, evidence, finding, not_applicable, unknown
 
 NAME = "gpu_health"
-CLOCK_OK_RATIO = 0.90
-THERMAL_HEADROOM_C = 10
+CLOCK_OK_RATIO = checks.threshold("gpu.clocks", "min_fraction_of_max_under_load")
+THERMAL_HEADROOM_C = checks.threshold("gpu.thermals", "headroom_below_slowdown_c")
 #: Accumulated thermal/hardware slowdown (clocks-event counters) from which past throttling is
 #: reported: 60 s. Below that, short transients (a fan spinning up) are not worth a finding.
-PAST_THROTTLE_US = 60e6
-BAD_THROTTLE = {"hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown"}
+PAST_THROTTLE_US = checks.threshold("gpu.throttle", "past_slowdown_us")
+BAD_THROTTLE = frozenset(checks.get("gpu.throttle").lists["slowdown_reasons"])
 
 
 def _src(g: GpuFacts, *fields: str) -> str:
@@ -40,7 +41,7 @@ def _ecc(g: GpuFacts) -> Finding:
         return unknown(cid, f"GPU {g.bdf}: ECC state not captured", "Needs NVML or nvidia-smi -q.", subject=g.bdf)
     evs = evidence((_src(g, "ecc_current"), f"ECC {'Enabled' if g.ecc_current else 'Disabled'}; volatile uncorrectable {g.ecc_volatile_uncorrected}; remap pending {g.remap_pending}; retirement pending {g.retired_pending}"))
     if (g.ecc_volatile_uncorrected or 0) > 0 or g.remap_pending or g.retired_pending or g.remap_failure:
-        return finding(cid, Status.actionable, f"GPU {g.bdf}: uncorrectable memory errors or a pending repair", severity=Severity.P0, fix_kind=FixKind.hardware,
+        return finding(cid, Status.actionable, f"GPU {g.bdf}: uncorrectable memory errors or a pending repair", severity=Severity.P0,
                        subject=g.bdf, evidence_=evs, expected_value="0 uncorrectable, nothing pending",
                        impact="Pending page retirement / row remapping takes effect only after a GPU reset; until then the faulty memory can corrupt results or crash the engine.",
                        remedy=Remedy(commands=[f"drain the GPU, then nvidia-smi -r -i {g.bdf}"], note="If errors recur after reset, RMA the GPU."),
@@ -70,7 +71,7 @@ def _clocks(g: GpuFacts) -> Finding:
     if g.utilization_pct is None and not g.throttle_captured:
         return unknown(cid, f"GPU {g.bdf}: SM clock {ratio:.0%} of max; whether the GPU was busy is not known", "Needs the utilization or the clock event reasons "
                        "(nvidia-smi -q -d UTILIZATION,PERFORMANCE) sampled while the server is under load.", subject=g.bdf, evidence_=evs)
-    return finding(cid, Status.actionable, f"GPU {g.bdf}: SM clock only {ratio:.0%} of max while busy", severity=Severity.P1, fix_kind=FixKind.hardware,
+    return finding(cid, Status.actionable, f"GPU {g.bdf}: SM clock only {ratio:.0%} of max while busy", fix_kind=FixKind.hardware,
                    subject=g.bdf, evidence_=evs, expected_value=f">= {CLOCK_OK_RATIO:.0%} of max",
                    impact="The GPU runs below its boost clock under load; see gpu.throttle and gpu.thermals for the reason.",
                    remedy=Remedy(note="Check cooling, power delivery and application clocks (nvidia-smi -q -d CLOCK,PERFORMANCE)."))
@@ -83,8 +84,7 @@ def _power(g: GpuFacts) -> Finding:
     ref = g.power_default_limit_W or g.power_max_limit_W
     evs = evidence((_src(g, "power_limit_W"), f"limit {g.power_limit_W:g} W, default {g.power_default_limit_W}, max {g.power_max_limit_W}, draw {g.power_W}"))
     if ref and g.power_limit_W < ref - 1:
-        return finding(cid, Status.actionable, f"GPU {g.bdf}: power limit {g.power_limit_W:g} W below the default {ref:g} W", severity=Severity.P1, fix_kind=FixKind.runtime,
-                       subject=g.bdf, evidence_=evs, expected_value=f"{ref:g} W",
+        return finding(cid, Status.actionable, f"GPU {g.bdf}: power limit {g.power_limit_W:g} W below the default {ref:g} W", subject=g.bdf, evidence_=evs, expected_value=f"{ref:g} W",
                        impact="A lowered power limit caps clocks under load (SW power cap); decode and prefill slow down proportionally once the GPU is compute- or power-bound.",
                        remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -pl {ref:g}"], revert=[f"nvidia-smi -i {g.bdf} -pl {g.power_limit_W:g}"], note="Leave it if it was lowered on purpose (facility power or cooling)."))
     if not ref:
@@ -105,14 +105,14 @@ def _throttle(g: GpuFacts) -> Finding:
     if past:
         evs += evidence((g.src("throttle_counters_us"), "accumulated: " + ", ".join(f"{k} {v / 1e6:,.1f} s" for k, v in sorted(past.items()))))
     if bad:
-        return finding(cid, Status.actionable, f"GPU {g.bdf}: clocks slowed by {', '.join(bad)}", severity=Severity.P0, fix_kind=FixKind.hardware, subject=g.bdf,
+        return finding(cid, Status.actionable, f"GPU {g.bdf}: clocks slowed by {', '.join(bad)}", severity=Severity.P0, subject=g.bdf,
                        evidence_=evs, expected_value="no thermal or hardware slowdown",
                        impact="Thermal or hardware slowdown cuts the SM clock far below boost; every kernel runs slower.",
                        remedy=Remedy(note="Check airflow, fan/coolant, PSU and power-brake signals; nvidia-smi -q -d PERFORMANCE shows the counters."))
     if past:
         total = sum(past.values()) / 1e6
         return finding(cid, Status.actionable, f"GPU {g.bdf}: has throttled in the past ({', '.join(sorted(past))}: {total:,.0f} s accumulated), not at this moment",
-                       severity=Severity.P1, fix_kind=FixKind.hardware, subject=g.bdf, evidence_=evs, expected_value=f"< {PAST_THROTTLE_US / 1e6:g} s of thermal or hardware slowdown",
+                       severity=Severity.P1, subject=g.bdf, evidence_=evs, expected_value=f"< {PAST_THROTTLE_US / 1e6:g} s of thermal or hardware slowdown",
                        impact="The clocks-event counters add up the time each slowdown was engaged since the driver loaded: this GPU ran slowed for that long, "
                               "most likely under load. A snapshot taken at idle does not show it; sample nvidia-smi -q -d PERFORMANCE while the server is busy.",
                        remedy=Remedy(note="Check airflow, fan/coolant and power delivery; compare with the other GPUs' counters."),
@@ -132,13 +132,11 @@ def _thermals(g: GpuFacts) -> Finding:
     thermal = sorted(set(g.throttle_active) & {"sw_thermal_slowdown", "hw_thermal_slowdown"})
     if thermal:
         evs += evidence((g.src("throttle_active"), "active: " + ", ".join(thermal)))
-        return finding(cid, Status.actionable, f"GPU {g.bdf}: {g.temperature_C:g} °C and thermally throttling ({', '.join(thermal)})", severity=Severity.P0,
-                       fix_kind=FixKind.hardware, subject=g.bdf, evidence_=evs, expected_value="no thermal slowdown",
+        return finding(cid, Status.actionable, f"GPU {g.bdf}: {g.temperature_C:g} °C and thermally throttling ({', '.join(thermal)})", severity=Severity.P0, subject=g.bdf, evidence_=evs, expected_value="no thermal slowdown",
                        impact="The GPU is hot enough that the driver lowers its clocks right now; every kernel runs slower until cooling catches up.",
                        remedy=Remedy(note="Improve cooling: airflow, fan curves, coolant, inlet temperature; check that the GPU's neighbours are not blowing hot air into it."))
     if g.temp_slowdown_C is not None and g.temperature_C > g.temp_slowdown_C - THERMAL_HEADROOM_C:
-        return finding(cid, Status.actionable, f"GPU {g.bdf}: {g.temperature_C:g} °C, within {THERMAL_HEADROOM_C} °C of slowdown", severity=Severity.P1,
-                       fix_kind=FixKind.hardware, subject=g.bdf, evidence_=evs, expected_value=f"< {g.temp_slowdown_C - THERMAL_HEADROOM_C:g} °C",
+        return finding(cid, Status.actionable, f"GPU {g.bdf}: {g.temperature_C:g} °C, within {THERMAL_HEADROOM_C} °C of slowdown", severity=Severity.P1, subject=g.bdf, evidence_=evs, expected_value=f"< {g.temp_slowdown_C - THERMAL_HEADROOM_C:g} °C",
                        impact="Close to the slowdown threshold the GPU will throttle under sustained load.", remedy=Remedy(note="Improve cooling."))
     if g.temp_slowdown_C is None or not g.throttle_captured:
         missing = "its slowdown threshold" if g.temp_slowdown_C is None else "whether a thermal slowdown is active"
@@ -153,15 +151,14 @@ def _modes(g: GpuFacts) -> list[Finding]:
     out = []
     if g.mig_current is not None:
         if g.mig_current == "Enabled":
-            out.append(finding("gpu.mig", Status.actionable, f"GPU {g.bdf}: MIG is enabled", severity=Severity.P2, fix_kind=FixKind.runtime, subject=g.bdf,
+            out.append(finding("gpu.mig", Status.actionable, f"GPU {g.bdf}: MIG is enabled", subject=g.bdf,
                                evidence_=evidence((_src(g, "mig_current"), "MIG Enabled")), impact="An inference server that expects whole GPUs sees only MIG slices.",
                                remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -mig 0"], revert=[f"nvidia-smi -i {g.bdf} -mig 1"], note="Needs a GPU reset; leave it if slicing is intended.")))
         else:
             out.append(finding("gpu.mig", Status.ok, f"GPU {g.bdf}: MIG {g.mig_current}", subject=g.bdf, evidence_=evidence((_src(g, "mig_current"), g.mig_current))))
     if g.compute_mode is not None:
         if g.compute_mode in ("Exclusive_Process", "Exclusive_Thread", "Prohibited"):
-            out.append(finding("gpu.compute_mode", Status.actionable, f"GPU {g.bdf}: compute mode {g.compute_mode}", severity=Severity.P2, fix_kind=FixKind.runtime,
-                               subject=g.bdf, evidence_=evidence((_src(g, "compute_mode"), g.compute_mode)), impact="Engines that open several contexts per GPU (workers, NCCL, graphs) fail without MPS.",
+            out.append(finding("gpu.compute_mode", Status.actionable, f"GPU {g.bdf}: compute mode {g.compute_mode}", subject=g.bdf, evidence_=evidence((_src(g, "compute_mode"), g.compute_mode)), impact="Engines that open several contexts per GPU (workers, NCCL, graphs) fail without MPS.",
                                remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -c DEFAULT"], revert=[f"nvidia-smi -i {g.bdf} -c {g.compute_mode.upper()}"])))
         else:
             out.append(finding("gpu.compute_mode", Status.ok, f"GPU {g.bdf}: compute mode {g.compute_mode}", subject=g.bdf, evidence_=evidence((_src(g, "compute_mode"), g.compute_mode))))

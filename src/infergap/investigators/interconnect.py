@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from infergap.gpudata import Sku, device_name, sku
 from infergap.findings import Action, Finding, FixKind, Remedy, Severity, Status, ev
+from infergap.gpudata import Sku, device_name, sku
 from infergap.investigators.base import Context, evidence, finding, not_applicable, unknown
 
 NAME = "interconnect"
@@ -117,7 +117,7 @@ def _nvlink(ctx: Context) -> list[Finding]:
         fab = [g for g in gpus if g.fabric_state and g.fabric_state not in ("Completed", "N/A")]
         if fab:
             out.append(finding("nvlink.fabric", Status.actionable, "NVSwitch fabric not ready: " + ", ".join(f"{g.bdf} {g.fabric_state}" for g in fab),
-                               severity=Severity.P0, fix_kind=FixKind.software, evidence_=evidence(*[(g.sources[-1], f"fabric state {g.fabric_state}") for g in fab]),
+                               evidence_=evidence(*[(g.sources[-1], f"fabric state {g.fabric_state}") for g in fab]),
                                impact="On NVSwitch systems the GPUs cannot use NVLink until Fabric Manager has configured the fabric.",
                                remedy=Remedy(commands=["systemctl enable --now nvidia-fabricmanager"], note="Fabric Manager's version must match the driver's."),
                                references=["NVIDIA Fabric Manager user guide"]))
@@ -135,8 +135,7 @@ def _nvlink(ctx: Context) -> list[Finding]:
                                              + (f" {', '.join(alone)} {'has' if len(alone) == 1 else 'have'} no NVLink bridge." if alone else ""),
                                       references=[entry.source], details=details | {"groups": groups})]
         if missing and layout in ("bridge", "switch"):
-            out.append(finding(cid, Status.actionable, f"NVLink missing between {len(missing)} GPU pair(s) of an NVLink system", severity=Severity.P0, fix_kind=FixKind.hardware,
-                               evidence_=evs, expected_value="NV# between every pair" if layout == "switch" else "NV# within every bridged group",
+            out.append(finding(cid, Status.actionable, f"NVLink missing between {len(missing)} GPU pair(s) of an NVLink system", evidence_=evs, expected_value="NV# between every pair" if layout == "switch" else "NV# within every bridged group",
                                impact="Pairs without NVLink fall back to PCIe for peer traffic; all-reduce runs at the speed of the slowest link.",
                                remedy=Remedy(note="Check nvidia-smi nvlink -s for down links; reseat/replace the GPU, bridge or baseboard."), details=details))
         elif missing:
@@ -160,7 +159,7 @@ def _nvlink(ctx: Context) -> list[Finding]:
         return [finding(cid, Status.expected, f"No NVLink bridge installed between the {entry.label} GPUs", evidence_=evs,
                         impact=f"{entry.label} links GPUs only through optional NVLink bridges ({entry.nvlink_group or 2} GPUs per bridge set); without them peers talk over PCIe. "
                                "Bridges would give a TP=2 group NVLink bandwidth.", references=[entry.source])]
-    return [finding(cid, Status.actionable, "No NVLink between GPUs that have it", severity=Severity.P0, fix_kind=FixKind.software, evidence_=evs,
+    return [finding(cid, Status.actionable, "No NVLink between GPUs that have it", fix_kind=FixKind.software, evidence_=evs,
                     expected_value="NV# between GPU pairs", impact="These GPUs are NVLink parts but peer traffic goes over PCIe.",
                     remedy=Remedy(commands=["systemctl enable --now nvidia-fabricmanager (NVSwitch systems)", "nvidia-smi nvlink -s"]),
                     references=["NVIDIA Fabric Manager user guide"])]
@@ -220,8 +219,7 @@ def _p2p(ctx: Context) -> Finding | None:
     if set(kinds) <= {"CNS"} and vm:
         return finding(cid, Status.expected, "P2P not supported (CNS) in this virtual machine", evidence_=evs + evidence(vm),
                        impact="A VM's emulated chipset does not offer peer-to-peer between passed-through GPUs; NCCL uses shared memory instead.")
-    return finding(cid, Status.actionable, f"P2P unavailable between {n_bad} GPU pair(s): {', '.join(kinds)}", severity=Severity.P1, fix_kind=FixKind.bios,
-                   evidence_=evs, expected_value="OK", impact="Without P2P, NCCL stages every transfer through host memory (SHM): all-reduce latency and bandwidth suffer.",
+    return finding(cid, Status.actionable, f"P2P unavailable between {n_bad} GPU pair(s): {', '.join(kinds)}", evidence_=evs, expected_value="OK", impact="Without P2P, NCCL stages every transfer through host memory (SHM): all-reduce latency and bandwidth suffer.",
                    remedy=Remedy(note="Check IOMMU mode, ACS on the bridges, and BIOS settings for PCIe peer-to-peer; DR means a driver registry key disabled it."))
 
 
@@ -254,7 +252,7 @@ def _peermem(ctx: Context) -> Finding | None:
     else:
         sev, why = Severity.P1, "P0 when this host exchanges tensors with other nodes over the NIC (multi-node TP/PP, disaggregated prefill); on one node serving with TP it does not matter."
     return finding(cid, Status.actionable, "nvidia_peermem is not loaded although an RDMA NIC is present",
-                   severity=sev, fix_kind=FixKind.runtime, evidence_=evs, expected_value="loaded",
+                   severity=sev, evidence_=evs, expected_value="loaded",
                    impact=why + " Without it NCCL logs 'GPU Direct RDMA Disabled' (a public report: 180 -> 10 GB/s). The open kernel module's DMA-BUF path (NCCL >= 2.19 with kernel >= 5.12) is the alternative.",
                    remedy=Remedy(commands=["modprobe nvidia-peermem"], persist=["echo nvidia-peermem > /etc/modules-load.d/nvidia-peermem.conf"],
                                  revert=["modprobe -r nvidia_peermem", "rm -f /etc/modules-load.d/nvidia-peermem.conf"],
@@ -388,7 +386,7 @@ def allreduce_from_engine_log(label: str, f: Any) -> Finding | None:
                        remedy=Remedy(commands=["nvidia-smi topo -p2p r", "lspci -vvv | grep -i acsctl"]))
     if f.args.get("disable_custom_all_reduce") is True and isinstance(tp, int) and tp > 1:
         return finding("allreduce.custom", Status.actionable, subject=label,
-                       severity=Severity.P2, fix_kind=FixKind.runtime,
+                       severity=Severity.P2,
                        title="Custom all-reduce turned off by --disable-custom-all-reduce",
                        evidence_=[ev(label, "disable_custom_all_reduce=True"), ev(label, f"tp_size={tp}")],
                        impact="On NVLink or two PCIe GPUs the custom kernel beats NCCL for the small all-reduces of decode.",
@@ -417,8 +415,7 @@ def allreduce_from_server(cfg: Any, subject: str, snap: object, log_reported: bo
     if nvl is None:
         return None
     if nvl:
-        return finding("allreduce.custom", Status.actionable, subject=subject, severity=Severity.P1,
-                       fix_kind=FixKind.runtime, title=f"Custom all-reduce off with TP={tp} on NVLink GPUs",
+        return finding("allreduce.custom", Status.actionable, subject=subject, severity=Severity.P1, title=f"Custom all-reduce off with TP={tp} on NVLink GPUs",
                        evidence_=[ev(_src(cfg, "disable_custom_all_reduce"), "disable_custom_all_reduce=True"), ev(_src(cfg, "tp_size"), f"tp_size={tp}")],
                        impact="With NVLink the engine's custom all-reduce is faster than NCCL for decode-sized messages.",
                        remedy=Remedy(commands=["restart without --disable-custom-all-reduce"]))

@@ -17,13 +17,13 @@ is reported as expected (no cited effect).
 
 from __future__ import annotations
 
-from infergap.findings import Finding, FixKind, Severity, Status
 from infergap import checks
+from infergap.findings import Finding, FixKind, Severity, Status
 from infergap.investigators.base import Context, evidence, finding, not_applicable, sysctl_remedy, unknown
 from infergap.parsers.host import parse_swaps
 
 NAME = "kernel_runtime"
-SOCKET_BUF_GOOD_B = 16 * 1024 * 1024  # tuned network-throughput profile
+SOCKET_BUF_GOOD_B = checks.threshold("net.socket_buffers", "good_max_bytes")  # tuned network-throughput profile
 
 
 def _simple(ctx: Context, cid: str, key: str, good: str, title_bad: str, title_ok: str, impact: str, ref: str) -> Finding:
@@ -62,7 +62,7 @@ def _swappiness(ctx: Context) -> Finding:
                               evidence_=evidence(v, swap_ev))
     sev = Severity.P1 if used else Severity.P2
     return finding(cid, Status.actionable, f"vm.swappiness is {val}" + (" with swap in use" if used else ""),
-        severity=sev, fix_kind=FixKind.runtime, evidence_=evidence(v, swap_ev), expected_value="<= 10 (tuned throughput profiles: 10)",
+        severity=sev, evidence_=evidence(v, swap_ev), expected_value="<= 10 (tuned throughput profiles: 10)",
         impact="A high swappiness lets the kernel swap out anonymous pages of the serving process (tokenizer, scheduler, pinned-buffer bookkeeping) to keep page cache; a swapped-in page on the request path costs milliseconds." if swaps else
         "No swap is configured, so the effect is limited to reclaim balance; set it anyway so a later swap device does not take serving memory.",
         remedy=sysctl_remedy(ctx, "vm.swappiness", "10", v.value),
@@ -95,7 +95,7 @@ def _socket_buffers(ctx: Context) -> Finding:
         rem.host_controlled = True
         rem.note = "Inside a container the socket buffer maxima of the container's network namespace can differ from the host's; NCCL traffic between containers uses the host's. Apply on the host as well."
     return finding(cid, Status.actionable, f"Socket buffer maxima below 16 MiB (rmem_max {r}, wmem_max {w} bytes)",
-        severity=Severity.P2, fix_kind=FixKind.runtime, evidence_=evs, expected_value=f"{SOCKET_BUF_GOOD_B} (tuned network-throughput)",
+        evidence_=evs, expected_value=f"{SOCKET_BUF_GOOD_B} (tuned network-throughput)",
         impact=("The NCCL log shows socket (TCP) channels: " if net == "socket" else "Matters only when NCCL uses its socket transport between nodes (no NCCL log here tells): ")
         + "NCCL's socket transport and multi-node TCP windows are capped by these maxima (the kernel default is 212992 bytes); tuned's network-throughput profile raises them to 16 MiB. tcp_rmem/tcp_wmem are min, default and max per socket.",
         remedy=rem, references=["Documentation/networking/ip-sysctl.rst", "tuned: profiles/network-throughput/tuned.conf"],

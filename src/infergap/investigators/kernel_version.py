@@ -8,23 +8,15 @@ parses (drivers/pci/pci.c ``pci_setup`` logs "PCI: Unknown option" and ignores i
 
 from __future__ import annotations
 
-from infergap.findings import Finding, FixKind, Remedy, Severity, Status
+from infergap import checks
+from infergap.findings import Finding, Remedy, Status
 from infergap.investigators.base import Context, evidence, finding, unknown
 from infergap.parsers.host import KernelVersion
 
 NAME = "kernel_version"
 
 #: pci= options drivers/pci/pci.c pci_setup() and arch/x86/pci/common.c pcibios_setup() accept.
-KNOWN_PCI_OPTS = {
-    "nomsi", "noaer", "noats", "nommconf", "nomio", "noioapicquirk", "ioapicreroute", "noioapicreroute",
-    "realloc", "nocrs", "use_crs", "nodomains", "noari", "pcie_bus_tune_off", "pcie_bus_safe", "pcie_bus_perf",
-    "pcie_bus_peer2peer", "pcie_scan_all", "disable_acs_redir", "config_acs", "hpiosize", "hpmmiosize",
-    "hpmmioprefsize", "hpmemsize", "hpbussize", "resource_alignment", "ecrc", "cbiosize", "cbmemsize",
-    "bfsort", "nobfsort", "routeirq", "skip_isa_align", "noearly", "earlydump", "off", "conf1", "conf2",
-    "nosort", "biosirq", "norom", "assign-busses", "use_e820", "no_e820", "lastbus", "irqmask", "big_root_window",
-    "check_enable_amd_mmconf", "noacpi", "nobios", "bios", "firmware", "pcie_port_pm", "force_floating", "nofloating",
-    "bus_delay", "hpiosize", "pci_bus_peer2peer",
-}
+KNOWN_PCI_OPTS = frozenset(checks.get("kernel.cmdline").lists["known_pci_options"])
 
 
 def _pending_reboot(ctx: Context) -> Finding:
@@ -45,7 +37,7 @@ def _pending_reboot(ctx: Context) -> Finding:
     if newer:
         latest = newer[-1].release
         return finding(cid, Status.actionable, f"A newer kernel is installed but not booted: running {kr.value}, installed {latest}",
-            severity=Severity.P1, fix_kind=FixKind.reboot, evidence_=evs, expected_value=latest,
+            evidence_=evs, expected_value=latest,
             impact="Fixes and driver updates in the installed kernel are not in effect, and the reboot-class fixes of this report can be combined with booting it.",
             remedy=Remedy(persist=[f"reboot into {latest} (after applying the kernel command-line changes of this report)"], revert=[f"select {kr.value} in the boot loader"], host_controlled=ctx.in_container),
             references=["uname(1); /lib/modules/<release>"])
@@ -82,7 +74,7 @@ def _cmdline(ctx: Context) -> Finding | None:
                     bad.append(opt)
     if bad:
         return finding("kernel.cmdline", Status.actionable, f"Kernel ignores pci= option(s): {', '.join(bad)}",
-                       severity=Severity.P2, fix_kind=FixKind.reboot, evidence_=evidence(cl),
+                       evidence_=evidence(cl),
                        impact="The kernel logs 'PCI: Unknown option' and ignores these; whatever they were meant to do is not happening (pci=noacs in particular does nothing; use pci=disable_acs_redir=<BDFs>).",
                        remedy=Remedy(persist=["remove or correct the option on the kernel command line, reboot"]),
                        references=["Documentation/admin-guide/kernel-parameters.txt: pci="])

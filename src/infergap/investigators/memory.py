@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from infergap.facts import GpuFacts
-from infergap.findings import Finding, FixKind, Remedy, Severity, Status
+from infergap.findings import Finding, Remedy, Severity, Status
 from infergap.investigators.base import Context, evidence, finding, unknown
 from infergap.parsers.host import parse_meminfo
 
@@ -26,7 +26,7 @@ def bar1(ctx: Context, g: GpuFacts, n_gpus: int) -> Finding:
     if g.bar1_total_B <= 256 * 2**20:
         sev = Severity.P1 if n_gpus > 1 else Severity.P2
         return finding(cid, Status.actionable, f"GPU {g.bdf}: BAR1 is only {g.bar1_total_B // 2**20} MiB (no Resizable BAR)",
-                       severity=sev, fix_kind=FixKind.bios, subject=g.bdf, evidence_=evs, expected_value=">= the GPU's memory size",
+                       severity=sev, subject=g.bdf, evidence_=evs, expected_value=">= the GPU's memory size",
                        impact="A 256 MiB BAR1 blocks BAR1-based peer access and forces staging through host memory.",
                        remedy=Remedy(note="Enable 'Above 4G decoding' and 'Resizable BAR' in the BIOS."), references=["NVML nvmlDeviceGetBAR1MemoryInfo"])
     return finding(cid, Status.ok, f"GPU {g.bdf}: BAR1 {gib:g} GiB", subject=g.bdf, evidence_=evs)

@@ -10,10 +10,10 @@ unable to peer (``CNS``/``GNS``/``NS`` in ``nvidia-smi topo -p2p r``) is expecte
 
 from __future__ import annotations
 
+from infergap.checks import finding
 from infergap.evidence.common import nccl_logs
 from infergap.evidence.hostinfo import gpu_links, has_rdma_nic, p2p_matrix
 from infergap.evidence.nccl import NcclLogFacts, summary
-from infergap.checks import finding
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status, ev
 from infergap.investigators.runtime import nccl_env_from_log
 
@@ -112,7 +112,7 @@ def _gdr(label: str, f: NcclLogFacts, snap: object) -> Finding | None:
             "with nvidia_peermem loaded, upgrade NCCL." if old else
             "With the open GPU kernel module, NCCL can use DMA-BUF instead (NCCL_DMABUF_ENABLE=1, kernel 5.12+).")
     return finding("nccl.gdr", Status.actionable, subject=label,
-        severity=Severity.P0 if inter else Severity.P1, fix_kind=FixKind.runtime,
+        severity=Severity.P0 if inter else Severity.P1,
         title=f"GPU Direct RDMA disabled for {', '.join(f.gdr_disabled[:4])}",
         evidence_=[ev(label, f"NET/IB : GPU Direct RDMA Disabled for HCA '{h}'") for h in f.gdr_disabled[:4]]
                  + ([ev(label, f"NCCL {f.version}")] if f.version else []),
@@ -136,8 +136,7 @@ def _p2p(label: str, f: NcclLogFacts, snap: object) -> Finding | None:
                        title="NCCL found P2P disabled between GPUs that do not support it",
                        evidence_=evidence + [ev("cmds/nvsmi_p2p.out", ", ".join(sorted(c for c in cells if c)))],
                        impact="The driver reports no peer access for these pairs (GeForce GPUs, or a VM chipset); NCCL falls back to SHM.")
-    return finding("nccl.p2p", Status.actionable, subject=label, severity=Severity.P1, fix_kind=FixKind.bios,
-        title=f"NCCL found P2P disabled between {len(f.p2p_disabled_pairs)} GPU pair(s)",
+    return finding("nccl.p2p", Status.actionable, subject=label, title=f"NCCL found P2P disabled between {len(f.p2p_disabled_pairs)} GPU pair(s)",
         evidence_=evidence, expected_value="P2P enabled between the GPUs of a tensor-parallel group",
         impact="CUDA reports no peer access between these GPUs, so NCCL and the engines' custom all-reduce fall back to host memory. "
                "On datacenter GPUs this points at ACS redirection or IOMMU translation on the PCIe path; on GeForce GPUs and in VMs it is a platform limit.",
@@ -173,8 +172,7 @@ def _version(label: str, f: NcclLogFacts, snap: object, part: object, ctx: objec
 def _warnings(label: str, f: NcclLogFacts) -> Finding | None:
     if not f.warning_count:
         return None
-    return finding("nccl.warnings", Status.actionable, subject=label, severity=Severity.P1, fix_kind=FixKind.software,
-                   title=f"NCCL printed {f.warning_count} warning(s)",
+    return finding("nccl.warnings", Status.actionable, subject=label, title=f"NCCL printed {f.warning_count} warning(s)",
                    evidence_=[ev(label, w) for w in f.warnings[:6]],
                    impact="NCCL warnings mark failed connections, CUDA or network errors; a collective after one may hang or run on a fallback path.")
 

@@ -8,7 +8,7 @@ A ``numa_node`` of -1 means the firmware gave no proximity information (normal o
 
 from __future__ import annotations
 
-from infergap.findings import Finding, FixKind, Remedy, Severity, Status
+from infergap.findings import Finding, FixKind, Remedy, Status
 from infergap.investigators.base import Context, evidence, finding, not_applicable, sysctl_remedy, unknown
 
 NAME = "numa"
@@ -28,7 +28,7 @@ def numa_balancing(ctx: Context) -> Finding:
     if v.value == "0":
         return finding(cid, Status.ok, "Automatic NUMA balancing is off", evidence_=evidence(v), expected_value="0")
     return finding(cid, Status.actionable, "Automatic NUMA balancing is on",
-        severity=Severity.P1, fix_kind=FixKind.runtime, evidence_=evidence(v), expected_value="0",
+        evidence_=evidence(v), expected_value="0",
         impact="The kernel periodically unmaps pages to sample accesses and migrates them between nodes; the page faults and migrations land on the CPU threads that launch GPU work and on pinned staging buffers.",
         remedy=sysctl_remedy(ctx, "kernel.numa_balancing", "0", v.value),
         references=["Documentation/admin-guide/sysctl/kernel.rst#numa-balancing"],
@@ -52,7 +52,7 @@ def _gpu_affinity(ctx: Context) -> Finding | None:
                        "The PCI list here carries no NUMA node per GPU; /sys/bus/pci/devices/<BDF>/numa_node or lspci -vvv ('NUMA node:') tells.", evidence_=evs)
     if any(v is None or v < 0 for v in mapping.values()):
         return finding(cid, Status.actionable, "GPUs report no NUMA node on a multi-node host",
-                       severity=Severity.P2, fix_kind=FixKind.bios, evidence_=evs, expected_value="a node id per GPU",
+                       fix_kind=FixKind.bios, evidence_=evs, expected_value="a node id per GPU",
                        impact="Without proximity information the engine and the operator cannot bind workers next to their GPU; host-to-device copies from the far node were ~3x slower in a public measurement.",
                        remedy=Remedy(note="Enable ACPI SRAT/NUMA reporting (AMD: NPS setting) in the BIOS."))
     per_node: dict[int, list[str]] = {}

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import re
 
+from infergap import checks
 from infergap.facts import GpuFacts, PciFunction
+from infergap.findings import Action, Finding, FixKind, Remedy, Status
 from infergap.gpudata import pcie_gen_of_gts, pcie_gts
-from infergap.findings import Action, Finding, FixKind, Remedy, Severity, Status
 from infergap.investigators.base import Context, evidence, finding, not_applicable, unknown
 
 NAME = "pcie"
 MELLANOX = 0x15B3
-MRRS_GOOD_B = 4096
+MRRS_GOOD_B = checks.threshold("pcie.max_read_request", "good_bytes")
 #: An extended capability line of lspci -vvv (offset >= 0x100, shown only when read as root).
 EXT_CAP = re.compile(r"Capabilities: \[[1-9a-f][0-9a-f]{2} v\d+\]")
 SPEED_GTS = re.compile(r"([\d.]{1,16})\s{0,8}GT/s")
@@ -64,7 +65,7 @@ def _link(ctx: Context, f: PciFunction, g: GpuFacts | None) -> Finding:
     label = f"gen{pcie_gen_of_gts(cur_s) or '?'} x{cur_w}"
     if max_w and cur_w < max_w:
         return finding(cid, Status.actionable, f"GPU {f.bdf}: PCIe link width x{cur_w} below its maximum x{max_w}",
-                       severity=Severity.P0, fix_kind=FixKind.hardware, subject=f.bdf, evidence_=evs, expected_value=f"x{max_w}",
+                       subject=f.bdf, evidence_=evs, expected_value=f"x{max_w}",
                        impact="A narrower link divides host<->device and peer bandwidth (weights loading, KV offload, PCIe all-reduce); width does not drop at idle, so this is a seating, riser or slot problem.",
                        remedy=Remedy(commands=[], note="Reseat the GPU or riser, try another slot, check the slot's bifurcation / lane settings in the BIOS."),
                        references=["PCIe Base Specification: Link Status register"])
@@ -75,7 +76,7 @@ def _link(ctx: Context, f: PciFunction, g: GpuFacts | None) -> Finding:
                            subject=f.bdf, evidence_=evs, expected_value=f"{max_s:g} GT/s under load",
                            impact="GPUs lower the link speed when idle to save power and raise it under load; sample again while the server is busy before calling it a fault.")
         return finding(cid, Status.actionable, f"GPU {f.bdf}: PCIe link at {cur_s:g} GT/s below {max_s:g} GT/s while busy",
-                       severity=Severity.P0, fix_kind=FixKind.bios, subject=f.bdf, evidence_=evs, expected_value=f"{max_s:g} GT/s",
+                       fix_kind=FixKind.bios, subject=f.bdf, evidence_=evs, expected_value=f"{max_s:g} GT/s",
                        impact="A downtrained link under load halves (or worse) host<->device and peer bandwidth.",
                        remedy=Remedy(note="Set the slot's PCIe generation to Auto/Gen5 in the BIOS, reseat, check risers and retimers."),
                        references=["PCIe Base Specification: Link Status register"])
@@ -124,7 +125,7 @@ def _mrrs(ctx: Context, f: PciFunction) -> Finding:
         note="Inside a container: PCI config space belongs to the host; run this on the host." if host else "setpci writes the live register; save the old word first (the revert above holds it).",
     )
     return finding(cid, Status.actionable, f"GPU {f.bdf}: MaxReadReq {mrrs} bytes, below {MRRS_GOOD_B}",
-                   severity=Severity.P1, fix_kind=FixKind.runtime, subject=f.bdf, evidence_=evs, expected_value=f"{MRRS_GOOD_B} bytes",
+                   subject=f.bdf, evidence_=evs, expected_value=f"{MRRS_GOOD_B} bytes",
                    impact="Each DMA read the GPU issues is split into requests of at most this size; small requests add TLP overhead on host-to-device copies. Public evidence of end-to-end inference impact is thin.",
                    remedy=rem, references=["PCIe Base Specification §7.5.3.4 Device Control Register", "pciutils setpci(8): CAP_EXP"])
 
@@ -157,7 +158,7 @@ def _mps(ctx: Context, f: PciFunction, g: GpuFacts | None) -> Finding:
         evs += evidence(("upstream bridges", f"smallest MaxPayload supported on the path: {path} bytes"))
     if use is not None and limit is not None and use < limit:
         return finding(cid, Status.actionable, f"GPU {f.bdf}: MaxPayload {use} bytes in use, {limit} supported along the path",
-                       severity=Severity.P2, fix_kind=FixKind.reboot, subject=f.bdf, evidence_=evs, expected_value=f"{limit} bytes",
+                       fix_kind=FixKind.reboot, subject=f.bdf, evidence_=evs, expected_value=f"{limit} bytes",
                        impact="Smaller payloads mean more TLP headers per byte on writes to the GPU.",
                        remedy=Remedy(commands=[], persist=["pci=pcie_bus_perf on the kernel command line, or the firmware's MaxPayload setting"], note="MPS must match along the path; the kernel sets it at enumeration."),
                        references=["Documentation/admin-guide/kernel-parameters.txt: pci=pcie_bus_perf"])
@@ -243,7 +244,7 @@ def _acs(ctx: Context, gpus: list[PciFunction]) -> list[Finding]:
                 continue
             host = ctx.in_container
             out.append(finding(cid, Status.actionable, f"Bridge {b.bdf}: ACS redirects peer-to-peer traffic ({', '.join(flags)})",
-                severity=Severity.P0, fix_kind=FixKind.runtime, subject=b.bdf,
+                subject=b.bdf,
                 evidence_=evidence((src, "ACSCtl " + " ".join(f + "+" for f in flags))), expected_value="ReqRedir- CmpltRedir-",
                 impact="With request/completion redirect on, GPU peer traffic under this bridge is routed up to the root complex: low P2P bandwidth or NCCL hangs (NCCL troubleshooting guide, PCI ACS).",
                 remedy=Remedy(commands=[f"setpci -s {b.bdf} ECAP_ACS+0x6.w=0000"],
@@ -318,7 +319,7 @@ def _iommu(ctx: Context, gpus: list[PciFunction]) -> Finding:
     if translated:
         who = ", ".join(translated[:4]) if translated != ["(groups)"] else "the IOMMU groups"
         return finding(cid, Status.actionable, f"IOMMU translates GPU/NIC DMA (group type DMA: {who})",
-                       severity=Severity.P1, fix_kind=FixKind.reboot, evidence_=evs, expected_value="identity (iommu=pt) or off",
+                       evidence_=evs, expected_value="identity (iommu=pt) or off",
                        impact=impact, remedy=remedy, references=refs)
     if per_dev or types:
         mode = "passthrough (identity)" if all(t == "identity" for t in (per_dev.values() or types.values())) else "mixed"
@@ -334,7 +335,7 @@ def _iommu(ctx: Context, gpus: list[PciFunction]) -> Finding:
     if (groups_exist or on_cmd) and not pt and not off_cmd:
         why = ("IOMMU groups exist" if groups_exist else f"the kernel command line turns the IOMMU on ({', '.join(on_cmd)})") + " and iommu=pt is not set"
         return finding(cid, Status.actionable, f"IOMMU on without iommu=pt: GPU DMA is translated by default ({why})",
-                       severity=Severity.P1, fix_kind=FixKind.reboot, evidence_=evs, expected_value="iommu=pt (identity) or off",
+                       evidence_=evs, expected_value="iommu=pt (identity) or off",
                        impact=impact + " The kernel's default domain is translated unless it was built for passthrough; cat /sys/kernel/iommu_groups/*/type shows it (identity = passthrough).",
                        remedy=remedy, references=refs)
     if pt and cl is not None:

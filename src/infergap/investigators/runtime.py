@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from infergap.findings import Finding, FixKind, Remedy, Severity, Status, ev
+from infergap import checks
+from infergap.findings import Finding, Remedy, Severity, Status, ev
 from infergap.investigators.base import Context, evidence, finding, unknown
 
 NAME = "runtime"
@@ -60,17 +61,16 @@ def _arch(ctx: Context) -> Finding | None:
             missing.append(cap)
     if missing:
         return finding("runtime.torch_arch", Status.actionable, f"torch has no kernels built for compute capability {', '.join(missing)}",
-                       severity=Severity.P0, fix_kind=FixKind.software, evidence_=evs, expected_value=" ".join(f"sm_{c.replace('.', '')}" for c in missing),
+                       evidence_=evs, expected_value=" ".join(f"sm_{c.replace('.', '')}" for c in missing),
                        impact="Without native SASS for the GPU, kernels JIT-compile from PTX of an older architecture (slow start, missing architecture-specific instructions) or fail with 'no kernel image is available'.",
                        remedy=Remedy(note="Install a torch build whose arch list includes the GPU (e.g. a cu12.8+/cu13 wheel for SM120), and rebuild custom kernels for it."))
     return finding("runtime.torch_arch", Status.ok, f"torch is built for the GPUs' compute capability ({', '.join(caps)})", evidence_=evs)
 
 
-BAD_NCCL = {
-    "NCCL_P2P_DISABLE": ("1", "Peer-to-peer is disabled: all-reduce goes through host shared memory or sockets."),
-    "NCCL_SHM_DISABLE": ("1", "The shared-memory transport is disabled: intra-node traffic falls back to sockets."),
-    "NCCL_P2P_LEVEL": ("LOC", "P2P restricted to the same GPU: every peer transfer goes through host memory."),
-}
+_NCCL_ENV = checks.get("nccl.env")
+#: NCCL variables that disable or restrict a transport: name -> (value that does it, what it does).
+#: NCCL_IB_DISABLE is judged apart (only with an RDMA NIC present).
+BAD_NCCL = {k: (v, _NCCL_ENV.text(f"set {k}")) for k, v in _NCCL_ENV.tables["disabling_variables"].items() if k != "NCCL_IB_DISABLE"}
 
 
 def _nccl_env(ctx: Context) -> Finding:
@@ -90,7 +90,7 @@ def _nccl_env(ctx: Context) -> Finding:
         if nccl.get(k, "").upper() == val:
             bad.append((k, nccl[k], why))
     if nccl.get("NCCL_IB_DISABLE") == "1" and ctx.facts.rdma_devices():
-        bad.append(("NCCL_IB_DISABLE", "1", "An RDMA NIC is present but NCCL is told not to use it."))
+        bad.append(("NCCL_IB_DISABLE", "1", _NCCL_ENV.text("set NCCL_IB_DISABLE")))
     ifn = nccl.get("NCCL_SOCKET_IFNAME", "")
     if ifn and re.match(r"^(=)?(lo|docker)", ifn):
         bad.append(("NCCL_SOCKET_IFNAME", ifn, "Sockets bound to loopback/docker bridge: multi-node traffic cannot leave the host."))
@@ -105,7 +105,7 @@ def _nccl_env(ctx: Context) -> Finding:
                            impact="nvidia-smi reports P2P unsupported for these pairs (CNS/GNS/NS), so disabling it only avoids NCCL probing.")
         sev = Severity.P0 if any(k in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_P2P_LEVEL", "NCCL_IB_DISABLE") for k, _, _ in bad) else Severity.P2
         return finding("nccl.env", Status.actionable, "NCCL variables that degrade collectives: " + ", ".join(f"{k}={v}" for k, v, _ in bad),
-                       severity=sev, fix_kind=FixKind.runtime, evidence_=evs, impact=" ".join(w for _, _, w in bad),
+                       severity=sev, evidence_=evs, impact=" ".join(w for _, _, w in bad),
                        remedy=Remedy(commands=[f"unset {k} in the server's environment (service unit, container env, launch script)" for k, _, _ in bad],
                                      revert=[f"export {k}={v}" for k, v, _ in bad], note="Takes effect when the server restarts."),
                        references=["NCCL documentation: Environment Variables"])
@@ -145,12 +145,7 @@ def _known_versions(ctx: Context, skip: set[str] = frozenset()) -> list[Finding]
 
 
 #: NCCL variables an NCCL log echoes that disable a transport: (value, what it does).
-_RISKY_ENV = {
-    "NCCL_P2P_DISABLE": ("1", "forces GPU-to-GPU traffic off P2P onto shared memory or sockets"),
-    "NCCL_SHM_DISABLE": ("1", "forces traffic between GPUs that cannot use P2P onto sockets"),
-    "NCCL_P2P_LEVEL": ("LOC", "forbids P2P between any two GPUs"),
-    "NCCL_IB_DISABLE": ("1", "forces inter-node traffic onto TCP sockets although an RDMA NIC is present"),
-}
+_RISKY_ENV = {k: (v, _NCCL_ENV.text(f"logged {k}")) for k, v in _NCCL_ENV.tables["disabling_variables"].items()}
 
 
 def nccl_env_from_log(label: str, f: Any) -> Finding | None:
@@ -166,7 +161,7 @@ def nccl_env_from_log(label: str, f: Any) -> Finding | None:
             risky.append((k, v, rule[1]))
     evidence = [ev(label, f"{k} set by environment to {v}") for k, v in list(f.env.items())[:12]]
     if risky:
-        return finding("nccl.env", Status.actionable, subject=label, severity=Severity.P1, fix_kind=FixKind.runtime,
+        return finding("nccl.env", Status.actionable, subject=label, severity=Severity.P1,
             title="NCCL runs with " + ", ".join(f"{k}={v}" for k, v, _ in risky),
             evidence_=evidence, expected_value="unset unless a documented hardware limit requires it",
             impact="; ".join(f"{k}={v} {why}" for k, v, why in risky) + ". Often left over from debugging a hang whose cause (ACS, IOMMU) was elsewhere.",

@@ -11,12 +11,12 @@ capacity, not speed — flat or slower in public reports, worse when prefill dom
 
 from __future__ import annotations
 
-from infergap.evidence.common import engine_logs
-from infergap.evidence.hostinfo import gpu_names, is_sm120, nvlink_between_gpus
 from infergap.checks import finding
-from infergap.findings import Finding, FixKind, Remedy, Severity, Status, ev
-from infergap.server import ServerConfig, server_config_from_log
+from infergap.evidence.common import engine_logs
+from infergap.evidence.hostinfo import is_sm120
+from infergap.findings import Finding, Remedy, Status, ev
 from infergap.investigators.interconnect import allreduce_from_server
+from infergap.server import ServerConfig, server_config_from_log
 
 NAME = "server_config"
 
@@ -52,7 +52,6 @@ def _graph_limit(cfg: ServerConfig, subject: str, observed: int | None, observed
         while new < observed:
             new *= 2
         return finding("server.cuda_graph_max_bs", Status.actionable, subject=subject,
-                       severity=Severity.P1, fix_kind=FixKind.runtime,
                        title=f"CUDA graphs cover batches up to {cap}, the server runs {observed} requests at once",
                        evidence_=[ev(_src(cfg, "cuda_graph_max_bs"), f"cuda_graph_max_bs={cap}"), ev(observed_src or "server", f"running requests: {observed}")],
                        expected_value=f"cuda_graph_max_bs ≥ {observed}",
@@ -77,8 +76,7 @@ def _fp8_kv(cfg: ServerConfig, subject: str, snap: object, prefill_ratio: float 
     if prefill_ratio is not None:
         ev_.append(ev("load", f"prompt/generated tokens ≈ {prefill_ratio:.1f}"))
     if heavy:
-        return finding("server.kv_fp8_sm120", Status.actionable, subject=subject, severity=Severity.P2,
-                       fix_kind=FixKind.runtime, title="FP8 KV cache on SM120 under a prefill-heavy load",
+        return finding("server.kv_fp8_sm120", Status.actionable, subject=subject, title="FP8 KV cache on SM120 under a prefill-heavy load",
                        evidence_=ev_, expected_value="kv_cache_dtype auto (BF16) unless KV capacity is the limit",
                        impact="FP8 KV doubles capacity but adds quantize/dequantize work in attention; public reports on SM120 show "
                               "prefill flat or slower. With long prompts and enough memory, BF16 KV is the faster choice.",
