@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import Any, Callable
 
-from infergap import checks
+from infergap.checks import get as check, investigator_failed, unknown
 from infergap.facts import Facts
 from infergap.findings import Evidence, Finding
 from infergap.investigators import REGISTRY
@@ -39,7 +39,7 @@ def _run_one(mod: ModuleType, ctx: Context, progress: ProgressFn | None) -> tupl
     except Exception as e:  # an investigator bug must not take the report down
         log.debug("investigator %s failed:\n%s", name, traceback.format_exc())
         err = f"{type(e).__name__}: {e}"
-        found = [checks.investigator_failed(name, err)]
+        found = [investigator_failed(name, err)]
     dt = time.perf_counter() - t0
     if progress:
         progress(name, "error" if err else "done")
@@ -86,13 +86,13 @@ def run_audit(
         runs.append(run)
         findings.extend(found)
     for src, msg in sorted(facts.problems.items()):
-        findings.append(checks.unknown("evidence.unreadable", f"Unreadable evidence: {src}", msg, subject=src))
+        findings.append(unknown("evidence.unreadable", f"Unreadable evidence: {src}", msg, subject=src))
     denied = snap.unreadable_under("/") + snap.unreadable_under("cmds") + snap.unreadable_under("probes")
     if denied:
         reasons = sorted({r for _p, r in denied})
-        findings.append(checks.unknown(
+        findings.append(unknown(
             "evidence.unreadable", f"{len(denied)} file(s) could not be read ({', '.join(reasons)})",
-            checks.get("evidence.unreadable").text("denied"),
+            check("evidence.unreadable").text("denied"),
             subject="files", evidence_=[Evidence(source=p, value=r) for p, r in denied[:5]]))
     try:
         host = host_summary(snap, facts)
