@@ -55,6 +55,7 @@ class Check(BaseModel):
     fix_kind: FixKindName | None
     severity: Literal["P0", "P1", "P2"] | None = None
     signatures: bool = False
+    names_cause: bool = True
     thresholds: dict[str, int | float] = Field(default_factory=dict)
     lists: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     tables: dict[str, dict[str, str]] = Field(default_factory=dict)

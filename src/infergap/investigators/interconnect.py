@@ -363,7 +363,7 @@ def _custom_allreduce(ctx: Context) -> Finding | None:
 
 
 def allreduce_from_engine_log(label: str, f: Any) -> Finding | None:
-    """allreduce.custom from an SGLang or vLLM log (``f`` its :class:`~infergap.evidence.engine.EngineLogFacts`):
+    """allreduce.custom from an SGLang or vLLM log (``f`` its :class:`~infergap.parsers.engine_log.EngineLogFacts`):
     disabled on more than two PCIe-only GPUs is the engines' design (expected); disabled because the
     P2P test failed is a host problem (P1); turned off by flag with TP > 1 is P2."""
     tp = f.args.get("tp_size") or f.args.get("tensor_parallel_size")
