@@ -165,27 +165,6 @@ def _nvlink(ctx: Context) -> list[Finding]:
                     references=["NVIDIA Fabric Manager user guide"])]
 
 
-def _p2p_status(ctx: Context) -> tuple[dict[tuple[str, str], str], str | None]:
-    """Pairwise P2P status (``GPU0``, ``GPU1``) -> OK/CNS/GNS/TNS/NS/DR/U and its source, from
-    ``nvidia-smi topo -p2p r``, else NVML, else the torch probe; empty when none was captured."""
-    p2p = ctx.facts.p2p()
-    if p2p:
-        return p2p, ctx.facts.src("nvsmi_p2p")
-    n = ctx.facts.nvml()
-    if n and n.get("p2p"):
-        code = {0: "OK", 1: "CNS", 2: "GNS", 3: "NS", 4: "TNS", 5: "NS", 6: "U"}
-        p2p = {(f"GPU{k.split(',')[0]}", f"GPU{k.split(',')[1]}"): code.get(v, "U") for k, v in n["p2p"].items() if v is not None}
-        if p2p:
-            return p2p, "probes/nvml.json"
-    t = ctx.facts.torch_info()
-    if t and t.get("p2p"):
-        m = t["p2p"]
-        p2p = {(f"GPU{i}", f"GPU{j}"): ("OK" if m[i][j] else "NS") for i in range(len(m)) for j in range(len(m)) if i != j and m[i][j] is not None}
-        if p2p:
-            return p2p, ctx.facts.src("torch")
-    return {}, None
-
-
 def _unordered(pairs: dict[tuple[str, str], str]) -> set[frozenset[str]]:
     return {frozenset(p) for p in pairs if p[0] != p[1]}
 
@@ -195,7 +174,7 @@ def _p2p(ctx: Context) -> Finding | None:
     gpus = ctx.facts.gpus()
     if len(gpus) < 2:
         return None
-    p2p, src = _p2p_status(ctx)
+    p2p, src = ctx.facts.p2p_status()
     if not p2p:
         return unknown(cid, "GPU peer-to-peer: not captured", f"Needs {P2P_CMD}, NVML or the torch probe.")
     bad = {k: v for k, v in p2p.items() if v != "OK"}
@@ -332,7 +311,7 @@ def _custom_allreduce(ctx: Context) -> Finding | None:
     refs = ["sglang/srt/distributed/device_communicators/custom_all_reduce.py", "vllm/distributed/device_communicators/custom_all_reduce.py"]
     pairs, nsrc = _nvlink_pairs(ctx)
     full_nv = bool(pairs) and all(n > 0 for n in pairs.values())
-    p2p, psrc = _p2p_status(ctx)
+    p2p, psrc = ctx.facts.p2p_status()
     n_pairs = len(gpus) * (len(gpus) - 1) // 2
     p2p_ok = bool(p2p) and all(v == "OK" for v in p2p.values()) and len(_unordered(p2p)) >= n_pairs
     p2p_bad = {k: v for k, v in p2p.items() if v != "OK"}
@@ -394,11 +373,11 @@ def allreduce_from_engine_log(label: str, f: Any) -> Finding | None:
     return None
 
 
-def allreduce_from_server(cfg: Any, subject: str, snap: object, log_reported: bool) -> Finding | None:
-    """allreduce.custom from a server's configuration (``cfg`` a :class:`~infergap.server.ServerConfig`):
-    custom all-reduce turned off with TP > 2 is P1 on NVLink GPUs and expected on PCIe-only ones;
-    None when an engine log already reported it (``log_reported``) or the links are not known."""
-    from infergap.evidence.hostinfo import gpu_names, nvlink_between_gpus
+def allreduce_from_server(cfg: Any, subject: str, facts: Any, log_reported: bool) -> Finding | None:
+    """allreduce.custom from a server's configuration (``cfg`` a :class:`~infergap.server.ServerConfig`,
+    ``facts`` the host's :class:`~infergap.facts.Facts`): custom all-reduce turned off with TP > 2
+    is P1 on NVLink GPUs and expected on PCIe-only ones; None when an engine log already reported
+    it (``log_reported``) or the links are not known."""
 
     def _src(cfg: Any, field: str) -> str:
         return cfg.sources.get(field, cfg.url or "server")
@@ -406,16 +385,15 @@ def allreduce_from_server(cfg: Any, subject: str, snap: object, log_reported: bo
     tp = cfg.tp_size
     if log_reported or tp is None or tp <= 2 or not cfg.disable_custom_all_reduce:
         return None
-    nvl = nvlink_between_gpus(snap)
+    nvl = facts.nvlink_between_gpus()
     if nvl is None:
-        from infergap.gpudata import sku
-
-        names = gpu_names(snap)  # the GPU data knows which models have no NVLink at all
+        names = facts.gpu_names()  # the GPU data knows which models have no NVLink at all
         nvl = False if names and all((s := sku(n)) is not None and s.nvlink_layout == "none" for n in names) else None
     if nvl is None:
         return None
     if nvl:
-        return finding("allreduce.custom", Status.actionable, subject=subject, severity=Severity.P1, title=f"Custom all-reduce off with TP={tp} on NVLink GPUs",
+        return finding("allreduce.custom", Status.actionable, subject=subject, severity=Severity.P1,
+                       title=f"Custom all-reduce off with TP={tp} on NVLink GPUs",
                        evidence_=[ev(_src(cfg, "disable_custom_all_reduce"), "disable_custom_all_reduce=True"), ev(_src(cfg, "tp_size"), f"tp_size={tp}")],
                        impact="With NVLink the engine's custom all-reduce is faster than NCCL for decode-sized messages.",
                        remedy=Remedy(commands=["restart without --disable-custom-all-reduce"]))

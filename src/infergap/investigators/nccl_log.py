@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from infergap.checks import finding
 from infergap.evidence.common import nccl_logs
-from infergap.evidence.hostinfo import gpu_links, has_rdma_nic, p2p_matrix
+from infergap.facts import Facts
 from infergap.parsers.nccl import NcclLogFacts, summary
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status, ev
 from infergap.investigators.runtime import nccl_env_from_log
@@ -31,7 +31,7 @@ def _version_tuple(v: str | None) -> tuple[int, ...]:
         return ()
 
 
-def _transport(label: str, f: NcclLogFacts, snap: object) -> Finding:
+def _transport(label: str, f: NcclLogFacts, facts: Facts) -> Finding:
     intra = f.intra_host_links()
     src = label
     details = summary(f)
@@ -42,14 +42,16 @@ def _transport(label: str, f: NcclLogFacts, snap: object) -> Finding:
                        impact="Without 'Channel … via …' lines the transport between GPUs is unknown; run with NCCL_DEBUG=INFO through the first collective.",
                        details=details)
     bad = [lk for lk in intra if lk.transport.startswith("NET/") or lk.transport == "SHM"]
-    links = gpu_links(snap)
-    p2p = p2p_matrix(snap)
+    topo = facts.topology()
+    links = topo.matrix if topo is not None else {}
+    p2p, _ = facts.p2p_status()
     env_p2p_off = f.env.get("NCCL_P2P_DISABLE") == "1" or f.env.get("NCCL_P2P_LEVEL") in ("LOC", "0")
     expected, actionable = [], []
     for lk in bad:
         a, b = _dev_index(lk.src_dev), _dev_index(lk.dst_dev)
-        cell = links.get((a, b)) if a is not None and b is not None else None
-        pcell = p2p.get((a, b)) if a is not None and b is not None else None
+        pair = (f"GPU{a}", f"GPU{b}") if a is not None and b is not None else None
+        cell = links.get(pair) if pair else None
+        pcell = p2p.get(pair) if pair else None
         if pcell in _UNSUPPORTED:
             expected.append((lk, f"nvidia-smi topo -p2p reports {pcell} for GPU{a}-GPU{b}"))
         elif lk.transport == "SHM" and cell == "SYS" and not env_p2p_off:
@@ -99,13 +101,13 @@ def _transport(label: str, f: NcclLogFacts, snap: object) -> Finding:
                    evidence_=evidence, details=details)
 
 
-def _gdr(label: str, f: NcclLogFacts, snap: object) -> Finding | None:
+def _gdr(label: str, f: NcclLogFacts, facts: Facts) -> Finding | None:
     if not f.gdr_disabled and not f.gdr_enabled:
         return None
     if not f.gdr_disabled:
         return finding("nccl.gdr", Status.ok, subject=label,
                        title="NCCL uses GPU Direct RDMA", evidence_=[ev(label, "via NET/IB …/GDRDMA")])
-    nic = True if f.ib_devices or f.gdr_disabled else has_rdma_nic(snap)
+    nic = True if f.ib_devices or f.gdr_disabled else bool(facts.rdma_devices())
     inter = any(lk.transport == "NET/IB" for lk in f.links) or not f.single_host or (f.network or "").startswith("IB") and (f.nranks or 0) > 8
     old = _version_tuple(f.version) and _version_tuple(f.version) < (2, 23, 4)
     note = ("NCCL before 2.23.4 looks only for the old nv_peer_mem module, not nvidia_peermem (NVIDIA/nccl#1676): "
@@ -125,11 +127,12 @@ def _gdr(label: str, f: NcclLogFacts, snap: object) -> Finding | None:
         references=["https://github.com/NVIDIA/nccl/issues/1676", "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#gpu-direct"])
 
 
-def _p2p(label: str, f: NcclLogFacts, snap: object) -> Finding | None:
+def _p2p(label: str, f: NcclLogFacts, facts: Facts) -> Finding | None:
     if not f.p2p_disabled_pairs:
         return None
-    p2p = p2p_matrix(snap)
-    cells = {p2p.get(pair) for pair in f.p2p_disabled_pairs if pair in p2p}
+    p2p, _ = facts.p2p_status()
+    pairs = [(f"GPU{a}", f"GPU{b}") for a, b in f.p2p_disabled_pairs]
+    cells = {p2p.get(pair) for pair in pairs if pair in p2p}
     evidence = [ev(label, f"P2P is disabled between connected GPUs {a} and {b}") for a, b in f.p2p_disabled_pairs[:8]]
     if cells and cells <= _UNSUPPORTED:
         return finding("nccl.p2p", Status.expected, subject=label,
@@ -192,15 +195,16 @@ def _env_from_evidence(snap: object) -> dict[str, str]:
 def investigate(ctx: object) -> list[Finding]:
     """Findings from every NCCL log in the snapshot's evidence (none when there is no NCCL log)."""
     snap = ctx.snap  # type: ignore[attr-defined]
+    facts = getattr(ctx, "facts", None) or Facts(snap)
     out: list[Finding] = []
     pasted_env = _env_from_evidence(snap)
     for part, f in nccl_logs(snap):
         label = part.label
         if pasted_env:
             f = f.model_copy(update={"env": {**pasted_env, **f.env}})
-        out.append(_transport(label, f, snap))
+        out.append(_transport(label, f, facts))
         for fn in (_gdr, _p2p):
-            x = fn(label, f, snap)
+            x = fn(label, f, facts)
             if x:
                 out.append(x)
         for fn2 in (nccl_env_from_log, _warnings):

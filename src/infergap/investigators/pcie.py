@@ -27,7 +27,6 @@ from infergap.gpudata import pcie_gen_of_gts, pcie_gts
 from infergap.investigators.base import Context, evidence, finding, not_applicable, unknown
 
 NAME = "pcie"
-MELLANOX = 0x15B3
 MRRS_GOOD_B = checks.threshold("pcie.max_read_request", "good_bytes")
 #: An extended capability line of lspci -vvv (offset >= 0x100, shown only when read as root).
 EXT_CAP = re.compile(r"Capabilities: \[[1-9a-f][0-9a-f]{2} v\d+\]")
@@ -136,17 +135,9 @@ def _mrrs(ctx: Context, f: PciFunction) -> Finding:
 
 
 def _path_mps_supported(ctx: Context, f: PciFunction) -> int | None:
-    funcs = ctx.facts.pci_functions()
-    best = None
-    cur = funcs.get(f.parent) if f.parent else None
-    seen = set()
-    while cur is not None and cur.bdf not in seen:
-        seen.add(cur.bdf)
-        c = _caps(cur)
-        if c and c[0]["mps_sup"]:
-            best = c[0]["mps_sup"] if best is None else min(best, c[0]["mps_sup"])
-        cur = funcs.get(cur.parent) if cur.parent else None
-    return best
+    """The smallest MaxPayload supported by the bridges above ``f`` (None when none is known)."""
+    sup = [c[0]["mps_sup"] for c in map(_caps, ctx.facts.upstream(f)) if c and c[0]["mps_sup"]]
+    return min(sup) if sup else None
 
 
 def _mps(ctx: Context, f: PciFunction, g: GpuFacts | None) -> Finding:
@@ -188,23 +179,12 @@ def _rcb(ctx: Context, f: PciFunction) -> Finding:
     return finding(cid, Status.ok, f"GPU {f.bdf}: Read Completion Boundary {rcb} bytes", subject=f.bdf, evidence_=evs)
 
 
-def _upstream(ctx: Context, f: PciFunction) -> list[PciFunction]:
-    funcs = ctx.facts.pci_functions()
-    out, seen = [], set()
-    cur = funcs.get(f.parent) if f.parent else None
-    while cur is not None and cur.bdf not in seen:
-        seen.add(cur.bdf)
-        out.append(cur)
-        cur = funcs.get(cur.parent) if cur.parent else None
-    return out
-
-
 def _acs(ctx: Context, gpus: list[PciFunction]) -> list[Finding]:
     """pcie.acs on every bridge above the GPUs and the RDMA NICs (GPU-to-GPU P2P and GPUDirect
     RDMA both cross them). The bridges come from sysfs device links, else from the bridges' bus
     numbers in ``lspci -vvv``."""
     cid = "pcie.acs"
-    nics = [f for f in ctx.facts.pci_functions().values() if f.vendor == MELLANOX and f.class_code is not None and f.class_code >> 16 == 0x02]
+    nics = ctx.facts.rdma_nic_functions()
     rdma = ctx.facts.rdma_devices()
     if len(gpus) < 2 and not rdma:
         return [not_applicable(cid, "ACS: no peer traffic to redirect", "ACS redirection matters for GPU-to-GPU and GPU-to-NIC peer traffic; this host has one GPU and no RDMA NIC.",
@@ -213,7 +193,7 @@ def _acs(ctx: Context, gpus: list[PciFunction]) -> list[Finding]:
     ends = gpus + (nics if rdma else [])
     bridges: dict[str, PciFunction] = {}
     for g in ends:
-        for b in _upstream(ctx, g):
+        for b in ctx.facts.upstream(g):
             bridges[b.bdf] = b
     placed = [g for g in ends if g.path_known or g.parent_from]
     what = "the GPUs and the RDMA NICs" if rdma and nics else "the GPUs"
@@ -300,7 +280,7 @@ def _iommu(ctx: Context, gpus: list[PciFunction]) -> Finding:
     cid = "iommu.mode"
     cl = ctx.facts.cmdline()
     params = dict(p.partition("=")[::2] for p in (cl.value.split() if cl else []))
-    nics = [f for f in ctx.facts.pci_functions().values() if f.vendor == MELLANOX and f.class_code is not None and f.class_code >> 16 == 0x02]
+    nics = ctx.facts.rdma_nic_functions()
     devs = gpus + nics
     types, per_dev = _iommu_types(ctx, devs)
     on_cmd = [f"{k}={params[k]}" for k in ("intel_iommu", "amd_iommu") if params.get(k, "").split(",")[0] in ("on", "force_isolation", "force_enable")]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from infergap.checks import finding
 from infergap.evidence.common import engine_logs
-from infergap.evidence.hostinfo import is_sm120
+from infergap.facts import Facts
 from infergap.findings import Finding, Remedy, Status, ev
 from infergap.investigators.interconnect import allreduce_from_server
 from infergap.server import ServerConfig, server_config_from_log
@@ -64,11 +64,23 @@ def _graph_limit(cfg: ServerConfig, subject: str, observed: int | None, observed
                    evidence_=[ev(_src(cfg, "cuda_graph_max_bs"), f"cuda_graph_max_bs={cap}"), ev(observed_src or "server", f"running requests: {observed}")])
 
 
-def _fp8_kv(cfg: ServerConfig, subject: str, snap: object, prefill_ratio: float | None) -> Finding | None:
+def _is_sm120(facts: Facts) -> bool | None:
+    """True when the GPUs are compute capability 12.x (NVML or torch), else when a GPU's name is an
+    SM120 part in the GPU data; None when neither the capability nor a name is known."""
+    from infergap.gpudata import sm_of
+
+    caps = facts.compute_capabilities()
+    if caps:
+        return any(c.startswith("12.") for c in caps)
+    names = facts.gpu_names()
+    return any(sm_of(n) == 120 for n in names) if names else None
+
+
+def _fp8_kv(cfg: ServerConfig, subject: str, facts: Facts, prefill_ratio: float | None) -> Finding | None:
     dt = (cfg.kv_cache_dtype or "").lower()
     if not dt.startswith("fp8"):
         return None
-    sm120 = is_sm120(snap)
+    sm120 = _is_sm120(facts)
     if not sm120:
         return None
     heavy = prefill_ratio is not None and prefill_ratio >= 4.0
@@ -90,6 +102,7 @@ def investigate(ctx: object) -> list[Finding]:
     """Findings from the live server's configuration (``ctx.server``) or, without one, from the
     first engine log's startup arguments; none when there is neither."""
     snap = ctx.snap  # type: ignore[attr-defined]
+    host = getattr(ctx, "facts", None) or Facts(snap)
     cfg: ServerConfig | None = getattr(ctx, "server", None)
     logs = engine_logs(snap)
     live = cfg is not None
@@ -114,7 +127,7 @@ def investigate(ctx: object) -> list[Finding]:
         if x:
             out.append(x)
     log_ar = any(f.custom_ar_disabled for _, f in logs)
-    x = allreduce_from_server(cfg, subject, snap, log_ar)
+    x = allreduce_from_server(cfg, subject, host, log_ar)
     if x:
         out.append(x)
     ratio = None
@@ -122,7 +135,7 @@ def investigate(ctx: object) -> list[Finding]:
     gen = cfg.raw.get("generation_tokens_total")
     if isinstance(prompt, (int, float)) and isinstance(gen, (int, float)) and gen > 0:
         ratio = prompt / gen
-    x = _fp8_kv(cfg, subject, snap, ratio)
+    x = _fp8_kv(cfg, subject, host, ratio)
     if x:
         out.append(x)
     return out
