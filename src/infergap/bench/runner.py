@@ -142,15 +142,18 @@ class Runner:
         self.dead, self._failed_run, self._refused_run = None, 0, 0
 
     def watch(self, rec: RequestRecord, limit: int) -> None:
-        """Count consecutive connection failures and timeouts; past :data:`DEAD_REFUSED` refusals
-        or ``limit`` failures with no answer between them the server is dead: say why, and cancel
+        """Count connection failures and timeouts since the server last answered; past
+        :data:`DEAD_REFUSED` refusals or ``limit`` failures with no answer between them the server is dead: say why, and cancel
         the requests in flight (each would only wait its timeout)."""
         if rec.error in ("connection", "timeout"):
             self._failed_run += 1
             refused = rec.error == "connection" and (rec.error_detail or "").startswith("ClientConnectorError")
-            self._refused_run = self._refused_run + 1 if refused else 0
+            # A refusal counts until the server answers again: the requests that were in flight when
+            # it died end with other connection errors (reset, disconnected) in any order among them.
+            self._refused_run += refused
             if self.dead is None and (self._refused_run >= DEAD_REFUSED or self._failed_run >= limit):
-                what = (f"{self._refused_run} consecutive connections refused" if self._refused_run >= DEAD_REFUSED
+                what = (f"{self._refused_run} connections refused with no answer between them"
+                        if self._refused_run >= DEAD_REFUSED
                         else f"{self._failed_run} consecutive requests failed (connection or timeout) with no answer between them")
                 self.dead = f"{what}; last: {rec.error_detail or rec.error}"
                 for t in list(self._tasks):
