@@ -20,8 +20,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=float, default=50)
     args = ap.parse_args()
-    from infergap.evidence.engine import parse_engine_log
-    from infergap.evidence.nccl import parse_nccl_log
+    from infergap.parsers.engine_log import parse_engine_log
+    from infergap.parsers.nccl import parse_nccl_log
     from infergap.evidence.recognize import scan_file
 
     unit = (FIX / "sglang-13023-decode-no-graph.log").read_bytes() + (FIX / "nccl-1232-two-nodes.log").read_bytes()

@@ -688,10 +688,10 @@ class Facts:
 
     @memo
     def nccl_runs(self) -> list[tuple[str, Any]]:
-        """(source, :class:`~infergap.evidence.nccl.NcclLogFacts`) for every NCCL log in the input:
+        """(source, :class:`~infergap.parsers.nccl.NcclLogFacts`) for every NCCL log in the input:
         pasted or snapshot evidence, and the NCCL run of ``audit --active`` (``probes/active.json``)."""
         from infergap.evidence.common import nccl_logs
-        from infergap.evidence.nccl import parse_nccl_log
+        from infergap.parsers.nccl import parse_nccl_log
 
         out = [(part.label, f) for part, f in nccl_logs(self.snap)]
         a = self.snap.probe("active")

@@ -275,7 +275,7 @@ def _apply_server_info(cfg: ServerConfig, data: dict[str, Any], src: str) -> Non
             if isinstance(sect, dict):
                 args.update({k: v for k, v in sect.items() if k not in args})
     elif isinstance(vc, str):
-        from infergap.evidence.engine import parse_kv_repr
+        from infergap.parsers.engine_log import parse_kv_repr
 
         args.update(parse_kv_repr(vc))
     cfg.apply_args(args, src)
@@ -453,11 +453,11 @@ def introspect(url: str, api_key: str | None = None, timeout_s: float = 5.0) -> 
 
 
 def server_config_from_log(facts: Any, source: str) -> ServerConfig:
-    """A :class:`ServerConfig` from :class:`infergap.evidence.engine.EngineLogFacts` (an engine
+    """A :class:`ServerConfig` from :class:`infergap.parsers.engine_log.EngineLogFacts` (an engine
     startup log), every field sourced to ``source`` (the log's evidence label)."""
     cfg = ServerConfig(engine=facts.engine, version=facts.version)
     if facts.engine == "llama.cpp":
-        from infergap.evidence.llamacpp_log import apply_to_config
+        from infergap.parsers.llamacpp_log import apply_to_config
 
         apply_to_config(cfg, facts, source)
     if facts.engine:

@@ -6,7 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
-from infergap.evidence.llamacpp_log import parse_llamacpp_log
+from infergap.parsers.llamacpp_log import parse_llamacpp_log
 from infergap.evidence.recognize import scan_file
 from infergap.plan import build_plan
 from infergap.plan.inputs import engine_logs_from_files

@@ -6,9 +6,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infergap.evidence.dmesg import parse_dmesg
-from infergap.evidence.engine import parse_engine_log, parse_kv_repr
-from infergap.evidence.nccl import parse_nccl_log
+from infergap.parsers.dmesg import parse_dmesg
+from infergap.parsers.engine_log import parse_engine_log, parse_kv_repr
+from infergap.parsers.nccl import parse_nccl_log
 from tests.evidence.evidence_data import FIX
 
 REAL = [ln for p in sorted(FIX.glob("*.log")) + sorted(FIX.glob("*.txt")) for ln in p.read_text().splitlines()]

@@ -85,7 +85,7 @@ def test_line_matching():
 def test_old_nccl_format_is_read():
     """NCCL 2.2/2.3 lines (``host:pid:tid [dev] INFO Ring 00 : …``, no ``NCCL`` word), as pasted in
     https://github.com/pytorch/pytorch/issues/7019, give ranks and transports."""
-    from infergap.evidence.nccl import parse_nccl_log
+    from infergap.parsers.nccl import parse_nccl_log
     from infergap.evidence.recognize import log_kinds
 
     lines = [
@@ -111,7 +111,7 @@ def test_nccl_info_lines_without_prefix_are_read(tmp_path):
     the audit reports SHM between the GPUs instead of nothing."""
     from infergap.audit import run_audit
     from infergap.evidence import EvidenceSnapshot
-    from infergap.evidence.nccl import parse_nccl_log
+    from infergap.parsers.nccl import parse_nccl_log
 
     lines = ["NCCL INFO Channel 00 : 1[1] -> 0[0] via SHM/direct/direct",
              "NCCL INFO Channel 01 : 1[1] -> 0[0] via SHM/direct/direct"]
@@ -156,7 +156,8 @@ def test_missing_libibverbs_between_ethernet_nodes_is_no_p0(tmp_path):
         finally:
             snap.close()
 
-    assert net(ETHERNET_TWO_NODES) == []
+    # no "install rdma-core" on plain Ethernet (the veth in this log is a cause of its own, #68893)
+    assert not [f for f in net(ETHERNET_TWO_NODES) if "nccl.no_libibverbs_multinode" in f.details["signatures"]]
     with_hca = ETHERNET_TWO_NODES[:3] + ["ip-172-31-0-137:14605:14673 [0] NCCL INFO NET/Socket : Using [0]ib0:10.0.0.1<0>"] + ETHERNET_TWO_NODES[3:]
     found = net(with_hca)
     assert found and found[0].severity.value == "P0"
@@ -183,7 +184,7 @@ def test_shm_permission_is_told_apart_from_a_small_shm():
 def test_xid_45_names_the_nvlink_fault_behind_it():
     """Xid 45 is the driver cleaning up channels; ``caused by previous Xid 149`` names the fault
     (open-gpu-kernel-modules#1150), which the finding reports as an NVLink error."""
-    from infergap.evidence.dmesg import parse_dmesg
+    from infergap.parsers.dmesg import parse_dmesg
     from tests.evidence.evidence_data import FIX
 
     f = parse_dmesg((FIX / "open-gpu-1150-xid45-after-149.log").read_text().splitlines())

@@ -9,7 +9,7 @@ import time
 import pytest
 from hostile_helpers import cli, no_traceback
 
-from infergap.evidence.nccl import parse_nccl_log
+from infergap.parsers.nccl import parse_nccl_log
 from infergap.evidence.snapshot import EvidenceSnapshot
 
 

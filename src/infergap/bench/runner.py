@@ -81,12 +81,25 @@ class LoadSpec:
 
 @dataclass
 class TrialRun:
-    """Raw outcome of one trial: records, window, and the client's health readings."""
+    """Raw outcome of one trial: records, window, and the client's health readings; ``server_dead``
+    says why the trial stopped early when the server stopped answering (None otherwise)."""
 
     records: list[RequestRecord]
     window: tuple[float, float]
     health: ClientHealth
     stopped: bool = False
+    server_dead: str | None = None
+
+
+#: Consecutive requests whose connection was refused (nothing listens any more) after which the
+#: server is taken for dead and the point stops: one refusal can be a restart's blink, three are not.
+DEAD_REFUSED = 3
+#: Consecutive requests that failed on the connection or timed out, with no answer of any kind
+#: between them, after which the server is taken for dead (at least this many, and at least the
+#: concurrency, so that one burst of in-flight requests cut together is not enough). A hung server
+#: or one behind a proxy that still accepts connections otherwise costs every remaining request
+#: its whole timeout.
+DEAD_FAILED = 8
 
 
 @dataclass
@@ -113,12 +126,37 @@ class Runner:
     client: StreamClient
     on_request: Callable[[RequestRecord], None] | None = None
     stopping: bool = False
+    #: Why the server is taken for dead (set by :meth:`watch`; the trial stops issuing requests).
+    dead: str | None = None
     _tasks: set = field(default_factory=set)
+    _failed_run: int = 0
+    _refused_run: int = 0
 
     def stop(self) -> None:
         self.stopping = True
         for t in list(self._tasks):
             t.cancel()
+
+    def watch_reset(self) -> None:
+        """Start a trial with no verdict on the server and no failures counted."""
+        self.dead, self._failed_run, self._refused_run = None, 0, 0
+
+    def watch(self, rec: RequestRecord, limit: int) -> None:
+        """Count consecutive connection failures and timeouts; past :data:`DEAD_REFUSED` refusals
+        or ``limit`` failures with no answer between them the server is dead: say why, and cancel
+        the requests in flight (each would only wait its timeout)."""
+        if rec.error in ("connection", "timeout"):
+            self._failed_run += 1
+            refused = rec.error == "connection" and (rec.error_detail or "").startswith("ClientConnectorError")
+            self._refused_run = self._refused_run + 1 if refused else 0
+            if self.dead is None and (self._refused_run >= DEAD_REFUSED or self._failed_run >= limit):
+                what = (f"{self._refused_run} consecutive connections refused" if self._refused_run >= DEAD_REFUSED
+                        else f"{self._failed_run} consecutive requests failed (connection or timeout) with no answer between them")
+                self.dead = f"{what}; last: {rec.error_detail or rec.error}"
+                for t in list(self._tasks):
+                    t.cancel()
+        elif rec.error != "cancelled":  # any answer, even an HTTP error, shows the server is there
+            self._failed_run = self._refused_run = 0
 
     async def trial(self, spec: LoadSpec, get_prompt: Callable[[int], Prompt], n: int | None,
                     duration_s: float | None, seed: int = 0) -> TrialRun:
@@ -131,7 +169,9 @@ class Runner:
         await asyncio.sleep(0)
         cpu0, t0 = process_time(), perf_counter()
         infl.last = t0
-        st = _Trial(self, spec, get_prompt, n, t0, t0 + duration_s if duration_s else None, infl)
+        self.watch_reset()
+        st = _Trial(self, spec, get_prompt, n, t0, t0 + duration_s if duration_s else None, infl,
+                    dead_limit=max(DEAD_FAILED, spec.concurrency or 0))
         if spec.mode == "concurrency":
             target = await self._closed_loop(st)
         else:
@@ -143,7 +183,7 @@ class Runner:
         health = _client_health(st, lag.lags_ms, cpu, t1, target)
         started = [r for r in st.records if r.start]
         window = (min((r.start for r in started), default=t0), max((r.end for r in started), default=t1))
-        return TrialRun(st.records, window, judge_client(health), stopped=self.stopping)
+        return TrialRun(st.records, window, judge_client(health), stopped=self.stopping, server_dead=self.dead)
 
     async def _closed_loop(self, st: _Trial) -> int | None:
         """``spec.concurrency`` workers, each sending its next request when the previous one ended
@@ -234,13 +274,15 @@ class _Trial:
     t0: float
     deadline: float | None
     infl: _InFlight
+    dead_limit: int = DEAD_FAILED
     records: list[RequestRecord] = field(default_factory=list)
     slips: list[float] = field(default_factory=list)
     issued_end: float | None = None
 
     def more(self, i: int) -> bool:
-        """Whether request ``i`` is still to be sent (not stopped, within n, the trace, the duration)."""
-        if self.runner.stopping:
+        """Whether request ``i`` is still to be sent (not stopped, the server not dead, within n, the
+        trace, the duration)."""
+        if self.runner.stopping or self.runner.dead:
             return False
         if self.n is not None and i >= self.n:
             return False
@@ -251,12 +293,13 @@ class _Trial:
         return True
 
     async def one(self, p: Prompt, rec: RequestRecord) -> None:
-        """Send one request, counting it in flight while it runs."""
+        """Send one request, counting it in flight while it runs and watching for a dead server."""
         self.infl.change(1)
         try:
             await self.runner.client.request(p, rec)
         finally:
             self.infl.change(-1)
+            self.runner.watch(rec, self.dead_limit)
             if self.runner.on_request is not None:
                 self.runner.on_request(rec)
 
@@ -376,9 +419,8 @@ class _Sweep:
             args = multiproc.ClientArgs(info.base, info.model, settings.api, settings.stream, self.extra,
                                         tuple(info.length.fields), settings.timeout_s)
             prompts = [src(i) for i in range(n or default_num_prompts(spec))]
-            return await asyncio.get_running_loop().run_in_executor(
-                None, multiproc.run_trial, args, spec, prompts, settings.client_procs, settings.duration_s,
-                settings.seed + 7919 * t + k)
+            return await multiproc.trial(self.runner, args, spec, prompts, settings.client_procs, settings.duration_s,
+                                         settings.seed + 7919 * t + k)
         return await self.runner.trial(spec, src, n, settings.duration_s, seed=settings.seed + 7919 * t + k)
 
     async def point(self, k: int, spec: LoadSpec) -> PointResult:
@@ -396,9 +438,11 @@ class _Sweep:
             src = _prompt_source(settings, f"{settings.salt}.w{k}.", settings.warmup, self.tokenizer)
             wspec = LoadSpec("concurrency", min(settings.warmup, spec.concurrency or settings.warmup))
             self.progress.point_start(point.label + " warm-up", 0, settings.warmup)
-            await runner.trial(wspec, src, settings.warmup, None)
+            wt = await runner.trial(wspec, src, settings.warmup, None)
+            if wt.server_dead:
+                point.error = f"server stopped answering during the warm-up: {wt.server_dead}"
         for t in range(settings.trials):
-            if runner.stopping:
+            if runner.stopping or point.error:
                 break
             src = _prompt_source(settings, f"{settings.salt}.{k}.{t}.", n or default_num_prompts(spec), self.tokenizer)
             self.progress.point_start(point.label, t + 1, n)
@@ -410,6 +454,11 @@ class _Sweep:
             tm = trial_metrics(t + 1, tr.records, window_start=tr.window[0], window_end=tr.window[1],
                                slo=settings.slo, client=tr.health)
             point.trials.append(tm)
+            if tr.server_dead:  # stopped early: what was sent is counted, the rest was never sent
+                planned = f" of {n}" if n else ""
+                point.error = (f"server stopped answering: {tr.server_dead}; trial {t + 1} stopped early after "
+                               f"{len(tr.records)}{planned} request(s)")
+                break
             if _server_gone(tm):
                 point.error = f"server stopped answering: {tm.error_examples[0] if tm.error_examples else 'connection errors'}"
                 break

@@ -2,8 +2,8 @@
 
 :func:`infergap.evidence.recognize.scan_file` recognises and splits a file by content;
 :class:`infergap.evidence.snapshot.EvidenceSnapshot` overlays the recognised parts on a snapshot so
-the same investigators read them; :mod:`infergap.evidence.nccl` and :mod:`infergap.evidence.engine`
-turn logs into typed facts, streaming.
+the same investigators read them; :mod:`infergap.evidence.common` parses each log part once (the
+parsers themselves, NCCL, engine, llama.cpp and kernel logs, are in :mod:`infergap.parsers`).
 """
 
 from infergap.evidence.recognize import KINDS, EvidencePart, Unrecognized, scan_file

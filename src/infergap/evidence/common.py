@@ -10,8 +10,8 @@ import threading
 import weakref
 from typing import Any, Callable
 
-from infergap.evidence.engine import EngineLogFacts, parse_engine_log
-from infergap.evidence.nccl import NcclLogFacts, parse_nccl_log
+from infergap.parsers.engine_log import EngineLogFacts, parse_engine_log
+from infergap.parsers.nccl import NcclLogFacts, parse_nccl_log
 
 _LOCK = threading.Lock()
 _CACHE: "weakref.WeakKeyDictionary[Any, tuple[dict[tuple, Any], dict[tuple, threading.Lock]]]" = weakref.WeakKeyDictionary()
@@ -54,7 +54,7 @@ def engine_logs(snap: Any) -> list[tuple[Any, EngineLogFacts]]:
     out = []
     for part in _parts(snap, "engine_log"):
         if part.kind == "llamacpp_log":
-            from infergap.evidence.llamacpp_log import parse_llamacpp_log
+            from infergap.parsers.llamacpp_log import parse_llamacpp_log
 
             out.append((part, _memo(snap, ("llamacpp", str(part.path), part.start, part.end), lambda p=part: parse_llamacpp_log(p.iter_lines()))))
             continue

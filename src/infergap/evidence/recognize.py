@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infergap.evidence.llamacpp_log import is_llamacpp_line
+from infergap.parsers.llamacpp_log import is_llamacpp_line
 from infergap.evidence.signatures import line_kind
 from infergap.evidence.text import clean_line, decode
 

@@ -5,6 +5,7 @@ Sources and thresholds:
   lxcfs mounts (systemd's src/basic/virt.c uses the same signals).
 - memlock: RDMA registration and large pinned buffers fail with ENOMEM above RLIMIT_MEMLOCK
   (setrlimit(2)); systemd's default is 8 MiB; NVIDIA's and NCCL's container guides use unlimited.
+  On a host whose whole PCI list holds no NVIDIA GPU and no RDMA NIC the limit is not applicable.
 - nofile: >= 65536; 1024 exhausts under many client connections (EMFILE).
 - /dev/shm: Docker's default is 64 MiB; NCCL's SHM transport needs more (NCCL troubleshooting guide:
   ``--shm-size=1g``); vLLM's docs suggest ``--ipc=host``.
@@ -32,9 +33,24 @@ def _detect(ctx: Context) -> Finding:
     if c.inside:
         return finding("container.detect", NAME, Status.expected, f"Running inside a {c.kind} container", evidence_=evidence(*c.evidence),
                        impact="Kernel settings (sysctls), cpufreq, cpuidle and PCI config space belong to the host: findings about them are marked host-controlled and their commands are for the host.")
-    if all(ctx.snap.read(p) is None for p in ("/proc/1/environ", "/proc/1/cgroup", "/proc/mounts")) and _no_output(ctx, "systemd_detect_virt_c") and _no_output(ctx, "systemd_detect_virt"):
+    seen = _not_container_evidence(ctx)
+    if not seen:
         return unknown("container.detect", NAME, "Container: not captured", "Needs /proc/1/environ, /proc/1/cgroup, /proc/mounts or systemd-detect-virt -c.")
-    return finding("container.detect", NAME, Status.ok, "Not inside a container", evidence_=evidence(*c.evidence, *c.discounted) or evidence(("files/proc/1/environ", "no container= variable")))
+    return finding("container.detect", NAME, Status.ok, "Not inside a container", evidence_=evidence(*c.evidence, *c.discounted, *seen))
+
+
+def _not_container_evidence(ctx: Context) -> list[tuple[str, str]]:
+    """What was read and showed no container: only sources present in the snapshot are cited."""
+    out: list[tuple[str, str]] = []
+    for path, what in (("/proc/1/environ", "no container= variable"), ("/proc/1/cgroup", None), ("/proc/mounts", "no lxcfs mount over /proc")):
+        text = ctx.snap.read(path)
+        if text is not None:
+            out.append(("files" + path, what or (text.strip()[:200] or "empty")))
+    for name in ("systemd_detect_virt_c", "systemd_detect_virt"):
+        r = ctx.snap.cmd(name)
+        if r is not None and not _no_output(ctx, name) and r.stdout.strip():
+            out.append((r.source, r.stdout.strip()))
+    return out
 
 
 def _limit_remedy(ctx: Context, what: str, val: str) -> Remedy:
@@ -69,6 +85,12 @@ def _memlock(ctx: Context) -> Finding:
     except ValueError:
         return unknown(cid, NAME, "RLIMIT_MEMLOCK: unreadable", f"{v.value!r} is not a number.", evidence_=evidence(v))
     rdma = ctx.facts.rdma_devices()
+    if not rdma and not ctx.facts.gpus() and ctx.facts.pci_inventory_captured():
+        # the whole PCI list was read: no GPU buffers to pin and no RDMA NIC to register memory with
+        return finding(cid, NAME, Status.not_applicable, f"Locked-memory limit is {_human(b)}; this host has no NVIDIA GPU and no RDMA device",
+                       evidence_=evidence(v), expected_value="unlimited where GPUs or RDMA NICs are used",
+                       impact="The limit caps pinned host buffers of GPU transfers and RDMA memory registration; the captured PCI device "
+                              "list holds neither a GPU nor an RDMA NIC, so nothing here is limited by it.")
     sev = Severity.P1 if rdma or b < 2**30 else Severity.P2
     return finding(cid, NAME, Status.actionable, f"Locked-memory limit is {_human(b)}, not unlimited",
                    severity=sev, fix_kind=FixKind.runtime, evidence_=evidence(v, *(rdma[:1])), expected_value="unlimited",

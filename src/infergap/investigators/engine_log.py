@@ -12,7 +12,7 @@ change: tune it); custom all-reduce disabled on more than two PCIe-only GPUs is 
 from __future__ import annotations
 
 from infergap.evidence.common import engine_logs
-from infergap.evidence.engine import EngineLogFacts
+from infergap.parsers.engine_log import EngineLogFacts
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status, ev
 
 NAME = "engine_log"
@@ -31,7 +31,7 @@ def _config(label: str, f: EngineLogFacts) -> Finding | None:
             "attention_backend", "cuda_graph_max_bs", "disable_cuda_graph", "enforce_eager", "max_running_requests", "max_num_seqs",
             "chunked_prefill_size", "max_num_batched_tokens", "mem_fraction_static", "gpu_memory_utilization", "kv_cache_dtype",
             "quantization", "moe_runner_backend", "moe_a2a_backend", "disable_custom_all_reduce", "speculative_algorithm",
-            # llama.cpp (infergap.evidence.llamacpp_log)
+            # llama.cpp (infergap.parsers.llamacpp_log)
             "offloaded_layers", "model_layers", "n_slots", "n_ctx_slot", "n_ctx", "kv_unified", "flash_attn", "type_k", "type_v")
     shown = {k: a[k] for k in keys if k in a}
     if f.cuda_graph_bs:
@@ -43,9 +43,12 @@ def _config(label: str, f: EngineLogFacts) -> Finding | None:
     engine = {"sglang": "SGLang", "vllm": "vLLM"}.get(f.engine or "", f.engine or "engine")
     if not shown and not f.version and not a:
         return None  # a log excerpt without startup lines: the other findings say what it shows
+    # What the finding reports must be cited: the judged arguments, else the others, else the version line.
+    cited = shown or {k: v for k, v in a.items() if isinstance(v, (str, int, float, bool)) or v is None}
+    evidence = [ev(label, f"{k}={v}") for k, v in list(cited.items())[:16]] or [ev(label, f"{engine} version {f.version}" if f.version else f"{len(a)} arguments logged")]
     return Finding(id="engine.config", investigator=NAME, status=Status.ok, subject=label,
                    title=f"{engine} {f.version or '(version not in log)'}" + (f": {len(a)} arguments logged" if a else ""),
-                   evidence=[ev(label, f"{k}={v}") for k, v in list(shown.items())[:16]],
+                   evidence=evidence,
                    details={"engine": f.engine, "version": f.version, "args": {k: v for k, v in a.items() if isinstance(v, (str, int, float, bool)) or v is None}})
 
 

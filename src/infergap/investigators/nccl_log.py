@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from infergap.evidence.common import nccl_logs
 from infergap.evidence.hostinfo import gpu_links, has_rdma_nic, p2p_matrix
-from infergap.evidence.nccl import NcclLogFacts, summary
+from infergap.parsers.nccl import NcclLogFacts, summary
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status, ev
 
 NAME = "nccl_log"

@@ -53,7 +53,7 @@ def load_bench(path: str | Path) -> Any:
 
 
 def engine_logs_from(snap: Any) -> list[tuple[str, Any]]:
-    """(label, :class:`~infergap.evidence.engine.EngineLogFacts`) of every SGLang/vLLM log in a
+    """(label, :class:`~infergap.parsers.engine_log.EngineLogFacts`) of every SGLang/vLLM log in a
     snapshot's evidence."""
     from infergap.evidence.common import engine_logs
 

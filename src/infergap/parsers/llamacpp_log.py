@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
-from infergap.evidence.engine import EngineLogFacts
+from infergap.parsers.engine_log import EngineLogFacts
 
 _PREFIX = re.compile(r"^\d+\.\d\d\.\d\d\d\.\d\d\d [IWEDT] ")
 #: Lines only llama.cpp prints (after the optional time-and-level prefix).
