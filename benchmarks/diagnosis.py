@@ -11,8 +11,11 @@ Printed, over the whole corpus:
   false ok                   a root-cause case whose expected check says ok
   false P0 on healthy        a healthy input with any P0 finding
   unrecognised inputs        files (or stretches) the recognisers could not place
+  no known cause, said so    a case whose expected finding is ``unknown`` (a paste no signature
+                             explains) reported with that check as unknown, not dropped
 
-Exits 1 when any target is missed (100 % in top 3, 0 false ok, 0 false P0, 0 unrecognised),
+Exits 1 when any target is missed (100 % in top 3, 0 false ok, 0 false P0, 0 unrecognised,
+every no-known-cause case said so),
 2 when the corpus cannot be read.
 
     python benchmarks/diagnosis.py [--verbose] [--json]
@@ -62,6 +65,7 @@ class Result:
     false_ok: bool = False
     false_p0: list[str] = field(default_factory=list)
     unrecognized: int = 0
+    said_unknown: bool | None = None
 
 
 def read_cases(about: Path) -> list[Case]:
@@ -114,6 +118,8 @@ def score(cases: list[Case], files: list[Path]) -> tuple[dict, list[Result]]:
             r.false_ok = any(f.id == c.check and f.status == Status.ok for f in rep.findings) and not any(f.id == c.check for f in act)
         elif c and c.status in ("ok", "expected", "healthy"):
             r.false_p0 = [f.id for f in act if f.severity and f.severity.value == "P0"]
+        elif c and c.status == "unknown" and c.check:
+            r.said_unknown = any(f.id == c.check and f.status == Status.unknown for f in rep.findings)
         results.append(r)
     root = [r for r in results if r.hit is not None]
     healthy = [r for r in results if by_file.get(r.file) and by_file[r.file].status in ("ok", "expected", "healthy")]
@@ -126,6 +132,8 @@ def score(cases: list[Case], files: list[Path]) -> tuple[dict, list[Result]]:
         "false_ok": sum(1 for r in root if r.false_ok),
         "false_p0_healthy": sum(1 for r in healthy if r.false_p0),
         "unrecognized_inputs": sum(1 for r in results if r.unrecognized),
+        "no_cause_cases": sum(1 for r in results if r.said_unknown is not None),
+        "no_cause_said": sum(1 for r in results if r.said_unknown),
         "missing_fixtures": sorted(c.file for c in cases if not (CORPUS / c.file).is_file()),
     }
     return summary, results
@@ -150,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         if args.verbose:
             for r in results:
-                mark = {True: "top3", False: "MISS", None: "    "}[r.hit]
+                mark = {True: "top3", False: "MISS", None: "    "}[r.hit] if r.said_unknown is None else ("said" if r.said_unknown else "DROP")
                 extra = (" FALSE-OK" if r.false_ok else "") + (f" FALSE-P0 {r.false_p0}" if r.false_p0 else "") + (f" unrecognised×{r.unrecognized}" if r.unrecognized else "")
                 print(f"{mark} {r.file:<44} want {r.expected:<32} got {', '.join(r.top3) or '-'}{extra}")
             print()
@@ -160,11 +168,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"false ok:                 {s['false_ok']}")
         print(f"false P0 on healthy:      {s['false_p0_healthy']}")
         print(f"unrecognised inputs:      {s['unrecognized_inputs']}")
+        print(f"no known cause, said so:  {s['no_cause_said']}/{s['no_cause_cases']}")
         if s["missing_fixtures"]:
             print(f"missing fixtures:         {', '.join(s['missing_fixtures'])}")
     s = summary
     ok = s["cases"] > 0 and s["root_cause_top3"] == s["cases"] and not s["false_ok"] and not s["false_p0_healthy"] \
-        and not s["unrecognized_inputs"] and not s["missing_fixtures"]
+        and not s["unrecognized_inputs"] and not s["missing_fixtures"] and s["no_cause_said"] == s["no_cause_cases"]
     return 0 if ok else 1
 
 

@@ -5,10 +5,23 @@ event loop yielded between tokens as a real server's would be), then a usage chu
 ``data: [DONE]``. ``--itl-ms`` adds a delay between tokens (a slower server); ``--slots N`` serves at
 most N streams at once, the others wait (queued, not yet answered) for a free slot, so a stub
 with N slots, T tokens and an ITL of d has a known service rate of N / (T × d) requests/s.
-``--close-after-stream`` closes the connection after each streamed response although the
+``--workers N`` runs N server processes on the same port (SO_REUSEPORT), counting into shared
+memory, for clients faster than one core of server (peak in flight is then the sum of the workers'
+peaks). ``--close-after-stream`` closes the
+connection after each streamed response although the
 response was sent as keep-alive (what llama.cpp's ``llama-server`` does). The stub counts
-requests, tokens and the time-weighted number of streams in flight (its own view of the
-concurrency the client achieved): ``GET /stats``; ``POST /reset`` zeroes them.
+requests, tokens and the time-weighted number of requests in flight, from the arrival of their
+headers to the end of their answer (its own view of the
+concurrency the client achieved; ``steady_in_flight``: the same up to the start of the last
+request, without a closed loop's draining tail): ``GET /stats``; ``POST /reset`` zeroes them.
+
+Faults, by the prompt's index (the number before the first ``:`` of a synthetic prompt,
+``<salt><i>: …``), so that the same requests fail however the load is spread over client
+processes: ``--fail-every K`` answers HTTP 503 to every request whose index ``i`` has
+``i % K == K - 1``, ``--error-every K`` sends an error event after the first tokens, ``--cut-every
+K`` closes the connection in the middle of the stream, ``--drop-every K`` closes a *re-used*
+keep-alive connection on receiving the request, before any response byte (a client retries such a
+request on a fresh connection, which is served).
 
     taskset -c 1 python benchmarks/stub_server.py --port 8799
 """
@@ -18,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import time
 
 from aiohttp import web
@@ -25,37 +39,87 @@ from aiohttp import web
 MODEL = "stub"
 
 
+_FIELDS = ("requests", "tokens", "n", "peak", "area", "area_started", "t0", "last", "last_start")
+_W = len(_FIELDS)
+
+
 class Stats:
-    def __init__(self) -> None:
+    """Counters of the stub. With ``--workers`` each worker process counts into its own slot of a
+    shared array (no lock: one writer per slot) and ``/stats`` adds the workers' figures up: in
+    flight is the sum of each worker's time-weighted mean over its own window, so that no time of
+    one process is ever compared with the clock of another. A time of 0.0 means unset."""
+
+    def __init__(self, shared=None, worker: int = 0, workers: int = 1) -> None:
+        self.all = shared if shared is not None else [0.0] * _W
+        self.workers = workers
+        self.off = worker * _W
+        self.faults = {"fail": 0, "error": 0, "cut": 0, "drop": 0}  # this worker's (faults: use one worker)
         self.reset()
 
     def reset(self) -> None:
-        self.requests = self.tokens = self.n = self.peak = 0
-        self.area = 0.0
-        self.t0 = self.last = None
+        for k in range(len(self.all)):
+            self.all[k] = 0.0
+        self.faults = dict.fromkeys(self.faults, 0)
+
+    def add(self, field: str, v: int) -> None:
+        self.all[self.off + _FIELDS.index(field)] += v
 
     def change(self, d: int) -> None:
         """Requests in flight change by ``d``; the window runs from the first request after a
         reset to the last change (a client's start-up time is not counted)."""
         now = time.perf_counter()
-        if self.t0 is None:
+        a, o = self.all, self.off
+        if a[o + 6] == 0.0:  # t0
             if d <= 0:
                 return
-            self.t0 = self.last = now
-        self.area += self.n * (now - self.last)
-        self.last = now
-        self.n += d
-        self.peak = max(self.peak, self.n)
+            a[o + 6] = a[o + 7] = now
+        a[o + 4] += a[o + 2] * (now - a[o + 7])  # area += n × (now - last)
+        a[o + 7] = now
+        a[o + 2] += d
+        a[o + 3] = max(a[o + 3], a[o + 2])
+        if d > 0:  # the steady window ends when the last request starts (a closed loop's tail excluded)
+            a[o + 5], a[o + 8] = a[o + 4], now
 
     def as_dict(self) -> dict:
-        span = max(self.last - self.t0, 1e-9) if self.t0 is not None else 0.0
-        return {"requests": self.requests, "tokens": self.tokens,
-                "mean_in_flight": self.area / span if span else 0.0, "peak_in_flight": self.peak, "span_s": span,
-                "tokens_per_s": self.tokens / span if span else 0.0, "requests_per_s": self.requests / span if span else 0.0}
+        req = tok = peak = 0
+        mean = steady_mean = span = steady = 0.0
+        vals = list(self.all)
+        for w in range(self.workers):
+            v = dict(zip(_FIELDS, vals[w * _W:(w + 1) * _W]))
+            req += int(v["requests"])
+            tok += int(v["tokens"])
+            peak += int(v["peak"])
+            if v["t0"]:
+                sp, st = max(v["last"] - v["t0"], 1e-9), v["last_start"] - v["t0"]
+                mean += v["area"] / sp
+                steady_mean += v["area_started"] / st if st > 0 else 0.0
+                span, steady = max(span, sp), max(steady, st)
+        return {"requests": req, "tokens": tok, "mean_in_flight": mean, "peak_in_flight": peak, "span_s": span,
+                "steady_in_flight": steady_mean, "steady_s": steady,
+                "tokens_per_s": tok / span if span else 0.0, "requests_per_s": req / span if span else 0.0,
+                "faults": dict(self.faults)}
 
 
-def make_app(tokens: int, itl_ms: float, slots: int = 0, close_after_stream: bool = False) -> web.Application:
-    st = Stats()
+_INDEX = re.compile(r"(\d+):")
+
+
+def prompt_index(d: dict) -> int | None:
+    """The index of a synthetic prompt (``<salt><i>: …``) in a request body, None without one."""
+    msgs = d.get("messages")
+    text = msgs[-1].get("content") if isinstance(msgs, list) and msgs and isinstance(msgs[-1], dict) else d.get("prompt")
+    m = _INDEX.search(text[:200]) if isinstance(text, str) else None
+    return int(m.group(1)) if m else None
+
+
+def make_app(tokens: int, itl_ms: float, slots: int = 0, close_after_stream: bool = False,
+             faults: dict[str, int] | None = None, shared=None, worker: int = 0, workers: int = 1) -> web.Application:
+    st = Stats(shared, worker, workers)
+    faults = {k: v for k, v in (faults or {}).items() if v}
+    seen: dict[int, object] = {}  # connections that served a request (the object kept: ids stay unique)
+
+    def hit(kind: str, i: int | None) -> bool:
+        k = faults.get(kind)
+        return bool(k) and i is not None and i % k == k - 1
     gate = asyncio.Semaphore(slots) if slots > 0 else None
     chat_chunk = (b'data: {"id":"x","object":"chat.completion.chunk","created":0,"model":"stub",'
                   b'"choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}]}\n\n')
@@ -68,11 +132,32 @@ def make_app(tokens: int, itl_ms: float, slots: int = 0, close_after_stream: boo
         return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
 
     async def completions(req: web.Request):
+        st.change(1)  # in flight at the server from the arrival of its headers to the end of its answer
+        try:
+            return await answer(req)
+        finally:
+            st.change(-1)
+
+    async def answer(req: web.Request):
         body = await req.read()
         d = json.loads(body)
         n = min(int(d.get("max_tokens") or tokens), tokens)
         chat = req.path.endswith("chat/completions")
         chunk = chat_chunk if chat else comp_chunk
+        if faults:
+            i = prompt_index(d)
+            t = req.transport
+            if hit("drop", i) and t is not None and id(t) in seen:
+                st.faults["drop"] += 1
+                t.close()  # before any response byte, on a connection that served before
+                raise web.HTTPServiceUnavailable()  # never reaches the client
+            if t is not None and "drop" in faults:
+                seen[id(t)] = t
+            if hit("fail", i):
+                st.faults["fail"] += 1
+                raise web.HTTPServiceUnavailable(text="stub: failing this request on purpose")
+            d["_cut"] = hit("cut", i)
+            d["_error"] = hit("error", i)
         if gate is not None:
             await gate.acquire()
         try:
@@ -84,30 +169,34 @@ def make_app(tokens: int, itl_ms: float, slots: int = 0, close_after_stream: boo
     async def stream(req, d, n, chat, chunk):
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(req)
-        st.requests += 1
-        st.change(1)
-        try:
-            if chat:
-                await resp.write(role)
-            for _ in range(n):
-                await resp.write(chunk)
-                if delay:
-                    await asyncio.sleep(delay)
-                else:
-                    await asyncio.sleep(0)
-            st.tokens += n
-            prompt = len(str(d.get("messages") or d.get("prompt") or "").split())
-            fin = {"id": "x", "object": "chat.completion.chunk", "model": MODEL,
-                   "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
-            use = {"id": "x", "object": "chat.completion.chunk", "model": MODEL, "choices": [],
-                   "usage": {"prompt_tokens": prompt, "completion_tokens": n, "total_tokens": prompt + n}}
-            await resp.write(b"data: " + json.dumps(fin).encode() + b"\n\ndata: " + json.dumps(use).encode()
-                             + b"\n\ndata: [DONE]\n\n")
-            await resp.write_eof()
-            if close_after_stream and req.transport is not None:
-                req.transport.close()  # after the response's bytes are flushed; no Connection: close sent
-        finally:
-            st.change(-1)
+        st.add("requests", 1)
+        if chat:
+            await resp.write(role)
+        for k in range(n):
+            if k == 2 and (d.get("_cut") or d.get("_error")):
+                st.faults["cut" if d.get("_cut") else "error"] += 1
+                if d.get("_error"):
+                    await resp.write(b'data: {"error": {"message": "stub: error event on purpose"}}\n\n')
+                    await resp.write_eof()
+                    return resp
+                req.transport.close()  # in the middle of the chunked body
+                return resp
+            await resp.write(chunk)
+            if delay:
+                await asyncio.sleep(delay)
+            else:
+                await asyncio.sleep(0)
+        st.add("tokens", n)
+        prompt = len(str(d.get("messages") or d.get("prompt") or "").split())
+        fin = {"id": "x", "object": "chat.completion.chunk", "model": MODEL,
+               "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
+        use = {"id": "x", "object": "chat.completion.chunk", "model": MODEL, "choices": [],
+               "usage": {"prompt_tokens": prompt, "completion_tokens": n, "total_tokens": prompt + n}}
+        await resp.write(b"data: " + json.dumps(fin).encode() + b"\n\ndata: " + json.dumps(use).encode()
+                         + b"\n\ndata: [DONE]\n\n")
+        await resp.write_eof()
+        if close_after_stream and req.transport is not None:
+            req.transport.close()  # after the response's bytes are flushed; no Connection: close sent
         return resp
 
     async def stats(_req):
@@ -127,6 +216,19 @@ def make_app(tokens: int, itl_ms: float, slots: int = 0, close_after_stream: boo
     return app
 
 
+def serve(a: argparse.Namespace, shared=None, worker: int = 0) -> None:
+    """One server process on ``a.port`` (with ``shared``: worker ``worker`` of several sharing the port)."""
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    faults = {"fail": a.fail_every, "error": a.error_every, "cut": a.cut_every, "drop": a.drop_every}
+    web.run_app(make_app(a.tokens, a.itl_ms, a.slots, a.close_after_stream, faults, shared, worker, a.workers), host="127.0.0.1",
+                port=a.port, access_log=None, print=None, backlog=4096, reuse_port=shared is not None)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--port", type=int, default=8799)
@@ -134,15 +236,27 @@ def main() -> None:
     ap.add_argument("--itl-ms", type=float, default=0.0)
     ap.add_argument("--slots", type=int, default=0, help="streams served at once (0: no limit)")
     ap.add_argument("--close-after-stream", action="store_true")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="server processes sharing the port (SO_REUSEPORT) and the counters; --slots is per process")
+    for kind, what in (("fail", "HTTP 503"), ("error", "an error event after 2 tokens"),
+                       ("cut", "the connection closed after 2 tokens"), ("drop", "a re-used connection closed unanswered")):
+        ap.add_argument(f"--{kind}-every", type=int, default=0, metavar="K", help=f"{what} for prompt indexes i % K == K - 1")
     a = ap.parse_args()
-    try:
-        import uvloop
+    if a.workers <= 1:
+        serve(a)
+        return
+    import multiprocessing as mp
 
-        uvloop.install()
-    except ImportError:
-        pass
-    web.run_app(make_app(a.tokens, a.itl_ms, a.slots, a.close_after_stream), host="127.0.0.1", port=a.port, access_log=None, print=None,
-                backlog=4096)
+    ctx = mp.get_context("fork")
+    shared = ctx.RawArray("d", _W * a.workers)
+    procs = [ctx.Process(target=serve, args=(a, shared, w), daemon=True) for w in range(1, a.workers)]
+    for p in procs:
+        p.start()
+    try:
+        serve(a, shared)
+    finally:
+        for p in procs:
+            p.terminate()
 
 
 if __name__ == "__main__":

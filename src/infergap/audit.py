@@ -19,6 +19,7 @@ from infergap.facts import Facts
 from infergap.findings import Evidence, Finding, Status
 from infergap.investigators import REGISTRY
 from infergap.investigators.base import Context
+from infergap.investigators.evidence_files import unmatched
 from infergap.snapshot.core import LiveSnapshot, Snapshot
 from infergap.synthesis import AuditReport, InvestigatorRun, host_summary, synthesize
 
@@ -85,6 +86,10 @@ def run_audit(
     for run, found in results:
         runs.append(run)
         findings.extend(found)
+    try:  # a pasted part no finding accounts for is listed, never dropped
+        findings.extend(unmatched(snap, findings))
+    except Exception as e:
+        log.warning("evidence accounting failed: %s: %s", type(e).__name__, e)
     for src, msg in sorted(facts.problems.items()):
         findings.append(Finding(id="evidence.unreadable", investigator="snapshot", status=Status.unknown, subject=src,
                                 title=f"Unreadable evidence: {src}", impact=msg))

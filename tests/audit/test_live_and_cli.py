@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import resource
 import tarfile
 
 from infergap.audit import run_audit
@@ -26,6 +28,13 @@ def test_live_audit_without_gpu_reports_absence_once():
     swap = r.get("vm.swappiness")[0]
     assert swap.evidence[0].value == open("/proc/sys/vm/swappiness").read().strip()
     assert swap.evidence[0].source == "files/proc/sys/vm/swappiness"
+    # the locked-memory limit matters for pinned GPU buffers and RDMA registration: neither exists here
+    [memlock] = r.get("limits.memlock")
+    soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    rdma = os.path.isdir("/sys/class/infiniband") and os.listdir("/sys/class/infiniband")
+    if soft != resource.RLIM_INFINITY and not rdma and r.host["gpu_summary"] == "no NVIDIA GPU":
+        assert memlock.status == Status.not_applicable and memlock.severity is None, memlock.title
+        assert "no NVIDIA GPU and no RDMA device" in memlock.title and memlock.impact
 
 
 def test_cli_audit_live_text_json_md(tmp_path):

@@ -8,6 +8,8 @@ The fixtures (conftest.py) use them to start real OpenAI-compatible servers once
   which cuts a stream short (``[DONE]``, no ``finish_reason``) whenever another request waits.
 - ``tf_server``: ``transformers serve`` on a tiny random Llama with a locally trained tokenizer
   (usage on the last chunk, no ``[DONE]``, HTTP 422 for unknown fields).
+- ``llama_server_bin()``: llama.cpp's own ``llama-server`` (built by ``.ci/run``), for the tests
+  of slots, context and prompt-cache counters that only a production server shows;
 - ``stub_server``: factory for ``benchmarks/stub_server.py`` subprocesses (killed in fault tests;
   ``--close-after-stream`` closes each connection after a streamed response, as llama-server does).
 
@@ -92,6 +94,18 @@ def server_factory(tmp_path: Path, name: str, command):
     for s in started:
         if s.proc.poll() is None:
             _stop(s)
+
+
+def llama_server_bin() -> Path | None:
+    """llama.cpp's ``llama-server``: ``$INFERGAP_LLAMA_SERVER``, else the build ``.ci/run`` makes
+    (``build/llama.cpp/bin/llama-server``), else one on ``PATH``; ``None`` when there is none."""
+    import shutil
+
+    for cand in (os.environ.get("INFERGAP_LLAMA_SERVER"), ROOT / "build" / "llama.cpp" / "bin" / "llama-server",
+                 shutil.which("llama-server")):
+        if cand and Path(cand).is_file() and os.access(cand, os.X_OK):
+            return Path(cand)
+    return None
 
 
 def bench_cmd(*args) -> list[str]:

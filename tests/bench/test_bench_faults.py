@@ -177,6 +177,17 @@ def _wait_points(path, n, proc, timeout=60.0):
     raise AssertionError("bench wrote no point in time")
 
 
+def _then_wait(proc, act, timeout=60.0) -> str:
+    """Do ``act()`` to the server under a running bench, then wait for the bench; its stderr."""
+    try:
+        act()
+        _, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return err
+
+
 def test_server_killed_mid_sweep_keeps_what_was_measured(stub_server, tmp_path):
     s = stub_server("--itl-ms", "5", "--tokens", "16")
     out = tmp_path / "r.json"
@@ -184,13 +195,7 @@ def test_server_killed_mid_sweep_keeps_what_was_measured(stub_server, tmp_path):
                                       "2", "--warmup", "0", "--output-len", "16", "--timeout", "5", "--format", "json",
                                       "--output", out), env=bench_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    try:
-        _wait_points(out, 1, proc)
-        s.proc.kill()
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    err = _then_wait(proc, lambda: (_wait_points(out, 1, proc), s.proc.kill()))
     assert proc.returncode == 1, err
     assert "server stopped answering" in err and "partial results written" in err
     res = load_result(out)
@@ -217,3 +222,63 @@ def test_sigint_writes_partial_results(stub_server, tmp_path):
     assert res.interrupted and 1 <= len(res.points) < 5
     assert res.points[0].trials[0].completed == 8
     assert "Traceback" not in err
+
+
+def _stub_requests(url: str) -> int:
+    import urllib.request
+
+    with urllib.request.urlopen(url + "/stats", timeout=5) as r:
+        return json.loads(r.read())["requests"]
+
+
+def _bench_until(s, out, *extra):
+    """Start a 400-request point at concurrency 2 against stub ``s``; return the bench process once
+    the stub has answered 20 of them (the point is well under way)."""
+    proc = subprocess.Popen(bench_cmd("--url", s.url, "--concurrency", "2", "--num-prompts", "400", "--trials", "1",
+                                      "--warmup", "0", "--output-len", "16", "--format", "json", "--output", out, *extra),
+                            env=bench_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while _stub_requests(s.url) < 20:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the bench sent too few requests"
+        time.sleep(0.05)
+    return proc
+
+
+def test_server_killed_mid_point_stops_the_point_early(stub_server, tmp_path):
+    """Once nothing listens any more, the rest of the point is not sent at a dead server: the point
+    stops after a few refused connections, says why, keeps its counts, and the bench exits 1."""
+    s = stub_server("--itl-ms", "5", "--tokens", "16")
+    out = tmp_path / "r.json"
+    proc = _bench_until(s, out, "--timeout", "30")
+    err = _then_wait(proc, s.proc.kill)
+    assert proc.returncode == 1, err
+    assert "consecutive connections refused" in err and "stopped early after" in err
+    res = load_result(out)
+    [point] = res.points
+    [t] = point.trials
+    assert 20 <= t.requests < 400 and t.completed >= 18  # what was measured is kept (20 arrived, 2 of them in flight)
+    assert t.errors.get("connection", 0) >= 3 and t.failed == t.requests - t.completed
+    assert "of 400 request(s)" in point.error and res.error
+
+
+def test_hung_server_stops_the_point_without_waiting_every_timeout(stub_server, tmp_path):
+    """A stopped (hung) server still accepts connections, so each request would wait its whole
+    timeout: 380 requests × 2 s / 2 in flight = 6 minutes. The point stops after a run of timeouts
+    with no answer between them."""
+    import os
+
+    s = stub_server("--itl-ms", "5", "--tokens", "16")
+    out = tmp_path / "r.json"
+    proc = _bench_until(s, out, "--timeout", "2")
+    t0 = time.monotonic()
+    try:
+        err = _then_wait(proc, lambda: os.kill(s.proc.pid, signal.SIGSTOP), timeout=90)
+    finally:
+        os.kill(s.proc.pid, signal.SIGCONT)
+    assert time.monotonic() - t0 < 60
+    assert proc.returncode == 1, err
+    assert "consecutive requests failed (connection or timeout)" in err
+    [point] = load_result(out).points
+    [t] = point.trials
+    assert t.requests < 400 and t.errors.get("timeout", 0) >= 8 and t.completed >= 18

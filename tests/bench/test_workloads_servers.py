@@ -109,6 +109,15 @@ def test_client_bound_knee_is_explained(stub_server):
     assert knee[0]["concurrency"] == 512 and knee[0]["explanation"]["cause"] == "client", knee[0]["explanation"]
     assert "client-bound" in knee[0]["explanation"]["line"]
 
+    # The plan's first action changes nothing on the server: re-run with more client processes.
+    from infergap.bench.models import BenchResult
+    from infergap.plan import build_plan
+
+    plan = build_plan(bench=BenchResult.model_validate(res))
+    assert plan.facts["load.knee_cause"].value == "client"
+    assert plan.levers[0].id == "bench.client_procs" and "--client-procs" in plan.top_actions[0], plan.top_actions
+    assert "no.client_bound_tuning" in [x.id for x in plan.wont_help]
+
 
 def test_multi_process_client_merges_records_and_keeps_the_concurrency(stub_server):
     import urllib.request

@@ -194,3 +194,49 @@ def test_prometheus_text_maps_to_one_vocabulary():
                       "sglang:token_usage{tp_rank=\"0\"} 0.5\nsglang:token_usage{tp_rank=\"1\"} 0.7\n")
     assert engine == "sglang" and v == {"running": 7.0, "kv_usage": 0.7}
     assert parse("# TYPE foo gauge\nfoo 1\n") == (None, {})
+
+
+# llama-server's /metrics as the CPU build of llama-cpp-python 0.3.36's llama.cpp serves it
+# (counters excerpted): n_tokens_max is declared a counter without _total, which the text parser
+# names n_tokens_max_total.
+LLAMACPP_METRICS = """# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed, excluding cached tokens
+# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total 258
+# HELP llamacpp:prompt_tokens_cached_total Number of prompt tokens reused from the cache
+# TYPE llamacpp:prompt_tokens_cached_total counter
+llamacpp:prompt_tokens_cached_total 245
+# HELP llamacpp:n_tokens_max Largest observed sequence length (prompt + generation)
+# TYPE llamacpp:n_tokens_max counter
+llamacpp:n_tokens_max 254
+# HELP llamacpp:requests_processing Number of requests processing
+# TYPE llamacpp:requests_processing gauge
+llamacpp:requests_processing 0
+# HELP llamacpp:requests_deferred Number of requests deferred
+# TYPE llamacpp:requests_deferred gauge
+llamacpp:requests_deferred 0
+"""
+
+
+def test_llama_server_series_include_the_longest_sequence():
+    engine, v = parse(LLAMACPP_METRICS)
+    assert engine == "llamacpp"
+    assert v == {"running": 0.0, "waiting": 0.0, "prompt_tokens": 258.0, "cached_tokens": 245.0, "tokens_max": 254.0}
+
+
+def _strained_point(waiting_mean: float):
+    from infergap.bench.engine_metrics import EngineSummary, cause_of
+    from infergap.bench.models import ClientHealth, PointResult, TrialMetrics
+
+    health = ClientHealth(client_bound=True, reasons=["event-loop lag p99 27.0 ms"])
+    trial = TrialMetrics(trial=0, duration_s=3.0, requests=40, completed=40, failed=0, truncated=0, client=health)
+    engine = EngineSummary(available=True, engine="llamacpp", samples=4, running_mean=2.0, running_max=2.0,
+                           waiting_mean=waiting_mean, waiting_max=14.0, slots=2, slot_ctx=2048)
+    p = PointResult(mode="concurrency", concurrency=16, trials=[trial], client_bound=True, engine=engine)
+    return cause_of(p)
+
+
+def test_a_queue_that_never_emptied_outweighs_a_strained_client():
+    ex = _strained_point(13.5)
+    assert ex.cause == "running_limit" and "all 2 slots" in ex.line and "event-loop lag" in ex.line, ex
+    # A queue that was mostly empty does not: the client may well have been what held the load back.
+    assert _strained_point(0.4).cause == "client"

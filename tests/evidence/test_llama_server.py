@@ -5,7 +5,6 @@ and a slot context too small for the load named as the plan's first action."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 import urllib.request
@@ -13,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.bench.bench_helpers import llama_server_bin
 from tests.evidence.evidence_data import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU = ROOT / "tests" / "fixtures" / "real-gpu" / "h200-llama-server"
-BIN = Path(os.environ.get("INFERGAP_LLAMA_SERVER") or ROOT / "build" / "llama.cpp" / "bin" / "llama-server")
+BIN = llama_server_bin()
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not BIN.is_file(), reason=f"no llama-server at {BIN} (.ci/run builds it)")]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(BIN is None, reason="no llama-server (.ci/run builds it at build/llama.cpp/bin)")]
 
 
 @pytest.fixture(scope="module")

@@ -33,6 +33,30 @@ def test_stdin_pipe_is_read():
     assert any(f["id"].startswith("pcie.") and f["status"] == "ok" for f in rep["findings"])
 
 
+def test_dash_reads_standard_input():
+    r = _audit("-e", "-", stdin=(FIX / "nccl-1664-ib-status12.log").read_bytes())
+    assert r.returncode == 0, r.stderr.decode()
+    rep = json.loads(r.stdout)
+    net = [f for f in rep["findings"] if f["id"] == "nccl.net"]
+    assert net and net[0]["status"] == "actionable" and net[0]["subject"] == "evidence/stdin"
+    empty = _audit("-e", "-", stdin=b"")
+    assert empty.returncode == 0 and "stdin: empty file" in empty.stdout.decode()
+
+
+def test_dash_stdin_has_the_pipe_cap():
+    """Standard input is spooled under the same byte cap as any pipe: past it, the input is named
+    and refused, never read without end."""
+    code = ("import sys; from infergap.evidence import snapshot as s; s.MAX_SPOOL_BYTES = 4096; "
+            "snap = s.open_with_evidence(None, ['-'], host=False); "
+            "print([(u.path.name, u.reason) for u in snap.unrecognized()]); snap.close()")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    r = subprocess.run([sys.executable, "-c", code], input=(FIX / "nccl-1817-shm-8gpu.log").read_bytes() * 8,
+                       capture_output=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr.decode()
+    out = r.stdout.decode()
+    assert "('stdin', 'more than" in out and "from a pipe or device; not read')" in out
+
+
 def test_fifo_is_spooled_and_copy_deleted(tmp_path):
     fifo = tmp_path / "paste"
     os.mkfifo(fifo)

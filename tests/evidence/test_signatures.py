@@ -156,7 +156,8 @@ def test_missing_libibverbs_between_ethernet_nodes_is_no_p0(tmp_path):
         finally:
             snap.close()
 
-    assert net(ETHERNET_TWO_NODES) == []
+    # no "install rdma-core" on plain Ethernet (the veth in this log is a cause of its own, #68893)
+    assert not [f for f in net(ETHERNET_TWO_NODES) if "nccl.no_libibverbs_multinode" in f.details["signatures"]]
     with_hca = ETHERNET_TWO_NODES[:3] + ["ip-172-31-0-137:14605:14673 [0] NCCL INFO NET/Socket : Using [0]ib0:10.0.0.1<0>"] + ETHERNET_TWO_NODES[3:]
     found = net(with_hca)
     assert found and found[0].severity.value == "P0"

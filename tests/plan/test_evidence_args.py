@@ -51,3 +51,20 @@ def test_plan_reads_cuda_graph_use_from_decode_lines():
     plan = json.loads(r.stdout)
     assert "cuda_graph.raise_max_bs" in [lv["id"] for lv in plan["levers"]]
     assert "server.cuda_graph" not in [u["fact"] for u in plan["unknowns"]]
+
+
+def test_plan_reads_stdin_and_says_why_there_is_no_top_action():
+    """``--evidence -`` reads standard input; a plan without any action says so and why, never an
+    empty heading that reads as "nothing to do"."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), COLUMNS="300")
+    env.pop("INFERGAP_API_KEY", None)
+    r = subprocess.run([sys.executable, "-m", "infergap", "plan", "--evidence", "-"], capture_output=True, text=True, timeout=240,
+                       env=env, input=(FIX / LOGS[1]).read_text())
+    assert r.returncode == 0, r.stderr
+    assert "server: from log (evidence/stdin)" in r.stdout
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("TOP ACTIONS"))
+    assert line.startswith("TOP ACTIONS: none selected by the facts at hand;") and "unknown fact(s) below" in line
+    md = subprocess.run([sys.executable, "-m", "infergap", "plan", "--format", "md", "--evidence", "-"], capture_output=True, text=True,
+                        timeout=240, env=env, input=(FIX / LOGS[1]).read_text())
+    after = md.stdout.split("## Top actions", 1)[1].lstrip().splitlines()[0]
+    assert after.startswith("None selected by the facts at hand"), after

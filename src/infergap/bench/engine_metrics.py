@@ -12,13 +12,18 @@ point where more load stopped turning into throughput. The causes, in the order 
 (the first that the evidence supports wins):
 
 1. **KV cache full** — KV usage ≥ 90 % or preemptions during the point (vLLM/SGLang), or a
-   sequence reached ≥ 90 % of a slot's context (llama.cpp), or requests rejected for context
+   sequence reached ≥ 90 % of a slot's context while the point's requests were cut short or
+   rejected for context (llama.cpp: ``n_tokens_max`` is the longest sequence since the server
+   started, so it needs this point's own evidence beside it), or requests rejected for context
    (the server's own evidence, so it is tested before the client's health);
-2. **client-bound** — the load generator's own health says it was the limit;
-3. **running limit** — requests waited in the engine's queue while the number running stayed
+2. **running limit, queue never empty** — on average at least one request waited in the engine's
+   own queue (``waiting_mean`` ≥ 1) while the number running stayed below the load: the server
+   had more work than it could run, so a strained client (noted in the line) was not the limit;
+3. **client-bound** — the load generator's own health says it was the limit;
+4. **running limit** — requests waited in the engine's queue while the number running stayed
    below the load (the engine's slot / max-running limit);
-4. **host-bound** — requests queued while the GPU was less than 60 % busy;
-5. **GPU-bound** — the GPU was at least 90 % busy.
+5. **host-bound** — requests queued while the GPU was less than 60 % busy;
+6. **GPU-bound** — the GPU was at least 90 % busy.
 
 Thresholds: 90 % KV usage is where vLLM's documentation says requests "may get preempted"; the
 60 %/90 % GPU utilisation bounds follow the host-bound runs of llama-server on an H200 (42–51 %
@@ -91,8 +96,11 @@ class EngineSummary(BaseModel):
 
     ``running_*``/``waiting_*``: requests running / queued (mean and largest sample);
     ``kv_usage_*``: KV cache in use, 0–1; ``preemptions``: preemptions during the point;
-    ``prefix_hit_rate``: prefix-cache hit rate during the point (hits / lookups, or the engine's
-    gauge); ``tokens_max``: longest sequence seen (llama.cpp); ``slots``/``slot_ctx``: llama.cpp's
+    ``prefix_hit_rate``: prefix-cache hit rate during the point (hits / lookups, cached / all
+    prompt tokens, or the engine's gauge); ``prompt_tokens``/``cached_tokens``: the prompt tokens
+    the engine counted during the point (cached ones included) and those it reused from its cache,
+    when it exposes both counters; ``tokens_max``: longest sequence the server has seen since it
+    started (llama.cpp keeps a running maximum, not one per point); ``slots``/``slot_ctx``: llama.cpp's
     ``total_slots`` and per-slot context from ``/props``.
     """
 
@@ -108,6 +116,8 @@ class EngineSummary(BaseModel):
     kv_usage_max: float | None = None
     preemptions: float | None = None
     prefix_hit_rate: float | None = None
+    prompt_tokens: float | None = None
+    cached_tokens: float | None = None
     tokens_max: float | None = None
     slots: int | None = None
     slot_ctx: int | None = None
@@ -197,13 +207,15 @@ class EngineScraper:
     def summary(self, windows: list[tuple[float, float]]) -> EngineSummary:
         """Aggregate the samples inside ``windows`` ((start, end) perf_counter s). Gauges: mean
         and largest sample in the windows (the sample nearest a window when none fell inside);
-        counters: growth from the last sample before each window to the first after it."""
+        counters: growth from the last sample before each window to the first after it; the
+        running maximum ``tokens_max``: its value in the first sample after each window."""
         if not self.available:
             return EngineSummary(available=False, reason=self.reason or "no /metrics")
         with self._lock:
             samples = list(self._samples)
         inside: list[dict[str, float]] = []
         deltas: dict[str, float] = {}
+        longest: list[float] = []  # llama.cpp's running maximum, read just after each window
         for a, b in windows:
             win = [v for t, v in samples if a <= t <= b]
             if not win and samples:
@@ -212,6 +224,8 @@ class EngineScraper:
             inside += win
             before = [v for t, v in samples if t <= a] or [samples[0][1]] if samples else []
             after = [v for t, v in samples if t >= b] or [samples[-1][1]] if samples else []
+            if after and "tokens_max" in after[0]:
+                longest.append(after[0]["tokens_max"])
             if before and after:
                 for key in ("preemptions", "prefix_queries", "prefix_hits", "prompt_tokens", "cached_tokens"):
                     if key in after[0] and key in before[-1]:
@@ -226,12 +240,20 @@ class EngineScraper:
         s.running_mean, s.running_max = col("running")
         s.waiting_mean, s.waiting_max = col("waiting")
         s.kv_usage_mean, s.kv_usage_max = col("kv_usage")
-        s.tokens_max = col("tokens_max")[1]
+        s.tokens_max = max([v for v in (col("tokens_max")[1], *longest) if v is not None], default=None)
         s.preemptions = deltas.get("preemptions")
         if deltas.get("prefix_queries"):
             s.prefix_hit_rate = deltas.get("prefix_hits", 0.0) / deltas["prefix_queries"]
-        elif deltas.get("prompt_tokens", 0.0) + deltas.get("cached_tokens", 0.0) > 0 and "cached_tokens" in deltas:
-            s.prefix_hit_rate = deltas["cached_tokens"] / (deltas["prompt_tokens"] + deltas["cached_tokens"])
+        elif "cached_tokens" in deltas and "prompt_tokens" in deltas:
+            # whether the engine's prompt-token counter includes the cached tokens is stated per
+            # engine in data/engine_metrics.yaml (llama.cpp's does not)
+            cached = deltas["cached_tokens"]
+            whole = deltas["prompt_tokens"]
+            if not catalog()[self.engine].get("prompt_tokens_include_cached", True):
+                whole += cached
+            if whole > 0:
+                s.prompt_tokens, s.cached_tokens = whole, cached
+                s.prefix_hit_rate = cached / whole
         else:
             s.prefix_hit_rate = col("cache_hit_rate")[0]
         return s
@@ -287,23 +309,33 @@ def cause_of(p) -> Explanation:
             kv = f"KV cache {e.kv_usage_max * 100:.0f} %" if e.kv_usage_max is not None else "KV cache full"
             return Explanation(cause="kv", line=f"{kv} and {e.preemptions or 0:.0f} preemptions at {lab}: "
                                f"requests are evicted and recomputed; the KV cache, not compute, is the limit")
-        if e.tokens_max and e.slot_ctx and e.tokens_max >= KV_FULL * e.slot_ctx:
-            extra = f"; {ctx_err} requests rejected for context" if ctx_err else ""
+        cut = sum(t.truncated for t in p.trials)
+        if e.tokens_max and e.slot_ctx and e.tokens_max >= KV_FULL * e.slot_ctx and (cut or ctx_err):
+            done = sum(t.completed for t in p.trials)
+            extra = (f"; {cut} of {done} completed requests cut short" if cut else "") + \
+                    (f"; {ctx_err} requests rejected for context" if ctx_err else "")
             return Explanation(cause="kv", line=f"KV cache full at {lab}: a sequence reached {e.tokens_max:.0f} of the "
                                f"{e.slot_ctx} tokens one slot holds (n_ctx per slot){extra}")
     if ctx_err:
         return Explanation(cause="kv", line=f"KV cache full at {lab}: {ctx_err} requests rejected for exceeding the context")
-    if p.client_bound:
-        why = "; ".join(next((t.client.reasons for t in p.trials if t.client.client_bound), [])) or "client health"
-        return Explanation(cause="client", line=f"client-bound at {lab}: the client, not the server, is the limit ({why})")
+    why = "; ".join(next((t.client.reasons for t in p.trials if t.client.client_bound), [])) or "client health"
     load = _load(p)
-    if e is not None and e.waiting_max and e.waiting_max > 0 and e.running_max is not None:
+    running = None
+    if e is not None and e.waiting_max and e.waiting_max > 0 and e.running_max is not None \
+            and (p.mode == "rate" or load is None or e.running_max < load):
         limit = f"all {e.slots} slots" if e.slots and e.running_max >= e.slots else "the engine's limit"
         line = f"{e.running_max:.0f} running ({limit}), {e.waiting_max:.0f} waiting"
         if util is not None and util < GPU_IDLE_PCT:
             line += f"; GPU only {util:.0f} % busy{f' at {power:.0f} W' if power else ''}: the engine is host-bound too"
-        if p.mode == "rate" or load is None or e.running_max < load:
-            return Explanation(cause="running_limit", line=line)
+        running = Explanation(cause="running_limit", line=line)
+        if p.client_bound and (e.waiting_mean or 0) >= 1:
+            running.line += (f" ({e.waiting_mean:.1f} waiting on average: the server had more work than it could run, "
+                             f"so the strained client — {why} — was not the limit)")
+            return running
+    if p.client_bound:
+        return Explanation(cause="client", line=f"client-bound at {lab}: the client, not the server, is the limit ({why})")
+    if running is not None:
+        return running
     if util is not None and util < GPU_IDLE_PCT and e is not None and (e.waiting_max or 0) > 0:
         return Explanation(cause="host", line=f"GPU at {util:.0f} % utilisation{f' and {power:.0f} W' if power else ''} "
                            f"while requests queued at {lab}: the engine is host-bound")

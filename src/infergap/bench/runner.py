@@ -81,12 +81,25 @@ class LoadSpec:
 
 @dataclass
 class TrialRun:
-    """Raw outcome of one trial: records, window, and the client's health readings."""
+    """Raw outcome of one trial: records, window, and the client's health readings; ``server_dead``
+    says why the trial stopped early when the server stopped answering (None otherwise)."""
 
     records: list[RequestRecord]
     window: tuple[float, float]
     health: ClientHealth
     stopped: bool = False
+    server_dead: str | None = None
+
+
+#: Consecutive requests whose connection was refused (nothing listens any more) after which the
+#: server is taken for dead and the point stops: one refusal can be a restart's blink, three are not.
+DEAD_REFUSED = 3
+#: Consecutive requests that failed on the connection or timed out, with no answer of any kind
+#: between them, after which the server is taken for dead (at least this many, and at least the
+#: concurrency, so that one burst of in-flight requests cut together is not enough). A hung server
+#: or one behind a proxy that still accepts connections otherwise costs every remaining request
+#: its whole timeout.
+DEAD_FAILED = 8
 
 
 @dataclass
@@ -113,12 +126,37 @@ class Runner:
     client: StreamClient
     on_request: Callable[[RequestRecord], None] | None = None
     stopping: bool = False
+    #: Why the server is taken for dead (set by :meth:`watch`; the trial stops issuing requests).
+    dead: str | None = None
     _tasks: set = field(default_factory=set)
+    _failed_run: int = 0
+    _refused_run: int = 0
 
     def stop(self) -> None:
         self.stopping = True
         for t in list(self._tasks):
             t.cancel()
+
+    def watch_reset(self) -> None:
+        """Start a trial with no verdict on the server and no failures counted."""
+        self.dead, self._failed_run, self._refused_run = None, 0, 0
+
+    def watch(self, rec: RequestRecord, limit: int) -> None:
+        """Count consecutive connection failures and timeouts; past :data:`DEAD_REFUSED` refusals
+        or ``limit`` failures with no answer between them the server is dead: say why, and cancel
+        the requests in flight (each would only wait its timeout)."""
+        if rec.error in ("connection", "timeout"):
+            self._failed_run += 1
+            refused = rec.error == "connection" and (rec.error_detail or "").startswith("ClientConnectorError")
+            self._refused_run = self._refused_run + 1 if refused else 0
+            if self.dead is None and (self._refused_run >= DEAD_REFUSED or self._failed_run >= limit):
+                what = (f"{self._refused_run} consecutive connections refused" if self._refused_run >= DEAD_REFUSED
+                        else f"{self._failed_run} consecutive requests failed (connection or timeout) with no answer between them")
+                self.dead = f"{what}; last: {rec.error_detail or rec.error}"
+                for t in list(self._tasks):
+                    t.cancel()
+        elif rec.error != "cancelled":  # any answer, even an HTTP error, shows the server is there
+            self._failed_run = self._refused_run = 0
 
     async def trial(self, spec: LoadSpec, get_prompt: Callable[[int], Prompt], n: int | None,
                     duration_s: float | None, seed: int = 0) -> TrialRun:
@@ -135,6 +173,8 @@ class Runner:
         issued_end = [None]
         on_request = self.on_request
         client = self.client
+        self.watch_reset()
+        dead_limit = max(DEAD_FAILED, spec.concurrency or 0)
 
         async def one(p: Prompt, rec: RequestRecord) -> None:
             infl.change(1)
@@ -142,11 +182,12 @@ class Runner:
                 await client.request(p, rec)
             finally:
                 infl.change(-1)
+                self.watch(rec, dead_limit)
                 if on_request is not None:
                     on_request(rec)
 
         def more(i: int) -> bool:
-            if self.stopping:
+            if self.stopping or self.dead:
                 return False
             if n is not None and i >= n:
                 return False
@@ -241,7 +282,7 @@ class Runner:
                               max_in_flight=infl.peak, target_in_flight=target)
         started = [r for r in records if r.start]
         window = (min((r.start for r in started), default=t0), max((r.end for r in started), default=t1))
-        return TrialRun(records, window, judge_client(health), stopped=self.stopping)
+        return TrialRun(records, window, judge_client(health), stopped=self.stopping, server_dead=self.dead)
 
 
 # ----------------------------------------------------------------------------- the sweep
@@ -364,9 +405,11 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
                 src = _prompt_source(settings, f"{settings.salt}.w{k}.", settings.warmup, tokenizer)
                 wspec = LoadSpec("concurrency", min(settings.warmup, spec.concurrency or settings.warmup))
                 progress.point_start(point.label + " warm-up", 0, settings.warmup)
-                await runner.trial(wspec, src, settings.warmup, None)
+                wt = await runner.trial(wspec, src, settings.warmup, None)
+                if wt.server_dead:
+                    point.error = f"server stopped answering during the warm-up: {wt.server_dead}"
             for t in range(settings.trials):
-                if runner.stopping:
+                if runner.stopping or point.error:
                     break
                 src = _prompt_source(settings, f"{settings.salt}.{k}.{t}.", n or default_num_prompts(spec), tokenizer)
                 progress.point_start(point.label, t + 1, n)
@@ -381,8 +424,8 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
                     args = multiproc.ClientArgs(info.base, info.model, settings.api, settings.stream, extra,
                                                 tuple(info.length.fields), settings.timeout_s)
                     prompts = [src(i) for i in range(n or default_num_prompts(spec))]
-                    tr = await loop.run_in_executor(None, multiproc.run_trial, args, spec, prompts, settings.client_procs,
-                                                    settings.duration_s, settings.seed + 7919 * t + k)
+                    tr = await multiproc.trial(runner, args, spec, prompts, settings.client_procs, settings.duration_s,
+                                               settings.seed + 7919 * t + k)
                 else:
                     tr = await runner.trial(spec, src, n, settings.duration_s, seed=settings.seed + 7919 * t + k)
                 windows.append(tr.window)
@@ -392,6 +435,11 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
                 tm = trial_metrics(t + 1, tr.records, window_start=tr.window[0], window_end=tr.window[1],
                                    slo=settings.slo, client=tr.health)
                 point.trials.append(tm)
+                if tr.server_dead:  # stopped early: what was sent is counted, the rest was never sent
+                    planned = f" of {n}" if n else ""
+                    point.error = (f"server stopped answering: {tr.server_dead}; trial {t + 1} stopped early after "
+                                   f"{len(tr.records)}{planned} request(s)")
+                    break
                 if _server_gone(tm):
                     point.error = f"server stopped answering: {tm.error_examples[0] if tm.error_examples else 'connection errors'}"
                     break

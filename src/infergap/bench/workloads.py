@@ -225,9 +225,11 @@ async def multi_turn_trial(runner, spec: DatasetSpec, convs: list[Conversation],
     send order); ``runner.stop()`` cancels it like any trial."""
     from infergap.bench.metrics import RequestRecord, judge_client, stats
     from infergap.bench.models import ClientHealth
-    from infergap.bench.runner import LagMonitor, TrialRun
+    from infergap.bench.runner import DEAD_FAILED, LagMonitor, TrialRun
 
     client = runner.client
+    runner.watch_reset()
+    dead_limit = max(DEAD_FAILED, concurrency)
     records: list[RequestRecord] = []
     slips: list[float] = []
     lag = LagMonitor()
@@ -237,11 +239,11 @@ async def multi_turn_trial(runner, spec: DatasetSpec, convs: list[Conversation],
     deadline = t0 + duration_s if duration_s else None
 
     async def worker() -> None:
-        while queue and not runner.stopping:
+        while queue and not runner.stopping and not runner.dead:
             conv = queue.pop()
             intended = perf_counter()
             for t in range(len(conv.user_turns)):
-                if runner.stopping or (deadline is not None and perf_counter() >= deadline):
+                if runner.stopping or runner.dead or (deadline is not None and perf_counter() >= deadline):
                     return
                 delay = intended - perf_counter()
                 if delay > 0:
@@ -251,6 +253,7 @@ async def multi_turn_trial(runner, spec: DatasetSpec, convs: list[Conversation],
                                     keep_reply=True, tag=p.tag)
                 records.append(rec)
                 await client.request(p, rec)
+                runner.watch(rec, dead_limit)
                 slips.append(max(0.0, (rec.start - rec.intended) * 1e3))
                 if runner.on_request is not None:
                     runner.on_request(rec)
@@ -274,7 +277,7 @@ async def multi_turn_trial(runner, spec: DatasetSpec, convs: list[Conversation],
                           mean_in_flight=busy / max(t1 - t0, 1e-9),
                           max_in_flight=min(concurrency, len(convs)), target_in_flight=None)
     window = (min((r.start for r in started), default=t0), max((r.end for r in started), default=t1))
-    return TrialRun(records, window, judge_client(health), stopped=runner.stopping)
+    return TrialRun(records, window, judge_client(health), stopped=runner.stopping, server_dead=runner.dead)
 
 
 # ----------------------------------------------------------------------------- per-point statistics

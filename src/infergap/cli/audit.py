@@ -39,7 +39,7 @@ def audit(
     fail_on: FailOn | None = typer.Option(None, "--fail-on", case_sensitive=False, help="Exit 1 when an actionable finding of this severity or worse exists (P0, P1 or P2)."),
     active: bool = typer.Option(False, "--active", help="Also measure: host<->device copy bandwidth, device memory bandwidth, NCCL all-reduce (uses the GPUs for about a minute)."),
     sequential: bool = typer.Option(False, "--sequential", help="Run investigators one at a time (the default for snapshots; live hosts run them in parallel)."),
-    evidence: list[Path] | None = typer.Option(None, "--evidence", "-e", help="Pasted outputs and logs (nvidia-smi, lspci, NCCL, SGLang, vLLM …), recognised by content; more files may follow."),
+    evidence: list[Path] | None = typer.Option(None, "--evidence", "-e", help="Pasted outputs and logs (nvidia-smi, lspci, NCCL, SGLang, vLLM …), recognised by content; more files may follow; - reads standard input."),
     more_evidence: list[Path] | None = typer.Argument(None, hidden=True),
     host: bool = typer.Option(True, "--host/--no-host", help="With --evidence: also audit this machine (default) or only the evidence."),
     server: str | None = url_option(False, "Read the serving engine's configuration from the server at this URL (SGLang, vLLM, llama.cpp)."),

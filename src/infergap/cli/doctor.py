@@ -33,7 +33,7 @@ def doctor(
     model: str | None = typer.Option(None, "--model", "-m", help="config.json path or built-in name for the roofline (default: what the server reports)."),
     quick: bool = typer.Option(False, "--quick", help="Three concurrencies, one trial, short requests (under two minutes on a small model)."),
     output_dir: Path = typer.Option(Path("infergap-report"), "--output-dir", "-o", help="Where to write the report and the JSON of every stage."),
-    evidence: list[Path] | None = typer.Option(None, "--evidence", "-e", help="Engine/NCCL logs and pasted outputs for the audit and the plan; more files may follow."),
+    evidence: list[Path] | None = typer.Option(None, "--evidence", "-e", help="Engine/NCCL logs and pasted outputs for the audit and the plan; more files may follow; - reads standard input."),
     more_evidence: list[Path] | None = typer.Argument(None, hidden=True),
     api_key: str | None = typer.Option(None, "--api-key", envvar="INFERGAP_API_KEY", show_envvar=False, help="Admin API key for the server's config endpoints."),
     gpu: str | None = typer.Option(None, "--gpu", help="GPU name for the roofline when the host's cannot be read (h200, rtx-pro-6000-server, ...)."),

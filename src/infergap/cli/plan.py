@@ -19,7 +19,7 @@ def plan(
     bench: Path | None = typer.Option(None, "--bench", help="infergap bench --format json output."),
     server: str | None = url_option(False, "Read the serving engine's configuration from the server at this URL."),
     api_key: str | None = typer.Option(None, "--api-key", envvar="INFERGAP_API_KEY", show_envvar=False, help="Admin API key for --url (or INFERGAP_API_KEY)."),
-    evidence: list[Path] | None = typer.Option(None, "--evidence", "-e", help="Engine logs (SGLang, vLLM); more files may follow."),
+    evidence: list[Path] | None = typer.Option(None, "--evidence", "-e", help="Engine logs (SGLang, vLLM); more files may follow; - reads standard input."),
     more_evidence: list[Path] | None = typer.Argument(None, hidden=True),
     catalog: Path | None = typer.Option(None, "--catalog", help="Use this lever catalog (YAML) instead of the shipped one."),
     fmt: Fmt = format_option(Fmt.text),

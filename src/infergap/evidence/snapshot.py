@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 #: Bytes read at most from a pipe or device given as evidence (a pasted log is megabytes).
 MAX_SPOOL_BYTES = 256 * 1024 * 1024
+#: The evidence path that means standard input (``--evidence -``).
+STDIN = "-"
 
 
 class EvidenceCmdResult(CmdResult):
@@ -126,11 +128,14 @@ class EvidenceSnapshot(Snapshot):
         self._text_cache: dict[int, str] = {}
 
     def _scan(self, path: Path) -> None:
-        if not path.exists():
+        stdin = str(path) == STDIN
+        if stdin:  # "-": standard input, read once and spooled like any pipe (same cap)
+            path = Path("/dev/stdin")
+        elif not path.exists():
             self._unrecognized.append(Unrecognized(path, "no such file"))
             return
         try:
-            seekable = stat.S_ISREG(os.stat(path).st_mode)
+            seekable = not stdin and stat.S_ISREG(os.stat(path).st_mode)
         except OSError as e:
             self._unrecognized.append(Unrecognized(path, f"cannot read ({e.strerror or e})"))
             return
@@ -287,8 +292,9 @@ def open_with_evidence(snapshot: str | os.PathLike[str] | None, evidence: list[s
                        host: bool = True, active: bool = False) -> Snapshot:
     """The snapshot an audit reads: ``snapshot`` (a directory or ``.tar.gz``; the live host when
     None and ``host`` is True; nothing when ``host`` is False) overlaid with the ``evidence``
-    files and a snapshot directory's ``evidence/`` folder. Without any evidence the base snapshot
-    is returned as it is.
+    files and a snapshot directory's ``evidence/`` folder; ``-`` is standard input (read once,
+    spooled under the same cap as a pipe). Without any evidence the base snapshot is returned as
+    it is.
 
     Raises :class:`infergap.errors.UserError` for an evidence path that does not exist (one line
     naming it), :class:`infergap.snapshot.SnapshotError` for a bad snapshot.
@@ -298,7 +304,7 @@ def open_with_evidence(snapshot: str | os.PathLike[str] | None, evidence: list[s
 
     paths = [Path(p) for p in evidence or []]
     for p in paths:
-        if not p.exists():
+        if str(p) != STDIN and not p.exists():
             raise UserError(f"--evidence {p}: no such file or directory")
     base = open_snapshot(snapshot, active=active) if (snapshot is not None or host) else None
     extra = base.evidence_files() if base is not None and hasattr(base, "evidence_files") else []

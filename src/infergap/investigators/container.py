@@ -5,6 +5,7 @@ Sources and thresholds:
   lxcfs mounts (systemd's src/basic/virt.c uses the same signals).
 - memlock: RDMA registration and large pinned buffers fail with ENOMEM above RLIMIT_MEMLOCK
   (setrlimit(2)); systemd's default is 8 MiB; NVIDIA's and NCCL's container guides use unlimited.
+  On a host whose whole PCI list holds no NVIDIA GPU and no RDMA NIC the limit is not applicable.
 - nofile: >= 65536; 1024 exhausts under many client connections (EMFILE).
 - /dev/shm: Docker's default is 64 MiB; NCCL's SHM transport needs more (NCCL troubleshooting guide:
   ``--shm-size=1g``); vLLM's docs suggest ``--ipc=host``.
@@ -69,6 +70,12 @@ def _memlock(ctx: Context) -> Finding:
     except ValueError:
         return unknown(cid, NAME, "RLIMIT_MEMLOCK: unreadable", f"{v.value!r} is not a number.", evidence_=evidence(v))
     rdma = ctx.facts.rdma_devices()
+    if not rdma and not ctx.facts.gpus() and ctx.facts.pci_inventory_captured():
+        # the whole PCI list was read: no GPU buffers to pin and no RDMA NIC to register memory with
+        return finding(cid, NAME, Status.not_applicable, f"Locked-memory limit is {_human(b)}; this host has no NVIDIA GPU and no RDMA device",
+                       evidence_=evidence(v), expected_value="unlimited where GPUs or RDMA NICs are used",
+                       impact="The limit caps pinned host buffers of GPU transfers and RDMA memory registration; the captured PCI device "
+                              "list holds neither a GPU nor an RDMA NIC, so nothing here is limited by it.")
     sev = Severity.P1 if rdma or b < 2**30 else Severity.P2
     return finding(cid, NAME, Status.actionable, f"Locked-memory limit is {_human(b)}, not unlimited",
                    severity=sev, fix_kind=FixKind.runtime, evidence_=evidence(v, *(rdma[:1])), expected_value="unlimited",

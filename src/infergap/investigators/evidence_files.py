@@ -13,9 +13,11 @@ alone P2 (a marginal link that retrains).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from infergap.evidence.common import _memo, nccl_logs
+from infergap.evidence.recognize import KINDS
 from infergap.parsers.dmesg import DmesgFacts, parse_dmesg
 from infergap.evidence.signatures import Signature, SignatureHit, catalog, scan_lines, xid_signature
 from infergap.findings import SEVERITY_ORDER, Finding, FixKind, Remedy, Severity, Status, ev
@@ -177,4 +179,83 @@ def investigate(ctx: object) -> list[Finding]:
                                   "numactl -H, lscpu, sysctl -a, ulimit -a, /proc/cmdline, dmesg, NCCL_DEBUG=INFO logs, SGLang and vLLM logs, "
                                   "pip list/freeze, nvcc --version, torch collect_env, sglang check_env, Python tracebacks, apt history.log, "
                                   "and lines of the failure signatures in signatures.yaml."))
+    return out
+
+
+#: Lines that report a failure: an exception line, a CUDA or NCCL error, a fatal log line. Every
+#: repeat is bounded, so a long line costs a linear scan.
+_FAILURE = re.compile(r"\b[A-Z][\w.]{0,100}(?:Error|Exception): \S|CUDA error|CUDA_ERROR_[A-Z]|NCCL WARN|\bnccl[A-Za-z]{0,40}Error\b"
+                      r"|Segmentation fault|core dumped|\b(?:CRITICAL|FATAL)\b")
+_FAILURE_WORDS = ("Error", "Exception", "CUDA error", "CUDA_ERROR_", "WARN", "Segmentation fault", "core dumped", "CRITICAL", "FATAL")
+#: What to collect next, per kind of part, when nothing in it matched a known cause.
+_NEXT = {
+    "traceback": "the whole log up to the traceback (the startup lines name versions and settings), `dmesg -T | grep -E 'NVRM|Xid'` "
+                 "from the GPU host, and `python -m torch.utils.collect_env`; for a CUDA error rerun once with CUDA_LAUNCH_BLOCKING=1 "
+                 "to name the failing kernel, for an NCCL error with NCCL_DEBUG=INFO",
+    "nccl_log": "the NCCL_DEBUG=INFO log of every rank (NCCL_DEBUG_SUBSYS=INIT,NET), `nvidia-smi topo -m`, and `ibv_devinfo` where "
+                "InfiniBand or RoCE is used",
+    "dmesg": "`nvidia-smi -q` and `lspci -vvv` of the GPUs the messages name",
+    "engine": "the server log from its first line (version and settings), `dmesg -T | grep -E 'NVRM|Xid'` and `nvidia-smi -q`",
+}
+_NEXT["fragment"] = _NEXT["traceback"]
+for _k in ("sglang_log", "vllm_log", "llamacpp_log"):
+    _NEXT[_k] = _NEXT["engine"]
+_NEXT_HOST = "`infergap collect` on the host (one snapshot of everything the checks read)"
+
+
+def failure_lines(part: Any, limit: int = 3) -> tuple[int, list[str]]:
+    """(count, first ``limit`` distinct lines cut at 300 characters) of the lines of ``part`` that
+    report a failure (see :data:`_FAILURE`), streamed."""
+    n, ex = 0, []
+    for line in part.iter_lines():
+        if not any(w in line for w in _FAILURE_WORDS) or not _FAILURE.search(line):
+            continue
+        n += 1
+        t = line.strip()[:300]
+        if len(ex) < limit and t not in ex:
+            ex.append(t)
+    return n, ex
+
+
+#: Actionable findings that count lines rather than name a cause: a paste with only these is unmatched.
+_TALLIES = {"nccl.warnings"}
+
+
+def _cites(f: Finding, label: str) -> bool:
+    return f.subject == label or any(e.source == label for e in f.evidence)
+
+
+def unmatched(snap: Any, findings: list[Finding]) -> list[Finding]:
+    """``evidence.unmatched`` (unknown) for each recognised evidence part that would otherwise
+    leave no trace in the report: a part with failure lines when no actionable finding cites its
+    file, and a part no finding cites when nothing else of its file is cited either. Each says
+    what was read (kind, lines, the failure lines) and what to collect next. Run after every
+    investigator, over all their findings."""
+    parts = list(getattr(snap, "parts", []) or [])
+    if not parts:
+        return []
+    by_file: dict[str, list[Any]] = {}
+    for p in parts:
+        by_file.setdefault(str(p.path), []).append(p)
+    out: list[Finding] = []
+    for group in by_file.values():
+        cited = {p.label: [f for f in findings if _cites(f, p.label)] for p in group}
+        if any(f.status == Status.actionable and f.id not in _TALLIES for fs in cited.values() for f in fs):
+            continue  # a cause was found in this paste
+        for p in group:
+            n, ex = failure_lines(p)
+            what = f"{KINDS.get(p.kind, (p.kind,))[0]} ({p.n_lines} line(s))"
+            nxt = _NEXT.get(p.kind, _NEXT_HOST)
+            if n:
+                title = f"read as {what}; {n} failure line(s), no known cause matched: {ex[0]}"
+            elif not cited[p.label] and not any(cited.values()):
+                title = f"read as {what}; no finding cites it and no known cause matched"
+            else:
+                continue
+            out.append(Finding(
+                id="evidence.unmatched", investigator=NAME, status=Status.unknown, subject=p.label, title=title,
+                evidence=[ev(p.label, x) for x in ex] + ([ev(p.label, f"{n} failure line(s)")] if n > len(ex) else []),
+                impact=f"The input was read, but none of the {len(catalog().messages)} failure signatures of the catalog matched it, so this "
+                       f"report names no cause for it. Collect next: {nxt}.",
+                details={"kind": p.kind, "lines": p.n_lines, "failure_lines": n}))
     return out

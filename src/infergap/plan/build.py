@@ -5,8 +5,11 @@ Pure: reads only its arguments (and the shipped catalog). Ranking rule (stated i
 inside a tier, levers are ordered by expected gain over effort, (√(low·high) − 1) / effort_h, the
 fractional speed-up per hour of work using the geometric middle of the stated gain range; host
 fixes come in the audit's order (runtime first, then software, reboot, BIOS, hardware; P0 first
-inside each). The summary's top actions are the P0 host fixes, then flag flips, then P1 runtime
-host fixes, then small changes, then engineering, in those orders.
+inside each). A lever selected by the sweep's knee cause (``load.knee_cause``: what the engine's
+metrics say bent the throughput curve) comes before the other levers of no priority, whatever its
+tier: it acts on the limit the sweep measured. The summary's top actions are the P0 host fixes,
+the P0 and P1 levers, the knee's levers, then flag flips, then P1 runtime host fixes, then small
+changes, then engineering, in those orders.
 """
 
 from __future__ import annotations
@@ -25,9 +28,13 @@ from infergap.plan.facts import completed, gather, how_to_find
 SCHEMA = "infergap.plan/1"
 
 RANKING = ("Levers inside a tier: expected gain over effort, (√(low·high) − 1) / effort hours, from the catalog's stated "
-           "gain range and effort; disagree by editing the catalog (--catalog). Host fixes: runtime first, then software, "
-           "reboot, BIOS, hardware; P0 before P1 before P2 inside each. Top actions: P0 host fixes, flag flips, P1 runtime "
-           "host fixes, small changes, engineering.")
+           "gain range and effort; disagree by editing the catalog (--catalog). A lever selected by what bent the sweep's "
+           "curve (load.knee_cause) comes first after the P0/P1 fixes. Host fixes: runtime first, then software, "
+           "reboot, BIOS, hardware; P0 before P1 before P2 inside each. Top actions: P0 host fixes, P0/P1 levers, the "
+           "knee's levers, flag flips, P1 runtime host fixes, small changes, engineering.")
+
+#: The fact naming what bent the sweep's throughput curve; levers it selects act on the measured limit.
+KNEE_FACT = "load.knee_cause"
 
 _FIX_ORDER = {"runtime": 0, "software": 1, "reboot": 2, "bios": 3, "hardware": 4}
 _SEV_ORDER = {"P0": 0, "P1": 1, "P2": 2}
@@ -366,13 +373,19 @@ def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, serve
                         verify=lv.verify.format_map(params) if lv.verify else None, undo=lv.undo, source=lv.source, why=lv.why,
                         priority=lv.priority)
         (plan.wont_help if lv.tier == "wont_help" else plan.levers).append(item)
-    plan.levers.sort(key=lambda x: (_SEV_ORDER.get(x.priority or "", 9), TIER_ORDER[x.tier], -(x.score or 0.0), x.id))
+    plan.levers.sort(key=lambda x: (_SEV_ORDER.get(x.priority or "", 9), not _follows_knee(x), TIER_ORDER[x.tier],
+                                    -(x.score or 0.0), x.id))
     given = {n for n, x in (("audit", a), ("roofline", r), ("bench", bench), ("server", server), ("logs", engine_logs)) if x}
     if server is not None and getattr(server, "reachable", None) is False:
         given.add("server-unreachable")
     plan.unknowns = [Unknown(fact=k, decides=v, command=how_to_find(k, given)) for k, v in sorted(unknown.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
     plan.top_actions = _top(plan)
     return plan
+
+
+def _follows_knee(x: PlanItem) -> bool:
+    """True when the sweep's knee cause is among the facts that selected lever ``x``."""
+    return KNEE_FACT in x.facts
 
 
 def _top(plan: Plan, n: int = 5) -> list[str]:
@@ -387,7 +400,8 @@ def _top(plan: Plan, n: int = 5) -> list[str]:
     seq = [fix(h) for h in plan.host_fixes if h.severity == "P0"]
     seq += [lever(x) for x in plan.levers if x.priority == "P0"]
     seq += [lever(x) for x in plan.levers if x.priority == "P1"]
-    seq += [lever(x) for x in plan.tier("flag_flip") if not x.priority]
+    seq += [lever(x) for x in plan.levers if not x.priority and _follows_knee(x)]
+    seq += [lever(x) for x in plan.tier("flag_flip") if not x.priority and not _follows_knee(x)]
     seq += [fix(h) for h in plan.host_fixes if h.severity == "P1" and h.fix_kind == "runtime"]
-    seq += [lever(x) for x in plan.tier("small_change") + plan.tier("engineering") if not x.priority]
+    seq += [lever(x) for x in plan.tier("small_change") + plan.tier("engineering") if not x.priority and not _follows_knee(x)]
     return seq[:n]

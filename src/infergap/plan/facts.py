@@ -377,12 +377,26 @@ def from_bench(facts: dict[str, Fact], bench: Any, roofline: dict[str, Any] | No
 
 def from_engine_metrics(facts: dict[str, Fact], bench: Any) -> None:
     """Facts from the engine's /metrics during the sweep and the knee's explanation
-    (:mod:`infergap.bench.engine_metrics`): what bent the curve, the most requests running and
-    waiting, the fullest KV cache, preemptions and the prefix-cache hit rate."""
-    knee = next((p for p in bench.points if getattr(p, "explanation", None) is not None and p.explanation.knee), None)
+    (:mod:`infergap.bench.engine_metrics`): what bent the curve (``load.knee_cause``: ``kv``,
+    ``client``, ``running_limit``, ``host``, ``gpu``, ``scaling``, ``unknown``, or ``none`` when
+    no point was a knee; the points of a result written without explanations are explained
+    here from what it recorded), the most requests running and waiting, the fullest KV cache,
+    preemptions and the prefix-cache hit rate."""
+    explained = [(p, p.explanation) for p in bench.points if getattr(p, "explanation", None) is not None]
+    if not explained:  # a result written before the bench explained its points: explain them from what it recorded
+        from infergap.bench.engine_metrics import explain
+
+        valid = [p for p in bench.points if getattr(p, "valid", True) and p.trials]
+        explained = [(p, ex) for p, ex in zip(valid, explain(valid)) if ex is not None]
+    knee = next(((p, ex) for p, ex in explained if ex.knee), None)
     if knee is not None:
-        _put(facts, "load.knee", knee.label, f"bench {knee.label}: {knee.explanation.line}")
-        _put(facts, "load.knee_cause", knee.explanation.cause, f"bench {knee.label}: {knee.explanation.line}")
+        p, ex = knee
+        _put(facts, "load.knee", p.label, f"bench {p.label}: {ex.line}")
+        _put(facts, "load.knee_cause", ex.cause, f"bench {p.label}: {ex.line}")
+    elif explained:
+        labels = ", ".join(p.label for p, _ in explained)
+        _put(facts, "load.knee_cause", "none", f"bench: throughput kept up with the load at every point ({labels})"
+             if len(explained) > 1 else f"bench: one point ({labels}), no curve to bend")
     eng = [(p, p.engine) for p in bench.points if getattr(p, "engine", None) is not None and p.engine.available]
     for key, attr, fn in (("load.running_max", "running_max", max), ("load.waiting_max", "waiting_max", max),
                           ("load.kv_usage_max", "kv_usage_max", max), ("load.preemptions", "preemptions", sum)):

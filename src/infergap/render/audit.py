@@ -95,6 +95,14 @@ def render_text(r: AuditReport, width: int | None = None, color: bool = False) -
     con.print(" · ".join(d for d in desc if d))
     con.print(Text(summary_line(r, grouped=True), style="bold"))
 
+    unmatched = r.get("evidence.unmatched")
+    if unmatched:
+        con.print()
+        con.print(Text(f"READ, NO KNOWN CAUSE: {len(unmatched)} (pasted input this report names no cause for)", style="bold"))
+        for f in unmatched:
+            con.print(f"  ? {f.subject}: {f.title}")
+            if f.impact:
+                con.print(f"      {f.impact}")
     act = r.by_status(Status.actionable)
     if act:
         con.print()
@@ -129,11 +137,12 @@ def render_text(r: AuditReport, width: int | None = None, color: bool = False) -
             con.print(f"  • {_label(f, members)}")
             if f.impact:
                 con.print(f"      {f.impact}")
-    unk = r.by_status(Status.unknown)
+    unk = [f for f in r.by_status(Status.unknown) if f.id != "evidence.unmatched"]  # listed above
     if unk:
         con.print()
         groups = group_findings(unk)
-        con.print(Text(f"UNKNOWN: {_count(len(groups), len(unk))} (evidence missing or unreadable)", style="bold"))
+        more = " more" if unmatched else ""
+        con.print(Text(f"UNKNOWN: {_count(len(groups), len(unk))}{more} (evidence missing or unreadable)", style="bold"))
         for f, members in groups:
             con.print(f"  ? {_label(f, members)}" + (f": {f.impact}" if f.impact else ""))
     ok = r.by_status(Status.ok)

@@ -29,7 +29,9 @@ def engine_line(e: EngineSummary | None) -> str:
     if e.preemptions is not None:
         parts.append(f"{e.preemptions:.0f} preemptions")
     if e.prefix_hit_rate is not None:
-        parts.append(f"prefix-cache hits {e.prefix_hit_rate * 100:.0f} %")
+        of = (f" ({e.cached_tokens:.0f} of {e.prompt_tokens:.0f} prompt tokens from the cache)"
+              if e.prompt_tokens is not None and e.cached_tokens is not None else "")
+        parts.append(f"prefix-cache hits {e.prefix_hit_rate * 100:.0f} %{of}")
     parts.append(f"{e.samples} sample(s)")
     return ", ".join(parts)
 

@@ -11,6 +11,14 @@ from infergap.guard import dumps, safe_console
 from infergap.plan import TIER_LABEL, Plan, PlanItem
 
 
+
+def _no_actions_why(plan: Plan) -> str:
+    """Why the plan has no top action, so an empty list never reads as a clean bill of health."""
+    why = "the facts at hand"
+    if plan.unknowns:
+        why += f"; {len(plan.unknowns)} unknown fact(s) below could change that"
+    return why + "."
+
 def render_json(plan: Plan) -> str:
     """The ``infergap.plan/1`` JSON document."""
     return dumps(plan.to_json_dict(), indent=2, ensure_ascii=False) + "\n"
@@ -60,9 +68,12 @@ def render_text(plan: Plan, color: bool = False, width: int | None = None) -> st
         else:
             c.print("  the bench given has no measured point to set against a bound (every point failed or was excluded)")
     c.print()
-    c.print("[bold]TOP ACTIONS[/]")
-    for i, a in enumerate(plan.top_actions, 1):
-        c.print(escape(f" {i}. {a}"))
+    if plan.top_actions:
+        c.print("[bold]TOP ACTIONS[/]")
+        for i, a in enumerate(plan.top_actions, 1):
+            c.print(escape(f" {i}. {a}"))
+    else:
+        c.print("[bold]TOP ACTIONS[/]: none selected by " + escape(_no_actions_why(plan)))
     c.print()
     c.print(f"[bold]HOST FIXES[/] ({len(plan.host_fixes)}, from the audit: runtime first, P0 first)")
     for h in plan.host_fixes:
@@ -129,7 +140,8 @@ def render_markdown(plan: Plan) -> str:
         out += ["", "| concurrency | measured tok/s | bound tok/s | binds | efficiency | note |", "|---:|---:|---:|---|---:|---|"]
         out += [f"| {p.concurrency} | {p.measured_tok_s:.2f} | {p.bound_tok_s:.1f} | {p.binds or '–'} | {p.ratio:.1%} | {_md_escape(p.note or '')} |"
                 if p.bound_tok_s and p.ratio else f"| {p.concurrency} | {p.measured_tok_s:.2f} | – | – | – | {_md_escape(p.note or '')} |" for p in g.points]
-    out += ["", "## Top actions", ""] + [f"{i}. {_md_escape(a)}" for i, a in enumerate(plan.top_actions, 1)]
+    out += ["", "## Top actions", ""] + ([f"{i}. {_md_escape(a)}" for i, a in enumerate(plan.top_actions, 1)]
+                                         or [_md_escape("None selected by " + _no_actions_why(plan))])
     out += ["", "## Host fixes (runtime first, P0 first)", ""]
     for h in plan.host_fixes:
         out.append(f"- **{h.severity} {h.fix_kind}** `{h.id}` — {h.title}" + (f"  \n  fix: `{h.commands[0]}`" if h.commands else "")
