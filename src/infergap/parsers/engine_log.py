@@ -416,6 +416,12 @@ def parse_engine_log(lines: Iterable[str]) -> EngineLogFacts:
 
     A ``ServerArgs(...)`` line wrapped by a terminal or a web page is joined back (up to
     :data:`MAX_ARG_LINES` lines) before parsing. Memory is bounded (counters and short lists).
+    A decode line of SGLang#13023 (``tests/fixtures/evidence/sglang-13023-decode-no-graph.log``):
+
+    >>> f = parse_engine_log(["[2025-11-11 04:06:27] Decode batch, #running-req: 46, #token: 34901, token usage: 0.19, "
+    ...                       "cuda graph: False, gen throughput (token/s): 1447.08, #queue-req: 0, "])
+    >>> f.engine, f.decode_batches, f.decode_no_graph, f.min_running_no_graph, f.max_token_usage, f.gen_throughput_max
+    ('sglang', 1, 1, 46, 0.19, 1447.08)
     """
     st = _State(lines)
     for line in st.it:

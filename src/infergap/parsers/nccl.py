@@ -336,6 +336,14 @@ def parse_nccl_log(lines: Iterable[str]) -> NcclLogFacts:
     >>> f = parse_nccl_log(["h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct"])
     >>> f.transports, f.single_host
     ({'SHM': 1}, True)
+
+    Two nodes over sockets (NCCL#1232, ``tests/fixtures/evidence/nccl-1232-two-nodes.log``): a
+    ``[send]`` line places the sender on the host that printed it, ``[receive]`` the receiver.
+
+    >>> f = parse_nccl_log(["[0] host-a:13571:13571 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0",
+    ...                     "[1] host-b:22555:22555 [0] NCCL INFO Channel 00/0 : 2[1] -> 1[0] [receive] via NET/Socket/0"])
+    >>> f.transports, f.hosts, f.rank_host
+    ({'NET/Socket': 2}, ['host-a', 'host-b'], {0: 'host-a', 1: 'host-b'})
     """
     st = _State()
     for line in lines:
