@@ -85,6 +85,8 @@ def synthesize(findings: list[Finding], runs: list[InvestigatorRun], host: dict[
         "actionable_by_severity": sev,
         "actionable_by_fix_kind": kinds,
         "investigator_errors": [r.name for r in runs if r.error],
+        # pasted parts read but explained by no finding: a report of 0 actionable is not a clean bill then
+        "evidence_unmatched": sum(1 for f in findings if f.id == "evidence.unmatched"),
         "duration_s": round(duration_s, 4),
     }
     return AuditReport(

@@ -43,6 +43,21 @@ def test_dash_reads_standard_input():
     assert empty.returncode == 0 and "stdin: empty file" in empty.stdout.decode()
 
 
+def test_dash_with_this_host_is_split_like_a_file():
+    """A paste read from standard input next to this machine is judged as the same file would be
+    (another host's paste is audited on its own, never merged into this one's report)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
+    def host_of(*args, stdin=None):
+        r = subprocess.run([sys.executable, "-m", "infergap", "audit", "--format", "json", *args], input=stdin,
+                           capture_output=True, env=env, timeout=300)
+        assert r.returncode == 0, r.stderr.decode()
+        h = json.loads(r.stdout)["host"]
+        return h["snapshot"]["label"], [g["name"] for g in h["gpus"]]
+
+    assert host_of("-e", "-", stdin=SEED_QX.read_bytes()) == host_of("-e", str(SEED_QX))
+
+
 def test_dash_stdin_has_the_pipe_cap():
     """Standard input is spooled under the same byte cap as any pipe: past it, the input is named
     and refused, never read without end."""

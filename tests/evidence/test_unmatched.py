@@ -34,7 +34,9 @@ def test_bare_cuda_error_is_listed_as_read_and_unmatched_in_every_format():
     assert [e.value for e in f.evidence] == ["RuntimeError: CUDA error: an illegal memory access was encountered"]
     assert "CUDA_LAUNCH_BLOCKING=1" in f.impact and "Xid" in f.impact  # what to collect next
     assert not rep.by_status(Status.actionable)
+    assert rep.summary["evidence_unmatched"] == 1
     text = render_text(rep)
+    assert "20 unknown (1 pasted part(s) with no known cause)" in text.splitlines()[2]
     head = text.index("READ, NO KNOWN CAUSE: 1")
     assert head < text.index("UNKNOWN: ") and "an illegal memory access" in text[head:text.index("UNKNOWN: ")]
     assert " more (evidence missing or unreadable)" in text  # not listed twice
@@ -62,6 +64,23 @@ def test_each_paste_is_accounted_for_on_its_own():
     # the healthy engine log is cited by engine.config; the bare traceback next to it still shows
     rep = audit("vllm-15036-engine-config.log", BARE)
     assert [f.subject for f in rep.get("evidence.unmatched")] == [f"evidence/{BARE}"]
+
+
+def test_warning_count_alone_is_no_cause(tmp_path):
+    """NCCL's WARN count is a tally, not a cause: IB completion errors of a status no signature
+    explains are listed as read and unmatched next to the count (the lines of NVIDIA/nccl#928 with
+    their status changed from 4 to 5, a WR flush, which names no cause by itself)."""
+    src = (FIX / "nccl-928-ib-error4-acs.log").read_text().replace("with error 4,", "with error 5,")
+    p = tmp_path / "flush.log"
+    p.write_text(src)
+    snap = EvidenceSnapshot(None, [p])
+    try:
+        rep = run_audit(snap)
+    finally:
+        snap.close()
+    assert [f.id for f in rep.by_status(Status.actionable)] == ["nccl.warnings"]
+    [f] = rep.get("evidence.unmatched")
+    assert "2 failure line(s)" in f.title and "with error 5" in f.title and "NCCL_DEBUG=INFO" in f.impact
 
 
 def test_a_part_no_finding_cites_is_listed():

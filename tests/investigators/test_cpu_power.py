@@ -45,3 +45,31 @@ def test_governor_performance_is_ok_powersave_is_actionable() -> None:
 def test_nothing_captured_is_unknown() -> None:
     found = audit_ids(MemorySnapshot({}), "cpu_power")
     assert {f.status for fs in found.values() for f in fs} == {"unknown"}
+
+
+def _zen4(driver: str, release: str | None = "6.8.12-4-pve\n") -> MemorySnapshot:
+    """Two CPUs of the seed host's AMD EPYC 9124 (Zen 4) with scaling driver ``driver``."""
+    from tests.investigators.memsnap import host_files
+
+    files = _cpus(2, "performance", SEED_STATES)
+    files = {k: (driver + "\n" if k.endswith("scaling_driver") else v) for k, v in files.items()}
+    files.update(host_files("seed-8x-rtxpro6000", "/proc/cpuinfo"))
+    if release:
+        files["/proc/sys/kernel/osrelease"] = release
+    return MemorySnapshot(files)
+
+
+def test_acpi_cpufreq_on_zen4_with_a_6_8_kernel_is_p1_reboot() -> None:
+    f = one(audit_ids(_zen4("acpi-cpufreq"), "cpu_power"), "cpu.freq_driver")
+    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P1", "reboot")
+    assert f.expected_value == "amd-pstate-epp (amd_pstate=active)" and "AMD EPYC 9124 16-Core Processor (family 0x19)" in [e.value for e in f.evidence]
+
+
+def test_acpi_cpufreq_on_a_kernel_before_amd_pstate_is_expected() -> None:
+    f = one(audit_ids(_zen4("acpi-cpufreq", "5.15.0-101-generic\n"), "cpu_power"), "cpu.freq_driver")
+    assert f.status == "expected" and f.severity is None
+
+
+def test_amd_pstate_epp_is_ok() -> None:
+    f = one(audit_ids(_zen4("amd-pstate-epp"), "cpu_power"), "cpu.freq_driver")
+    assert f.status == "ok" and f.evidence[0].value == "amd-pstate-epp on 2 CPU(s)"

@@ -35,3 +35,35 @@ def test_numa_balancing_one_node_is_not_applicable() -> None:
 def test_numa_balancing_missing_is_unknown_never_ok() -> None:
     f = one(audit_ids(MemorySnapshot(TWO_NODES), "numa"), "kernel.numa_balancing")
     assert f.status == "unknown" and "numa_balancing" in (f.impact or "")
+
+
+SEED = "seed-8x-rtxpro6000"
+
+
+def _seed_gpus(numa_node: str | None = None) -> dict[str, str]:
+    from tests.investigators.memsnap import host_files
+
+    files = host_files(SEED, "/sys/bus/pci/devices/")
+    if numa_node is not None:
+        files = {k: (numa_node if k.endswith("/numa_node") else v) for k, v in files.items()}
+    return files
+
+
+def test_gpu_affinity_over_two_nodes_is_reported_ok_with_each_gpus_node() -> None:
+    f = one(audit_ids(MemorySnapshot({**TWO_NODES, **_seed_gpus()}), "numa"), "numa.gpu_affinity")
+    assert f.status == "ok" and f.title == "GPUs spread over NUMA nodes (node 0: 4 GPU(s); node 1: 4 GPU(s))"
+    assert (f.evidence[0].source, f.evidence[0].value) == ("files/sys/bus/pci/devices/0000:01:00.0/numa_node", "0000:01:00.0: node 0")
+    assert f.details["gpu_numa_node"]["0000:81:00.0"] == 1
+
+
+def test_gpu_without_numa_node_on_two_nodes_is_p2_bios() -> None:
+    f = one(audit_ids(MemorySnapshot({**TWO_NODES, **_seed_gpus("-1\n")}), "numa"), "numa.gpu_affinity")
+    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P2", "bios")
+
+
+def test_gpu_affinity_without_node_layout_is_unknown_and_one_node_not_applicable() -> None:
+    f = one(audit_ids(MemorySnapshot(_seed_gpus()), "numa"), "numa.gpu_affinity")
+    assert f.status == "unknown" and "/sys/devices/system/node" in (f.impact or "")
+    one_node = {"/sys/devices/system/node/node0/cpulist": "0-63\n"}
+    assert one(audit_ids(MemorySnapshot({**one_node, **_seed_gpus()}), "numa"), "numa.gpu_affinity").status == "not_applicable"
+    assert "numa.gpu_affinity" not in audit_ids(MemorySnapshot(TWO_NODES), "numa")  # no GPU: nothing to place

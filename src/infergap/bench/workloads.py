@@ -17,8 +17,13 @@
   ``--token-scale``.
 
 Per point, :func:`point_stats` reports what the workload is about: the prompt-cache hit rate the
-server reported per request (``usage.prompt_tokens_details.cached_tokens``), prompt tokens by
-turn, and, for traces, how late requests were sent against their schedule.
+server reported per request (``usage.prompt_tokens_details.cached_tokens`` over
+``usage.prompt_tokens``, which counts every prompt token, the cached ones included — llama-server
+fills them from its ``timings.cache_n`` and ``cache_n + prompt_n``; vLLM only when started with
+``--enable-prompt-tokens-details``), prompt tokens by turn, and, for traces, how late requests were
+sent against their schedule. The engine's own ``/metrics`` counters give the same rate
+independently (:mod:`infergap.bench.engine_metrics`; their semantics per engine in
+``data/engine_metrics.yaml``).
 """
 
 from __future__ import annotations

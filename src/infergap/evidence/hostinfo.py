@@ -9,6 +9,8 @@ import json
 import re
 from typing import Any
 
+from infergap.evidence.text import clean_line
+
 _ROW = re.compile(r"^GPU(\d+)\s+(.*)$")
 
 
@@ -17,7 +19,7 @@ def _matrix(text: str) -> dict[tuple[int, int], str]:
     header: list[str] | None = None
     out: dict[tuple[int, int], str] = {}
     for raw in text.splitlines():
-        line = raw.strip()
+        line = clean_line(raw).strip()  # nvidia-smi underlines the header row with ANSI codes
         if header is None:
             if line.startswith("GPU0"):
                 header = re.split(r"\t+|\s{2,}|\s(?=GPU\d)", line)

@@ -267,6 +267,8 @@ class EvidenceSnapshot(Snapshot):
         view = EvidenceSnapshot.__new__(EvidenceSnapshot)
         view.__dict__.update(self.__dict__)
         keep = {Path(p) for p in paths}
+        if Path(STDIN) in keep:  # standard input was read from /dev/stdin into a spooled copy
+            keep.add(Path("/dev/stdin"))
         view.base = None
         view.files = [f for f in self.files if f in keep]
         view.parts = [p for p in self.parts if Path(p.path) in keep or any(k in Path(p.path).parents for k in keep) or p.name in {k.name for k in keep}]

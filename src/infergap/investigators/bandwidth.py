@@ -62,7 +62,11 @@ def _judge(ctx: Context, data: dict) -> list[Finding]:
             else:
                 out.append(finding("pcie.h2d_bandwidth", NAME, Status.ok, f"GPU {subj}: pinned host-to-device copy {c['h2d_pinned_GBps']:.1f} GB/s = {frac:.0%} of gen{gen} x{width} ({link:.1f} GB/s)",
                                    subject=subj, evidence_=evs, expected_value=f">= {H2D_OK:.0%} of {link:.1f} GB/s"))
-        peak = datasheet_bandwidth_TBps(g.name) if g else None
+        else:
+            out.append(finding("pcie.h2d_bandwidth", NAME, Status.unknown, f"GPU {subj}: pinned host-to-device copy {c['h2d_pinned_GBps']:.1f} GB/s; the PCIe link it should reach is not captured",
+                               subject=subj, evidence_=evs, impact="Judging the copy needs the link's maximum generation and width: nvidia-smi -q (GPU Link Info) or lspci -vvv (LnkCap)."))
+        name = g.name if g else c.get("name")
+        peak = datasheet_bandwidth_TBps(name) if name else None
         mevs = evidence((src, f"device-to-device copy {c['d2d_copy_GBps'] / 1000:.2f} TB/s counting read + write"))
         if peak:
             frac = c["d2d_copy_GBps"] / 1000 / peak
@@ -74,8 +78,9 @@ def _judge(ctx: Context, data: dict) -> list[Finding]:
                                remedy=Remedy(note="Check clocks and throttling under load (gpu.clocks, gpu.throttle).") if st == Status.actionable else None,
                                details={"measured_GBps": c["d2d_copy_GBps"], "datasheet_TBps": peak}))
         else:
-            out.append(finding("gpu.memory_bandwidth", NAME, Status.ok, f"GPU {subj}: memory copy {c['d2d_copy_GBps'] / 1000:.2f} TB/s (no datasheet figure for {g.name if g else 'this GPU'})",
-                               subject=subj, evidence_=mevs, details={"measured_GBps": c["d2d_copy_GBps"]}))
+            out.append(finding("gpu.memory_bandwidth", NAME, Status.unknown, f"GPU {subj}: memory copy {c['d2d_copy_GBps'] / 1000:.2f} TB/s (no datasheet figure for {name or 'this GPU'})",
+                               subject=subj, evidence_=mevs, details={"measured_GBps": c["d2d_copy_GBps"]},
+                               impact="Judging the copy needs the GPU's datasheet bandwidth: add the model to src/infergap/data/gpus.yaml, or capture nvidia-smi -q so the GPU is named."))
     ar = data.get("allreduce")
     if ar and ar.get("sizes"):
         big = ar["sizes"][-1]

@@ -33,9 +33,24 @@ def _detect(ctx: Context) -> Finding:
     if c.inside:
         return finding("container.detect", NAME, Status.expected, f"Running inside a {c.kind} container", evidence_=evidence(*c.evidence),
                        impact="Kernel settings (sysctls), cpufreq, cpuidle and PCI config space belong to the host: findings about them are marked host-controlled and their commands are for the host.")
-    if all(ctx.snap.read(p) is None for p in ("/proc/1/environ", "/proc/1/cgroup", "/proc/mounts")) and _no_output(ctx, "systemd_detect_virt_c") and _no_output(ctx, "systemd_detect_virt"):
+    seen = _not_container_evidence(ctx)
+    if not seen:
         return unknown("container.detect", NAME, "Container: not captured", "Needs /proc/1/environ, /proc/1/cgroup, /proc/mounts or systemd-detect-virt -c.")
-    return finding("container.detect", NAME, Status.ok, "Not inside a container", evidence_=evidence(*c.evidence, *c.discounted) or evidence(("files/proc/1/environ", "no container= variable")))
+    return finding("container.detect", NAME, Status.ok, "Not inside a container", evidence_=evidence(*c.evidence, *c.discounted, *seen))
+
+
+def _not_container_evidence(ctx: Context) -> list[tuple[str, str]]:
+    """What was read and showed no container: only sources present in the snapshot are cited."""
+    out: list[tuple[str, str]] = []
+    for path, what in (("/proc/1/environ", "no container= variable"), ("/proc/1/cgroup", None), ("/proc/mounts", "no lxcfs mount over /proc")):
+        text = ctx.snap.read(path)
+        if text is not None:
+            out.append(("files" + path, what or (text.strip()[:200] or "empty")))
+    for name in ("systemd_detect_virt_c", "systemd_detect_virt"):
+        r = ctx.snap.cmd(name)
+        if r is not None and not _no_output(ctx, name) and r.stdout.strip():
+            out.append((r.source, r.stdout.strip()))
+    return out
 
 
 def _limit_remedy(ctx: Context, what: str, val: str) -> Remedy:

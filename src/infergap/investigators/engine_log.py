@@ -43,9 +43,12 @@ def _config(label: str, f: EngineLogFacts) -> Finding | None:
     engine = {"sglang": "SGLang", "vllm": "vLLM"}.get(f.engine or "", f.engine or "engine")
     if not shown and not f.version and not a:
         return None  # a log excerpt without startup lines: the other findings say what it shows
+    # What the finding reports must be cited: the judged arguments, else the others, else the version line.
+    cited = shown or {k: v for k, v in a.items() if isinstance(v, (str, int, float, bool)) or v is None}
+    evidence = [ev(label, f"{k}={v}") for k, v in list(cited.items())[:16]] or [ev(label, f"{engine} version {f.version}" if f.version else f"{len(a)} arguments logged")]
     return Finding(id="engine.config", investigator=NAME, status=Status.ok, subject=label,
                    title=f"{engine} {f.version or '(version not in log)'}" + (f": {len(a)} arguments logged" if a else ""),
-                   evidence=[ev(label, f"{k}={v}") for k, v in list(shown.items())[:16]],
+                   evidence=evidence,
                    details={"engine": f.engine, "version": f.version, "args": {k: v for k, v in a.items() if isinstance(v, (str, int, float, bool)) or v is None}})
 
 

@@ -80,7 +80,9 @@ def _power(g: GpuFacts) -> Finding:
     cid = "gpu.power_limit"
     if g.power_limit_W is None:
         return unknown(cid, NAME, f"GPU {g.bdf}: power limit not captured", "Needs NVML or nvidia-smi.", subject=g.bdf)
-    ref = g.power_default_limit_W or g.power_max_limit_W
+    # Without the default, only a limit at the maximum rules out a lowered one (default <= max);
+    # a limit below the maximum may be the default itself (e.g. 450 W default, 600 W maximum).
+    ref = g.power_default_limit_W or (g.power_max_limit_W if g.power_max_limit_W and g.power_limit_W >= g.power_max_limit_W - 1 else None)
     evs = evidence((_src(g, "power_limit_W"), f"limit {g.power_limit_W:g} W, default {g.power_default_limit_W}, max {g.power_max_limit_W}, draw {g.power_W}"))
     if ref and g.power_limit_W < ref - 1:
         return finding(cid, NAME, Status.actionable, f"GPU {g.bdf}: power limit {g.power_limit_W:g} W below the default {ref:g} W", severity=Severity.P1, fix_kind=FixKind.runtime,

@@ -53,7 +53,7 @@ def _host_mem(ctx: Context) -> Finding | None:
         return None
     gpu_mem = sum(g.memory_total_B or 0 for g in ctx.facts.gpus())
     txt = f"{tot / 2**30:.0f} GiB host memory" + (f" for {gpu_mem / 2**30:.0f} GiB of GPU memory" if gpu_mem else "")
-    return finding("mem.host", NAME, Status.ok, txt, evidence_=evidence(("files/proc/meminfo", f"MemTotal {tot // 1024} kB, SwapTotal {m.get('SwapTotal', 0) // 1024} kB")),
+    return finding("mem.host", NAME, Status.ok, txt, evidence_=evidence(("files/proc/meminfo", f"MemTotal {tot // 1024} kB, " + (f"SwapTotal {m['SwapTotal'] // 1024} kB" if "SwapTotal" in m else "no SwapTotal line"))),
                    details={"host_B": tot, "gpu_B": gpu_mem})
 
 

@@ -70,10 +70,15 @@ def _link(ctx: Context, f: PciFunction, g: GpuFacts | None) -> Finding:
                        references=["PCIe Base Specification: Link Status register"])
     if max_s and cur_s < max_s:
         idle = g is not None and ("gpu_idle" in g.throttle_active or (g.pstate or "").upper() in ("P8", "P12"))
-        if idle or g is None:
+        load_known = g is not None and (g.throttle_captured or g.pstate is not None or g.utilization_pct is not None)
+        if idle:
             return finding(cid, NAME, Status.expected, f"GPU {f.bdf}: PCIe link at {cur_s:g} GT/s below {max_s:g} GT/s while idle",
                            subject=f.bdf, evidence_=evs, expected_value=f"{max_s:g} GT/s under load",
                            impact="GPUs lower the link speed when idle to save power and raise it under load; sample again while the server is busy before calling it a fault.")
+        if not load_known:
+            return unknown(cid, NAME, f"GPU {f.bdf}: PCIe link at {cur_s:g} GT/s below {max_s:g} GT/s; whether the GPU was idle is not captured",
+                           "Idle GPUs lower the link speed, busy ones must not: sample nvidia-smi -q -d PERFORMANCE (or --query-gpu=pstate,clocks_event_reasons.active) "
+                           "with the link speed while the server is under load.", subject=f.bdf, evidence_=evs)
         return finding(cid, NAME, Status.actionable, f"GPU {f.bdf}: PCIe link at {cur_s:g} GT/s below {max_s:g} GT/s while busy",
                        severity=Severity.P0, fix_kind=FixKind.bios, subject=f.bdf, evidence_=evs, expected_value=f"{max_s:g} GT/s",
                        impact="A downtrained link under load halves (or worse) host<->device and peer bandwidth.",

@@ -43,14 +43,19 @@ def _arch(ctx: Context) -> Finding | None:
         return None
     t = ctx.facts.torch_info()
     caps = sorted({g.cuda_capability for g in gpus if g.cuda_capability})
+    cap_src = [(g.sources[-1], f"{g.bdf}: compute capability {g.cuda_capability}") for g in gpus if g.cuda_capability][:1]
+    if not caps and t and t.get("props"):  # the torch probe's device properties name the capability too
+        m = re.findall(r"major=(\d+), minor=(\d+)", " ".join(t["props"]))
+        caps = sorted({f"{a}.{b}" for a, b in m})
+        cap_src = [(ctx.facts.src("torch"), "device properties: compute capability " + ", ".join(caps))] if caps else []
     if not t or not t.get("arch_list"):
-        if t and t.get("props"):
-            m = re.findall(r"major=(\d+), minor=(\d+)", " ".join(t["props"]))
-            caps = sorted(set(caps) | {f"{a}.{b}" for a, b in m})
         return unknown("runtime.torch_arch", NAME, "torch's CUDA arch list: not captured",
                        "The torch probe (run by infergap collect) records torch.cuda.get_arch_list(); GPU compute capability: " + (", ".join(caps) or "unknown") + ".")
     archs = t["arch_list"]
-    evs = evidence((ctx.facts.src("torch"), "arch list: " + " ".join(archs)), *[(g.sources[-1], f"{g.bdf}: compute capability {g.cuda_capability}") for g in gpus[:1]])
+    evs = evidence((ctx.facts.src("torch"), "arch list: " + " ".join(archs)), *cap_src)
+    if not caps:
+        return unknown("runtime.torch_arch", NAME, "torch's CUDA arch list captured; the GPUs' compute capability is not",
+                       "Needs the compute capability: nvidia-smi --query-gpu=compute_cap --format=csv, or nvidia-smi -q (the product name).", evidence_=evs)
     missing = []
     for cap in caps:
         num = cap.replace(".", "")

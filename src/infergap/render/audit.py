@@ -38,6 +38,8 @@ def summary_line(r: AuditReport, grouped: bool = False) -> str:
 
     parts = [f"{n(Status.actionable)} actionable (P0 {s['P0']}, P1 {s['P1']}, P2 {s['P2']})", f"{n(Status.expected)} expected",
              f"{n(Status.unknown)} unknown", f"{n(Status.ok)} ok", f"{c['not_applicable']} not applicable"]
+    if r.summary.get("evidence_unmatched"):
+        parts[2] += f" ({r.summary['evidence_unmatched']} pasted part(s) with no known cause)"
     errs = r.summary.get("investigator_errors") or []
     line = " · ".join(parts) + f" — {len(r.investigators)} investigators in {r.summary['duration_s']:.2f} s"
     if errs:

@@ -1,0 +1,75 @@
+"""driver investigator: driver.cuda_compat, driver.version and gpu.persistence_mode from the seed
+host's /proc/driver/nvidia/version, nvidia-smi -q -x and torch probe, and public pastes."""
+
+from __future__ import annotations
+
+from tests.investigators.memsnap import MemorySnapshot, audit_ids, host_cmds, host_files, one, pasted, replaced, statuses
+
+SEED = "seed-8x-rtxpro6000"
+NVVER = "/proc/driver/nvidia/version"
+
+
+def test_driver_580_supports_torch_cuda_13_ok_citing_both() -> None:
+    f = one(audit_ids(MemorySnapshot(host_files(SEED, NVVER), cmds=host_cmds(SEED, "torch")), "driver"), "driver.cuda_compat")
+    assert f.status == "ok" and f.title == "Driver 580.95.05 supports the stack's CUDA 13.0"
+    assert [(e.source, e.value) for e in f.evidence] == [("files/proc/driver/nvidia/version", "580.95.05"), ("cmds/torch.out", "stack built for CUDA 13.0")]
+    assert f.expected_value == ">= 580.65"
+
+
+def test_stack_cuda_from_the_pip_suffix_when_torch_probe_is_absent() -> None:
+    f = one(audit_ids(MemorySnapshot({}, cmds=host_cmds(SEED, "nvsmi_qx", "pip_list")), "driver"), "driver.cuda_compat")
+    assert f.status == "ok" and ("cmds/pip_list.out", "stack built for CUDA 13.0") in [(e.source, e.value) for e in f.evidence]
+
+
+def test_driver_older_than_the_stacks_cuda_is_p0() -> None:
+    ver = replaced(host_files(SEED, NVVER)[NVVER], "580.95.05", "525.60.13")
+    f = one(audit_ids(MemorySnapshot({NVVER: ver}, cmds=host_cmds(SEED, "torch")), "driver"), "driver.cuda_compat")
+    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P0", "software")
+    assert f.expected_value == ">= 580.65" and "580.65" in f.remedy.note
+
+
+def test_stack_cuda_unknown_is_unknown_with_the_command() -> None:
+    f = one(audit_ids(MemorySnapshot({}, cmds=host_cmds(SEED, "nvsmi_qx")), "driver"), "driver.cuda_compat")
+    assert f.status == "unknown" and "torch.version.cuda" in (f.impact or "")
+    assert [e.value for e in f.evidence] == ["580.95.05", "13.0"]
+
+
+def test_driver_not_captured_is_unknown() -> None:
+    found = audit_ids(MemorySnapshot({}, cmds=host_cmds(SEED, "nvsmi_q", "torch")), "driver")
+    f = one(found, "driver.cuda_compat")
+    assert f.status == "unknown" and "/sys/module/nvidia/version" in (f.impact or "")
+
+
+def test_driver_version_checked_against_known_issues() -> None:
+    f = one(audit_ids(MemorySnapshot({}, cmds=host_cmds(SEED, "nvsmi_qx")), "driver"), "driver.version")
+    assert f.status == "ok" and "none applies" in f.title
+    assert [e.source for e in f.evidence] == ["cmds/nvsmi_qx.out", "signatures.yaml"]
+
+
+def test_pasted_pre_550_driver_is_p2_without_gpu_findings() -> None:
+    found = audit_ids(pasted("sglang-1148-check-env-a800.txt"), "driver")
+    assert set(found) == {"driver.version"}
+    f = found["driver.version"][0]
+    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P2", "software")
+    assert f.evidence[0].value == "NVIDIA driver 525.125.06"
+
+
+def test_persistence_mode_on_for_every_gpu_is_ok() -> None:
+    found = audit_ids(MemorySnapshot({}, cmds=host_cmds(SEED, "nvsmi_q")), "driver")
+    assert statuses(found, "gpu.persistence_mode") == ["ok"] * 8
+    f = found["gpu.persistence_mode"][0]
+    assert (f.subject, f.evidence[0].source, f.evidence[0].value) == ("0000:01:00.0", "cmds/nvsmi_q.out", "Enabled")
+
+
+def test_persistence_mode_off_is_p1_with_exact_revert() -> None:
+    q = replaced(host_cmds("h200-1gpu", "nvsmi_q")["nvsmi_q"], "Persistence Mode                                   : Enabled",
+                 "Persistence Mode                                   : Disabled")
+    f = one(audit_ids(MemorySnapshot({}, cmds={"nvsmi_q": q}), "driver"), "gpu.persistence_mode")
+    assert (f.status, f.severity, f.fix_kind, f.subject) == ("actionable", "P1", "runtime", "0000:00:06.0")
+    assert f.remedy.commands == ["nvidia-smi -i 0000:00:06.0 -pm 1"] and f.remedy.revert == ["nvidia-smi -i 0000:00:06.0 -pm 0"]
+
+
+def test_pasted_nvidia_smi_with_persistence_off() -> None:
+    found = audit_ids(pasted("nvsmi-libc6shim14-rtx5070.txt"), "driver")
+    f = one(found, "gpu.persistence_mode")
+    assert (f.status, f.severity) == ("actionable", "P1") and f.evidence[0].value == "Disabled"

@@ -1,0 +1,101 @@
+"""engine_log investigator: engine.config, engine.cuda_graph, engine.moe_config, engine.kv_pressure,
+engine.oom and its allreduce.custom lines, from public SGLang and vLLM logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.investigators.memsnap import audit_ids, evidence_text, one, pasted, pasted_text, replaced
+
+
+def _log(name: str) -> dict:
+    return audit_ids(pasted(name), "engine_log")
+
+
+def test_sglang_server_args_are_reported_ok_with_the_judged_arguments() -> None:
+    f = one(_log("sglang-9856-server-args-wrapped.log"), "engine.config")
+    assert f.status == "ok" and f.title == "SGLang (version not in log): 46 arguments logged"
+    assert f.evidence[0].source == "evidence/sglang-9856-server-args-wrapped.log" and f.evidence[0].value == "tp_size=8"
+    assert f.details["args"]["tp_size"] == 8
+
+
+def test_vllm_config_line_with_version() -> None:
+    f = one(_log("vllm-15036-engine-config.log"), "engine.config")
+    assert f.status == "ok" and f.title == "vLLM 0.8.0rc2.dev9+g6eaf1e5c: 33 arguments logged"
+    assert f.evidence[0].value == "tensor_parallel_size=4"
+
+
+def test_version_line_alone_is_ok_citing_it(tmp_path: Path) -> None:
+    line = next(l for l in evidence_text("vllm-24162-nondefault.log").splitlines() if "API server version" in l)
+    f = one(audit_ids(pasted_text(tmp_path, "vllm.log", line + "\n"), "engine_log"), "engine.config")
+    assert f.status == "ok" and [e.value for e in f.evidence] == ["vLLM version 0.10.2.dev378+g4d7fe40fc.d20250829"]
+
+
+def test_no_engine_log_no_finding() -> None:
+    assert _log("nccl-1817-shm-8gpu.log") == {}
+
+
+def test_decode_batches_beyond_the_graphs_are_p1() -> None:
+    f = one(_log("sglang-13023-decode-no-graph.log"), "engine.cuda_graph")
+    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P1", "runtime")
+    assert f.title.startswith("2 of 8 decode batches ran without CUDA graphs (running batch up to 46")
+    assert "--cuda-graph-max-bs 64" in f.remedy.commands[0] and f.details["without_graph"] == 2
+
+
+def test_every_decode_batch_with_graphs_is_ok() -> None:
+    f = one(_log("sglang-26248-kv-full.log"), "engine.cuda_graph")
+    assert f.status == "ok" and f.title == "All 3 decode batches ran with CUDA graphs (running batch up to 4)"
+
+
+def test_enforce_eager_is_p1(tmp_path: Path) -> None:
+    text = replaced(evidence_text("vllm-15036-engine-config.log"), "enforce_eager=False", "enforce_eager=True")
+    f = one(audit_ids(pasted_text(tmp_path, "vllm.log", text), "engine_log"), "engine.cuda_graph")
+    assert (f.status, f.severity) == ("actionable", "P1") and f.evidence[0].value == "enforce_eager=True"
+
+
+def test_graphs_not_judged_without_decode_lines() -> None:
+    assert "engine.cuda_graph" not in _log("vllm-15036-engine-config.log")  # enforce_eager=False, no decode lines
+
+
+def test_default_moe_config_is_p2_software() -> None:
+    f = one(_log("vllm-17619-moe-default.log"), "engine.moe_config")
+    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P2", "software")
+    assert f.evidence[0].source == "evidence/vllm-17619-moe-default.log" and f.details["lines"] >= 1
+    assert "engine.moe_config" not in _log("sglang-26248-kv-full.log")  # no MoE line: never ok
+
+
+def test_preemption_is_p1_and_full_usage_p2() -> None:
+    f = one(_log("vllm-546-swap-preempt.log"), "engine.kv_pressure")
+    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P1", "runtime") and f.details["preemptions"] == 1
+    f = one(_log("sglang-6778-token-usage.log"), "engine.kv_pressure")
+    assert (f.status, f.severity) == ("actionable", "P2") and f.title == "KV cache usage reached 96%"
+
+
+def test_decode_without_pressure_is_ok_citing_usage() -> None:
+    f = one(_log("sglang-13023-decode-no-graph.log"), "engine.kv_pressure")
+    assert f.status == "ok" and f.evidence[0].source == "evidence/sglang-13023-decode-no-graph.log"
+
+
+def test_retraction_is_p1(tmp_path: Path) -> None:
+    # The decode lines of a real SGLang log, then the retraction warning as SGLang's hyperparameter-tuning
+    # guide quotes it (https://docs.sglang.ai/advanced_features/hyperparameter_tuning.html).
+    log = evidence_text("sglang-26248-kv-full.log")
+    stamp = log.splitlines()[1].split("]", 1)[0]
+    retract = stamp + "] KV cache pool is full. Retract requests. #retracted_reqs: 1, #new_token_ratio: 0.9998 -> 1.0000\n"
+    f = one(audit_ids(pasted_text(tmp_path, "sglang.log", log + retract), "engine_log"), "engine.kv_pressure")
+    assert (f.status, f.severity) == ("actionable", "P1") and f.details["retractions"] == 1 and "retracted" in f.title
+
+
+def test_custom_allreduce_lines() -> None:
+    f = one(_log("vllm-13719-custom-ar.log"), "allreduce.custom")
+    assert f.status == "expected" and f.severity is None
+    f = one(_log("vllm-4770-custom-ar-no-p2p.log"), "allreduce.custom")
+    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P1", "bios")
+    assert f.evidence[0].value.startswith("Custom allreduce is disabled because")
+
+
+def test_out_of_memory_is_p1_with_the_line() -> None:
+    f = one(_log("vllm-15039-lora-oom.log"), "engine.oom")
+    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P1", "runtime") and f.title == "Out-of-memory reported 1 time(s)"
+    assert "CUDA out of memory. Tried to allocate 128.00 MiB" in f.evidence[0].value
+    assert "engine.oom" not in _log("sglang-26248-kv-full.log")  # no OOM line: never an ok

@@ -1,0 +1,148 @@
+"""gpu_health investigator: every per-GPU check from the one-H200 capture's nvidia-smi -q (one value
+changed per branch), the --query-gpu CSV and the plain table; gpu.present and gpu.health."""
+
+from __future__ import annotations
+
+from tests.investigators.memsnap import MemorySnapshot, audit_ids, host_cmds, host_files, host_text, one, pasted, replaced, statuses
+
+H200 = "h200-1gpu"
+SEED = "seed-8x-rtxpro6000"
+BDF = "0000:00:06.0"
+Q = host_text(H200, "cmds/nvsmi_q.out")
+PAD = " " * 40  # nvidia-smi -q pads every key to one column
+
+
+def _q(*edits: tuple[str, str]) -> dict:
+    q = Q
+    for old, new in edits:
+        q = replaced(q, old, new)
+    return audit_ids(MemorySnapshot({}, cmds={"nvsmi_q": q}), "gpu_health")
+
+
+def _busy(sm_mhz: int) -> tuple[tuple[str, str], ...]:
+    """The idle H200 of the capture as if under load at ``sm_mhz``."""
+    return (("Idle                                           : Active", "Idle                                           : Not Active"),
+            ("GPU                                            : 0 %", "GPU                                            : 97 %"),
+            ("SM                                             : 345 MHz", f"SM                                             : {sm_mhz} MHz"))
+
+
+def test_healthy_idle_h200_every_check_cites_nvidia_smi_q() -> None:
+    found = _q()
+    assert {k: statuses(found, k) for k in found} == {
+        "gpu.ecc": ["ok"], "gpu.clocks": ["expected"], "gpu.power_limit": ["ok"], "gpu.throttle": ["ok"],
+        "gpu.thermals": ["ok"], "gpu.mig": ["ok"], "gpu.compute_mode": ["ok"]}
+    for fs in found.values():
+        assert fs[0].subject == BDF and fs[0].evidence and all(e.source == "cmds/nvsmi_q.out" for e in fs[0].evidence)
+    assert one(found, "gpu.thermals").title == f"GPU {BDF}: 35 °C, 50 °C below slowdown"
+
+
+def test_uncorrectable_ecc_errors_are_p0() -> None:
+    f = one(_q(("DRAM Uncorrectable                         : 0", "DRAM Uncorrectable                         : 2")), "gpu.ecc")
+    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P0", "hardware") and "volatile uncorrectable 2" in f.evidence[0].value
+
+
+def test_pending_row_remap_is_p0() -> None:
+    f = one(_q(("        Pending                                        : No", "        Pending                                        : Yes")), "gpu.ecc")
+    assert (f.status, f.severity) == ("actionable", "P0") and f.remedy.commands == [f"drain the GPU, then nvidia-smi -r -i {BDF}"]
+
+
+def test_ecc_disabled_is_p2_reboot() -> None:
+    f = one(_q(("ECC Mode\n        Current                                        : Enabled", "ECC Mode\n        Current                                        : Disabled")), "gpu.ecc")
+    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P2", "reboot") and f.remedy.revert == [f"nvidia-smi -i {BDF} -e 0"]
+
+
+def test_csv_without_error_counts_or_slowdown_threshold_is_unknown() -> None:
+    found = audit_ids(MemorySnapshot({}, cmds=host_cmds(H200, "nvsmi_csv")), "gpu_health")
+    assert one(found, "gpu.ecc").status == "unknown" and "ROW_REMAPPER" in one(found, "gpu.ecc").impact
+    assert one(found, "gpu.thermals").status == "unknown" and "slowdown threshold" in one(found, "gpu.thermals").title
+    assert one(found, "gpu.throttle").status == "ok"  # the CSV carries clocks_event_reasons.active
+
+
+def test_busy_gpu_at_its_clock_is_ok_and_below_is_p1() -> None:
+    f = one(_q(*_busy(1900)), "gpu.clocks")
+    assert f.status == "ok" and "96% of max under load" in f.title
+    f = one(_q(*_busy(1200)), "gpu.clocks")
+    assert (f.status, f.severity) == ("actionable", "P1") and "only 61% of max while busy" in f.title
+
+
+def test_low_clock_without_load_information_is_unknown() -> None:
+    # The plain table gives neither clocks nor reasons; the CSV gives clocks and reasons: an idle reason there is expected.
+    assert one(audit_ids(MemorySnapshot({}, cmds=host_cmds(H200, "nvsmi")), "gpu_health"), "gpu.clocks").status == "unknown"
+    assert one(audit_ids(MemorySnapshot({}, cmds=host_cmds(H200, "nvsmi_csv")), "gpu_health"), "gpu.clocks").status == "expected"
+
+
+def test_power_limit_below_default_is_p1_with_exact_revert() -> None:
+    f = one(_q(("Current Power Limit                            : 700.00 W", "Current Power Limit                            : 500.00 W")), "gpu.power_limit")
+    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P1", "runtime")
+    assert f.remedy.commands == [f"nvidia-smi -i {BDF} -pl 700"] and f.remedy.revert == [f"nvidia-smi -i {BDF} -pl 500"]
+
+
+def test_power_limit_below_max_without_the_default_is_unknown_not_actionable() -> None:
+    # The CSV has no default limit: 500 W of a 700 W maximum may be the card's default.
+    csv = replaced(host_text(H200, "cmds/nvsmi_csv.out"), "700.00 W, 700.00 W, 700.00 W", "500.00 W, 500.00 W, 700.00 W")
+    f = one(audit_ids(MemorySnapshot({}, cmds={"nvsmi_csv": csv}), "gpu_health"), "gpu.power_limit")
+    assert f.status == "unknown" and "default limit is not captured" in f.title
+    f = one(audit_ids(MemorySnapshot({}, cmds=host_cmds(H200, "nvsmi_csv")), "gpu_health"), "gpu.power_limit")
+    assert f.status == "ok"  # at the maximum, it cannot be below the default
+
+
+def test_hardware_slowdown_now_is_p0() -> None:
+    f = one(_q(("HW Slowdown                                    : Not Active", "HW Slowdown                                    : Active")), "gpu.throttle")
+    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P0", "hardware") and "hw_slowdown" in f.title
+
+
+def test_accumulated_thermal_slowdown_is_p1_past() -> None:
+    f = one(_q(("HW Thermal Slowdown                            : 0 us", "HW Thermal Slowdown                            : 120000000 us")), "gpu.throttle")
+    assert (f.status, f.severity) == ("actionable", "P1") and "has throttled in the past" in f.title
+    assert any("hw_thermal_slowdown 120.0 s" in e.value for e in f.evidence)
+
+
+def test_software_power_cap_is_expected() -> None:
+    f = one(_q(("SW Power Cap                                   : Not Active", "SW Power Cap                                   : Active")), "gpu.throttle")
+    assert f.status == "expected" and f.severity is None
+
+
+def test_throttle_reasons_not_in_the_table_are_unknown() -> None:
+    f = one(audit_ids(MemorySnapshot({}, cmds=host_cmds(H200, "nvsmi")), "gpu_health"), "gpu.throttle")
+    assert f.status == "unknown" and "PERFORMANCE" in f.impact
+
+
+def test_thermal_slowdown_now_is_p0_and_near_the_threshold_p1() -> None:
+    found = _q(("SW Thermal Slowdown                            : Not Active", "SW Thermal Slowdown                            : Active"))
+    f = one(found, "gpu.thermals")
+    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P0", "hardware")
+    # 80 °C: the T.Limit headroom nvidia-smi prints beside it shrinks from 52 to 7 °C (slowdown stays at 85 °C).
+    f = one(_q(("GPU Current Temp                               : 35 C", "GPU Current Temp                               : 80 C"),
+               ("GPU T.Limit Temp                               : 52 C", "GPU T.Limit Temp                               : 7 C")), "gpu.thermals")
+    assert (f.status, f.severity) == ("actionable", "P1") and f.expected_value == "< 75 °C"
+
+
+def test_mig_enabled_and_exclusive_compute_mode_are_p2() -> None:
+    found = _q(("MIG Mode\n        Current                                        : Disabled", "MIG Mode\n        Current                                        : Enabled"),
+               ("Compute Mode                                       : Default", "Compute Mode                                       : Exclusive_Process"))
+    mig, cm = one(found, "gpu.mig"), one(found, "gpu.compute_mode")
+    assert (mig.status, mig.severity, mig.fix_kind) == ("actionable", "P2", "runtime") and mig.remedy.commands == [f"nvidia-smi -i {BDF} -mig 0"]
+    assert (cm.status, cm.severity) == ("actionable", "P2") and cm.remedy.revert == [f"nvidia-smi -i {BDF} -c EXCLUSIVE_PROCESS"]
+
+
+def test_gpu_on_the_bus_without_driver_data_is_unknown() -> None:
+    found = audit_ids(MemorySnapshot(host_files(SEED, "/sys/bus/pci/devices/0000:01:00.0/")), "gpu_health")
+    assert set(found) == {"gpu.health"}
+    f = found["gpu.health"][0]
+    assert (f.status, f.subject) == ("unknown", "0000:01:00.0") and "driver not loaded" in f.impact
+
+
+def test_inventory_missing_is_unknown_and_no_nvidia_gpu_not_applicable() -> None:
+    f = one(audit_ids(MemorySnapshot({}), "gpu_health"), "gpu.present")
+    assert f.status == "unknown" and "nvidia-smi" in f.impact
+    # The seed host's ASPEED BMC alone on the bus: a host with no NVIDIA GPU.
+    bmc = host_files(SEED, "/sys/bus/pci/devices/0000:51:00.0/")
+    assert bmc, "the seed capture lists the BMC at 0000:51:00.0"
+    f = one(audit_ids(MemorySnapshot(bmc), "gpu_health"), "gpu.present")
+    assert f.status == "not_applicable" and f.evidence[0].value == "no NVIDIA display-class function"
+
+
+def test_filtered_pasted_lspci_without_gpu_is_unknown() -> None:
+    f = one(audit_ids(pasted("lspci-torchipc17-plx.txt"), "gpu_health"), "gpu.present")
+    assert f.status == "unknown" and "may be filtered" in f.title
+    assert f.evidence[0].value == "11 PCI functions, none an NVIDIA GPU"
