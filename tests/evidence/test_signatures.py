@@ -91,28 +91,6 @@ def test_peer_access_error_quoted_in_the_singular_is_matched():
     assert hits["cuda.peer_access_unsupported"].count == 3
 
 
-def test_old_nccl_format_is_read():
-    """NCCL 2.2/2.3 lines (``host:pid:tid [dev] INFO Ring 00 : …``, no ``NCCL`` word), as pasted in
-    https://github.com/pytorch/pytorch/issues/7019, give ranks and transports."""
-    from infergap.parsers.nccl import parse_nccl_log
-    from infergap.evidence.recognize import log_kinds
-
-    lines = [
-        "gpu-host:13802:13802 [1] misc/ibvwrap.cu:61 WARN Failed to open libibverbs.so[.1]",
-        "gpu-host:13802:13802 [1] INFO Using internal Network Socket",
-        "NCCL version 2.2.13+cuda9.2",
-        "gpu-host:13802:13802 [0] INFO comm 0xb25bf840 rank 0 nranks 2",
-        "gpu-host:13802:13802 [1] INFO Ring 00 :    0   1",
-        "gpu-host:13802:13802 [0] INFO Ring 00 : 0[0] -> 1[1] via P2P/direct pointer",
-        "gpu-host:13802:13802 [1] INFO Ring 00 : 1[1] -> 0[0] via P2P/direct pointer",
-        "gpu-host:11:11 [0] INFO Ring 01 : 0[1a000] -> 1[1b000] via direct shared memory",
-    ]
-    assert all(log_kinds(ln) == ("nccl_log",) for ln in lines if ln[0] != "N")
-    f = parse_nccl_log(lines)
-    assert f.version == "2.2.13" and f.cuda == "9.2"
-    assert f.transports == {"P2P/direct": 2, "SHM": 1}
-
-
 def test_nccl_info_lines_without_prefix_are_read(tmp_path):
     """NCCL INFO lines pasted without their ``host:pid:tid [dev]`` prefix (people trim it when they
     quote a few lines; the channel lines of https://github.com/vllm-project/vllm/issues/9920, whose
