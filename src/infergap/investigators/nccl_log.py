@@ -37,6 +37,29 @@ _P2P_FAILED = re.compile(r"peer access is not supported|failed to open CUDA IPC 
 """NCCL warnings that say the P2P transport it chose could not be set up."""
 
 
+def _p2p_set_up_failed(label: str, f: NcclLogFacts, intra: list, evidence: list, details: dict) -> Finding | None:
+    """nccl.transport actionable when NCCL chose P2P between GPUs of one host and then warned that
+    P2P could not be set up (error 217, CUDA IPC handle); None otherwise."""
+    src = label
+    p2p_failed = [w for w in f.warnings if _P2P_FAILED.search(w)]
+    if p2p_failed and any(lk.transport.startswith("P2P") for lk in intra):
+        # NCCL picked P2P, then could not set it up (the run aborted or fell back): not ok.
+        return finding(
+            "nccl.transport", Status.actionable, subject=label,
+            severity=Severity.P1, fix_kind=FixKind.runtime,
+            title="NCCL chose P2P between GPUs of one host, but setting up P2P failed",
+            evidence_=evidence + [ev(src, w) for w in p2p_failed[:3]],
+            expected_value="P2P channels that open without a warning",
+            impact="The channels the log lists were never usable: the communicator failed at set-up (or fell back), so these GPUs do not exchange data over P2P.",
+            remedy=Remedy(commands=["nvidia-smi topo -p2p r   # P2P support per GPU pair",
+                                    "NCCL_P2P_DISABLE=1   # in the server's environment when the GPUs have no P2P (GeForce, many VMs)"],
+                          note="GeForce GPUs have no P2P by product design; on datacenter GPUs look at ACS and the IOMMU."),
+            references=["https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#pci-access-control-services-acs"],
+            details=details,
+        )
+    return None
+
+
 def _transport(label: str, f: NcclLogFacts, facts: Facts) -> Finding:
     intra = f.intra_host_links()
     src = label
@@ -97,22 +120,9 @@ def _transport(label: str, f: NcclLogFacts, facts: Facts) -> Finding:
                        evidence_=evidence + [ev(src, why) for _, why in expected[:4]],
                        impact="These GPU pairs cannot use P2P on this platform; NCCL's fallback is the normal path there.",
                        details=details)
-    p2p_failed = [w for w in f.warnings if _P2P_FAILED.search(w)]
-    if p2p_failed and any(lk.transport.startswith("P2P") for lk in intra):
-        # NCCL picked P2P, then could not set it up (the run aborted or fell back): not ok.
-        return finding(
-            "nccl.transport", Status.actionable, subject=label,
-            severity=Severity.P1, fix_kind=FixKind.runtime,
-            title="NCCL chose P2P between GPUs of one host, but setting up P2P failed",
-            evidence_=evidence + [ev(src, w) for w in p2p_failed[:3]],
-            expected_value="P2P channels that open without a warning",
-            impact="The channels the log lists were never usable: the communicator failed at set-up (or fell back), so these GPUs do not exchange data over P2P.",
-            remedy=Remedy(commands=["nvidia-smi topo -p2p r   # P2P support per GPU pair",
-                                    "NCCL_P2P_DISABLE=1   # in the server's environment when the GPUs have no P2P (GeForce, many VMs)"],
-                          note="GeForce GPUs have no P2P by product design; on datacenter GPUs look at ACS and the IOMMU."),
-            references=["https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#pci-access-control-services-acs"],
-            details=details,
-        )
+    failed = _p2p_set_up_failed(label, f, intra, evidence, details)
+    if failed is not None:
+        return failed
     kinds = sorted({lk.transport for lk in intra}) or sorted(f.transports)
     title = "GPUs of one host use " + ", ".join(kinds) if intra else "NCCL transports: " + ", ".join(sorted(f.transports))
     if f.nvls_channels:
