@@ -157,6 +157,33 @@ def test_search_halves_from_a_failing_start_and_a_worst_trial_fails_the_probe():
     assert not slo.judge(_point(5, [20.0, 20.0, 20.0], failed=5), targets).passed  # 5 % failed
 
 
+def test_a_rate_probe_too_short_to_show_a_queue_fails_and_binds_the_search():
+    """30 requests at 32,600/s arrive in 1 ms: all answered within a 2 s TTFT bound proves nothing.
+    A probe must span the largest TTFT/E2E bound and two median request times."""
+    targets = slo.parse_targets("ttft_p99=2s,tpot_p99=100ms")
+
+    def pt(rate: float, n: int, e2e_p50_ms: float) -> PointResult:
+        tr = TrialMetrics(trial=1, duration_s=1, requests=n, completed=n, failed=0, truncated=0,
+                          ttft_ms=Stats(n=n, p99=50.0), tpot_ms=Stats(n=n, p99=5.0), e2e_ms=Stats(n=n, p50=e2e_p50_ms))
+        return PointResult(mode="rate", request_rate=rate, trials=[tr])
+
+    short = slo.judge(pt(32600, 30, 80.0), targets)
+    assert not short.passed and short.too_short
+    assert "arrive within 0.00092 s" in short.reason and "--num-prompts to ≥ 65200" in short.reason
+    assert slo.judge(pt(10, 30, 80.0), targets).passed  # 3 s of arrivals ≥ the 2 s bound
+    slow = slo.judge(pt(10, 30, 2000.0), targets)  # requests of 2 s each: 3 s < 2 × 2 s
+    assert not slow.passed and "2 median request times" in slow.reason
+    # A search over such probes is bound by the probe length, not by an SLO, at low confidence.
+    points: list[PointResult] = []
+    s = slo.Search("rate", targets, points, make_spec=lambda r: r, start=1.0)
+    for load in s:
+        points.append(pt(load, 30, 80.0))
+    cap = s.result
+    assert cap.binding == slo.PROBE_LENGTH and cap.confidence == "low"
+    assert 13.5 <= cap.capacity <= 15 < cap.upper  # 30 requests span ≥ 2 s up to 15/s
+    assert "bound by the probe length, not by an SLO" in cap.line() and "too short" in cap.detail
+
+
 def test_search_needs_percentile_bounds():
     with pytest.raises(UserError, match="--slo"):
         slo.Search("rate", slo.parse_targets("ttft=2s"), [], make_spec=lambda r: r)

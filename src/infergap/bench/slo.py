@@ -16,6 +16,15 @@ trial but not in its worst does not count. A trial passes when each bounded perc
 under its bound and at most :data:`MAX_ERROR_RATE` of its requests failed (a server that fails
 requests is not meeting an SLO however fast the rest are).
 
+A rate probe must also be **long enough to show a queue**: a server slower than the offered rate
+falls behind by a queue that grows with time, so a TTFT (or E2E) bound of B seconds can only be
+broken after at least B seconds of arrivals, and nothing settles before the arrivals span a few
+request times. A probe whose arrivals span (requests / rate) is shorter than the largest TTFT/E2E
+bound, or than :data:`MIN_SPAN_REQUESTS` median E2E times, proves nothing about that rate: it
+fails as *too short* and, when it is what stops the search, the binding constraint is the probe
+length, not the server (raise ``--num-prompts`` or ``--duration``). Without this, 30 requests at
+30,000 req/s arrive in 1 ms, every one is answered within the bound, and any rate "passes".
+
 The capacity reported is the highest passing load; its **confidence** says how tight the
 bracket is and how close the worst trial came to the binding bound; the **binding SLO** is the
 bound the lowest failing load broke by the widest margin.
@@ -37,6 +46,10 @@ MAX_PROBES = 16
 MAX_ERROR_RATE = 0.01
 """A trial with more than 1 % failed requests fails the SLO (the same budget as the bench's)."""
 MAX_DOUBLINGS = 16
+MIN_SPAN_REQUESTS = 2.0
+"""A rate probe's arrivals must span at least this many median E2E times (steady state needs the
+first requests to finish while later ones still arrive: Little's law holds only past that)."""
+PROBE_LENGTH = "probe length"
 
 _KEY = re.compile(r"^(ttft|tpot|itl|e2e)_p(50|90|95|99)$")
 _DUR = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(us|ms|s)?\s*$")
@@ -88,6 +101,8 @@ class Probe(BaseModel):
     spread_pct: dict[str, float | None] = Field(default_factory=dict)
     error_rate: float = 0.0
     client_bound: bool = False
+    #: The arrivals spanned less time than a queue needs to break a bound (see the module doc).
+    too_short: bool = False
     reason: str = ""
 
 
@@ -112,7 +127,8 @@ class Capacity(BaseModel):
         if self.capacity is None:
             return f"SLO capacity: no load tried met {bounds} ({self.detail})"
         up = f", fails at {self.upper:g}" if self.upper is not None else ", no failing load found"
-        bind = f"; binding SLO: {self.binding}" if self.binding else ""
+        bind = (f"; bound by the {PROBE_LENGTH}, not by an SLO" if self.binding == PROBE_LENGTH
+                else f"; binding SLO: {self.binding}" if self.binding else "")
         return (f"SLO capacity: {self.capacity:g}{unit} meets {bounds}{up}{bind}; "
                 f"confidence {self.confidence} ({self.detail})")
 
@@ -144,6 +160,10 @@ def judge(point, targets: list[SLOTarget]) -> Probe:
         if worst > t.bound_ms:
             pr.passed = False
             reasons.append(f"{t.name} {worst:.0f} ms > {t.bound_ms:g} ms in the worst of {len(have)} trial(s)")
+    short = _too_short(point, targets)
+    if short:
+        pr.passed, pr.too_short = False, True
+        reasons.append(short)
     reqs = sum(tr.requests for tr in point.trials)
     failed = sum(tr.failed for tr in point.trials)
     pr.error_rate = failed / reqs if reqs else 0.0
@@ -152,6 +172,28 @@ def judge(point, targets: list[SLOTarget]) -> Probe:
         reasons.append(f"{failed} of {reqs} requests failed")
     pr.reason = "; ".join(reasons) or "all bounds met in every trial"
     return pr
+
+
+def _too_short(point, targets: list[SLOTarget]) -> str | None:
+    """Why a rate probe is too short to judge (``None`` when long enough, or not a rate probe).
+
+    Arrival span of a trial = requests / offered rate (s); needed = the largest TTFT/E2E bound (s)
+    and :data:`MIN_SPAN_REQUESTS` × the trial's median E2E (s), whichever is larger."""
+    rate = point.request_rate if point.mode == "rate" else None
+    if not rate or not point.trials:
+        return None
+    queue_bound_s = max((t.bound_ms / 1e3 for t in targets if t.metric in ("ttft", "e2e")), default=0.0)
+    for tr in point.trials:
+        span = tr.requests / rate
+        e2e_med_s = (tr.e2e_ms.p50 or 0.0) / 1e3
+        need = max(queue_bound_s, MIN_SPAN_REQUESTS * e2e_med_s)
+        if span < need:
+            why = (f"the largest TTFT/E2E bound ({queue_bound_s:g} s)" if need == queue_bound_s
+                   else f"{MIN_SPAN_REQUESTS:g} median request times ({e2e_med_s:.2g} s each)")
+            return (f"too short to judge: {tr.requests} requests at {rate:g}/s arrive within {span:.3g} s, "
+                    f"less than {why}; a queue cannot show in that time (raise --num-prompts to "
+                    f"≥ {math.ceil(need * rate)} or use --duration)")
+    return None
 
 
 class Search:
@@ -227,6 +269,8 @@ class Search:
                 r.binding = max(over, key=over.get)
             elif hi_probe.error_rate > MAX_ERROR_RATE:
                 r.binding = f"error budget ({hi_probe.error_rate * 100:.1f} % failed)"
+            elif hi_probe.too_short:
+                r.binding = PROBE_LENGTH
         if lo is None:
             r.confidence = "low"
             r.detail = stopped or (hi_probe.reason if hi_probe else "no probe ran")
@@ -252,7 +296,12 @@ class Search:
             r.detail += "; the client was the limit at " + " and ".join(f"{p.load:g}" for p in cb) + \
                 ": the capacity may be the client's, not the server's"
         spread = max((v for v in (lo_probe.spread_pct.values() if lo_probe else []) if v is not None), default=0.0)
-        if hi is not None and tight and trials >= 3 and spread <= 10 and not stopped and not cb:
+        if r.binding == PROBE_LENGTH:
+            r.detail += (f"; every probe above {lo:g} was too short to show a queue: the server's capacity "
+                         "may be higher, this is the most these probes can prove")
+        if r.binding == PROBE_LENGTH:
+            r.confidence = "low"
+        elif hi is not None and tight and trials >= 3 and spread <= 10 and not stopped and not cb:
             r.confidence = "high"
         elif hi is not None and trials >= 2:
             r.confidence = "medium"
