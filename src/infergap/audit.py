@@ -15,8 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import Any, Callable
 
+from infergap.checks import get as check, investigator_failed, unknown
 from infergap.facts import Facts
-from infergap.findings import Evidence, Finding, Status
+from infergap.findings import Evidence, Finding
 from infergap.investigators import REGISTRY
 from infergap.investigators.base import Context
 from infergap.investigators.evidence_files import unmatched
@@ -39,8 +40,7 @@ def _run_one(mod: ModuleType, ctx: Context, progress: ProgressFn | None) -> tupl
     except Exception as e:  # an investigator bug must not take the report down
         log.debug("investigator %s failed:\n%s", name, traceback.format_exc())
         err = f"{type(e).__name__}: {e}"
-        found = [Finding(id=f"{name}.error", investigator=name, status=Status.unknown,
-                         title=f"Investigator {name} failed", impact=f"Its checks could not run: {err}")]
+        found = [investigator_failed(name, err)]
     dt = time.perf_counter() - t0
     if progress:
         progress(name, "error" if err else "done")
@@ -91,17 +91,14 @@ def run_audit(
     except Exception as e:
         log.warning("evidence accounting failed: %s: %s", type(e).__name__, e)
     for src, msg in sorted(facts.problems.items()):
-        findings.append(Finding(id="evidence.unreadable", investigator="snapshot", status=Status.unknown, subject=src,
-                                title=f"Unreadable evidence: {src}", impact=msg))
+        findings.append(unknown("evidence.unreadable", f"Unreadable evidence: {src}", msg, subject=src))
     denied = snap.unreadable_under("/") + snap.unreadable_under("cmds") + snap.unreadable_under("probes")
     if denied:
         reasons = sorted({r for _p, r in denied})
-        findings.append(Finding(
-            id="evidence.unreadable", investigator="snapshot", status=Status.unknown, subject="files",
-            title=f"{len(denied)} file(s) could not be read ({', '.join(reasons)})",
-            evidence=[Evidence(source=p, value=r) for p, r in denied[:5]],
-            impact="What these files hold is unknown, not absent: the checks that need them report unknown. "
-                   "Run the audit as root (or make the snapshot readable) to find out."))
+        findings.append(unknown(
+            "evidence.unreadable", f"{len(denied)} file(s) could not be read ({', '.join(reasons)})",
+            check("evidence.unreadable").text("denied"),
+            subject="files", evidence_=[Evidence(source=p, value=r) for p, r in denied[:5]]))
     try:
         host = host_summary(snap, facts)
     except Exception as e:  # bad evidence must not cost the report (same rule as investigators)

@@ -14,14 +14,31 @@ from __future__ import annotations
 
 from functools import lru_cache
 from importlib import resources
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from infergap.errors import UserError
+from infergap.findings import Action, Evidence, Finding, FixKind, Remedy, Severity, Status
 
 FixKindName = Literal["runtime", "software", "reboot", "bios", "hardware"]
+ActionType = Literal["sysctl", "setpci", "modprobe", "cpuidle", "nvidia_persistence"]
+
+#: File the persistent sysctl settings are written to (sysctl.d(5): later names win).
+SYSCTL_D = "/etc/sysctl.d/90-infergap.conf"
+
+
+class ActionSpec(BaseModel):
+    """An executable remedy a check may declare: the action type and the targets ``infergap fix``
+    may touch with it (sysctl keys, module names, setpci register expressions). An empty
+    ``targets`` means the target comes from the host and is checked by the handler's own pattern
+    (a cpuidle state name, a GPU's PCI address)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: ActionType
+    targets: tuple[str, ...] = ()
 
 
 class Check(BaseModel):
@@ -31,18 +48,27 @@ class Check(BaseModel):
 
     id: str = Field(pattern=r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
     investigator: str
-    also_from: tuple[str, ...] = ()
     title: str
     reads: tuple[str, ...]
     ok_needs: str
     decides: str
     fix_kind: FixKindName | None
+    severity: Literal["P0", "P1", "P2"] | None = None
+    signatures: bool = False
+    names_cause: bool = True
+    thresholds: dict[str, int | float] = Field(default_factory=dict)
+    lists: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    tables: dict[str, dict[str, str]] = Field(default_factory=dict)
+    texts: dict[str, str] = Field(default_factory=dict)
+    actions: tuple[ActionSpec, ...] = ()
     source: str = Field(min_length=8)
 
-    @property
-    def emitters(self) -> set[str]:
-        """Every investigator allowed to report this id: the owner and ``also_from``."""
-        return {self.investigator, *self.also_from}
+    def text(self, name: str, **values: object) -> str:
+        """The catalog text ``name`` of this check with ``{placeholders}`` filled from ``values``.
+
+        Raises KeyError when the entry has no such text (a mistake in the code, not in the input).
+        """
+        return self.texts[name].format(**values) if values else self.texts[name]
 
 
 class _Catalog(BaseModel):
@@ -60,7 +86,11 @@ def load() -> dict[str, Check]:
     text = resources.files("infergap").joinpath("data/checks.yaml").read_text(encoding="utf-8")
     try:
         cat = _Catalog.model_validate(yaml.safe_load(text))
-    except (ValidationError, yaml.YAMLError) as e:
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise UserError(f"check catalog data/checks.yaml is not valid: {where}: {err['msg']}") from None
+    except yaml.YAMLError as e:
         raise UserError(f"check catalog data/checks.yaml is not valid: {str(e).splitlines()[0]}") from None
     out: dict[str, Check] = {}
     for c in cat.checks:
@@ -80,6 +110,119 @@ def get(check_id: str) -> Check:
     near = difflib.get_close_matches(check_id, list(cat), n=3, cutoff=0.5)
     hint = f" (did you mean {', '.join(near)}?)" if near else f" ({len(cat)} checks: infergap checks lists them)"
     raise UserError(f"no check with id {check_id!r}{hint}")
+
+
+def threshold(check_id: str, name: str) -> int | float:
+    """The threshold ``name`` of a check (``thresholds:`` of its catalog entry)."""
+    return load()[check_id].thresholds[name]
+
+
+def action_targets(action_type: str) -> dict[str, str]:
+    """Every target the catalog lets ``infergap fix`` touch with ``action_type``, mapped to the
+    check id that declares it: the remedy allow-list.
+
+    >>> action_targets("setpci")["CAP_EXP+8.w"]
+    'pcie.max_read_request'
+    """
+    return {t: c.id for c in load().values() for a in c.actions if a.type == action_type for t in a.targets}
+
+
+def finding(
+    check_id: str,
+    status: Status,
+    title: str | None = None,
+    *,
+    subject: str | None = None,
+    evidence_: list[Evidence] | None = None,
+    severity: Severity | None = None,
+    fix_kind: FixKind | None = None,
+    expected_value: str | None = None,
+    impact: str | None = None,
+    remedy: Remedy | None = None,
+    references: list[str] | None = None,
+    details: dict[str, Any] | None = None,
+) -> Finding:
+    """The one constructor of audit findings: a :class:`~infergap.findings.Finding` of the catalog
+    entry ``check_id``.
+
+    The entry gives the investigator (its owner: an id is reported under one name only), the
+    title when none is passed, the fix kind and the severity when the check is actionable and
+    the caller passes none (a check whose severity depends on what was measured passes it). The
+    caller passes what it measured: the status, the subject, the evidence, the expected value,
+    and the impact and remedy texts (from :meth:`Check.text` where they are the check's own
+    knowledge). Severity and fix kind are dropped unless the status is actionable.
+
+    Raises :class:`~infergap.errors.UserError` for an id that is not in the catalog.
+    """
+    c = get(check_id)
+    act = status == Status.actionable
+    if act and fix_kind is None and c.fix_kind is not None:
+        fix_kind = FixKind(c.fix_kind)
+    if act and severity is None and c.severity is not None:
+        severity = Severity(c.severity)
+    return Finding(
+        id=check_id,
+        investigator=c.investigator,
+        status=status,
+        title=c.title if title is None else title,
+        subject=subject,
+        severity=severity if act else None,
+        fix_kind=fix_kind if act else None,
+        evidence=evidence_ or [],
+        expected_value=expected_value,
+        impact=impact,
+        remedy=remedy,
+        references=references or [],
+        details=details or {},
+    )
+
+
+def investigator_failed(name: str, error: str) -> Finding:
+    """The ``unknown`` finding ``<name>.error`` of an investigator that raised: its checks could
+    not run (``error`` is the exception, one line). The one finding whose id is not in the catalog."""
+    return Finding(id=f"{name}.error", investigator=name, status=Status.unknown,
+                   title=f"Investigator {name} failed", impact=f"Its checks could not run: {error}")
+
+
+def unknown(check_id: str, title: str, why: str, *, subject: str | None = None, evidence_: list[Evidence] | None = None) -> Finding:
+    """An ``unknown`` finding of ``check_id``: the evidence needed is missing or unreadable; ``why`` says which."""
+    return finding(check_id, Status.unknown, title, impact=why, subject=subject, evidence_=evidence_)
+
+
+def not_applicable(check_id: str, title: str, why: str, *, evidence_: list[Evidence] | None = None, subject: str | None = None) -> Finding:
+    """A ``not_applicable`` finding of ``check_id`` with the reason."""
+    return finding(check_id, Status.not_applicable, title, impact=why, evidence_=evidence_, subject=subject)
+
+
+def sysctl_command(key: str, value: str) -> str:
+    """``sysctl -w key=value``, the value single-quoted when it holds whitespace (``tcp_rmem``).
+
+    >>> sysctl_command("net.ipv4.tcp_rmem", "4096 131072 16777216")
+    "sysctl -w net.ipv4.tcp_rmem='4096 131072 16777216'"
+    """
+    return f"sysctl -w {key}='{value}'" if any(ch.isspace() for ch in value) else f"sysctl -w {key}={value}"
+
+
+def sysctl_remedy(settings: list[tuple[str, str, str]], *, host_controlled: bool = False, note: str | None = None) -> Remedy:
+    """Runtime remedy for sysctls, each ``(key, good value, current value)``: ``sysctl -w`` now,
+    a line per key in :data:`SYSCTL_D` to persist, and the exact revert of each.
+
+    ``host_controlled`` (the audit ran in a container and the keys are the host's) puts a note in
+    front saying the commands are for the host.
+    """
+    if host_controlled:
+        note = ("Inside a container: this kernel setting belongs to the host; run these commands on the host. " + (note or "")).strip()
+    revert: list[str] = []
+    for key, _good, current in settings:
+        revert += [sysctl_command(key, current), f"sed -i '/^{key} = /d' {SYSCTL_D}"]
+    return Remedy(
+        commands=[sysctl_command(key, good) for key, good, _ in settings],
+        persist=[f"echo '{key} = {good}' >> {SYSCTL_D}" for key, good, _ in settings] + [f"sysctl -p {SYSCTL_D}"],
+        revert=revert,
+        actions=[Action(type="sysctl", target=key, value=good, previous=current) for key, good, current in settings],
+        host_controlled=host_controlled,
+        note=note,
+    )
 
 
 def matching(prefix: str | None) -> list[Check]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -141,36 +142,97 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
         raise UserError(f"--output-dir {out}: cannot create ({e.strerror or e})") from None
     if not re.match(r"^https?://[^/\s]+", url):
         raise UserError(f"--url {url}: not an http:// or https:// URL")
-    res = DoctorResult()
-    say = progress or (lambda stage, msg: None)
+    run = _Run(out, DoctorResult(), progress or (lambda stage, msg: None), [snapshot, *(evidence or [])])
+    cfg = _server_stage(run, url, api_key)  # first: the audit's server investigator reads it
+    audit, logs, snap = _audit_stage(run, cfg, snapshot, evidence)
+    settings = sweep_settings(quick, sweep)
+    try:
+        rl = _roofline_stage(run, cfg, snap, snapshot, settings, model, gpu, gpus)
+    finally:
+        if snap is not None:
+            snap.close()
+    bench = _bench_stage(run, url, served_model, settings, max_error_rate, progress is not None)
+    res = run.res
 
-    def write(name: str, text: str) -> None:
-        p = out / name
-        write_atomic(p, text, inputs=[snapshot, *(evidence or [])], option="--output-dir")
-        res.files[name] = str(p)
+    # plan
+    from infergap.render.plan import render_json, render_markdown
 
-    def stage(name: str, status: str, detail: str | None = None) -> None:
-        res.stages.append(Stage(name=name, status=status, detail=detail))
-        say(name, f"{status}" + (f": {detail}" if detail else ""))
+    plan = build_plan(audit=audit, roofline=rl, bench=bench, server=cfg if cfg is not None and cfg.reachable else None,
+                      engine_logs=logs, stages=list(res.stages))
+    res.plan = plan
+    run.write("plan.json", render_json(plan))
+    run.write("plan.md", render_markdown(plan))
+    run.stage("plan", "ok", f"{len(plan.levers)} lever(s), {len(plan.wont_help)} will-not-help, {len(plan.unknowns)} unknown(s)")
+    plan.stages = list(res.stages)
+    run.write("plan.json", render_json(plan))
 
-    # 1. server introspection (first: the audit's server investigator reads it)
+    # report
+    from infergap.render.report import render_html, render_report_markdown
+
+    res.duration_s = time.monotonic() - t0
+    run.write("report.md", render_report_markdown(plan, audit, rl, bench))
+    run.write("report.html", render_html(plan, audit=audit, roofline=rl, bench=bench, server=cfg, duration_s=res.duration_s))
+    return res
+
+
+@dataclass
+class _Run:
+    """One doctor run's output directory, result and progress callback, shared by the stages."""
+
+    out: Path
+    res: DoctorResult
+    say: Callable[[str, str], None]
+    inputs: list[Any]
+
+    def write(self, name: str, text: str) -> None:
+        """Write one artefact atomically (never over an input) and list it in the result."""
+        p = self.out / name
+        write_atomic(p, text, inputs=self.inputs, option="--output-dir")
+        self.res.files[name] = str(p)
+
+    def stage(self, name: str, status: str, detail: str | None = None) -> None:
+        """Record a stage's status and report it to the progress callback."""
+        self.res.stages.append(Stage(name=name, status=status, detail=detail))
+        self.say(name, f"{status}" + (f": {detail}" if detail else ""))
+
+
+def sweep_settings(quick: bool, sweep: dict[str, Any] | None) -> dict[str, Any]:
+    """The bench sweep's settings: :data:`QUICK` or :data:`FULL` with ``sweep``'s overrides (a
+    concurrency list without a request count counts per concurrency). Raises UserError for an
+    unknown key."""
+    settings = dict(QUICK if quick else FULL)
+    for k, v in (sweep or {}).items():
+        if k not in settings:
+            raise UserError(f"sweep setting {k!r}: not one of {', '.join(settings)}")
+        settings[k] = v
+    if sweep and "concurrency" in sweep and "num_prompts" not in sweep:
+        settings["num_prompts"] = None
+    return settings
+
+
+def _server_stage(run: _Run, url: str, api_key: str | None) -> Any:
+    """Introspect the server (``server.json``); the config, or None when introspection failed."""
     from infergap.server import introspect
 
     cfg = None
     try:
         cfg = introspect(url, api_key=api_key)
-        write("server.json", cfg.model_dump_json(indent=2, exclude={"raw"}))
+        run.write("server.json", cfg.model_dump_json(indent=2, exclude={"raw"}))
         detail = f"{cfg.engine or 'unknown engine'} {cfg.version or ''}".strip()
         if cfg.engine == "llama.cpp" and cfg.n_slots:
             detail += f"; {cfg.n_slots} slot(s) of {cfg.slot_context or '?'} tokens"
         if cfg.metrics_enabled is False:
             detail += "; /metrics is off (start the server with --metrics for queue and token counters)"
-        stage("server", "ok" if cfg.reachable else "failed", detail if cfg.reachable else plain("; ".join(cfg.errors[:2])))
-        res.reachable = bool(cfg.reachable)
+        run.stage("server", "ok" if cfg.reachable else "failed", detail if cfg.reachable else plain("; ".join(cfg.errors[:2])))
+        run.res.reachable = bool(cfg.reachable)
     except Exception as e:  # a stage failing must not stop the others
-        stage("server", "failed", plain(e))
+        run.stage("server", "failed", plain(e))
+    return cfg
 
-    # 2. audit (+ evidence)
+
+def _audit_stage(run: _Run, cfg: Any, snapshot: str | None, evidence: list[str] | None) -> tuple[Any, list[tuple[str, Any]], Any]:
+    """Audit the host or snapshot with the evidence (``audit.json``): (the report or None, the
+    engine logs found, the snapshot, left open for the roofline; the caller closes it)."""
     from infergap.audit import run_audit
     from infergap.evidence.snapshot import open_with_evidence
     from infergap.plan.inputs import engine_logs_from
@@ -182,34 +244,37 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
         snap = open_with_evidence(snapshot, list(evidence or []), host=True)
         audit = run_audit(snap, server=cfg if cfg is not None and cfg.reachable else None)
         logs = engine_logs_from(snap)
-        write("audit.json", dumps(audit.to_json(), indent=2, ensure_ascii=False) + "\n")
-        stage("audit", "ok", audit.host.get("gpu_summary"))
+        run.write("audit.json", dumps(audit.to_json(), indent=2, ensure_ascii=False) + "\n")
+        run.stage("audit", "ok", audit.host.get("gpu_summary"))
     except Exception as e:
-        stage("audit", "failed", plain(e))
+        run.stage("audit", "failed", plain(e))
+    return audit, logs, snap
 
-    # 3. roofline
-    from infergap.roofline import Parallel, Workload, bounds, host_gpus, load_hardware, load_model
+
+def _load_spec(model: str | None, cfg: Any) -> Any:
+    """The roofline's model: ``model``, else the first of the server's names that loads. Raises
+    UserError when none does."""
+    from infergap.roofline import load_model
+
+    names = [model] if model else _model_candidates(cfg)
+    errs = []
+    for n in names:
+        try:
+            return load_model(n, _gguf_overrides(cfg, n))
+        except UserError as e:
+            errs.append(str(e))
+    raise UserError("model unknown: pass --model CONFIG|NAME" + (f" ({errs[0]})" if errs else " (the server did not report one)"))
+
+
+def _roofline_stage(run: _Run, cfg: Any, snap: Any, snapshot: str | None, settings: dict[str, Any],
+                    model: str | None, gpu: str | None, gpus: int | None) -> Any:
+    """Bound the model on the audited host's GPUs (or ``gpu`` × ``gpus``) at the server's TP and
+    the sweep's concurrencies (``roofline.json``); the result, or None when skipped or failed."""
+    from infergap.roofline import Parallel, Workload, bounds, host_gpus, load_hardware
     from infergap.snapshot import open_snapshot
 
-    settings = dict(QUICK if quick else FULL)
-    for k, v in (sweep or {}).items():
-        if k not in settings:
-            raise UserError(f"sweep setting {k!r}: not one of {', '.join(settings)}")
-        settings[k] = v
-    if sweep and "concurrency" in sweep and "num_prompts" not in sweep:
-        settings["num_prompts"] = None
-    rl = None
     try:
-        names = [model] if model else _model_candidates(cfg)
-        spec, errs = None, []
-        for n in names:
-            try:
-                spec = load_model(n, _gguf_overrides(cfg, n))
-                break
-            except UserError as e:
-                errs.append(str(e))
-        if spec is None:
-            raise UserError("model unknown: pass --model CONFIG|NAME" + (f" ({errs[0]})" if errs else " (the server did not report one)"))
+        spec = _load_spec(model, cfg)
         host = None
         if not gpu:  # --gpu auto: the GPUs of the host the audit read, handed to the roofline
             if snap is not None:
@@ -220,61 +285,45 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
         hw = load_hardware(gpu or "auto", gpus if gpus else (None if not gpu else (cfg.tp_size if cfg and cfg.tp_size else 1)), host=host)
         tp = (cfg.tp_size if cfg is not None and cfg.tp_size else None) or hw.count
         rl = bounds(spec, hw, Parallel(tp=min(tp, hw.count)), Workload(batches=list(settings["concurrency"])))
-        write("roofline.json", dumps(rl.to_json_dict(), indent=2) + "\n")
-        stage("roofline", "ok", f"{spec.name} on {hw.count} × {hw.gpu.label}, TP{min(tp, hw.count)}")
+        run.write("roofline.json", dumps(rl.to_json_dict(), indent=2) + "\n")
+        run.stage("roofline", "ok", f"{spec.name} on {hw.count} × {hw.gpu.label}, TP{min(tp, hw.count)}")
+        return rl
     except UserError as e:
-        stage("roofline", "skipped", plain(e))
+        run.stage("roofline", "skipped", plain(e))
     except Exception as e:
-        stage("roofline", "failed", plain(e))
-    finally:
-        if snap is not None:
-            snap.close()
+        run.stage("roofline", "failed", plain(e))
+    return None
 
-    # 4. bench sweep
+
+def _bench_stage(run: _Run, url: str, served_model: str | None, settings: dict[str, Any], max_error_rate: float,
+                 live_progress: bool) -> Any:
+    """The bench sweep (``bench.json``, rewritten after every point); the result or None. With
+    ``live_progress`` (a command line is watching) a live line per point on a terminal."""
     from infergap.bench.models import BenchSettings
     from infergap.bench.runner import run as run_bench
 
-    bench = None
     try:
         bs = BenchSettings(concurrency=list(settings["concurrency"]), trials=settings["trials"], warmup=settings["warmup"],
                            input_len=settings["input_len"], output_len=settings["output_len"], num_prompts=settings["num_prompts"],
                            max_error_rate=max_error_rate)
         live = None
-        if progress is not None:  # a command line is watching: a live line per point on a terminal
+        if live_progress:
             from infergap.render.bench import BenchProgress
 
             live = BenchProgress()
         try:
-            bench = run_bench(url, served_model, bs, on_partial=lambda r: write("bench.json", r.to_json() + "\n"),
+            bench = run_bench(url, served_model, bs, on_partial=lambda r: run.write("bench.json", r.to_json() + "\n"),
                               progress=live.hooks() if live is not None else None)
         finally:
             if live is not None:
                 live.stop()
-        write("bench.json", bench.to_json() + "\n")
-        res.points = len(bench.points)
-        res.invalid_points = len(bench.invalid_points)
-        res.reachable = True  # the bench raises before any load when the server does not answer
+        run.write("bench.json", bench.to_json() + "\n")
+        run.res.points = len(bench.points)
+        run.res.invalid_points = len(bench.invalid_points)
+        run.res.reachable = True  # the bench raises before any load when the server does not answer
         status, detail = bench_stage(bench)
-        stage("bench", status, detail)
+        run.stage("bench", status, detail)
+        return bench
     except Exception as e:
-        stage("bench", "failed", plain(e))
-
-    # 5. plan
-    from infergap.render.plan import render_json, render_markdown
-
-    plan = build_plan(audit=audit, roofline=rl, bench=bench, server=cfg if cfg is not None and cfg.reachable else None,
-                      engine_logs=logs, stages=list(res.stages))
-    res.plan = plan
-    write("plan.json", render_json(plan))
-    write("plan.md", render_markdown(plan))
-    stage("plan", "ok", f"{len(plan.levers)} lever(s), {len(plan.wont_help)} will-not-help, {len(plan.unknowns)} unknown(s)")
-    plan.stages = list(res.stages)
-    write("plan.json", render_json(plan))
-
-    # 6. report
-    from infergap.render.report import render_html, render_report_markdown
-
-    res.duration_s = time.monotonic() - t0
-    write("report.md", render_report_markdown(plan, audit, rl, bench))
-    write("report.html", render_html(plan, audit=audit, roofline=rl, bench=bench, server=cfg, duration_s=res.duration_s))
-    return res
+        run.stage("bench", "failed", plain(e))
+    return None

@@ -232,81 +232,23 @@ def _apply_metrics(cfg: ServerConfig, text: str, source: str) -> None:
 
 
 def _apply(cfg: ServerConfig, path: str, data: Any, text: str) -> None:
-    """Fill ``cfg`` from one endpoint's answer."""
+    """Fill ``cfg`` from one endpoint's answer (``data`` its JSON, ``text`` its body)."""
     src = f"GET {path}"
     if path in ("/server_info", "/get_server_info") and isinstance(data, dict):
-        if "tp_size" in data or "internal_states" in data or "model_path" in data:
-            cfg.put("engine", "sglang", src)
-        elif "vllm_config" in data or "vllm_env" in data:
-            cfg.put("engine", "vllm", src)
-        cfg.put("version", data.get("version"), src)
-        args = dict(data)
-        vc = data.get("vllm_config")
-        if isinstance(vc, dict):
-            for sect in vc.values():
-                if isinstance(sect, dict):
-                    args.update({k: v for k, v in sect.items() if k not in args})
-        elif isinstance(vc, str):
-            from infergap.parsers.engine_log import parse_kv_repr
-
-            args.update(parse_kv_repr(vc))
-        cfg.apply_args(args, src)
-        states = data.get("internal_states")
-        if isinstance(states, list) and states and isinstance(states[0], dict):
-            cfg.apply_args(states[0], src)
+        _apply_server_info(cfg, data, src)
     elif path in ("/model_info", "/get_model_info") and isinstance(data, dict):
         cfg.put("model", data.get("model_path"), src)
     elif path == "/version" and isinstance(data, dict):
         cfg.put("version", data.get("version"), src)
         cfg.put("engine", "vllm", src)
     elif path == "/props" and isinstance(data, dict):
-        cfg.put("engine", "llama.cpp", src)
-        cfg.put("n_slots", data.get("total_slots"), src)
-        cfg.put("max_running_requests", data.get("total_slots"), src)
-        cfg.put("model", data.get("model_path"), src)
-        cfg.put("version", data.get("build_info"), src)
-        cfg.put("model_type", data.get("model_ftype"), src)
-        if isinstance(data.get("endpoint_metrics"), bool):
-            cfg.put("metrics_enabled", data["endpoint_metrics"], src)
-        gen = data.get("default_generation_settings")
-        if isinstance(gen, dict):
-            cfg.put("context_length", gen.get("n_ctx"), src)
-            cfg.put("slot_context", gen.get("n_ctx"), src)
+        _apply_props(cfg, data, src)
     elif path == "/slots" and isinstance(data, list):
-        slots = [x for x in data if isinstance(x, dict)]
-        if slots and all("n_ctx" in x for x in slots):
-            cfg.put("engine", "llama.cpp", src)
-            cfg.put("n_slots", len(slots), src)
-            cfg.put("slot_context", slots[0].get("n_ctx"), src)
-            cfg.put("slots_processing", sum(1 for x in slots if x.get("is_processing")), src)
-            cfg.put("speculative", any(bool(x.get("speculative")) for x in slots), src)
-            ctxs = [x.get("n_ctx") for x in slots]
-            if all(isinstance(c, int) for c in ctxs):
-                cfg.raw["slot_contexts"] = ctxs
+        _apply_slots(cfg, data, src)
     elif path == "/metrics":
         _apply_metrics(cfg, text, src)
     elif path == "/v1/models" and isinstance(data, dict):
-        items = data.get("data")
-        if isinstance(items, list) and items and isinstance(items[0], dict):
-            m = items[0]
-            cfg.put("served_model_name", m.get("id"), src)
-            cfg.put("context_length", m.get("max_model_len"), src)
-            if m.get("owned_by") == "vllm":
-                cfg.put("engine", "vllm", src)
-            elif m.get("owned_by") == "sglang":
-                cfg.put("engine", "sglang", src)
-            elif m.get("owned_by") == "llamacpp":
-                cfg.put("engine", "llama.cpp", src)
-            elif m.get("owned_by") == "local" and isinstance(m.get("status"), dict):
-                # transformers serve (transformers/cli/serving: model entries carry a load status)
-                cfg.put("engine", "transformers", src)
-            meta = m.get("meta")
-            if isinstance(meta, dict):
-                cfg.put("context_length", meta.get("n_ctx"), src)
-                cfg.put("slot_context", meta.get("n_ctx"), src)
-                cfg.put("train_context", meta.get("n_ctx_train"), src)
-                cfg.put("n_params", meta.get("n_params"), src)
-                cfg.put("model_bytes", meta.get("size"), src)
+        _apply_models(cfg, data, src)
     elif path == "/openapi.json" and isinstance(data, dict):
         title = str((data.get("info") or {}).get("title", ""))
         paths = data.get("paths") if isinstance(data.get("paths"), dict) else {}
@@ -316,6 +258,86 @@ def _apply(cfg: ServerConfig, path: str, data: Any, text: str) -> None:
         elif "llama" in title.lower():
             cfg.put("engine", "llama.cpp", src)
             cfg.put("version", (data.get("info") or {}).get("version"), src)
+
+
+def _apply_server_info(cfg: ServerConfig, data: dict[str, Any], src: str) -> None:
+    """SGLang's ``/server_info`` (its server args and first scheduler's internal states) or
+    vLLM's (``vllm_config`` as sections or as its repr string)."""
+    if "tp_size" in data or "internal_states" in data or "model_path" in data:
+        cfg.put("engine", "sglang", src)
+    elif "vllm_config" in data or "vllm_env" in data:
+        cfg.put("engine", "vllm", src)
+    cfg.put("version", data.get("version"), src)
+    args = dict(data)
+    vc = data.get("vllm_config")
+    if isinstance(vc, dict):
+        for sect in vc.values():
+            if isinstance(sect, dict):
+                args.update({k: v for k, v in sect.items() if k not in args})
+    elif isinstance(vc, str):
+        from infergap.parsers.engine_log import parse_kv_repr
+
+        args.update(parse_kv_repr(vc))
+    cfg.apply_args(args, src)
+    states = data.get("internal_states")
+    if isinstance(states, list) and states and isinstance(states[0], dict):
+        cfg.apply_args(states[0], src)
+
+
+def _apply_props(cfg: ServerConfig, data: dict[str, Any], src: str) -> None:
+    """llama.cpp's ``/props``: slots, model, build, metrics endpoint and the slot context."""
+    cfg.put("engine", "llama.cpp", src)
+    cfg.put("n_slots", data.get("total_slots"), src)
+    cfg.put("max_running_requests", data.get("total_slots"), src)
+    cfg.put("model", data.get("model_path"), src)
+    cfg.put("version", data.get("build_info"), src)
+    cfg.put("model_type", data.get("model_ftype"), src)
+    if isinstance(data.get("endpoint_metrics"), bool):
+        cfg.put("metrics_enabled", data["endpoint_metrics"], src)
+    gen = data.get("default_generation_settings")
+    if isinstance(gen, dict):
+        cfg.put("context_length", gen.get("n_ctx"), src)
+        cfg.put("slot_context", gen.get("n_ctx"), src)
+
+
+def _apply_slots(cfg: ServerConfig, data: list[Any], src: str) -> None:
+    """llama.cpp's ``/slots``: how many, their context, how many are busy, speculation."""
+    slots = [x for x in data if isinstance(x, dict)]
+    if slots and all("n_ctx" in x for x in slots):
+        cfg.put("engine", "llama.cpp", src)
+        cfg.put("n_slots", len(slots), src)
+        cfg.put("slot_context", slots[0].get("n_ctx"), src)
+        cfg.put("slots_processing", sum(1 for x in slots if x.get("is_processing")), src)
+        cfg.put("speculative", any(bool(x.get("speculative")) for x in slots), src)
+        ctxs = [x.get("n_ctx") for x in slots]
+        if all(isinstance(c, int) for c in ctxs):
+            cfg.raw["slot_contexts"] = ctxs
+
+
+def _apply_models(cfg: ServerConfig, data: dict[str, Any], src: str) -> None:
+    """``/v1/models``: the served name and context, the engine from ``owned_by``, and
+    llama.cpp's model metadata."""
+    items = data.get("data")
+    if isinstance(items, list) and items and isinstance(items[0], dict):
+        m = items[0]
+        cfg.put("served_model_name", m.get("id"), src)
+        cfg.put("context_length", m.get("max_model_len"), src)
+        if m.get("owned_by") == "vllm":
+            cfg.put("engine", "vllm", src)
+        elif m.get("owned_by") == "sglang":
+            cfg.put("engine", "sglang", src)
+        elif m.get("owned_by") == "llamacpp":
+            cfg.put("engine", "llama.cpp", src)
+        elif m.get("owned_by") == "local" and isinstance(m.get("status"), dict):
+            # transformers serve (transformers/cli/serving: model entries carry a load status)
+            cfg.put("engine", "transformers", src)
+        meta = m.get("meta")
+        if isinstance(meta, dict):
+            cfg.put("context_length", meta.get("n_ctx"), src)
+            cfg.put("slot_context", meta.get("n_ctx"), src)
+            cfg.put("train_context", meta.get("n_ctx_train"), src)
+            cfg.put("n_params", meta.get("n_params"), src)
+            cfg.put("model_bytes", meta.get("size"), src)
 
 
 async def _fetch(client: Any, base: str, path: str, headers: dict[str, str], timeout_s: float) -> tuple[str, int | None, str, str | None]:

@@ -89,9 +89,11 @@ def test_dataset_specs():
     s = workloads.parse_dataset("multi-turn:turns=5,think=250ms")
     assert (s.turns, s.think_s) == (5, 0.25)
     assert workloads.parse_dataset("multi-turn:3").think_s == workloads.DEFAULT_THINK_S
+    s = workloads.parse_dataset("multi-turn:5,think=2s")  # the README's spelling
+    assert (s.turns, s.think_s) == (5, 2.0)
     assert workloads.parse_dataset(f"mooncake:{MOONCAKE}").path == str(MOONCAKE)
     assert workloads.parse_dataset("random") is None
-    for bad in ("shared-prefix:4x512", "multi-turn:turns=0", "mooncake:", "nope:1", "shared-prefix:groups=a,prefix=1,suffix=1"):
+    for bad in ("shared-prefix:4x512", "multi-turn:turns=0", "multi-turn:3,turns=4x", "multi-turn:3,bogus=1", "mooncake:", "nope:1", "shared-prefix:groups=a,prefix=1,suffix=1"):
         with pytest.raises(UserError, match="--dataset"):
             workloads.parse_dataset(bad)
 

@@ -177,6 +177,19 @@ def test_log_cut_mid_line(tmp_path):
     assert facts.decode_batches == 8 and facts.decode_no_graph == 2
 
 
+def test_traceback_behind_a_ray_actor_prefix(tmp_path):
+    """Excerpt of https://github.com/hiyouga/EasyR1/issues/579: Ray prefixes each line of the
+    actor's traceback with ``(Runner pid=N) ``; the paste is a traceback, not an unknown file."""
+    p = tmp_path / "ray.txt"
+    p.write_text("(Runner pid=16018) torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/"
+                 "c10d/ProcessGroupNCCL.cpp:3699, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3\n"
+                 "(Runner pid=16018) ncclUnhandledCudaError: Call to CUDA function failed.\n"
+                 "(Runner pid=16018) Last error:\n"
+                 "(Runner pid=16018) Cuda failure 217 'peer access is not supported between these\n")
+    parts, unknown = scan_file(p)
+    assert [x.kind for x in parts] == ["traceback"] and not unknown
+
+
 def test_pip_freeze_and_plain_list_normalised(tmp_path):
     (tmp_path / "freeze.txt").write_text("torch==2.8.0\nsglang[all]==0.5.1.post3\nflashinfer-python==0.2.14\n")
     snap = EvidenceSnapshot(None, [tmp_path / "freeze.txt"])

@@ -82,26 +82,13 @@ def test_line_matching():
     assert xid_signature(999) is None
 
 
-def test_old_nccl_format_is_read():
-    """NCCL 2.2/2.3 lines (``host:pid:tid [dev] INFO Ring 00 : …``, no ``NCCL`` word), as pasted in
-    https://github.com/pytorch/pytorch/issues/7019, give ranks and transports."""
-    from infergap.parsers.nccl import parse_nccl_log
-    from infergap.evidence.recognize import log_kinds
-
-    lines = [
-        "gpu-host:13802:13802 [1] misc/ibvwrap.cu:61 WARN Failed to open libibverbs.so[.1]",
-        "gpu-host:13802:13802 [1] INFO Using internal Network Socket",
-        "NCCL version 2.2.13+cuda9.2",
-        "gpu-host:13802:13802 [0] INFO comm 0xb25bf840 rank 0 nranks 2",
-        "gpu-host:13802:13802 [1] INFO Ring 00 :    0   1",
-        "gpu-host:13802:13802 [0] INFO Ring 00 : 0[0] -> 1[1] via P2P/direct pointer",
-        "gpu-host:13802:13802 [1] INFO Ring 00 : 1[1] -> 0[0] via P2P/direct pointer",
-        "gpu-host:11:11 [0] INFO Ring 01 : 0[1a000] -> 1[1b000] via direct shared memory",
-    ]
-    assert all(log_kinds(ln) == ("nccl_log",) for ln in lines if ln[0] != "N")
-    f = parse_nccl_log(lines)
-    assert f.version == "2.2.13" and f.cuda == "9.2"
-    assert f.transports == {"P2P/direct": 2, "SHM": 1}
+def test_peer_access_error_quoted_in_the_singular_is_matched():
+    """https://github.com/efeslab/Nanoflow/issues/22 quotes the CUDA error as '... two device'."""
+    hits = scan_lines(["I tried run llama3-70B, raise the error `peer access is not supported between these two device`",
+                       "CUDA error 217 at ggml-cuda.cu:6292: peer access is not supported between these two devices",
+                       # https://github.com/hiyouga/EasyR1/issues/579, the line cut where the page wrapped it
+                       "Cuda failure 217 'peer access is not supported between these"])
+    assert hits["cuda.peer_access_unsupported"].count == 3
 
 
 def test_nccl_info_lines_without_prefix_are_read(tmp_path):

@@ -100,3 +100,17 @@ def test_no_nccl_log_no_finding() -> None:
     assert evidence_text("nccl-952-multinode-ipc.log")  # a multi-node log: only the intra-node pairs are judged
     f = one(audit_ids(pasted("nccl-952-multinode-ipc.log"), "nccl_log"), "nccl.transport")
     assert f.status == "ok" and f.title == "GPUs of one host use P2P/IPC"
+
+
+def test_p2p_channels_whose_set_up_failed_are_not_ok(tmp_path: Path) -> None:
+    """Excerpt of https://github.com/ray-project/ray_lightning/issues/24: NCCL lists a P2P/IPC
+    channel, then cannot open the CUDA IPC handle (error 217); the transport must not read ok."""
+    log = ("z-pc:909608:910337 [0] NCCL INFO Channel 00 : 0[2d000] -> 1[2e000] via P2P/IPC\n"
+           "z-pc:909608:910337 [0] transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 217 "
+           "peer access is not supported between these two devices\n"
+           "z-pc:909608:910337 [0] NCCL INFO transport.cc:68 -> 1\n")
+    f = one(audit_ids(pasted_text(tmp_path, "ipc.log", log), "nccl_log"), "nccl.transport")
+    assert (f.status, f.severity) == ("actionable", "P1")
+    assert "failed to open CUDA IPC handle" in f.evidence[-1].value
+    ok = one(audit_ids(pasted_text(tmp_path, "fine.log", log.splitlines()[0] + "\n"), "nccl_log"), "nccl.transport")
+    assert ok.status == "ok"

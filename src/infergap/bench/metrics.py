@@ -123,6 +123,81 @@ def stats(values) -> Stats:
                  p99=float(p99), min=float(a.min()), max=float(a.max()))
 
 
+@dataclass
+class _Tally:
+    """Per-request figures of one trial's completed requests (ms), accumulated by :meth:`add`."""
+
+    ttft: list[float] = field(default_factory=list)
+    tpot: list[float] = field(default_factory=list)
+    itl: list[float] = field(default_factory=list)
+    e2e: list[float] = field(default_factory=list)
+    ttft_i: list[float] = field(default_factory=list)
+    e2e_i: list[float] = field(default_factory=list)
+    in_tok: int = 0
+    out_tok: int = 0
+    truncated: int = 0
+    disagree: int = 0
+    good: int = 0
+    in_src: dict[str, int] = field(default_factory=dict)
+    out_src: dict[str, int] = field(default_factory=dict)
+    finish: dict[str, int] = field(default_factory=dict)
+
+    def add(self, r: RequestRecord, slo: SLO | None) -> None:
+        """Count one completed request: tokens and their source, truncation, count
+        disagreements, TTFT/TPOT/ITL/E2E (from the send and from the intended send), goodput."""
+        fr = r.finish_reason or "none"
+        self.finish[fr] = self.finish.get(fr, 0) + 1
+        n_out, s_out = r.output_tokens()
+        n_in, s_in = r.input_tokens()
+        self.out_src[s_out] = self.out_src.get(s_out, 0) + 1
+        self.in_src[s_in] = self.in_src.get(s_in, 0) + 1
+        self.in_tok += n_in
+        self.out_tok += n_out
+        if r.max_tokens and n_out < r.max_tokens:
+            self.truncated += 1
+        self.disagree += _disagrees(r, n_out, s_out)
+        lat = r.end - r.start
+        self.e2e.append(lat * 1e3)
+        self.e2e_i.append((r.end - r.intended) * 1e3)
+        t_first = None
+        if r.first is not None:
+            t_first = (r.first - r.start) * 1e3
+            self.ttft.append(t_first)
+            self.ttft_i.append((r.first - r.intended) * 1e3)
+        t_pot = None
+        if r.first is not None and n_out > 1:
+            t_pot = (r.end - r.first) * 1e3 / (n_out - 1)
+            self.tpot.append(t_pot)
+        ct = r.chunk_times
+        if len(ct) > 1:
+            per_chunk = max(n_out / len(ct), 1.0)
+            g = np.diff(np.asarray(ct)) * (1e3 / per_chunk)
+            self.itl.extend(g.tolist())
+        if slo is not None:
+            self.good += _meets_slo(slo, t_first, t_pot, lat * 1e3)
+
+
+def _disagrees(r: RequestRecord, n_out: int, s_out: str) -> bool:
+    """Whether the output token counts disagree: more stream chunks than usage tokens (fewer is
+    normal bundling), or the local tokenizer's count differs from the usage's."""
+    if s_out == "usage" and n_out != len(r.chunk_times) and r.tokenizer_completion is None:
+        return len(r.chunk_times) > n_out
+    return r.tokenizer_completion is not None and r.usage_completion is not None \
+        and r.tokenizer_completion != r.usage_completion
+
+
+def _meets_slo(slo: SLO, t_first: float | None, t_pot: float | None, e2e_ms: float) -> bool:
+    """Whether one request meets every bound of ``slo`` (a request without a first token fails
+    a TTFT bound; one without a TPOT passes a TPOT bound)."""
+    if slo.ttft_ms is not None and (t_first is None or t_first > slo.ttft_ms):
+        return False
+    if slo.tpot_ms is not None and (t_pot is not None and t_pot > slo.tpot_ms):
+        return False
+    if slo.e2e_ms is not None and e2e_ms > slo.e2e_ms:
+        return False
+    return True
+
+
 def trial_metrics(trial: int, records: list[RequestRecord], *, window_start: float | None = None,
                   window_end: float | None = None, slo: SLO | None = None,
                   client: ClientHealth | None = None) -> TrialMetrics:
@@ -146,66 +221,19 @@ def trial_metrics(trial: int, records: list[RequestRecord], *, window_start: flo
     else:
         ws = we = 0.0
     duration = max(we - ws, 1e-9)
-
-    ttft, tpot, itl, e2e, ttft_i, e2e_i = [], [], [], [], [], []
-    in_tok = out_tok = truncated = disagree = good = 0
-    in_src: dict[str, int] = {}
-    out_src: dict[str, int] = {}
-    finish: dict[str, int] = {}
+    t = _Tally()
     for r in done:
-        fr = r.finish_reason or "none"
-        finish[fr] = finish.get(fr, 0) + 1
-        n_out, s_out = r.output_tokens()
-        n_in, s_in = r.input_tokens()
-        out_src[s_out] = out_src.get(s_out, 0) + 1
-        in_src[s_in] = in_src.get(s_in, 0) + 1
-        in_tok += n_in
-        out_tok += n_out
-        if r.max_tokens and n_out < r.max_tokens:
-            truncated += 1
-        if s_out == "usage" and n_out != len(r.chunk_times) and r.tokenizer_completion is None:
-            # Chunks < usage is normal bundling; more chunks than tokens is a real disagreement.
-            if len(r.chunk_times) > n_out:
-                disagree += 1
-        elif r.tokenizer_completion is not None and r.usage_completion is not None \
-                and r.tokenizer_completion != r.usage_completion:
-            disagree += 1
-        lat = r.end - r.start
-        e2e.append(lat * 1e3)
-        e2e_i.append((r.end - r.intended) * 1e3)
-        t_first = None
-        if r.first is not None:
-            t_first = (r.first - r.start) * 1e3
-            ttft.append(t_first)
-            ttft_i.append((r.first - r.intended) * 1e3)
-        t_pot = None
-        if r.first is not None and n_out > 1:
-            t_pot = (r.end - r.first) * 1e3 / (n_out - 1)
-            tpot.append(t_pot)
-        ct = r.chunk_times
-        if len(ct) > 1:
-            per_chunk = max(n_out / len(ct), 1.0)
-            g = np.diff(np.asarray(ct)) * (1e3 / per_chunk)
-            itl.extend(g.tolist())
-        if slo is not None:
-            ok = True
-            if slo.ttft_ms is not None and (t_first is None or t_first > slo.ttft_ms):
-                ok = False
-            if slo.tpot_ms is not None and (t_pot is not None and t_pot > slo.tpot_ms):
-                ok = False
-            if slo.e2e_ms is not None and lat * 1e3 > slo.e2e_ms:
-                ok = False
-            good += ok
+        t.add(r, slo)
     return TrialMetrics(
         trial=trial, duration_s=duration, requests=len(records), completed=len(done),
-        failed=len(failed), truncated=truncated, errors=errors, error_examples=examples, retried=retried,
-        input_tokens=in_tok, output_tokens=out_tok, input_token_source=in_src,
-        output_token_source=out_src, count_disagreements=disagree, finish_reasons=finish,
-        request_throughput_rps=len(done) / duration, output_throughput_tps=out_tok / duration,
-        total_throughput_tps=(in_tok + out_tok) / duration,
-        goodput_rps=(good / duration) if slo is not None else None,
-        ttft_ms=stats(ttft), tpot_ms=stats(tpot), itl_ms=stats(itl), e2e_ms=stats(e2e),
-        ttft_from_intended_ms=stats(ttft_i), e2e_from_intended_ms=stats(e2e_i),
+        failed=len(failed), truncated=t.truncated, errors=errors, error_examples=examples, retried=retried,
+        input_tokens=t.in_tok, output_tokens=t.out_tok, input_token_source=t.in_src,
+        output_token_source=t.out_src, count_disagreements=t.disagree, finish_reasons=t.finish,
+        request_throughput_rps=len(done) / duration, output_throughput_tps=t.out_tok / duration,
+        total_throughput_tps=(t.in_tok + t.out_tok) / duration,
+        goodput_rps=(t.good / duration) if slo is not None else None,
+        ttft_ms=stats(t.ttft), tpot_ms=stats(t.tpot), itl_ms=stats(t.itl), e2e_ms=stats(t.e2e),
+        ttft_from_intended_ms=stats(t.ttft_i), e2e_from_intended_ms=stats(t.e2e_i),
         client=client or ClientHealth())
 
 

@@ -20,7 +20,7 @@ import signal
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from time import perf_counter, process_time
-from typing import Callable
+from typing import Any, Callable
 
 import aiohttp
 
@@ -142,15 +142,18 @@ class Runner:
         self.dead, self._failed_run, self._refused_run = None, 0, 0
 
     def watch(self, rec: RequestRecord, limit: int) -> None:
-        """Count consecutive connection failures and timeouts; past :data:`DEAD_REFUSED` refusals
-        or ``limit`` failures with no answer between them the server is dead: say why, and cancel
+        """Count connection failures and timeouts since the server last answered; past
+        :data:`DEAD_REFUSED` refusals or ``limit`` failures with no answer between them the server is dead: say why, and cancel
         the requests in flight (each would only wait its timeout)."""
         if rec.error in ("connection", "timeout"):
             self._failed_run += 1
             refused = rec.error == "connection" and (rec.error_detail or "").startswith("ClientConnectorError")
-            self._refused_run = self._refused_run + 1 if refused else 0
+            # A refusal counts until the server answers again: the requests that were in flight when
+            # it died end with other connection errors (reset, disconnected) in any order among them.
+            self._refused_run += refused
             if self.dead is None and (self._refused_run >= DEAD_REFUSED or self._failed_run >= limit):
-                what = (f"{self._refused_run} consecutive connections refused" if self._refused_run >= DEAD_REFUSED
+                what = (f"{self._refused_run} connections refused with no answer between them"
+                        if self._refused_run >= DEAD_REFUSED
                         else f"{self._failed_run} consecutive requests failed (connection or timeout) with no answer between them")
                 self.dead = f"{what}; last: {rec.error_detail or rec.error}"
                 for t in list(self._tasks):
@@ -160,129 +163,163 @@ class Runner:
 
     async def trial(self, spec: LoadSpec, get_prompt: Callable[[int], Prompt], n: int | None,
                     duration_s: float | None, seed: int = 0) -> TrialRun:
-        """Run one trial of ``n`` requests (or for ``duration_s`` seconds) at ``spec``."""
-        records: list[RequestRecord] = []
-        slips: list[float] = []
+        """Run one trial of ``n`` requests (or for ``duration_s`` seconds) at ``spec``: the closed
+        loop (:meth:`_closed_loop`) or the open loop (:meth:`_open_loop`), with the event-loop lag,
+        CPU time and requests in flight read throughout (:func:`_client_health`)."""
         infl = _InFlight()
         lag = LagMonitor()
         lag.start()
         await asyncio.sleep(0)
         cpu0, t0 = process_time(), perf_counter()
         infl.last = t0
-        deadline = t0 + duration_s if duration_s else None
-        issued_end = [None]
-        on_request = self.on_request
-        client = self.client
         self.watch_reset()
-        dead_limit = max(DEAD_FAILED, spec.concurrency or 0)
-
-        async def one(p: Prompt, rec: RequestRecord) -> None:
-            infl.change(1)
-            try:
-                await client.request(p, rec)
-            finally:
-                infl.change(-1)
-                self.watch(rec, dead_limit)
-                if on_request is not None:
-                    on_request(rec)
-
-        def more(i: int) -> bool:
-            if self.stopping or self.dead:
-                return False
-            if n is not None and i >= n:
-                return False
-            if spec.offsets is not None and i >= len(spec.offsets):
-                return False
-            if deadline is not None and perf_counter() >= deadline:
-                return False
-            return True
-
+        st = _Trial(self, spec, get_prompt, n, t0, t0 + duration_s if duration_s else None, infl,
+                    dead_limit=max(DEAD_FAILED, spec.concurrency or 0))
         if spec.mode == "concurrency":
-            counter = [0]
-
-            async def worker() -> None:
-                intended = t0
-                while True:
-                    i = counter[0]
-                    if not more(i):
-                        if issued_end[0] is None:
-                            issued_end[0] = perf_counter()
-                        return
-                    counter[0] = i + 1
-                    p = get_prompt(i)
-                    rec = RequestRecord(intended=intended, max_tokens=p.output_tokens, prompt_estimate=p.input_tokens)
-                    records.append(rec)
-                    await one(p, rec)
-                    slips.append((rec.start - rec.intended) * 1e3)
-                    intended = rec.end
-
-            workers = [asyncio.ensure_future(worker()) for _ in range(spec.concurrency)]
-            self._tasks.update(workers)
-            try:
-                await asyncio.gather(*workers, return_exceptions=True)
-            finally:
-                self._tasks.difference_update(workers)
-            target = spec.concurrency if n is None else min(spec.concurrency, n)
+            target = await self._closed_loop(st)
         else:
-            rng = random.Random(seed)
-            sem = asyncio.Semaphore(spec.concurrency) if spec.concurrency else None
-            pending: set[asyncio.Task] = set()
-            t_next = t0
-            i = 0
-            while more(i):
-                delay = t_next - perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                    if self.stopping:
-                        break
-                slips.append(max(0.0, (perf_counter() - t_next) * 1e3))
-                if sem is not None:
-                    await sem.acquire()
-                p = get_prompt(i)
-                rec = RequestRecord(intended=t_next, max_tokens=p.output_tokens, prompt_estimate=p.input_tokens)
-                records.append(rec)
-
-                async def run(p=p, rec=rec):
-                    try:
-                        await one(p, rec)
-                    finally:
-                        if sem is not None:
-                            sem.release()
-
-                task = asyncio.ensure_future(run())
-                pending.add(task)
-                self._tasks.add(task)
-                task.add_done_callback(pending.discard)
-                task.add_done_callback(self._tasks.discard)
-                i += 1
-                if spec.offsets is not None:
-                    t_next = t0 + spec.offsets[min(i, len(spec.offsets) - 1)]
-                else:
-                    t_next += rng.expovariate(spec.rate) if spec.arrival == "poisson" else 1.0 / spec.rate
-                if delay <= 0 and i % 64 == 0:
-                    await asyncio.sleep(0)
-            issued_end[0] = perf_counter()
-            if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
-            target = None  # an open loop has no target in flight; slip is its health signal
+            target = await self._open_loop(st, seed)
         t1 = perf_counter()
         cpu = process_time() - cpu0
         await lag.stop()
         infl.change(0)
-        steady_end = issued_end[0] or t1
-        # Area up to steady_end: recompute from records (cheap, exact).
-        area = 0.0
-        for r in records:
-            a, b = r.start, min(r.end, steady_end)
-            if r.start and b > a:
-                area += b - a
-        span = max(steady_end - t0, 1e-9)
-        health = ClientHealth(loop_lag_ms=stats(lag.lags_ms), send_slip_ms=stats(slips),
-                              cpu_frac=cpu / max(t1 - t0, 1e-9), mean_in_flight=area / span,
-                              max_in_flight=infl.peak, target_in_flight=target)
-        started = [r for r in records if r.start]
+        health = _client_health(st, lag.lags_ms, cpu, t1, target)
+        started = [r for r in st.records if r.start]
         window = (min((r.start for r in started), default=t0), max((r.end for r in started), default=t1))
-        return TrialRun(records, window, judge_client(health), stopped=self.stopping, server_dead=self.dead)
+        return TrialRun(st.records, window, judge_client(health), stopped=self.stopping, server_dead=self.dead)
+
+    async def _closed_loop(self, st: _Trial) -> int | None:
+        """``spec.concurrency`` workers, each sending its next request when the previous one ended
+        (the intended send time is that end). Returns the target number in flight."""
+        spec, n = st.spec, st.n
+        counter = [0]
+
+        async def worker() -> None:
+            intended = st.t0
+            while True:
+                i = counter[0]
+                if not st.more(i):
+                    if st.issued_end is None:
+                        st.issued_end = perf_counter()
+                    return
+                counter[0] = i + 1
+                p = st.get_prompt(i)
+                rec = RequestRecord(intended=intended, max_tokens=p.output_tokens, prompt_estimate=p.input_tokens)
+                st.records.append(rec)
+                await st.one(p, rec)
+                st.slips.append((rec.start - rec.intended) * 1e3)
+                intended = rec.end
+
+        workers = [asyncio.ensure_future(worker()) for _ in range(spec.concurrency)]
+        self._tasks.update(workers)
+        try:
+            await asyncio.gather(*workers, return_exceptions=True)
+        finally:
+            self._tasks.difference_update(workers)
+        return spec.concurrency if n is None else min(spec.concurrency, n)
+
+    async def _open_loop(self, st: _Trial, seed: int) -> None:
+        """Requests sent on an absolute arrival schedule (trace offsets, Poisson or constant gaps
+        at ``spec.rate``), optionally capped at ``spec.concurrency`` in flight. An open loop has
+        no target in flight (send slip is its health signal): returns None."""
+        spec, t0 = st.spec, st.t0
+        rng = random.Random(seed)
+        sem = asyncio.Semaphore(spec.concurrency) if spec.concurrency else None
+        pending: set[asyncio.Task] = set()
+        t_next = t0
+        i = 0
+        while st.more(i):
+            delay = t_next - perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+                if self.stopping:
+                    break
+            st.slips.append(max(0.0, (perf_counter() - t_next) * 1e3))
+            if sem is not None:
+                await sem.acquire()
+            p = st.get_prompt(i)
+            rec = RequestRecord(intended=t_next, max_tokens=p.output_tokens, prompt_estimate=p.input_tokens)
+            st.records.append(rec)
+
+            async def run(p=p, rec=rec):
+                try:
+                    await st.one(p, rec)
+                finally:
+                    if sem is not None:
+                        sem.release()
+
+            task = asyncio.ensure_future(run())
+            pending.add(task)
+            self._tasks.add(task)
+            task.add_done_callback(pending.discard)
+            task.add_done_callback(self._tasks.discard)
+            i += 1
+            if spec.offsets is not None:
+                t_next = t0 + spec.offsets[min(i, len(spec.offsets) - 1)]
+            else:
+                t_next += rng.expovariate(spec.rate) if spec.arrival == "poisson" else 1.0 / spec.rate
+            if delay <= 0 and i % 64 == 0:
+                await asyncio.sleep(0)
+        st.issued_end = perf_counter()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        return None
+
+
+@dataclass
+class _Trial:
+    """The state of one trial, shared by the closed and the open loop."""
+
+    runner: Runner
+    spec: LoadSpec
+    get_prompt: Callable[[int], Prompt]
+    n: int | None
+    t0: float
+    deadline: float | None
+    infl: _InFlight
+    dead_limit: int = DEAD_FAILED
+    records: list[RequestRecord] = field(default_factory=list)
+    slips: list[float] = field(default_factory=list)
+    issued_end: float | None = None
+
+    def more(self, i: int) -> bool:
+        """Whether request ``i`` is still to be sent (not stopped, the server not dead, within n, the
+        trace, the duration)."""
+        if self.runner.stopping or self.runner.dead:
+            return False
+        if self.n is not None and i >= self.n:
+            return False
+        if self.spec.offsets is not None and i >= len(self.spec.offsets):
+            return False
+        if self.deadline is not None and perf_counter() >= self.deadline:
+            return False
+        return True
+
+    async def one(self, p: Prompt, rec: RequestRecord) -> None:
+        """Send one request, counting it in flight while it runs and watching for a dead server."""
+        self.infl.change(1)
+        try:
+            await self.runner.client.request(p, rec)
+        finally:
+            self.infl.change(-1)
+            self.runner.watch(rec, self.dead_limit)
+            if self.runner.on_request is not None:
+                self.runner.on_request(rec)
+
+
+def _client_health(st: _Trial, lags_ms: list[float], cpu: float, t1: float, target: int | None) -> ClientHealth:
+    """The client's readings over one trial: loop lag, send slip, CPU share and the mean number
+    in flight while requests were still being issued (recomputed from the records, exact)."""
+    steady_end = st.issued_end or t1
+    area = 0.0
+    for r in st.records:
+        a, b = r.start, min(r.end, steady_end)
+        if r.start and b > a:
+            area += b - a
+    span = max(steady_end - st.t0, 1e-9)
+    return ClientHealth(loop_lag_ms=stats(lags_ms), send_slip_ms=stats(st.slips),
+                        cpu_frac=cpu / max(t1 - st.t0, 1e-9), mean_in_flight=area / span,
+                        max_in_flight=st.infl.peak, target_in_flight=target)
 
 
 # ----------------------------------------------------------------------------- the sweep
@@ -338,11 +375,115 @@ def _prompt_source(settings: BenchSettings, salt: str, n: int, tokenizer) -> Cal
     return get
 
 
+def _load_specs(settings: BenchSettings, trace) -> tuple[list[LoadSpec], int, int | None]:
+    """The sweep's load points, the connection pool size, and the cap on requests in flight of
+    an open loop or a trace (``--concurrency`` given with a rate or a trace, else None)."""
+    cap = settings.concurrency[0] if settings.concurrency and (settings.request_rate or trace) else None
+    if settings.request_rate or settings.search == "rate":
+        return [workloads.rate_spec(r, cap, settings, trace) for r in settings.request_rate], cap or 0, cap
+    if trace is not None:  # the trace at its own pace (× --time-scale)
+        return [workloads.rate_spec(None, cap, settings, trace)], cap or 0, cap
+    conns = max(settings.concurrency) if settings.search is None else 0
+    return [LoadSpec("concurrency", c) for c in settings.concurrency], conns, cap
+
+
+@dataclass
+class _Sweep:
+    """What every point of one sweep shares: settings, the probe's answers, the runner, the
+    workload (``wl``, ``trace``), the progress hooks and the samplers."""
+
+    settings: BenchSettings
+    info: Any
+    extra: dict
+    runner: Runner
+    progress: SweepProgress
+    tokenizer: Any
+    wl: Any
+    trace: Any
+    engine: engine_metrics.EngineScraper | None
+    sampler: GPUSampler | None
+
+    async def _scrape(self) -> None:
+        """Read the engine's counters (at a trial's edges), off the event loop."""
+        if self.engine is not None and self.engine.available:
+            await asyncio.get_running_loop().run_in_executor(None, self.engine.scrape)
+
+    async def _trial(self, k: int, t: int, spec: LoadSpec, src: Callable[[int], Prompt], n: int | None) -> TrialRun:
+        """Trial ``t`` of point ``k``: multi-turn conversations, the client processes, or this
+        event loop's runner."""
+        settings, wl = self.settings, self.wl
+        if wl is not None and wl.kind == "multi-turn":
+            convs = workloads.conversations(max(spec.concurrency or 1, -(-(n or default_num_prompts(spec)) // wl.turns)), wl,
+                                            settings.input_len, settings.output_len, seed=settings.seed,
+                                            salt=f"{settings.salt}.{k}.{t}.")
+            return await workloads.multi_turn_trial(self.runner, wl, convs, spec.concurrency or 1, settings.duration_s)
+        if settings.client_procs > 1:
+            info = self.info
+            args = multiproc.ClientArgs(info.base, info.model, settings.api, settings.stream, self.extra,
+                                        tuple(info.length.fields), settings.timeout_s)
+            prompts = [src(i) for i in range(n or default_num_prompts(spec))]
+            return await multiproc.trial(self.runner, args, spec, prompts, settings.client_procs, settings.duration_s,
+                                         settings.seed + 7919 * t + k)
+        return await self.runner.trial(spec, src, n, settings.duration_s, seed=settings.seed + 7919 * t + k)
+
+    async def point(self, k: int, spec: LoadSpec) -> PointResult:
+        """Point ``k``: a warm-up, then ``settings.trials`` trials of ``spec`` (stopping early when
+        the server stops answering), summarised and judged against the failure budget, with
+        telemetry, engine counters and workload statistics over the trials' windows."""
+        settings, runner, engine = self.settings, self.runner, self.engine
+        point = PointResult(mode=spec.mode, concurrency=spec.concurrency, request_rate=spec.rate)
+        n = settings.num_prompts if settings.num_prompts else (None if settings.duration_s else default_num_prompts(spec))
+        if spec.offsets is not None:
+            n = min(n or len(spec.offsets), len(spec.offsets))
+        windows = []
+        records: list[RequestRecord] = []
+        if settings.warmup and not runner.stopping:
+            src = _prompt_source(settings, f"{settings.salt}.w{k}.", settings.warmup, self.tokenizer)
+            wspec = LoadSpec("concurrency", min(settings.warmup, spec.concurrency or settings.warmup))
+            self.progress.point_start(point.label + " warm-up", 0, settings.warmup)
+            wt = await runner.trial(wspec, src, settings.warmup, None)
+            if wt.server_dead:
+                point.error = f"server stopped answering during the warm-up: {wt.server_dead}"
+        for t in range(settings.trials):
+            if runner.stopping or point.error:
+                break
+            src = _prompt_source(settings, f"{settings.salt}.{k}.{t}.", n or default_num_prompts(spec), self.tokenizer)
+            self.progress.point_start(point.label, t + 1, n)
+            await self._scrape()  # counters read at the trial's edges too
+            tr = await self._trial(k, t, spec, src, n)
+            windows.append(tr.window)
+            records += tr.records
+            await self._scrape()
+            tm = trial_metrics(t + 1, tr.records, window_start=tr.window[0], window_end=tr.window[1],
+                               slo=settings.slo, client=tr.health)
+            point.trials.append(tm)
+            if tr.server_dead:  # stopped early: what was sent is counted, the rest was never sent
+                planned = f" of {n}" if n else ""
+                point.error = (f"server stopped answering: {tr.server_dead}; trial {t + 1} stopped early after "
+                               f"{len(tr.records)}{planned} request(s)")
+                break
+            if _server_gone(tm):
+                point.error = f"server stopped answering: {tm.error_examples[0] if tm.error_examples else 'connection errors'}"
+                break
+        _finish_point(point, self.sampler, windows, settings.max_error_rate)
+        if engine is not None:
+            point.engine = engine.summary(windows)
+        if self.wl is not None:
+            point.workload = workloads.point_stats(self.wl.kind, records, schedule=spec.offsets is not None)
+            if self.trace is not None:
+                point.workload.scheduled = len(spec.offsets or [])
+                point.workload.ideal_hit_rate = workloads.traces.shared_prefix_fraction(self.trace)
+        if runner.stopping:
+            point.error = point.error or "interrupted (SIGINT)"
+        return point
+
+
 async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
                     progress: SweepProgress | None = None, sampler: GPUSampler | None = None,
                     on_partial: Callable[[BenchResult], None] | None = None,
                     tokenizer=None, engine: engine_metrics.EngineScraper | None = None) -> BenchResult:
-    """Probe the server, then run every point of the sweep ``settings.trials`` times.
+    """Probe the server, then run every point of the sweep ``settings.trials`` times
+    (:meth:`_Sweep.point`), or the points a capacity search (``settings.search``) picks.
 
     Returns the :class:`BenchResult`; on SIGINT the result holds what was measured and
     ``interrupted=True``; when the server stops answering, ``error`` says so and the sweep ends.
@@ -357,17 +498,7 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
         datasets.sharegpt(settings.dataset.split(":", 1)[1], 1, seed=settings.seed)
     wl = workloads.parse_dataset(settings.dataset)
     trace = workloads.load_trace(wl, settings) if wl is not None else None
-    specs: list[LoadSpec]
-    cap = settings.concurrency[0] if settings.concurrency and (settings.request_rate or trace) else None
-    if settings.request_rate or settings.search == "rate":
-        specs = [workloads.rate_spec(r, cap, settings, trace) for r in settings.request_rate]
-        conns = cap or 0
-    elif trace is not None:  # the trace at its own pace (× --time-scale)
-        specs = [workloads.rate_spec(None, cap, settings, trace)]
-        conns = cap or 0
-    else:
-        specs = [LoadSpec("concurrency", c) for c in settings.concurrency]
-        conns = max(settings.concurrency) if settings.search is None else 0
+    specs, conns, cap = _load_specs(settings, trace)
     result = BenchResult(
         infergap_version=__version__, started_at=started, settings=settings, definitions=DEFINITIONS,
         environment=BenchEnvironment(url=url, endpoint=info.endpoint, model=info.model,
@@ -384,6 +515,7 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
                             make_spec=(lambda r: workloads.rate_spec(r, cap, settings, trace)) if settings.search == "rate"
                             else (lambda c: LoadSpec("concurrency", int(c))))
         specs = search
+    sweep = _Sweep(settings, info, extra, runner, progress, tokenizer, wl, trace, engine, sampler)
     loop = asyncio.get_running_loop()
     try:
         loop.add_signal_handler(signal.SIGINT, runner.stop)
@@ -395,64 +527,7 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
         for k, spec in enumerate(specs):
             if runner.stopping:
                 break
-            point = PointResult(mode=spec.mode, concurrency=spec.concurrency, request_rate=spec.rate)
-            n = settings.num_prompts if settings.num_prompts else (None if settings.duration_s else default_num_prompts(spec))
-            if spec.offsets is not None:
-                n = min(n or len(spec.offsets), len(spec.offsets))
-            windows = []
-            records: list[RequestRecord] = []
-            if settings.warmup and not runner.stopping:
-                src = _prompt_source(settings, f"{settings.salt}.w{k}.", settings.warmup, tokenizer)
-                wspec = LoadSpec("concurrency", min(settings.warmup, spec.concurrency or settings.warmup))
-                progress.point_start(point.label + " warm-up", 0, settings.warmup)
-                wt = await runner.trial(wspec, src, settings.warmup, None)
-                if wt.server_dead:
-                    point.error = f"server stopped answering during the warm-up: {wt.server_dead}"
-            for t in range(settings.trials):
-                if runner.stopping or point.error:
-                    break
-                src = _prompt_source(settings, f"{settings.salt}.{k}.{t}.", n or default_num_prompts(spec), tokenizer)
-                progress.point_start(point.label, t + 1, n)
-                if engine is not None and engine.available:  # counters read at the trial's edges too
-                    await loop.run_in_executor(None, engine.scrape)
-                if wl is not None and wl.kind == "multi-turn":
-                    convs = workloads.conversations(max(spec.concurrency or 1, -(-(n or default_num_prompts(spec)) // wl.turns)), wl,
-                                                    settings.input_len, settings.output_len, seed=settings.seed,
-                                                    salt=f"{settings.salt}.{k}.{t}.")
-                    tr = await workloads.multi_turn_trial(runner, wl, convs, spec.concurrency or 1, settings.duration_s)
-                elif settings.client_procs > 1:
-                    args = multiproc.ClientArgs(info.base, info.model, settings.api, settings.stream, extra,
-                                                tuple(info.length.fields), settings.timeout_s)
-                    prompts = [src(i) for i in range(n or default_num_prompts(spec))]
-                    tr = await multiproc.trial(runner, args, spec, prompts, settings.client_procs, settings.duration_s,
-                                               settings.seed + 7919 * t + k)
-                else:
-                    tr = await runner.trial(spec, src, n, settings.duration_s, seed=settings.seed + 7919 * t + k)
-                windows.append(tr.window)
-                records += tr.records
-                if engine is not None and engine.available:
-                    await loop.run_in_executor(None, engine.scrape)
-                tm = trial_metrics(t + 1, tr.records, window_start=tr.window[0], window_end=tr.window[1],
-                                   slo=settings.slo, client=tr.health)
-                point.trials.append(tm)
-                if tr.server_dead:  # stopped early: what was sent is counted, the rest was never sent
-                    planned = f" of {n}" if n else ""
-                    point.error = (f"server stopped answering: {tr.server_dead}; trial {t + 1} stopped early after "
-                                   f"{len(tr.records)}{planned} request(s)")
-                    break
-                if _server_gone(tm):
-                    point.error = f"server stopped answering: {tm.error_examples[0] if tm.error_examples else 'connection errors'}"
-                    break
-            _finish_point(point, sampler, windows, settings.max_error_rate)
-            if engine is not None:
-                point.engine = engine.summary(windows)
-            if wl is not None:
-                point.workload = workloads.point_stats(wl.kind, records, schedule=spec.offsets is not None)
-                if trace is not None:
-                    point.workload.scheduled = len(spec.offsets or [])
-                    point.workload.ideal_hit_rate = workloads.traces.shared_prefix_fraction(trace)
-            if runner.stopping:
-                point.error = point.error or "interrupted (SIGINT)"
+            point = await sweep.point(k, spec)
             result.points.append(point)
             progress.point_end(point)
             if on_partial is not None:
@@ -467,18 +542,24 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
     result.connections = ConnectionHealth(reused=client.reused, reuse_failures=client.reuse_failures,
                                           retry_failures=client.retry_failures,
                                           fresh_per_request=client.fresh_per_request, note=client.connection_note)
-    valid = [p for p in result.points if p.valid]  # a knee found in failed requests would explain nothing
-    for p, ex in zip(valid, engine_metrics.explain(valid)):
-        p.explanation = ex
-    for p in result.points:  # an invalid point is no knee; only a full context explains its failures
-        if not p.valid and p.trials:
-            ex = engine_metrics.cause_of(p)
-            p.explanation = ex if ex.cause == "kv" else None
+    _explain(result.points)
     if search is not None:
         result.capacity = search.result
     result.interrupted = runner.stopping
     result.finished_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return result
+
+
+def _explain(points: list[PointResult]) -> None:
+    """Attach what explains each point: the knee among the valid points (a knee found in failed
+    requests would explain nothing); an invalid point keeps only a full context (KV) as cause."""
+    valid = [p for p in points if p.valid]
+    for p, ex in zip(valid, engine_metrics.explain(valid)):
+        p.explanation = ex
+    for p in points:
+        if not p.valid and p.trials:
+            ex = engine_metrics.cause_of(p)
+            p.explanation = ex if ex.cause == "kv" else None
 
 
 def _server_gone(tm: TrialMetrics) -> bool:

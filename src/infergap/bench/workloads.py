@@ -7,7 +7,7 @@
   a common system prompt of P tokens; every request is its group's prefix plus a unique suffix of
   S tokens (requests go to groups in turn). The prefix-cache case: after each group's first
   request, P of every P + S prompt tokens can come from the cache.
-- ``multi-turn:T`` (or ``multi-turn:turns=T,think=1s``): conversations of T turns; each turn adds
+- ``multi-turn:T`` (or ``multi-turn:T,think=1s``, ``multi-turn:turns=T,think=1s``): conversations of T turns; each turn adds
   a user message of ``--input-len`` tokens to the whole history (earlier user messages and the
   server's real replies) and asks for ``--output-len`` tokens; after each reply the conversation
   waits the think time; one request per conversation in flight at a time. ``--concurrency`` is
@@ -113,8 +113,9 @@ def parse_dataset(text: str) -> DatasetSpec | None:
     # multi-turn
     from infergap.bench.slo import parse_duration_ms
 
-    if rest.strip().isdigit():
-        kv = {"turns": rest.strip()}
+    head, comma, tail = rest.partition(",")
+    if head.strip().isdigit():  # multi-turn:T or multi-turn:T,think=1s
+        kv = {"turns": head.strip(), **(_kv(tail, text) if comma else {})}
     else:
         kv = _kv(rest, text)
     if set(kv) - {"turns", "think"} or "turns" not in kv:

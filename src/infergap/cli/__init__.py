@@ -145,6 +145,45 @@ def record(kind: str, payload: object, host: object = None, db: object = None) -
     try_record(kind, payload, host, db)  # type: ignore[arg-type]
 
 
+def render_report(fmt: Enum, output: object, *, json: Any, md: Any, text: Any) -> str:
+    """The format step of a report command: ``json()`` or ``md()`` by ``fmt``, else
+    ``text(width=..., color=...)`` wrapped to the terminal and coloured only when the report goes
+    to a terminal (:func:`terminal_width`)."""
+    if fmt.value == "json":
+        return json()
+    if fmt.value == "md":
+        return md()
+    width = terminal_width(output)
+    return text(width=width, color=width is not None)
+
+
+def write_report(text: str, output: Any = None, inputs: Any = ()) -> None:
+    """The write step: ``text`` (ended by a newline) on stdout, or written atomically to
+    ``output`` (:func:`infergap.guard.write_atomic`, which refuses to overwrite one of
+    ``inputs``). A path that cannot be written becomes one line and exit status 2."""
+    from infergap.errors import UserError
+    from infergap.guard import write_atomic
+
+    text = text if text.endswith("\n") else text + "\n"
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        write_atomic(output, text, inputs=[i for i in inputs if i is not None])
+    except UserError as e:
+        raise fail(str(e))
+
+
+def emit_report(kind: str, fmt: Enum, output: Any, *, json: Any, md: Any, text: Any, payload: Any,
+                host: object = None, db: object = None, inputs: Any = ()) -> None:
+    """The tail every report command shares: format (:func:`render_report`), write
+    (:func:`write_report`), then keep the run in the ledger as ``kind`` (:func:`record`);
+    ``payload`` is the document recorded, or a callable returning it."""
+    write_report(render_report(fmt, output, json=json, md=md, text=text), output, inputs)
+    record(kind, payload() if callable(payload) else payload, host, db)
+
+
 # Command modules register themselves on `app` when imported.
 from infergap.cli import audit as _audit  # noqa: E402,F401
 from infergap.cli import roofline as _roofline  # noqa: E402,F401

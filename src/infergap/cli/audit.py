@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from infergap.cli import Fmt, app, fail, safe_echo, terminal_width
+from infergap.cli import Fmt, app, emit_report, fail, safe_echo
 from infergap.cli.options import db_option, format_option, output_option, snapshot_option, url_option
 
 
@@ -16,19 +16,6 @@ class FailOn(str, Enum):
     P0 = "P0"
     P1 = "P1"
     P2 = "P2"
-
-
-def _write_output(text: str, output: Path | None, inputs: list[Path | None] | None = None) -> None:
-    if output is None:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-        return
-    from infergap.errors import UserError
-    from infergap.guard import write_atomic
-
-    try:
-        write_atomic(output, text if text.endswith("\n") else text + "\n", inputs=inputs or [])
-    except UserError as e:
-        raise fail(str(e))
 
 
 @app.command()
@@ -98,17 +85,9 @@ def audit(
             report = run_audit(snap, server=server_cfg, parallel=False if sequential else None)
     finally:
         snap.close()
-    if fmt == Fmt.json:
-        text = render_json(report)
-    elif fmt == Fmt.md:
-        text = render_md(report)
-    else:
-        width = terminal_width(output)
-        text = render_text(report, width=width, color=width is not None)
-    _write_output(text, output, inputs)
-    from infergap.cli import record
-
-    record("audit", report.to_json(), None if snapshot is None and host else report.host, db)
+    emit_report("audit", fmt, output, json=lambda: render_json(report), md=lambda: render_md(report),
+                text=lambda **kw: render_text(report, **kw), payload=report.to_json,
+                host=None if snapshot is None and host else report.host, db=db, inputs=inputs)
     if fail_on is not None:
         order = ["P0", "P1", "P2"]
         worst = order[: order.index(fail_on.value) + 1]

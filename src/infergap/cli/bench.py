@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from infergap.bench.slo import parse_duration_ms
-from infergap.cli import Fmt, app, terminal_width
+from infergap.cli import Fmt, app, render_report, write_report
 from infergap.cli import validate as v
 from infergap.cli.options import db_option, format_option, output_option, served_model_option, url_option
 from infergap.errors import UserError
@@ -179,11 +178,8 @@ def bench(
 
     def render_all(result) -> str:
         cmp = compare_bench(base, result) if base is not None else None
-        if fmt is Fmt.json:
-            return result.to_json() + "\n"
-        if fmt is Fmt.md:
-            return render.to_markdown(result, cmp)
-        return render.to_text(result, cmp, width=terminal_width(output))
+        return render_report(fmt, output, json=lambda: result.to_json() + "\n", md=lambda: render.to_markdown(result, cmp),
+                             text=lambda width, color: render.to_text(result, cmp, width=width))
 
     def write(result) -> None:
         if output is not None:
@@ -201,7 +197,7 @@ def bench(
         prog.stop()
     write(result)
     if output is None:
-        sys.stdout.write(render_all(result))
+        write_report(render_all(result))
     else:
         typer.echo(f"wrote {output}", err=True)
     if plot is not None and result.points:

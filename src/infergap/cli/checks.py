@@ -35,9 +35,17 @@ def checks_cmd(
         return
     for c in found:
         typer.echo(f"{c.id} — {c.title}")
-        typer.echo(f"  investigator: {c.investigator}" + (f" (also reported by {', '.join(c.also_from)})" if c.also_from else ""))
+        typer.echo(f"  investigator: {c.investigator}" + (" (and known failures of signatures.yaml)" if c.signatures else ""))
         typer.echo(f"  reads:        {'; '.join(c.reads)}")
         typer.echo(f"  ok needs:     {c.ok_needs}")
         typer.echo(f"  decides:      {c.decides}")
-        typer.echo(f"  fix kind:     {c.fix_kind or '-'}")
+        typer.echo(f"  fix kind:     {c.fix_kind or '-'}" + (f", severity {c.severity}" if c.severity else ""))
+        for name, v in c.thresholds.items():
+            typer.echo(f"  threshold:    {name} = {v}")
+        for name, items in c.lists.items():
+            typer.echo(f"  list:         {name} ({len(items)}: {', '.join(items[:6])}{', …' if len(items) > 6 else ''})")
+        for name, table in c.tables.items():
+            typer.echo(f"  table:        {name} ({', '.join(f'{k}: {v}' for k, v in table.items())})")
+        for a in c.actions:
+            typer.echo(f"  fix may run:  {a.type}" + (f" on {', '.join(a.targets)}" if a.targets else ""))
         typer.echo(f"  source:       {c.source}")

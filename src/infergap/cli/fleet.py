@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from infergap.cli import app, fail
+from infergap.cli import app, fail, render_report, write_report
 from infergap.cli import validate as v
 from infergap.cli.options import db_option, format_option, output_option
 
@@ -170,18 +170,13 @@ def fleet_audit(
         report.source["ledger_run"] = ledger.run_id
     from infergap.fleet import render
 
-    if fmt == FleetFmt.json:
-        text = json.dumps(report.to_json(), indent=1)
-    elif fmt == FleetFmt.md:
-        text = render.render_md(report)
-    elif fmt == FleetFmt.html:
+    if fmt == FleetFmt.html:
         text = render.render_html(report)
     else:
-        text = render.render_text(report)
+        text = render_report(fmt, output, json=lambda: json.dumps(report.to_json(), indent=1),
+                             md=lambda: render.render_md(report), text=lambda **kw: render.render_text(report))
     ledger.finish(report)  # first: a report that cannot be written is still kept
-    from infergap.cli.audit import _write_output
-
-    _write_output(text, output)
+    write_report(text, output)
     if fail_on is not None and _fails(report, fail_on):
         raise typer.Exit(1)
 

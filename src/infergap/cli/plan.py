@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from infergap.cli import Fmt, app, fail, terminal_width
+from infergap.cli import Fmt, app, emit_report, fail
 from infergap.cli.options import db_option, format_option, output_option, url_option
 
 
@@ -60,22 +60,7 @@ def plan(
               Stage(name="server", status=("given" if cfg.reachable is not False else "failed") if cfg else ("from log" if logs else "missing"),
                     detail=server or (", ".join(lab for lab, _ in logs) if logs else None))]
     p = build_plan(audit=a, roofline=r, bench=b, server=cfg, engine_logs=logs, catalog=cat, stages=stages)
-    if fmt is Fmt.json:
-        text = render_json(p)
-    elif fmt is Fmt.md:
-        text = render_markdown(p)
-    else:
-        width = terminal_width(output)
-        text = render_text(p, color=width is not None, width=width)
-    if output is not None:
-        from infergap.guard import write_atomic
-
-        try:
-            write_atomic(output, text, inputs=[audit, roofline, bench, catalog, *(evidence or [])])
-        except UserError as e:
-            raise fail(str(e))
-    else:
-        typer.echo(text, nl=False)
-    from infergap.cli import record
-
-    record("plan", json.loads(render_json(p)), (a or {}).get("host") if isinstance(a, dict) else (a.host if a is not None else None), db)
+    host = (a or {}).get("host") if isinstance(a, dict) else (a.host if a is not None else None)
+    emit_report("plan", fmt, output, json=lambda: render_json(p), md=lambda: render_markdown(p),
+                text=lambda **kw: render_text(p, **kw), payload=lambda: json.loads(render_json(p)), host=host,
+                db=db, inputs=[audit, roofline, bench, catalog, *(evidence or [])])

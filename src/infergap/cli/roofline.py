@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from infergap.cli import Fmt, app, fail, terminal_width
+from infergap.cli import Fmt, app, emit_report, fail
 from infergap.cli import validate as v
 from infergap.cli.options import db_option, format_option, output_option, snapshot_option
 from infergap.guard import dumps
@@ -54,73 +54,29 @@ def roofline(
     from infergap.roofline.render import render_markdown, render_text
     from infergap.snapshot import SnapshotError, open_snapshot
 
-    overrides = {
-        k: v
-        for k, v in {
-            "weights": weights,
-            "attention": attention,
-            "experts": experts,
-            "shared_experts": shared_experts,
-            "dense_ffn": dense_ffn,
-            "router": router,
-            "lm_head": lm_head,
-            "kv": kv,
-        }.items()
-        if v
-    }
+    overrides = {k: x for k, x in (("weights", weights), ("attention", attention), ("experts", experts),
+                                   ("shared_experts", shared_experts), ("dense_ffn", dense_ffn), ("router", router),
+                                   ("lm_head", lm_head), ("kv", kv)) if x}
+    auto = gpu.strip().lower() == "auto"
     try:
         spec = load_model(model, overrides)
-        snap = None
-        if gpu.strip().lower() == "auto":
-            snap = open_snapshot(str(snapshot) if snapshot else None)
-        elif snapshot is not None:
+        if snapshot is not None and not auto:
             raise UserError("--snapshot is read only with --gpu auto")
-        count = gpus if gpus is not None else (None if gpu.strip().lower() == "auto" else (tp or 1))
+        snap = open_snapshot(str(snapshot) if snapshot else None) if auto else None
         try:
-            hw = load_hardware(
-                gpu,
-                count,
-                host=host_gpus(snap) if snap is not None else None,
-                ceiling=ceiling.value,
-                bandwidth_efficiency=bandwidth_efficiency,
-                measured_bandwidth_GBps=measured_bandwidth,
-            )
+            hw = load_hardware(gpu, gpus if gpus is not None else (None if auto else (tp or 1)),
+                               host=host_gpus(snap) if snap is not None else None, ceiling=ceiling.value,
+                               bandwidth_efficiency=bandwidth_efficiency, measured_bandwidth_GBps=measured_bandwidth)
         finally:
             if snap is not None:
                 snap.close()
-        result = bounds(
-            spec,
-            hw,
-            Parallel(tp=tp or hw.count, ep=ep),
-            Workload(
-                context=context,
-                batches=batch,
-                prompt_len=prompt_len,
-                mem_fraction=mem_fraction,
-                mfu=mfu,
-                allreduce_us=allreduce_us,
-                measured_tok_s=measured,
-            ),
-        )
+        workload = Workload(context=context, batches=batch, prompt_len=prompt_len, mem_fraction=mem_fraction, mfu=mfu,
+                            allreduce_us=allreduce_us, measured_tok_s=measured)
+        result = bounds(spec, hw, Parallel(tp=tp or hw.count, ep=ep), workload)
     except (UserError, SnapshotError) as e:
         raise fail(str(e))
 
-    if fmt is Fmt.json:
-        text = dumps(result.to_json_dict(), indent=2) + "\n"
-    elif fmt is Fmt.md:
-        text = render_markdown(result)
-    else:
-        width = terminal_width(output)
-        text = render_text(result, color=width is not None, width=width)
-    if output is not None:
-        from infergap.guard import write_atomic
-
-        try:
-            write_atomic(output, text, inputs=[snapshot, Path(model) if Path(model).exists() else None])
-        except UserError as e:
-            raise fail(str(e))
-    else:
-        typer.echo(text, nl=False)
-    from infergap.cli import record
-
-    record("roofline", result.to_json_dict(), None if gpu == "auto" and snapshot is None else {"gpu": gpu}, db)
+    emit_report("roofline", fmt, output, json=lambda: dumps(result.to_json_dict(), indent=2) + "\n",
+                md=lambda: render_markdown(result), text=lambda **kw: render_text(result, **kw),
+                payload=result.to_json_dict, host=None if gpu == "auto" and snapshot is None else {"gpu": gpu},
+                db=db, inputs=[snapshot, Path(model) if Path(model).exists() else None])

@@ -125,8 +125,10 @@ _DMESG = re.compile(r"^\[\s*\d+\.\d{3,6}\] |^\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ ke
 _KERNEL_MSG = re.compile(r"(?:^|[\s:\]])(?:NVRM: |AMD-Vi: |DMAR: |pcieport \S+: AER: |nvidia-modeset: ERROR)")
 #: A "package version" line of a listing pasted without ``pip list``'s header (``torch 2.3.0+cu118``).
 _PKGVER = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]*\s+v?\d+\.\d+[\w.+!\-]*$")
-#: Lines of a Python traceback (the header, a frame, an exception line).
-_TRACEBACK = re.compile(r"^(?:Traceback \(most recent call last\):|\s+File \"[^\"]+\", line \d+|(?:\[rank\d+\]: )?(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): \S|nccl\w+Error: |ncclInvalidUsage: |Last error:$)")
+#: Lines of a Python traceback (the header, a frame, an exception line), also behind the
+#: ``[rank0]: `` prefix torch adds or the ``(Runner pid=16018) `` prefix Ray puts on an actor's output.
+_TRACEBACK = re.compile(r"^(?:\[rank\d+\]: |\([A-Za-z_][\w ]{0,40}pid=\d+[^)]{0,40}\) )?"  # torch rank / Ray actor prefix
+                        r"(?:Traceback \(most recent call last\):|\s+File \"[^\"]+\", line \d+|(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): \S|nccl\w+Error: |ncclInvalidUsage: |Last error:$)")
 
 # -- part separators ----------------------------------------------------------------------------
 _QUOTE_PREFIX = re.compile(r"^\s*> ?")
@@ -364,101 +366,122 @@ def _close(seg: _Seg, end: int) -> tuple[str | None, frozenset[str]]:
     return kind, frozenset(kinds)
 
 
-def scan_file(path: str | Path) -> tuple[list[EvidencePart], list[Unrecognized]]:
-    """Split one evidence file into recognised parts, streaming it line by line.
+def _sniff(p: Path, head: bytes) -> Unrecognized | None:
+    """Why a file whose first bytes are ``head`` is not read as text (empty, UTF-16, binary), or None."""
+    if not head.strip():
+        return Unrecognized(p, "empty file")
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return Unrecognized(p, "UTF-16 text: save it as UTF-8")
+    if _is_binary(head):
+        return Unrecognized(p, "binary file, not text")
+    return None
 
-    Returns (parts in file order, unrecognised stretches). An empty or binary file, or one that
-    cannot be read, yields no part and one :class:`Unrecognized` naming the reason. Never raises
-    for file content; OSError on open is reported the same way.
-    """
-    p = Path(path)
+
+class _Splitter:
+    """Cuts a file's lines into segments: a start marker of another kind, a shell prompt, a fence
+    or a log of another family after some words ends the current segment. Keeps offsets and
+    counters only."""
+
+    def __init__(self) -> None:
+        self.seg = _Seg(0, 1)
+        self.done: list[tuple[_Seg, int]] = []
+
+    def cut(self, end: int, nxt_start: int, nxt_line: int, hint: str | None = None) -> None:
+        """End the current segment at ``end`` (kept when it has content) and start a new one."""
+        if self.seg.content:
+            self.done.append((self.seg, end))
+        self.seg = _Seg(nxt_start, nxt_line, hint=hint)
+
+    def feed(self, line_start: int, raw: bytes, lineno: int) -> None:
+        """Take one raw line (``lineno`` 1-based, starting at byte ``line_start``)."""
+        pos = line_start + len(raw)
+        line = clean_line(raw.decode("utf-8", "replace") if lineno > 1 else decode(raw))
+        s = line.strip()
+        if s.startswith(">") and not s.startswith(">>>"):  # a Markdown quote
+            s = s[1:].strip()
+            line = _QUOTE_PREFIX.sub("", line, count=1)
+        if not s:
+            self.seg.n += 1
+            return
+        if _FENCE.match(s):
+            self.cut(line_start, pos, lineno + 1, hint=self.seg.hint if not self.seg.content else None)
+            return
+        hint = _prompt_hint(s) if (s[0] in "$#>[P" or "@" in s[:64]) and not s.startswith(">>>") else False
+        if hint is not False:
+            self.cut(line_start, pos, lineno + 1, hint=hint)
+            return
+        lk = log_kinds(line)
+        sk = None if lk else start_kind(s)
+        if sk is not None:
+            self._marker(sk, s, line_start, lineno)
+        elif lk:
+            self._log(lk, line_start, lineno)
+        else:
+            self._other(s, line, raw)
+        self.seg.n += 1
+        self.seg.content += 1
+
+    def _marker(self, sk: str, s: str, line_start: int, lineno: int) -> None:
+        """A start marker of kind ``sk``: it continues the current segment or begins a new one."""
+        cur = self.seg.kind
+        same = cur is not None and (sk == cur and sk in _REPEATING or sk in _CONTINUES.get(cur, ()) or (cur == "lspci" and sk == "lspci"))
+        if cur == "collect_env" and sk in ("pip_freeze", "sysctl_all", "env"):
+            same = True
+        if cur == "nvsmi_qx" and sk == "nvsmi_qx" and not s.startswith("<?xml"):
+            same = True
+        if not same:
+            if self.seg.content or self.seg.kind is not None:
+                self.cut(line_start, line_start, lineno)
+            self.seg.kind = sk
+
+    def _log(self, lk: tuple[str, ...], line_start: int, lineno: int) -> None:
+        """A log line of kinds ``lk``: counted; it begins a new segment after an output, or after
+        words that separate it from a log of another family."""
+        fam = "engine" if ("sglang_log" in lk or "vllm_log" in lk) else lk[0]
+        seg = self.seg
+        if seg.kind is not None and seg.kind not in ("collect_env",) and seg.content:
+            self.cut(line_start, line_start, lineno)
+        elif seg.family is not None and seg.gap and fam != seg.family:
+            # separate pastes of different logs, with words between them
+            self.cut(line_start, line_start, lineno)
+        seg = self.seg
+        if seg.family is None:
+            seg.family = fam
+        seg.gap = False
+        for k in lk:
+            seg.counts[k] += 1
+
+    def _other(self, s: str, line: str, raw: bytes) -> None:
+        """A line that is neither marker nor log line: the body of an output, or words between logs."""
+        seg = self.seg
+        if seg.family is not None:
+            seg.gap = True
+        if seg.kind == "lspci" and raw[:1] in (b"\t", b" ") and re.match(
+                r"\s+(?:Subsystem|Control|Status|Capabilities|Kernel driver in use|Flags|Region|LnkCap|LnkSta|DevCtl|DevCap)\b", line):
+            seg.vvv += 1
+        elif seg.kind == "nvsmi_nvlink" and s.startswith("Link "):
+            seg.counts["_link"] += 1
+        elif seg.kind is None and _PKGVER.match(s):
+            seg.counts["_pkgver"] += 1
+        elif seg.kind in ("nvsmi_p2p", "nvsmi_topo"):
+            if "= Status Ok" in s or s.startswith("CNS"):
+                seg.counts["_p2p_legend"] += 1
+            elif s.startswith(("SYS ", "NODE ", "PHB ", "PIX ", "NV# ")):
+                seg.counts["_topo_legend"] += 1
+
+    def close(self, end: int) -> list[tuple[_Seg, int]]:
+        """Every segment with content and its end offset, the last one ending at ``end``."""
+        if self.seg.content:
+            self.done.append((self.seg, end))
+        return self.done
+
+
+def _assemble(p: Path, segs: list[tuple[_Seg, int]]) -> tuple[list[EvidencePart], list[Unrecognized]]:
+    """Parts from the segments: each one's kind decided, a log continued by a segment of the same
+    kind joined to it; stretches of no known kind longer than a few lines are unrecognised."""
     parts: list[EvidencePart] = []
     unknown: list[Unrecognized] = []
-    try:
-        f = open(p, "rb")
-    except OSError as e:
-        return [], [Unrecognized(p, f"cannot read ({e.strerror or e})")]
-    with f:
-        head = f.read(SNIFF_BYTES)
-        if not head.strip():
-            return [], [Unrecognized(p, "empty file")]
-        if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-            return [], [Unrecognized(p, "UTF-16 text: save it as UTF-8")]
-        if _is_binary(head):
-            return [], [Unrecognized(p, "binary file, not text")]
-        pos = 0
-        lineno = 0
-        seg = _Seg(0, 1)
-        raw_segs: list[tuple[_Seg, int]] = []
-
-        def finish(end: int, nxt_start: int, nxt_line: int, kind: str | None = None, hint: str | None = None) -> _Seg:
-            if seg.content:
-                raw_segs.append((seg, end))
-            return _Seg(nxt_start, nxt_line, kind=kind, hint=hint)
-
-        for line_start, raw in iter_raw_lines(f, 0, None):
-            pos = line_start + len(raw)
-            lineno += 1
-            line = clean_line(raw.decode("utf-8", "replace") if lineno > 1 else decode(raw))
-            s = line.strip()
-            if s.startswith(">") and not s.startswith(">>>"):  # a Markdown quote
-                s = s[1:].strip()
-                line = _QUOTE_PREFIX.sub("", line, count=1)
-            if not s:
-                seg.n += 1
-                continue
-            if _FENCE.match(s):
-                seg = finish(line_start, pos, lineno + 1, hint=seg.hint if not seg.content else None)
-                continue
-            hint = _prompt_hint(s) if (s[0] in "$#>[P" or "@" in s[:64]) and not s.startswith(">>>") else False
-            if hint is not False:
-                seg = finish(line_start, pos, lineno + 1, hint=hint)
-                continue
-            lk = log_kinds(line)
-            sk = None if lk else start_kind(s)
-            if sk is not None:
-                cur = seg.kind
-                same = cur is not None and (sk == cur and sk in _REPEATING or sk in _CONTINUES.get(cur, ()) or (cur == "lspci" and sk == "lspci"))
-                if cur == "collect_env" and sk in ("pip_freeze", "sysctl_all", "env"):
-                    same = True
-                if cur == "nvsmi_qx" and sk == "nvsmi_qx" and not s.startswith("<?xml"):
-                    same = True
-                if not same:
-                    if seg.content or seg.kind is not None:
-                        seg = finish(line_start, line_start, lineno)
-                    seg.kind = sk
-            elif lk:
-                fam = "engine" if ("sglang_log" in lk or "vllm_log" in lk) else lk[0]
-                if seg.kind is not None and seg.kind not in ("collect_env",) and seg.content:
-                    seg = finish(line_start, line_start, lineno)
-                elif seg.family is not None and seg.gap and fam != seg.family:
-                    # separate pastes of different logs, with words between them
-                    seg = finish(line_start, line_start, lineno)
-                if seg.family is None:
-                    seg.family = fam
-                seg.gap = False
-                for k in lk:
-                    seg.counts[k] += 1
-            else:
-                if seg.family is not None:
-                    seg.gap = True
-                if seg.kind == "lspci" and raw[:1] in (b"\t", b" ") and re.match(r"\s+(?:Subsystem|Control|Status|Capabilities|Kernel driver in use|Flags|Region|LnkCap|LnkSta|DevCtl|DevCap)\b", line):
-                    seg.vvv += 1
-                elif seg.kind == "nvsmi_nvlink" and s.startswith("Link "):
-                    seg.counts["_link"] += 1
-                elif seg.kind is None and _PKGVER.match(s):
-                    seg.counts["_pkgver"] += 1
-                elif seg.kind in ("nvsmi_p2p", "nvsmi_topo"):
-                    if "= Status Ok" in s or s.startswith("CNS"):
-                        seg.counts["_p2p_legend"] += 1
-                    elif s.startswith(("SYS ", "NODE ", "PHB ", "PIX ", "NV# ")):
-                        seg.counts["_topo_legend"] += 1
-            seg.n += 1
-            seg.content += 1
-        if seg.content:
-            raw_segs.append((seg, pos))
-
-    for sg, end in raw_segs:
+    for sg, end in segs:
         kind, kinds = _close(sg, end)
         if kind is None:
             if sg.content > 3:  # a sentence or two around pasted blocks is commentary, not evidence
@@ -483,3 +506,30 @@ def scan_file(path: str | Path) -> tuple[list[EvidencePart], list[Unrecognized]]
     if not parts:
         unknown = [Unrecognized(p, "not a known output or log")]
     return parts, unknown
+
+
+def scan_file(path: str | Path) -> tuple[list[EvidencePart], list[Unrecognized]]:
+    """Split one evidence file into recognised parts, streaming it line by line.
+
+    Returns (parts in file order, unrecognised stretches). An empty or binary file, or one that
+    cannot be read, yields no part and one :class:`Unrecognized` naming the reason. Never raises
+    for file content; OSError on open is reported the same way.
+    """
+    p = Path(path)
+    try:
+        f = open(p, "rb")
+    except OSError as e:
+        return [], [Unrecognized(p, f"cannot read ({e.strerror or e})")]
+    with f:
+        bad = _sniff(p, f.read(SNIFF_BYTES))
+        if bad is not None:
+            return [], [bad]
+        splitter = _Splitter()
+        pos = 0
+        lineno = 0
+        for line_start, raw in iter_raw_lines(f, 0, None):
+            pos = line_start + len(raw)
+            lineno += 1
+            splitter.feed(line_start, raw, lineno)
+        segs = splitter.close(pos)
+    return _assemble(p, segs)

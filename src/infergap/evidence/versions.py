@@ -139,7 +139,7 @@ _LABEL = {"nccl": "NCCL", "nccl_cuda": "NCCL's CUDA build", "driver": "NVIDIA dr
           "vllm": "vLLM", "sglang": "SGLang", "nvidia-nccl-cu11": "nvidia-nccl-cu11", "nvidia-nccl-cu12": "nvidia-nccl-cu12"}
 
 
-def version_finding(check_id: str, investigator: str, checks: list[tuple[str, str]], source: str, subject: str | None,
+def version_finding(check_id: str, checks: list[tuple[str, str]], source: str, subject: str | None,
                     gpu_sm: set[int], extra: list[Any] = (), extra_lines: list[str] = ()) -> Any:
     """The finding of a version check against the catalog of known issues.
 
@@ -150,7 +150,8 @@ def version_finding(check_id: str, investigator: str, checks: list[tuple[str, st
     input does not show, else ``ok`` naming how many known issues were checked. Never None.
     """
     from infergap.evidence.signatures import checked_against, version_issues
-    from infergap.findings import SEVERITY_ORDER, Finding, Remedy, Status, ev
+    from infergap.checks import finding
+    from infergap.findings import SEVERITY_ORDER, Remedy, Status, ev
 
     desc = ", ".join(f"{_LABEL.get(c, c)} {v}" for c, v in checks)
     sure, unsure = list(extra), []
@@ -165,20 +166,20 @@ def version_finding(check_id: str, investigator: str, checks: list[tuple[str, st
         refs: list[str] = []
         for s in sure:
             refs += [r for r in s.sources if r not in refs]
-        return Finding(id=check_id, investigator=investigator, status=Status.actionable, subject=subject,
+        return finding(check_id, Status.actionable, subject=subject,
                        severity=worst.finding.severity, fix_kind=worst.finding.fix_kind,
-                       title=(f"{desc}: " if desc else "") + worst.finding.title, evidence=evs,
+                       title=(f"{desc}: " if desc else "") + worst.finding.title, evidence_=evs,
                        impact=" ".join(" ".join(s.why.split()) for s in sure),
                        remedy=Remedy(commands=list(worst.finding.fix), revert=list(worst.finding.revert), note=worst.finding.note),
                        references=refs, details={"signatures": [s.id for s in sure], "versions": dict(checks)})
     if unsure:
         s = unsure[0]
-        return Finding(id=check_id, investigator=investigator, status=Status.unknown, subject=subject,
+        return finding(check_id, Status.unknown, subject=subject,
                        title=f"{desc}: a known issue applies on some GPUs ({s.finding.title}); which GPUs run it is not in the input",
-                       evidence=evs,
+                       evidence_=evs,
                        impact=" ".join(s.why.split()) + " Run: nvidia-smi --query-gpu=name,compute_cap --format=csv",
                        references=list(s.sources), details={"signatures": [x.id for x in unsure], "versions": dict(checks)})
     n = sum(checked_against(c) for c, _ in checks)
-    return Finding(id=check_id, investigator=investigator, status=Status.ok, subject=subject,
+    return finding(check_id, Status.ok, subject=subject,
                    title=f"{desc}: checked against the {n} known-issue entries for these components in signatures.yaml; none applies",
-                   evidence=evs + [ev("signatures.yaml", f"{n} version entries checked")], details={"versions": dict(checks)})
+                   evidence_=evs + [ev("signatures.yaml", f"{n} version entries checked")], details={"versions": dict(checks)})

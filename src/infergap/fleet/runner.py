@@ -245,43 +245,14 @@ def ray_stream(address: str, *, active: bool = False, timeout_s: float = DEFAULT
     Raises :class:`UserError` when Ray is missing or the cluster cannot be reached.
     """
     ray = _ray()
-    from ray import cloudpickle
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    from infergap.fleet import node_task
-
     check_reachable(address)
-    init: dict[str, Any] = {"address": address, "logging_level": logging.WARNING, "log_to_driver": False,
-                            "include_dashboard": False}
-    if runtime_env:
-        init["runtime_env"] = runtime_env
-    try:
-        ray.init(**init)
-    except Exception as e:  # ConnectionError, TimeoutError, RaySystemError …: one line either way
-        where = address if address != "auto" else f"auto (RAY_ADDRESS={os.environ.get('RAY_ADDRESS') or 'unset'})"
-        raise UserError(f"--address {where}: cannot connect to a Ray cluster ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    _ray_init(ray, address, runtime_env)
     try:
         nodes = [n for n in ray.nodes() if n.get("Alive")]
-        names = [str(n.get("NodeManagerHostname") or n.get("NodeManagerAddress") or n["NodeID"][:12]) for n in nodes]
-        ids = [NodeIdentity(name=(f"{nm}:{n['NodeID'][:8]}" if names.count(nm) > 1 else nm), node_id=n["NodeID"],
-                            address=str(n.get("NodeManagerAddress") or "")) for nm, n in zip(names, nodes)]
+        ids = _identities(nodes)
         if on_nodes is not None:
             on_nodes(len(ids))
-        cloudpickle.register_pickle_by_value(node_task)
-        try:
-            fn = ray.remote(node_task.collect_here)
-        finally:
-            cloudpickle.unregister_pickle_by_value(node_task)
-        pending: dict[Any, NodeIdentity] = {}
-        asked: dict[str, float] = {}
-        for ident, n in zip(ids, nodes):
-            gpus = float((n.get("Resources") or {}).get("GPU", 0)) if active else 0
-            asked[ident.name] = gpus
-            opts: dict[str, Any] = {"num_cpus": 0, "max_retries": 0,
-                                    "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=n["NodeID"], soft=False)}
-            if gpus:
-                opts["num_gpus"] = gpus
-            pending[fn.options(**opts).remote(active)] = ident
+        pending, asked = _submit(ray, ids, nodes, active)
         deadline = time.monotonic() + timeout_s
         while pending:
             # Every answer that is ready within a second; past the deadline, only those already
@@ -292,18 +263,7 @@ def ray_stream(address: str, *, active: bool = False, timeout_s: float = DEFAULT
                 break
             for ref in ready:
                 ident = pending.pop(ref)
-                try:
-                    res = ray.get(ref)
-                except Exception as e:  # Ray's errors: node died, worker crashed, unschedulable …
-                    state, why = _classify(e)
-                    yield ident, NodeDigest(node=ident, state=state, error=why)
-                    continue
-                if not isinstance(res, dict) or res.get("state") != "ok" or not isinstance(res.get("snapshot"), bytes):
-                    state = res.get("state") if isinstance(res, dict) and res.get("state") in ("no_infergap", "error") else "error"
-                    why = (res.get("error") if isinstance(res, dict) else None) or "the node returned no snapshot"
-                    yield ident, NodeDigest(node=ident, state=state, error=why)
-                    continue
-                yield ident, res["snapshot"]
+                yield ident, _answer(ray, ref, ident)
         for ref, ident in pending.items():
             try:
                 ray.cancel(ref, force=True)
@@ -313,3 +273,65 @@ def ray_stream(address: str, *, active: bool = False, timeout_s: float = DEFAULT
             yield ident, NodeDigest(node=ident, state="hung", error=f"no answer within the per-node timeout of {timeout_s:g} s{extra}")
     finally:
         ray.shutdown()
+
+
+def _ray_init(ray: Any, address: str, runtime_env: dict[str, Any] | None) -> None:
+    """Connect to the cluster quietly (no dashboard, no worker logs). Raises :class:`UserError`
+    with one line when it cannot."""
+    init: dict[str, Any] = {"address": address, "logging_level": logging.WARNING, "log_to_driver": False,
+                            "include_dashboard": False}
+    if runtime_env:
+        init["runtime_env"] = runtime_env
+    try:
+        ray.init(**init)
+    except Exception as e:  # ConnectionError, TimeoutError, RaySystemError …: one line either way
+        where = address if address != "auto" else f"auto (RAY_ADDRESS={os.environ.get('RAY_ADDRESS') or 'unset'})"
+        raise UserError(f"--address {where}: cannot connect to a Ray cluster ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+
+
+def _identities(nodes: list[dict[str, Any]]) -> list[NodeIdentity]:
+    """Each node's identity: its host name (suffixed with its node id where two share one)."""
+    names = [str(n.get("NodeManagerHostname") or n.get("NodeManagerAddress") or n["NodeID"][:12]) for n in nodes]
+    return [NodeIdentity(name=(f"{nm}:{n['NodeID'][:8]}" if names.count(nm) > 1 else nm), node_id=n["NodeID"],
+                         address=str(n.get("NodeManagerAddress") or "")) for nm, n in zip(names, nodes)]
+
+
+def _submit(ray: Any, ids: list[NodeIdentity], nodes: list[dict[str, Any]],
+            active: bool) -> tuple[dict[Any, NodeIdentity], dict[str, float]]:
+    """One collect task per node, pinned to it: (object ref → node, GPUs asked per node name)."""
+    from ray import cloudpickle
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from infergap.fleet import node_task
+
+    cloudpickle.register_pickle_by_value(node_task)
+    try:
+        fn = ray.remote(node_task.collect_here)
+    finally:
+        cloudpickle.unregister_pickle_by_value(node_task)
+    pending: dict[Any, NodeIdentity] = {}
+    asked: dict[str, float] = {}
+    for ident, n in zip(ids, nodes):
+        gpus = float((n.get("Resources") or {}).get("GPU", 0)) if active else 0
+        asked[ident.name] = gpus
+        opts: dict[str, Any] = {"num_cpus": 0, "max_retries": 0,
+                                "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=n["NodeID"], soft=False)}
+        if gpus:
+            opts["num_gpus"] = gpus
+        pending[fn.options(**opts).remote(active)] = ident
+    return pending, asked
+
+
+def _answer(ray: Any, ref: Any, ident: NodeIdentity) -> Payload:
+    """A finished node task's snapshot bytes, or the digest of its failure (Ray's error, a
+    node without infergap, no snapshot returned)."""
+    try:
+        res = ray.get(ref)
+    except Exception as e:  # Ray's errors: node died, worker crashed, unschedulable …
+        state, why = _classify(e)
+        return NodeDigest(node=ident, state=state, error=why)
+    if not isinstance(res, dict) or res.get("state") != "ok" or not isinstance(res.get("snapshot"), bytes):
+        state = res.get("state") if isinstance(res, dict) and res.get("state") in ("no_infergap", "error") else "error"
+        why = (res.get("error") if isinstance(res, dict) else None) or "the node returned no snapshot"
+        return NodeDigest(node=ident, state=state, error=why)
+    return res["snapshot"]

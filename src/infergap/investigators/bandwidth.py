@@ -12,13 +12,14 @@ Reference figures:
 
 from __future__ import annotations
 
-from infergap.gpudata import datasheet_bandwidth_TBps, pcie_link_GBps
+from infergap import checks
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status
+from infergap.gpudata import datasheet_bandwidth_TBps, pcie_link_GBps
 from infergap.investigators.base import Context, evidence, finding
 
 NAME = "bandwidth"
-H2D_OK = 0.60
-MEM_OK = 0.70
+H2D_OK = checks.threshold("pcie.h2d_bandwidth", "min_fraction_of_link")
+MEM_OK = checks.threshold("gpu.memory_bandwidth", "min_fraction_of_datasheet")
 
 
 
@@ -29,15 +30,15 @@ def investigate(ctx: Context) -> list[Finding]:
     if data is None:
         return []
     if not isinstance(data, dict):
-        return [finding("active.probes", NAME, Status.unknown, "Active measurements unreadable", impact="probes/active.json is not a JSON object.")]
+        return [finding("active.probes", Status.unknown, "Active measurements unreadable", impact="probes/active.json is not a JSON object.")]
     if not data.get("available"):
         if not ctx.facts.gpus():
-            return [finding("active.probes", NAME, Status.not_applicable, "No GPU to measure", impact="Active measurements need an NVIDIA GPU (and torch); this host has none.")]
-        return [finding("active.probes", NAME, Status.unknown, "Active measurements did not run", impact=str(data.get("error")))]
+            return [finding("active.probes", Status.not_applicable, "No GPU to measure", impact="Active measurements need an NVIDIA GPU (and torch); this host has none.")]
+        return [finding("active.probes", Status.unknown, "Active measurements did not run", impact=str(data.get("error")))]
     try:
         return _judge(ctx, data)
     except (TypeError, KeyError, AttributeError, ValueError, IndexError, ZeroDivisionError) as e:
-        return [finding("active.probes", NAME, Status.unknown, "Active measurements unreadable",
+        return [finding("active.probes", Status.unknown, "Active measurements unreadable",
                         impact=f"probes/active.json does not have the expected fields ({type(e).__name__}: {e}).")]
 
 
@@ -55,15 +56,15 @@ def _judge(ctx: Context, data: dict) -> list[Finding]:
         if link:
             frac = c["h2d_pinned_GBps"] / link
             if frac < H2D_OK:
-                out.append(finding("pcie.h2d_bandwidth", NAME, Status.actionable, f"GPU {subj}: pinned host-to-device copy {c['h2d_pinned_GBps']:.1f} GB/s = {frac:.0%} of gen{gen} x{width}",
-                                   severity=Severity.P1, fix_kind=FixKind.bios, subject=subj, evidence_=evs, expected_value=f">= {H2D_OK:.0%} of {link:.1f} GB/s",
+                out.append(finding("pcie.h2d_bandwidth", Status.actionable, f"GPU {subj}: pinned host-to-device copy {c['h2d_pinned_GBps']:.1f} GB/s = {frac:.0%} of gen{gen} x{width}",
+                                   fix_kind=FixKind.bios, subject=subj, evidence_=evs, expected_value=f">= {H2D_OK:.0%} of {link:.1f} GB/s",
                                    impact="Weight loading, KV offload and CPU-GPU transfers run below what the link carries: check the IOMMU mode, MaxReadReq, NUMA placement of the copying thread and the link itself.",
                                    remedy=Remedy(note="Compare with the pcie.* and iommu.mode findings; bind the process to the GPU's NUMA node and re-measure.")))
             else:
-                out.append(finding("pcie.h2d_bandwidth", NAME, Status.ok, f"GPU {subj}: pinned host-to-device copy {c['h2d_pinned_GBps']:.1f} GB/s = {frac:.0%} of gen{gen} x{width} ({link:.1f} GB/s)",
+                out.append(finding("pcie.h2d_bandwidth", Status.ok, f"GPU {subj}: pinned host-to-device copy {c['h2d_pinned_GBps']:.1f} GB/s = {frac:.0%} of gen{gen} x{width} ({link:.1f} GB/s)",
                                    subject=subj, evidence_=evs, expected_value=f">= {H2D_OK:.0%} of {link:.1f} GB/s"))
         else:
-            out.append(finding("pcie.h2d_bandwidth", NAME, Status.unknown, f"GPU {subj}: pinned host-to-device copy {c['h2d_pinned_GBps']:.1f} GB/s; the PCIe link it should reach is not captured",
+            out.append(finding("pcie.h2d_bandwidth", Status.unknown, f"GPU {subj}: pinned host-to-device copy {c['h2d_pinned_GBps']:.1f} GB/s; the PCIe link it should reach is not captured",
                                subject=subj, evidence_=evs, impact="Judging the copy needs the link's maximum generation and width: nvidia-smi -q (GPU Link Info) or lspci -vvv (LnkCap)."))
         name = g.name if g else c.get("name")
         peak = datasheet_bandwidth_TBps(name) if name else None
@@ -71,14 +72,13 @@ def _judge(ctx: Context, data: dict) -> list[Finding]:
         if peak:
             frac = c["d2d_copy_GBps"] / 1000 / peak
             st = Status.ok if frac >= MEM_OK else Status.actionable
-            out.append(finding("gpu.memory_bandwidth", NAME, st, f"GPU {subj}: memory copy {c['d2d_copy_GBps'] / 1000:.2f} TB/s = {frac:.0%} of the {peak} TB/s datasheet peak",
-                               severity=Severity.P1 if st == Status.actionable else None, fix_kind=FixKind.hardware if st == Status.actionable else None,
+            out.append(finding("gpu.memory_bandwidth", st, f"GPU {subj}: memory copy {c['d2d_copy_GBps'] / 1000:.2f} TB/s = {frac:.0%} of the {peak} TB/s datasheet peak",
                                subject=subj, evidence_=mevs, expected_value=f">= {MEM_OK:.0%} of {peak} TB/s",
                                impact="Decode is bound by memory bandwidth; this measured figure is the ceiling to use in the roofline (infergap roofline --measured-bandwidth).",
                                remedy=Remedy(note="Check clocks and throttling under load (gpu.clocks, gpu.throttle).") if st == Status.actionable else None,
                                details={"measured_GBps": c["d2d_copy_GBps"], "datasheet_TBps": peak}))
         else:
-            out.append(finding("gpu.memory_bandwidth", NAME, Status.unknown, f"GPU {subj}: memory copy {c['d2d_copy_GBps'] / 1000:.2f} TB/s (no datasheet figure for {name or 'this GPU'})",
+            out.append(finding("gpu.memory_bandwidth", Status.unknown, f"GPU {subj}: memory copy {c['d2d_copy_GBps'] / 1000:.2f} TB/s (no datasheet figure for {name or 'this GPU'})",
                                subject=subj, evidence_=mevs, details={"measured_GBps": c["d2d_copy_GBps"]},
                                impact="Judging the copy needs the GPU's datasheet bandwidth: add the model to src/infergap/data/gpus.yaml, or capture nvidia-smi -q so the GPU is named."))
     ar = data.get("allreduce")
@@ -86,11 +86,11 @@ def _judge(ctx: Context, data: dict) -> list[Finding]:
         big = ar["sizes"][-1]
         small = ar["sizes"][0]
         evs = evidence((src, f"{ar['world']} GPUs: {small['bytes'] >> 10} KiB in {small['time_us']:.1f} µs; {big['bytes'] >> 20} MiB busbw {big['busbw_GBps']:.1f} GB/s"))
-        out.append(finding("nccl.allreduce_bandwidth", NAME, Status.ok if ar.get("result_ok") else Status.actionable,
+        out.append(finding("nccl.allreduce_bandwidth", Status.ok if ar.get("result_ok") else Status.actionable,
                            f"NCCL all-reduce on {ar['world']} GPUs: {big['busbw_GBps']:.0f} GB/s bus bandwidth at {big['bytes'] >> 20} MiB, {small['time_us']:.0f} µs at {small['bytes'] >> 10} KiB",
                            severity=None if ar.get("result_ok") else Severity.P0, fix_kind=None if ar.get("result_ok") else FixKind.software,
                            evidence_=evs, impact="Small-message latency is what tensor-parallel decode pays per all-reduce; the bus bandwidth is what prefill and large batches see (nccl-tests definition).",
                            details={"sizes": ar["sizes"]}))
     elif ar and ar.get("error"):
-        out.append(finding("nccl.allreduce_bandwidth", NAME, Status.unknown, "NCCL all-reduce measurement failed", impact=ar["error"]))
+        out.append(finding("nccl.allreduce_bandwidth", Status.unknown, "NCCL all-reduce measurement failed", impact=ar["error"]))
     return out

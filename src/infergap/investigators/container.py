@@ -13,13 +13,14 @@ Sources and thresholds:
 
 from __future__ import annotations
 
-from infergap.findings import Finding, FixKind, Remedy, Severity, Status
+from infergap import checks
+from infergap.findings import Finding, Remedy, Severity, Status
 from infergap.investigators.base import Context, evidence, finding, unknown
 from infergap.parsers.host import human_size_B, parse_df_h
 
 NAME = "container"
-NOFILE_GOOD = 65536
-SHM_GOOD_B = 1024**3
+NOFILE_GOOD = checks.threshold("limits.nofile", "min_open_files")
+SHM_GOOD_B = checks.threshold("container.shm", "min_bytes")
 
 
 def _no_output(ctx: Context, name: str) -> bool:
@@ -31,12 +32,12 @@ def _no_output(ctx: Context, name: str) -> bool:
 def _detect(ctx: Context) -> Finding:
     c = ctx.facts.container()
     if c.inside:
-        return finding("container.detect", NAME, Status.expected, f"Running inside a {c.kind} container", evidence_=evidence(*c.evidence),
+        return finding("container.detect", Status.expected, f"Running inside a {c.kind} container", evidence_=evidence(*c.evidence),
                        impact="Kernel settings (sysctls), cpufreq, cpuidle and PCI config space belong to the host: findings about them are marked host-controlled and their commands are for the host.")
     seen = _not_container_evidence(ctx)
     if not seen:
-        return unknown("container.detect", NAME, "Container: not captured", "Needs /proc/1/environ, /proc/1/cgroup, /proc/mounts or systemd-detect-virt -c.")
-    return finding("container.detect", NAME, Status.ok, "Not inside a container", evidence_=evidence(*c.evidence, *c.discounted, *seen))
+        return unknown("container.detect", "Container: not captured", "Needs /proc/1/environ, /proc/1/cgroup, /proc/mounts or systemd-detect-virt -c.")
+    return finding("container.detect", Status.ok, "Not inside a container", evidence_=evidence(*c.evidence, *c.discounted, *seen))
 
 
 def _not_container_evidence(ctx: Context) -> list[tuple[str, str]]:
@@ -77,23 +78,23 @@ def _memlock(ctx: Context) -> Finding:
     cid = "limits.memlock"
     v = ctx.facts.limits().get("memlock_B")
     if v is None:
-        return unknown(cid, NAME, "RLIMIT_MEMLOCK: not captured", "Needs /proc/self/limits or ulimit -a.")
+        return unknown(cid, "RLIMIT_MEMLOCK: not captured", "Needs /proc/self/limits or ulimit -a.")
     if v.value == "unlimited":
-        return finding(cid, NAME, Status.ok, "Locked-memory limit is unlimited", evidence_=evidence(v), expected_value="unlimited")
+        return finding(cid, Status.ok, "Locked-memory limit is unlimited", evidence_=evidence(v), expected_value="unlimited")
     try:
         b = int(v.value)
     except ValueError:
-        return unknown(cid, NAME, "RLIMIT_MEMLOCK: unreadable", f"{v.value!r} is not a number.", evidence_=evidence(v))
+        return unknown(cid, "RLIMIT_MEMLOCK: unreadable", f"{v.value!r} is not a number.", evidence_=evidence(v))
     rdma = ctx.facts.rdma_devices()
     if not rdma and not ctx.facts.gpus() and ctx.facts.pci_inventory_captured():
         # the whole PCI list was read: no GPU buffers to pin and no RDMA NIC to register memory with
-        return finding(cid, NAME, Status.not_applicable, f"Locked-memory limit is {_human(b)}; this host has no NVIDIA GPU and no RDMA device",
+        return finding(cid, Status.not_applicable, f"Locked-memory limit is {_human(b)}; this host has no NVIDIA GPU and no RDMA device",
                        evidence_=evidence(v), expected_value="unlimited where GPUs or RDMA NICs are used",
                        impact="The limit caps pinned host buffers of GPU transfers and RDMA memory registration; the captured PCI device "
                               "list holds neither a GPU nor an RDMA NIC, so nothing here is limited by it.")
     sev = Severity.P1 if rdma or b < 2**30 else Severity.P2
-    return finding(cid, NAME, Status.actionable, f"Locked-memory limit is {_human(b)}, not unlimited",
-                   severity=sev, fix_kind=FixKind.runtime, evidence_=evidence(v, *(rdma[:1])), expected_value="unlimited",
+    return finding(cid, Status.actionable, f"Locked-memory limit is {_human(b)}, not unlimited",
+                   severity=sev, evidence_=evidence(v, *(rdma[:1])), expected_value="unlimited",
                    impact="Pinned host buffers and RDMA memory registration (NCCL over InfiniBand/RoCE, GPUDirect) are capped by this limit; registrations beyond it fail with ENOMEM or fall back to slower paths.",
                    remedy=_limit_remedy(ctx, "memlock", "infinity"), references=["setrlimit(2) RLIMIT_MEMLOCK", "NCCL troubleshooting guide: memlock"])
 
@@ -102,14 +103,13 @@ def _nofile(ctx: Context) -> Finding:
     cid = "limits.nofile"
     v = ctx.facts.limits().get("nofile")
     if v is None:
-        return unknown(cid, NAME, "RLIMIT_NOFILE: not captured", "Needs /proc/self/limits or ulimit -a.")
+        return unknown(cid, "RLIMIT_NOFILE: not captured", "Needs /proc/self/limits or ulimit -a.")
     n = 10**12 if v.value == "unlimited" else int(v.value) if v.value.isdigit() else None
     if n is None:
-        return unknown(cid, NAME, "RLIMIT_NOFILE: unreadable", f"{v.value!r} is not a number.", evidence_=evidence(v))
+        return unknown(cid, "RLIMIT_NOFILE: unreadable", f"{v.value!r} is not a number.", evidence_=evidence(v))
     if n >= NOFILE_GOOD:
-        return finding(cid, NAME, Status.ok, f"Open-files limit is {v.value}", evidence_=evidence(v), expected_value=f">= {NOFILE_GOOD}")
-    return finding(cid, NAME, Status.actionable, f"Open-files limit is {n}", severity=Severity.P2, fix_kind=FixKind.runtime,
-                   evidence_=evidence(v), expected_value=f">= {NOFILE_GOOD}",
+        return finding(cid, Status.ok, f"Open-files limit is {v.value}", evidence_=evidence(v), expected_value=f">= {NOFILE_GOOD}")
+    return finding(cid, Status.actionable, f"Open-files limit is {n}", evidence_=evidence(v), expected_value=f">= {NOFILE_GOOD}",
                    impact="A server handling many concurrent client connections runs out of descriptors (EMFILE) and drops requests.",
                    remedy=_limit_remedy(ctx, "nofile", "1048576"), references=["setrlimit(2) RLIMIT_NOFILE"])
 
@@ -118,20 +118,19 @@ def _shm(ctx: Context) -> Finding:
     cid = "container.shm"
     r = ctx.facts.cmd_ok("df")
     if r is None:
-        return unknown(cid, NAME, "/dev/shm size: not captured", "Needs df -h /dev/shm.")
+        return unknown(cid, "/dev/shm size: not captured", "Needs df -h /dev/shm.")
     df = parse_df_h(r.stdout)
     e = df.get("/dev/shm")
     if e is None:
-        return unknown(cid, NAME, "/dev/shm: not mounted or not captured", "df did not list /dev/shm.", evidence_=evidence((ctx.facts.src("df"), r.stdout.strip()[:200])))
+        return unknown(cid, "/dev/shm: not mounted or not captured", "df did not list /dev/shm.", evidence_=evidence((ctx.facts.src("df"), r.stdout.strip()[:200])))
     size = human_size_B(e["size"])
     ev = evidence((ctx.facts.src("df"), f"/dev/shm {e['fs']} size {e['size']}"))
     if size is not None and size < SHM_GOOD_B:
-        return finding(cid, NAME, Status.actionable, f"/dev/shm is only {e['size']}", severity=Severity.P1, fix_kind=FixKind.runtime,
-                       evidence_=ev, expected_value=">= 1 GiB",
+        return finding(cid, Status.actionable, f"/dev/shm is only {e['size']}", evidence_=ev, expected_value=">= 1 GiB",
                        impact="NCCL's shared-memory transport and engines' IPC buffers live in /dev/shm; Docker's 64 MB default makes NCCL fail or fall back.",
                        remedy=Remedy(commands=["docker run --shm-size=16g … (or --ipc=host)", "mount -o remount,size=16G /dev/shm"], revert=[f"mount -o remount,size={e['size']} /dev/shm"], host_controlled=ctx.in_container),
                        references=["NCCL troubleshooting guide: Docker --shm-size", "vLLM docs: --ipc=host"])
-    return finding(cid, NAME, Status.ok, f"/dev/shm is {e['size']}", evidence_=ev, expected_value=">= 1 GiB")
+    return finding(cid, Status.ok, f"/dev/shm is {e['size']}", evidence_=ev, expected_value=">= 1 GiB")
 
 
 def investigate(ctx: Context) -> list[Finding]:

@@ -14,12 +14,13 @@ Sources and thresholds:
 
 from __future__ import annotations
 
-from infergap.findings import Action, Finding, FixKind, Remedy, Severity, Status
+from infergap import checks
+from infergap.findings import Action, Finding, Remedy, Status
 from infergap.investigators.base import Context, evidence, finding, not_applicable
 from infergap.parsers.host import KernelVersion
 
 NAME = "cpu_power"
-DEEP_STATE_US = 50
+DEEP_STATE_US = checks.threshold("cpu.cstates", "deep_exit_latency_us")
 
 
 def _no_cpu_pm(ctx: Context, cid: str, what: str) -> Finding:
@@ -28,18 +29,18 @@ def _no_cpu_pm(ctx: Context, cid: str, what: str) -> Finding:
     denied = ctx.snap.unreadable_under("/sys/devices/system/cpu")
     if denied:
         path, why = denied[0]
-        return unknown(cid, NAME, f"{what.capitalize()}: unreadable ({why})",
+        return unknown(cid, f"{what.capitalize()}: unreadable ({why})",
                        f"{len(denied)} file(s) under /sys/devices/system/cpu could not be read ({path}: {why}); run as root.")
     if ctx.snap.listdir("/sys/devices/system/cpu") is None:
-        return unknown(cid, NAME, f"{what.capitalize()}: not captured", "Needs /sys/devices/system/cpu.")
+        return unknown(cid, f"{what.capitalize()}: not captured", "Needs /sys/devices/system/cpu.")
     vm = ctx.facts.virtualization()
     c = ctx.facts.container()
     where = "a virtual machine" if vm else ("a container" if c.inside else None)
     if where:
-        return finding(cid, NAME, Status.expected, f"No {what} exposed: the host runs in {where}",
+        return finding(cid, Status.expected, f"No {what} exposed: the host runs in {where}",
                        evidence_=evidence(vm) if vm else evidence(*c.evidence),
                        impact=f"{what.capitalize()} is managed by the hypervisor or host; inside {where} there is nothing to tune. Check the host if you own it.")
-    return not_applicable(cid, NAME, f"No {what} exposed", f"The kernel exposes no {what} (driver not loaded or disabled on the command line).")
+    return not_applicable(cid, f"No {what} exposed", f"The kernel exposes no {what} (driver not loaded or disabled on the command line).")
 
 
 def _cstates(ctx: Context) -> Finding:
@@ -50,14 +51,13 @@ def _cstates(ctx: Context) -> Finding:
     deep = [s for s in states if s.latency_us >= DEEP_STATE_US and s.enabled_cpus]
     evs = evidence(*[(f"files/sys/devices/system/cpu/cpu0/cpuidle/state{s.index}", f"{s.name}: latency {s.latency_us} µs, enabled on {len(s.enabled_cpus)} CPU(s), disabled on {len(s.disabled_cpus)}") for s in states])
     if not deep:
-        return finding(cid, NAME, Status.ok, f"No idle state with exit latency >= {DEEP_STATE_US} µs is enabled", evidence_=evs, expected_value=f"states >= {DEEP_STATE_US} µs disabled")
+        return finding(cid, Status.ok, f"No idle state with exit latency >= {DEEP_STATE_US} µs is enabled", evidence_=evs, expected_value=f"states >= {DEEP_STATE_US} µs disabled")
     host = ctx.in_container
     names = ", ".join(f"{s.name} ({s.latency_us} µs)" for s in deep)
     cmds = [f"for f in /sys/devices/system/cpu/cpu*/cpuidle/state{s.index}/disable; do echo 1 > $f; done" for s in deep]
     reverts = [f"for f in /sys/devices/system/cpu/cpu*/cpuidle/state{s.index}/disable; do echo 0 > $f; done" for s in deep]
-    return finding(
-        cid, NAME, Status.actionable, f"Deep C-states enabled: {names}",
-        severity=Severity.P1, fix_kind=FixKind.runtime, evidence_=evs, expected_value=f"idle states with exit latency >= {DEEP_STATE_US} µs disabled",
+    return finding(cid, Status.actionable, f"Deep C-states enabled: {names}",
+        evidence_=evs, expected_value=f"idle states with exit latency >= {DEEP_STATE_US} µs disabled",
         impact="A CPU thread that launches kernels or polls for completions and wakes from a deep state pays its exit latency each time; at batch 1 the GPU waits on those threads every step.",
         remedy=Remedy(commands=cmds, persist=["tuned-adm profile accelerator-performance (holds /dev/cpu_dma_latency), or processor.max_cstate=1 on the kernel command line, or disable C-states in the BIOS"],
                       revert=reverts, actions=[Action(type="cpuidle", target=s.name, value="1", previous="0") for s in deep], host_controlled=host,
@@ -98,17 +98,16 @@ def _freq_driver(ctx: Context) -> Finding:
         evs += evidence(("files/proc/cpuinfo", f"{model} (family 0x{fam:x})"), kr)
         if kv is None or kv.at_least(6, 1):
             mode = "active" if kv is None or kv.at_least(6, 3) else "passive"
-            return finding(
-                cid, NAME, Status.actionable, f"acpi-cpufreq drives a Zen CPU whose kernel offers amd_pstate ({kr.value if kr else 'kernel unknown'})",
-                severity=Severity.P1, fix_kind=FixKind.reboot, evidence_=evs, expected_value=f"amd-pstate-epp (amd_pstate={mode})",
+            return finding(cid, Status.actionable, f"acpi-cpufreq drives a Zen CPU whose kernel offers amd_pstate ({kr.value if kr else 'kernel unknown'})",
+                evidence_=evs, expected_value=f"amd-pstate-epp (amd_pstate={mode})",
                 impact="acpi-cpufreq exposes only a few coarse P-states; amd_pstate uses CPPC for fine-grained frequency and lets the firmware boost the cores that feed the GPUs.",
                 remedy=Remedy(persist=[f"add amd_pstate={mode} to the kernel command line (GRUB_CMDLINE_LINUX or /etc/kernel/cmdline on Proxmox), update the boot loader, reboot", "enable CPPC in the BIOS if /sys/devices/system/cpu/amd_pstate stays absent"],
                               revert=[f"remove amd_pstate={mode} from the kernel command line, reboot"], host_controlled=ctx.in_container),
                 references=["Documentation/admin-guide/pm/amd-pstate.rst"],
             )
-        return finding(cid, NAME, Status.expected, "acpi-cpufreq on a Zen CPU: this kernel predates amd_pstate", evidence_=evs,
+        return finding(cid, Status.expected, "acpi-cpufreq on a Zen CPU: this kernel predates amd_pstate", evidence_=evs,
                        impact="amd_pstate needs Linux 6.1 or later; upgrading the kernel is the way to it.")
-    return finding(cid, NAME, Status.ok, f"CPU frequency driver {drv}", evidence_=evs)
+    return finding(cid, Status.ok, f"CPU frequency driver {drv}", evidence_=evs)
 
 
 def _governor(ctx: Context) -> Finding:
@@ -122,11 +121,11 @@ def _governor(ctx: Context) -> Finding:
         evs += evidence(("files/sys/devices/system/cpu/cpu0/cpufreq/energy_performance_preference", cf["epp"]))
     bad = {g: n for g, n in govs.items() if g != "performance"}
     if not bad:
-        return finding(cid, NAME, Status.ok, "CPU governor: performance on every CPU", evidence_=evs, expected_value="performance")
+        return finding(cid, Status.ok, "CPU governor: performance on every CPU", evidence_=evs, expected_value="performance")
     host = ctx.in_container
     prev = max(bad, key=bad.get)
-    return finding(cid, NAME, Status.actionable, f"CPU governor is {prev} on {bad[prev]} CPU(s)",
-                   severity=Severity.P1, fix_kind=FixKind.runtime, evidence_=evs, expected_value="performance",
+    return finding(cid, Status.actionable, f"CPU governor is {prev} on {bad[prev]} CPU(s)",
+                   evidence_=evs, expected_value="performance",
                    impact="A power-saving governor ramps frequency up only after load appears: the CPU work between GPU steps (scheduling, sampling, detokenizing) runs slower.",
                    remedy=Remedy(commands=["cpupower frequency-set -g performance"], persist=["tuned-adm profile throughput-performance, or a systemd unit running cpupower at boot"],
                                  revert=[f"cpupower frequency-set -g {prev}"], host_controlled=host,

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import re
 
-from infergap.findings import Action, Finding, FixKind, Remedy, Severity, Status
+from infergap import checks
+from infergap.findings import Action, Finding, Remedy, Status
 from infergap.investigators.base import Context, evidence, finding, unknown
 
 NAME = "driver"
-MIN_DRIVER = {11: (450, 80), 12: (525, 60), 13: (580, 65)}
+#: CUDA major version -> minimum Linux driver (major, minor), from the catalog entry.
+MIN_DRIVER = {int(k): (int(v.split(".")[0]), int(v.split(".")[1]))
+              for k, v in checks.get("driver.cuda_compat").tables["min_driver_by_cuda_major"].items()}
 
 
 def _ver(s: str) -> tuple[int, ...]:
@@ -38,12 +41,12 @@ def _cuda_compat(ctx: Context) -> Finding:
     cid = "driver.cuda_compat"
     dv = ctx.facts.driver_version()
     if dv is None:
-        return unknown(cid, NAME, "NVIDIA driver version: not captured", "Needs /sys/module/nvidia/version, NVML or nvidia-smi.")
+        return unknown(cid, "NVIDIA driver version: not captured", "Needs /sys/module/nvidia/version, NVML or nvidia-smi.")
     cv = ctx.facts.cuda_driver_version()
     stack = _stack_cuda(ctx)
     evs = evidence(dv, cv, stack and (stack[1], f"stack built for CUDA {stack[0]}"))
     if stack is None:
-        return unknown(cid, NAME, f"Driver {dv.value}" + (f" (CUDA {cv.value})" if cv else "") + ": the CUDA the serving stack was built for is not captured",
+        return unknown(cid, f"Driver {dv.value}" + (f" (CUDA {cv.value})" if cv else "") + ": the CUDA the serving stack was built for is not captured",
                        "Compatibility needs the stack's CUDA build: python -c 'import torch; print(torch.version.cuda)' "
                        "(or pip list of the serving environment).", evidence_=evs)
     major = _ver(stack[0])[0]
@@ -53,13 +56,13 @@ def _cuda_compat(ctx: Context) -> Finding:
     if cv is not None and _ver(cv.value)[:2] < _ver(stack[0])[:2]:
         too_old = True
     if too_old:
-        return finding(cid, NAME, Status.actionable, f"Driver {dv.value} is older than CUDA {stack[0]} needs",
-                       severity=Severity.P0, fix_kind=FixKind.software, evidence_=evs,
+        return finding(cid, Status.actionable, f"Driver {dv.value} is older than CUDA {stack[0]} needs",
+                       evidence_=evs,
                        expected_value=f">= {need[0]}.{need[1]}" if need else f"CUDA >= {stack[0]}",
                        impact="The stack's CUDA runtime is newer than the driver supports: CUDA fails to initialise or runs through forward-compatibility libraries only.",
                        remedy=Remedy(note=f"Install an NVIDIA driver >= {need[0]}.{need[1]} (or a torch build for an older CUDA)." if need else "Upgrade the NVIDIA driver."),
                        references=["CUDA Toolkit release notes: Toolkit and corresponding driver versions"])
-    return finding(cid, NAME, Status.ok, f"Driver {dv.value} supports the stack's CUDA {stack[0]}", evidence_=evs,
+    return finding(cid, Status.ok, f"Driver {dv.value} supports the stack's CUDA {stack[0]}", evidence_=evs,
                    expected_value=f">= {need[0]}.{need[1]}" if need else None)
 
 
@@ -68,12 +71,11 @@ def _persistence(ctx: Context) -> list[Finding]:
     for g in ctx.facts.gpus():
         cid = "gpu.persistence_mode"
         if g.persistence_mode is None:
-            out.append(unknown(cid, NAME, f"GPU {g.bdf}: persistence mode not captured", "Needs NVML or nvidia-smi.", subject=g.bdf))
+            out.append(unknown(cid, f"GPU {g.bdf}: persistence mode not captured", "Needs NVML or nvidia-smi.", subject=g.bdf))
         elif g.persistence_mode:
-            out.append(finding(cid, NAME, Status.ok, f"GPU {g.bdf}: persistence mode on", subject=g.bdf, evidence_=evidence((g.sources[-1], "Enabled")), expected_value="Enabled"))
+            out.append(finding(cid, Status.ok, f"GPU {g.bdf}: persistence mode on", subject=g.bdf, evidence_=evidence((g.sources[-1], "Enabled")), expected_value="Enabled"))
         else:
-            out.append(finding(cid, NAME, Status.actionable, f"GPU {g.bdf}: persistence mode off", severity=Severity.P1, fix_kind=FixKind.runtime,
-                               subject=g.bdf, evidence_=evidence((g.sources[-1], "Disabled")), expected_value="Enabled",
+            out.append(finding(cid, Status.actionable, f"GPU {g.bdf}: persistence mode off", subject=g.bdf, evidence_=evidence((g.sources[-1], "Disabled")), expected_value="Enabled",
                                impact="Without persistence the driver tears the GPU down when the last client exits; every new process (engine restart, health check, benchmark) pays seconds of initialisation.",
                                remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -pm 1"], persist=["systemctl enable --now nvidia-persistenced"], revert=[f"nvidia-smi -i {g.bdf} -pm 0"],
                                              actions=[Action(type="nvidia_persistence", target=g.bdf, value="1", previous="0")], host_controlled=ctx.in_container),
@@ -90,7 +92,7 @@ def _known_issues(ctx: Context) -> Finding | None:
     if "driver" not in sv.versions:
         return None
     ver, src = sv.versions["driver"]
-    return version_finding("driver.version", NAME, [("driver", ver)], src, None, sv.gpu_sm)
+    return version_finding("driver.version", [("driver", ver)], src, None, sv.gpu_sm)
 
 
 def investigate(ctx: Context) -> list[Finding]:

@@ -11,9 +11,11 @@ change: tune it); custom all-reduce disabled on more than two PCIe-only GPUs is 
 
 from __future__ import annotations
 
+from infergap.checks import finding
 from infergap.evidence.common import engine_logs
+from infergap.findings import Finding, Remedy, Severity, Status, ev
+from infergap.investigators.interconnect import allreduce_from_engine_log
 from infergap.parsers.engine_log import EngineLogFacts
-from infergap.findings import Finding, FixKind, Remedy, Severity, Status, ev
 
 NAME = "engine_log"
 
@@ -46,47 +48,17 @@ def _config(label: str, f: EngineLogFacts) -> Finding | None:
     # What the finding reports must be cited: the judged arguments, else the others, else the version line.
     cited = shown or {k: v for k, v in a.items() if isinstance(v, (str, int, float, bool)) or v is None}
     evidence = [ev(label, f"{k}={v}") for k, v in list(cited.items())[:16]] or [ev(label, f"{engine} version {f.version}" if f.version else f"{len(a)} arguments logged")]
-    return Finding(id="engine.config", investigator=NAME, status=Status.ok, subject=label,
+    return finding("engine.config", Status.ok, subject=label,
                    title=f"{engine} {f.version or '(version not in log)'}" + (f": {len(a)} arguments logged" if a else ""),
-                   evidence=evidence,
+                   evidence_=evidence,
                    details={"engine": f.engine, "version": f.version, "args": {k: v for k, v in a.items() if isinstance(v, (str, int, float, bool)) or v is None}})
-
-
-def _custom_ar(label: str, f: EngineLogFacts) -> Finding | None:
-    tp = f.args.get("tp_size") or f.args.get("tensor_parallel_size")
-    if f.custom_ar_disabled:
-        reasons = f.custom_ar_disabled
-        pcie = any("PCIe-only" in r or "more than two" in r for r in reasons)
-        ev_ = [ev(label, f"Custom allreduce is disabled because {r}") for r in reasons[:3]]
-        if pcie and all(("PCIe-only" in r or "more than two" in r) for r in reasons):
-            return Finding(id="allreduce.custom", investigator=NAME, status=Status.expected, subject=label,
-                           title="Custom all-reduce off: more than two PCIe-only GPUs (by design)", evidence=ev_,
-                           impact="SGLang and vLLM ship their custom all-reduce only for NVLink or at most two PCIe GPUs; beyond that "
-                                  "tensor-parallel all-reduce goes to NCCL. No stock flag re-enables it; what to do instead "
-                                  "(DP replicas, PP, an opt-in PCIe all-reduce) is the plan's call.")
-        return Finding(id="allreduce.custom", investigator=NAME, status=Status.actionable, subject=label,
-                       severity=Severity.P1, fix_kind=FixKind.bios,
-                       title="Custom all-reduce off because GPU P2P is unavailable", evidence=ev_,
-                       expected_value="custom all-reduce on (P2P between the tensor-parallel GPUs)",
-                       impact="The engine's P2P test failed, so every all-reduce goes to NCCL, which on the same host then "
-                              "also lacks P2P. On datacenter GPUs look at ACS and IOMMU (pcie.acs, iommu.mode).",
-                       remedy=Remedy(commands=["nvidia-smi topo -p2p r", "lspci -vvv | grep -i acsctl"]))
-    if f.args.get("disable_custom_all_reduce") is True and isinstance(tp, int) and tp > 1:
-        return Finding(id="allreduce.custom", investigator=NAME, status=Status.actionable, subject=label,
-                       severity=Severity.P2, fix_kind=FixKind.runtime,
-                       title="Custom all-reduce turned off by --disable-custom-all-reduce",
-                       evidence=[ev(label, "disable_custom_all_reduce=True"), ev(label, f"tp_size={tp}")],
-                       impact="On NVLink or two PCIe GPUs the custom kernel beats NCCL for the small all-reduces of decode.",
-                       remedy=Remedy(commands=["restart the server without --disable-custom-all-reduce"]))
-    return None
 
 
 def _cuda_graph(label: str, f: EngineLogFacts) -> Finding | None:
     off = f.args.get("disable_cuda_graph") is True or f.args.get("enforce_eager") is True
     if off:
-        return Finding(id="engine.cuda_graph", investigator=NAME, status=Status.actionable, subject=label, severity=Severity.P1,
-                       fix_kind=FixKind.runtime, title="CUDA graphs are disabled",
-                       evidence=[ev(label, "disable_cuda_graph=True" if f.args.get("disable_cuda_graph") is True else "enforce_eager=True")],
+        return finding("engine.cuda_graph", Status.actionable, subject=label, severity=Severity.P1, title="CUDA graphs are disabled",
+                       evidence_=[ev(label, "disable_cuda_graph=True" if f.args.get("disable_cuda_graph") is True else "enforce_eager=True")],
                        expected_value="CUDA graphs on for decode",
                        impact="Every decode step launches each kernel from Python; at small and medium batch this costs 1.7–4× TPOT in public measurements.",
                        remedy=Remedy(commands=["restart without --disable-cuda-graph (SGLang) / --enforce-eager (vLLM)"]))
@@ -97,11 +69,10 @@ def _cuda_graph(label: str, f: EngineLogFacts) -> Finding | None:
         cap_txt = f"captured up to batch {cap}" if cap else "the captured maximum"
         new = _next_pow2(max(f.max_running, 1))
         share = f.decode_no_graph / f.decode_batches
-        return Finding(
-            id="engine.cuda_graph", investigator=NAME, status=Status.actionable, subject=label,
-            severity=Severity.P1 if share >= 0.05 else Severity.P2, fix_kind=FixKind.runtime,
+        return finding("engine.cuda_graph", Status.actionable, subject=label,
+            severity=Severity.P1 if share >= 0.05 else Severity.P2,
             title=f"{f.decode_no_graph} of {f.decode_batches} decode batches ran without CUDA graphs (running batch up to {f.max_running}, {cap_txt})",
-            evidence=[ev(label, f.first_no_graph_line or "cuda graph: False")]
+            evidence_=[ev(label, f.first_no_graph_line or "cuda graph: False")]
                      + ([ev(label, f"Capture cuda graph bs [..., {max(f.cuda_graph_bs)}]")] if f.cuda_graph_bs else [])
                      + [ev(label, f"largest decode batch with graphs: {f.max_running_graph}, smallest without: {f.min_running_no_graph}")],
             expected_value=f"cuda_graph_max_bs ≥ the running batch ({f.max_running})",
@@ -111,20 +82,17 @@ def _cuda_graph(label: str, f: EngineLogFacts) -> Finding | None:
                                     f"or --max-cudagraph-capture-size {new} (vLLM)"],
                           note="Larger graphs cost GPU memory taken from the KV cache; or cap --max-running-requests at the captured size."),
             details={"decode_batches": f.decode_batches, "without_graph": f.decode_no_graph, "max_running": f.max_running,
-                     "cuda_graph_bs": f.cuda_graph_bs},
-        )
-    return Finding(id="engine.cuda_graph", investigator=NAME, status=Status.ok, subject=label,
+                     "cuda_graph_bs": f.cuda_graph_bs})
+    return finding("engine.cuda_graph", Status.ok, subject=label,
                    title=f"All {f.decode_graph_known} decode batches ran with CUDA graphs (running batch up to {f.max_running})",
-                   evidence=[ev(label, f"max running-req {f.max_running}, cuda graph: True")])
+                   evidence_=[ev(label, f"max running-req {f.max_running}, cuda graph: True")])
 
 
 def _moe(label: str, f: EngineLogFacts) -> Finding | None:
     if not f.moe_default_count:
         return None
-    return Finding(id="engine.moe_config", investigator=NAME, status=Status.actionable, subject=label, severity=Severity.P2,
-                   fix_kind=FixKind.software,
-                   title="Fused-MoE kernels run with an untuned default config",
-                   evidence=[ev(label, f"Config file not found: {c}") for c in f.moe_default_configs[:4]] or [ev(label, "Using default MoE config. Performance might be sub-optimal!")],
+    return finding("engine.moe_config", Status.actionable, subject=label, title="Fused-MoE kernels run with an untuned default config",
+                   evidence_=[ev(label, f"Config file not found: {c}") for c in f.moe_default_configs[:4]] or [ev(label, "Using default MoE config. Performance might be sub-optimal!")],
                    expected_value="a tuned Triton MoE config for this GPU, expert count and dtype",
                    impact="The Triton MoE kernel falls back to generic tile sizes for this GPU and shape; tuned tables are often "
                           "faster, though not always (measure before and after).",
@@ -138,10 +106,9 @@ def _kv(label: str, f: EngineLogFacts) -> Finding | None:
     if f.retractions or f.preemptions:
         n = f.retractions + f.preemptions
         what = "retracted" if f.retractions else "preempted"
-        return Finding(id="engine.kv_pressure", investigator=NAME, status=Status.actionable, subject=label, severity=Severity.P1,
-                       fix_kind=FixKind.runtime,
+        return finding("engine.kv_pressure", Status.actionable, subject=label, severity=Severity.P1,
                        title=f"KV cache ran full: requests {what} {n} time(s)",
-                       evidence=[ev(label, f"KV cache pool is full. Retract requests. ×{f.retractions}" if f.retractions else f"preempted ×{f.preemptions}")]
+                       evidence_=[ev(label, f"KV cache pool is full. Retract requests. ×{f.retractions}" if f.retractions else f"preempted ×{f.preemptions}")]
                                 + ([ev(label, f"max token usage {f.max_token_usage:.2f}")] if f.max_token_usage is not None else []),
                        expected_value="no retractions or preemptions at the served load",
                        impact="Retracted or preempted requests are recomputed later; throughput drops and tail latency grows "
@@ -152,22 +119,20 @@ def _kv(label: str, f: EngineLogFacts) -> Finding | None:
                        details={"retractions": f.retractions, "retracted_reqs": f.retracted_reqs, "preemptions": f.preemptions,
                                 "kv_tokens": f.kv_tokens, "max_token_usage": f.max_token_usage})
     if f.max_token_usage is not None and f.max_token_usage >= 0.95:
-        return Finding(id="engine.kv_pressure", investigator=NAME, status=Status.actionable, subject=label, severity=Severity.P2,
-                       fix_kind=FixKind.runtime, title=f"KV cache usage reached {f.max_token_usage:.0%}",
-                       evidence=[ev(label, f"token usage: {f.max_token_usage:.2f}")],
+        return finding("engine.kv_pressure", Status.actionable, subject=label, severity=Severity.P2, title=f"KV cache usage reached {f.max_token_usage:.0%}",
+                       evidence_=[ev(label, f"token usage: {f.max_token_usage:.2f}")],
                        impact="At full KV cache new requests queue and running ones may be retracted.")
     if f.decode_batches:
-        return Finding(id="engine.kv_pressure", investigator=NAME, status=Status.ok, subject=label,
+        return finding("engine.kv_pressure", Status.ok, subject=label,
                        title="No KV-cache retractions or preemptions in the log",
-                       evidence=[ev(label, f"max token usage {f.max_token_usage:.2f}" if f.max_token_usage is not None else f"{f.decode_batches} decode batches")])
+                       evidence_=[ev(label, f"max token usage {f.max_token_usage:.2f}" if f.max_token_usage is not None else f"{f.decode_batches} decode batches")])
     return None
 
 
 def _oom(label: str, f: EngineLogFacts) -> Finding | None:
     if not f.oom_lines:
         return None
-    return Finding(id="engine.oom", investigator=NAME, status=Status.actionable, subject=label, severity=Severity.P1, fix_kind=FixKind.runtime,
-                   title=f"Out-of-memory reported {f.oom_lines} time(s)", evidence=[ev(label, x) for x in f.oom_examples[:3]],
+    return finding("engine.oom", Status.actionable, subject=label, title=f"Out-of-memory reported {f.oom_lines} time(s)", evidence_=[ev(label, x) for x in f.oom_examples[:3]],
                    impact="The engine ran out of GPU memory (weights + KV pool + CUDA graphs + activations exceed it).",
                    remedy=Remedy(commands=["lower --mem-fraction-static / --gpu-memory-utilization, --cuda-graph-max-bs or --chunked-prefill-size"]))
 
@@ -177,7 +142,7 @@ def investigate(ctx: object) -> list[Finding]:
     out: list[Finding] = []
     for part, f in engine_logs(ctx.snap):  # type: ignore[attr-defined]
         label = part.label
-        for fn in (_config, _custom_ar, _cuda_graph, _moe, _kv, _oom):
+        for fn in (_config, allreduce_from_engine_log, _cuda_graph, _moe, _kv, _oom):
             x = fn(label, f)
             if x:
                 out.append(x)

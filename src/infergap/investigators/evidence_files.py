@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from infergap import checks
+from infergap.checks import finding
 from infergap.evidence.common import _memo, nccl_logs
 from infergap.evidence.recognize import KINDS
 from infergap.parsers.dmesg import DmesgFacts, parse_dmesg
@@ -23,9 +25,9 @@ from infergap.evidence.signatures import Signature, SignatureHit, catalog, scan_
 from infergap.findings import SEVERITY_ORDER, Finding, FixKind, Remedy, Severity, Status, ev
 
 NAME = "evidence"
-#: Check ids the signature catalog may yield (a test keeps signatures.yaml within them).
-SIGNATURE_CHECKS = ("driver.cuda_compat", "container.shm", "nccl.net", "nccl.version", "gpu.p2p", "iommu.fault", "pcie.acs", "gpu.gsp", "gpu.xid", "limits.memlock", "nvlink.fabric",
-                    "engine.kv_pressure", "allreduce.custom", "driver.version", "runtime.torch_arch", "runtime.versions")
+#: Check ids the signature catalog may yield: the catalog entries marked ``signatures: true`` (a
+#: test keeps signatures.yaml within them); each is reported under its owner's name.
+SIGNATURE_CHECKS = tuple(c.id for c in checks.load().values() if c.signatures)
 #: Kinds of part whose investigator reads a signature marked ``read_by``.
 _READER_KINDS = {"engine_log": {"sglang_log", "vllm_log"}, "nccl_log": {"nccl_log"}}
 
@@ -37,9 +39,8 @@ def signature_hits(snap: Any, part: Any) -> dict[str, SignatureHit]:
 
 def _finding(sig: Signature, label: str, examples: list[str], count: int) -> Finding:
     f = sig.finding
-    return Finding(
-        id=f.id, investigator=NAME, status=Status.actionable, subject=label, severity=f.severity, fix_kind=f.fix_kind,
-        title=f.title.replace("{count}", str(count)), evidence=[ev(label, x) for x in examples] + ([ev(label, f"{count} matching line(s)")] if count > len(examples) else []),
+    return finding(f.id, Status.actionable, subject=label, severity=f.severity, fix_kind=f.fix_kind,
+        title=f.title.replace("{count}", str(count)), evidence_=[ev(label, x) for x in examples] + ([ev(label, f"{count} matching line(s)")] if count > len(examples) else []),
         impact=" ".join(sig.why.split()),
         remedy=Remedy(commands=list(f.fix), revert=list(f.revert), note=f.note),
         references=list(sig.sources), details={"signatures": [sig.id], "lines": count})
@@ -116,11 +117,10 @@ def _xid_finding(label: str, f: DmesgFacts) -> Finding:
     refs: list[str] = []
     for s in known:
         refs += [r for r in s.sources if r not in refs]
-    return Finding(
-        id="gpu.xid", investigator=NAME, status=Status.actionable, subject=label,
+    return finding("gpu.xid", Status.actionable, subject=label,
         severity=severity, fix_kind=worst.finding.fix_kind if worst else FixKind.hardware,
         title=f"NVIDIA Xid {', '.join(map(str, codes))} in the kernel log ({f.xid_count} event(s)): {what}",
-        evidence=[ev(label, f"Xid (PCI:{bdf}): {code}, {msg}") for code, bdf, msg in f.xids[:5]],
+        evidence_=[ev(label, f"Xid (PCI:{bdf}): {code}, {msg}") for code, bdf, msg in f.xids[:5]],
         expected_value="no Xid events",
         impact=" ".join(" ".join(s.why.split()) for s in known) or "The driver reported GPU faults; NVIDIA's XID Errors document lists each code.",
         remedy=Remedy(commands=(list(worst.finding.fix) if worst else []) + ["nvidia-smi -q -d ECC,PERFORMANCE,TEMPERATURE", "journalctl -k | grep -E 'NVRM|AER'"],
@@ -135,11 +135,10 @@ def _kernel_log(label: str, f: DmesgFacts) -> list[Finding]:
         out.append(_xid_finding(label, f))
     if f.aer:
         fatal = sum(v for k, v in f.aer.items() if not k.lower().startswith("correct"))
-        out.append(Finding(
-            id="pcie.aer", investigator=NAME, status=Status.actionable, subject=label,
-            severity=Severity.P0 if fatal else Severity.P2, fix_kind=FixKind.hardware,
+        out.append(finding("pcie.aer", Status.actionable, subject=label,
+            severity=Severity.P0 if fatal else Severity.P2,
             title="PCIe errors in the kernel log: " + ", ".join(f"{k} ×{v}" for k, v in sorted(f.aer.items())),
-            evidence=[ev(label, d) for d in f.aer_devices[:5]],
+            evidence_=[ev(label, d) for d in f.aer_devices[:5]],
             expected_value="no AER errors",
             impact=("Uncorrected PCIe errors take the device off the bus. " if fatal else "")
                    + "Corrected errors mean link-level retries (replays) that cost bandwidth and often precede failures.",
@@ -173,12 +172,9 @@ def investigate(ctx: object) -> list[Finding]:
     out = list(merged.values())
     for u in getter():
         where = f"evidence/{u.path.name}" + (f"#L{u.first_line}" if u.first_line else "")
-        out.append(Finding(id="evidence.unrecognized", investigator=NAME, status=Status.unknown, subject=where,
-                           title=f"{u.path.name}: {u.reason}", evidence=[ev(where, u.reason)],
-                           impact="Not used by the audit. Known kinds: nvidia-smi (topo -m, -q, -q -x, nvlink -s, --query-gpu CSV), lspci, "
-                                  "numactl -H, lscpu, sysctl -a, ulimit -a, /proc/cmdline, dmesg, NCCL_DEBUG=INFO logs, SGLang and vLLM logs, "
-                                  "pip list/freeze, nvcc --version, torch collect_env, sglang check_env, Python tracebacks, apt history.log, "
-                                  "and lines of the failure signatures in signatures.yaml."))
+        out.append(finding("evidence.unrecognized", Status.unknown, subject=where,
+                           title=f"{u.path.name}: {u.reason}", evidence_=[ev(where, u.reason)],
+                           impact=checks.get("evidence.unrecognized").text("ignored")))
     return out
 
 
@@ -217,8 +213,9 @@ def failure_lines(part: Any, limit: int = 3) -> tuple[int, list[str]]:
     return n, ex
 
 
-#: Actionable findings that count lines rather than name a cause: a paste with only these is unmatched.
-_TALLIES = {"nccl.warnings"}
+#: Checks whose actionable findings count lines rather than name a cause (``names_cause: false``
+#: in the catalog): a paste with only these is unmatched.
+_TALLIES = {c.id for c in checks.load().values() if not c.names_cause}
 
 
 def _cites(f: Finding, label: str) -> bool:
@@ -252,9 +249,8 @@ def unmatched(snap: Any, findings: list[Finding]) -> list[Finding]:
                 title = f"read as {what}; no finding cites it and no known cause matched"
             else:
                 continue
-            out.append(Finding(
-                id="evidence.unmatched", investigator=NAME, status=Status.unknown, subject=p.label, title=title,
-                evidence=[ev(p.label, x) for x in ex] + ([ev(p.label, f"{n} failure line(s)")] if n > len(ex) else []),
+            out.append(finding("evidence.unmatched", Status.unknown, subject=p.label, title=title,
+                evidence_=[ev(p.label, x) for x in ex] + ([ev(p.label, f"{n} failure line(s)")] if n > len(ex) else []),
                 impact=f"The input was read, but none of the {len(catalog().messages)} failure signatures of the catalog matched it, so this "
                        f"report names no cause for it. Collect next: {nxt}.",
                 details={"kind": p.kind, "lines": p.n_lines, "failure_lines": n}))

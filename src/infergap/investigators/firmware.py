@@ -20,11 +20,11 @@ def investigate(ctx: Context) -> list[Finding]:
     dmi = ctx.facts.cmd_ok("dmidecode")
     present = [v for v in vals.values() if v is not None]
     if not present and dmi is None:
-        return [unknown("firmware.info", NAME, "Firmware: not captured", "Needs /sys/class/dmi/id (often hidden in VMs and containers) or dmidecode.")]
+        return [unknown("firmware.info", "Firmware: not captured", "Needs /sys/class/dmi/id (often hidden in VMs and containers) or dmidecode.")]
     boot = "UEFI" if efi is not None else "legacy BIOS or unknown"
     desc = " ".join(v.value for k, v in vals.items() if v is not None and k in ("sys_vendor", "product_name"))
     bios = " ".join(v.value for k, v in vals.items() if v is not None and k.startswith("bios_"))
     dmi_ev = (dmi.source, dmi.stdout.strip()[:400]) if dmi is not None and not present else None
-    return [finding("firmware.info", NAME, Status.ok, f"Firmware: {desc or 'system'} — {bios or 'BIOS unknown'} ({boot})",
+    return [finding("firmware.info", Status.ok, f"Firmware: {desc or 'system'} — {bios or 'BIOS unknown'} ({boot})",
                     evidence_=evidence(*present, efi, dmi_ev), impact="Reported for the record; BIOS settings are judged by their effects (ACS, IOMMU, NUMA, ReBAR, C-states).",
                     details={k: (v.value if v else None) for k, v in vals.items()} | {"boot": boot})]

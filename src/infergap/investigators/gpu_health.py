@@ -13,17 +13,18 @@ judges: topo -m or the plain table alone give unknown, with the command that wou
 
 from __future__ import annotations
 
+from infergap import checks
 from infergap.facts import GpuFacts
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status
 from infergap.investigators.base import Context, evidence, finding, not_applicable, unknown
 
 NAME = "gpu_health"
-CLOCK_OK_RATIO = 0.90
-THERMAL_HEADROOM_C = 10
+CLOCK_OK_RATIO = checks.threshold("gpu.clocks", "min_fraction_of_max_under_load")
+THERMAL_HEADROOM_C = checks.threshold("gpu.thermals", "headroom_below_slowdown_c")
 #: Accumulated thermal/hardware slowdown (clocks-event counters) from which past throttling is
 #: reported: 60 s. Below that, short transients (a fan spinning up) are not worth a finding.
-PAST_THROTTLE_US = 60e6
-BAD_THROTTLE = {"hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown"}
+PAST_THROTTLE_US = checks.threshold("gpu.throttle", "past_slowdown_us")
+BAD_THROTTLE = frozenset(checks.get("gpu.throttle").lists["slowdown_reasons"])
 
 
 def _src(g: GpuFacts, *fields: str) -> str:
@@ -37,40 +38,40 @@ def _idle(g: GpuFacts) -> bool:
 def _ecc(g: GpuFacts) -> Finding:
     cid = "gpu.ecc"
     if g.ecc_current is None:
-        return unknown(cid, NAME, f"GPU {g.bdf}: ECC state not captured", "Needs NVML or nvidia-smi -q.", subject=g.bdf)
+        return unknown(cid, f"GPU {g.bdf}: ECC state not captured", "Needs NVML or nvidia-smi -q.", subject=g.bdf)
     evs = evidence((_src(g, "ecc_current"), f"ECC {'Enabled' if g.ecc_current else 'Disabled'}; volatile uncorrectable {g.ecc_volatile_uncorrected}; remap pending {g.remap_pending}; retirement pending {g.retired_pending}"))
     if (g.ecc_volatile_uncorrected or 0) > 0 or g.remap_pending or g.retired_pending or g.remap_failure:
-        return finding(cid, NAME, Status.actionable, f"GPU {g.bdf}: uncorrectable memory errors or a pending repair", severity=Severity.P0, fix_kind=FixKind.hardware,
+        return finding(cid, Status.actionable, f"GPU {g.bdf}: uncorrectable memory errors or a pending repair", severity=Severity.P0,
                        subject=g.bdf, evidence_=evs, expected_value="0 uncorrectable, nothing pending",
                        impact="Pending page retirement / row remapping takes effect only after a GPU reset; until then the faulty memory can corrupt results or crash the engine.",
                        remedy=Remedy(commands=[f"drain the GPU, then nvidia-smi -r -i {g.bdf}"], note="If errors recur after reset, RMA the GPU."),
                        references=["NVIDIA GPU memory error management (dynamic page retirement, row remapping)"])
     if not g.ecc_current:
-        return finding(cid, NAME, Status.actionable, f"GPU {g.bdf}: ECC is disabled", severity=Severity.P2, fix_kind=FixKind.reboot, subject=g.bdf,
+        return finding(cid, Status.actionable, f"GPU {g.bdf}: ECC is disabled", severity=Severity.P2, fix_kind=FixKind.reboot, subject=g.bdf,
                        evidence_=evs, expected_value="Enabled",
                        impact="Without ECC a memory error silently corrupts weights or KV cache; the capacity/bandwidth ECC costs is small on HBM GPUs.",
                        remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -e 1"], note="Takes effect after a GPU reset or reboot.", revert=[f"nvidia-smi -i {g.bdf} -e 0"]))
     if g.ecc_volatile_uncorrected is None or (g.remap_pending is None and g.retired_pending is None):
-        return unknown(cid, NAME, f"GPU {g.bdf}: ECC on; uncorrectable error counts or pending repairs not captured",
+        return unknown(cid, f"GPU {g.bdf}: ECC on; uncorrectable error counts or pending repairs not captured",
                        "Needs nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT (or -q -x, NVML) to rule out errors and pending repairs.", subject=g.bdf, evidence_=evs)
-    return finding(cid, NAME, Status.ok, f"GPU {g.bdf}: ECC on, no uncorrectable errors, nothing pending", subject=g.bdf, evidence_=evs, expected_value="Enabled")
+    return finding(cid, Status.ok, f"GPU {g.bdf}: ECC on, no uncorrectable errors, nothing pending", subject=g.bdf, evidence_=evs, expected_value="Enabled")
 
 
 def _clocks(g: GpuFacts) -> Finding:
     cid = "gpu.clocks"
     if g.sm_clock_MHz is None or not g.sm_clock_max_MHz:
-        return unknown(cid, NAME, f"GPU {g.bdf}: SM clocks not captured", "Needs NVML or nvidia-smi.", subject=g.bdf)
+        return unknown(cid, f"GPU {g.bdf}: SM clocks not captured", "Needs NVML or nvidia-smi.", subject=g.bdf)
     ratio = g.sm_clock_MHz / g.sm_clock_max_MHz
     evs = evidence((_src(g, "sm_clock_MHz"), f"SM {g.sm_clock_MHz:g} MHz of max {g.sm_clock_max_MHz:g} MHz ({ratio:.0%}); reasons: {', '.join(g.throttle_active) or 'none'}"))
     if _idle(g):
-        return finding(cid, NAME, Status.expected, f"GPU {g.bdf}: idle, SM clock {ratio:.0%} of max", subject=g.bdf, evidence_=evs,
+        return finding(cid, Status.expected, f"GPU {g.bdf}: idle, SM clock {ratio:.0%} of max", subject=g.bdf, evidence_=evs,
                        impact="Idle GPUs lower their clocks; clocks are only meaningful under load (infergap bench samples them while the load runs).")
     if ratio >= CLOCK_OK_RATIO:
-        return finding(cid, NAME, Status.ok, f"GPU {g.bdf}: SM clock {ratio:.0%} of max under load", subject=g.bdf, evidence_=evs, expected_value=f">= {CLOCK_OK_RATIO:.0%} of max")
+        return finding(cid, Status.ok, f"GPU {g.bdf}: SM clock {ratio:.0%} of max under load", subject=g.bdf, evidence_=evs, expected_value=f">= {CLOCK_OK_RATIO:.0%} of max")
     if g.utilization_pct is None and not g.throttle_captured:
-        return unknown(cid, NAME, f"GPU {g.bdf}: SM clock {ratio:.0%} of max; whether the GPU was busy is not known", "Needs the utilization or the clock event reasons "
+        return unknown(cid, f"GPU {g.bdf}: SM clock {ratio:.0%} of max; whether the GPU was busy is not known", "Needs the utilization or the clock event reasons "
                        "(nvidia-smi -q -d UTILIZATION,PERFORMANCE) sampled while the server is under load.", subject=g.bdf, evidence_=evs)
-    return finding(cid, NAME, Status.actionable, f"GPU {g.bdf}: SM clock only {ratio:.0%} of max while busy", severity=Severity.P1, fix_kind=FixKind.hardware,
+    return finding(cid, Status.actionable, f"GPU {g.bdf}: SM clock only {ratio:.0%} of max while busy", fix_kind=FixKind.hardware,
                    subject=g.bdf, evidence_=evs, expected_value=f">= {CLOCK_OK_RATIO:.0%} of max",
                    impact="The GPU runs below its boost clock under load; see gpu.throttle and gpu.thermals for the reason.",
                    remedy=Remedy(note="Check cooling, power delivery and application clocks (nvidia-smi -q -d CLOCK,PERFORMANCE)."))
@@ -79,26 +80,25 @@ def _clocks(g: GpuFacts) -> Finding:
 def _power(g: GpuFacts) -> Finding:
     cid = "gpu.power_limit"
     if g.power_limit_W is None:
-        return unknown(cid, NAME, f"GPU {g.bdf}: power limit not captured", "Needs NVML or nvidia-smi.", subject=g.bdf)
+        return unknown(cid, f"GPU {g.bdf}: power limit not captured", "Needs NVML or nvidia-smi.", subject=g.bdf)
     # Without the default, only a limit at the maximum rules out a lowered one (default <= max);
     # a limit below the maximum may be the default itself (e.g. 450 W default, 600 W maximum).
     ref = g.power_default_limit_W or (g.power_max_limit_W if g.power_max_limit_W and g.power_limit_W >= g.power_max_limit_W - 1 else None)
     evs = evidence((_src(g, "power_limit_W"), f"limit {g.power_limit_W:g} W, default {g.power_default_limit_W}, max {g.power_max_limit_W}, draw {g.power_W}"))
     if ref and g.power_limit_W < ref - 1:
-        return finding(cid, NAME, Status.actionable, f"GPU {g.bdf}: power limit {g.power_limit_W:g} W below the default {ref:g} W", severity=Severity.P1, fix_kind=FixKind.runtime,
-                       subject=g.bdf, evidence_=evs, expected_value=f"{ref:g} W",
+        return finding(cid, Status.actionable, f"GPU {g.bdf}: power limit {g.power_limit_W:g} W below the default {ref:g} W", subject=g.bdf, evidence_=evs, expected_value=f"{ref:g} W",
                        impact="A lowered power limit caps clocks under load (SW power cap); decode and prefill slow down proportionally once the GPU is compute- or power-bound.",
                        remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -pl {ref:g}"], revert=[f"nvidia-smi -i {g.bdf} -pl {g.power_limit_W:g}"], note="Leave it if it was lowered on purpose (facility power or cooling)."))
     if not ref:
-        return unknown(cid, NAME, f"GPU {g.bdf}: power limit {g.power_limit_W:g} W; the default limit is not captured",
+        return unknown(cid, f"GPU {g.bdf}: power limit {g.power_limit_W:g} W; the default limit is not captured",
                        "Needs nvidia-smi -q -d POWER (or -q -x, NVML) for the default and maximum limits.", subject=g.bdf, evidence_=evs)
-    return finding(cid, NAME, Status.ok, f"GPU {g.bdf}: power limit {g.power_limit_W:g} W (default)", subject=g.bdf, evidence_=evs, expected_value=f"{ref:g} W" if ref else None)
+    return finding(cid, Status.ok, f"GPU {g.bdf}: power limit {g.power_limit_W:g} W (default)", subject=g.bdf, evidence_=evs, expected_value=f"{ref:g} W" if ref else None)
 
 
 def _throttle(g: GpuFacts) -> Finding:
     cid = "gpu.throttle"
     if not g.throttle_captured:
-        return unknown(cid, NAME, f"GPU {g.bdf}: clock event (throttle) reasons not captured",
+        return unknown(cid, f"GPU {g.bdf}: clock event (throttle) reasons not captured",
                        "Needs nvidia-smi -q -d PERFORMANCE (or -q / -q -x, NVML); this evidence has no clock data.", subject=g.bdf)
     bad = sorted(set(g.throttle_active) & BAD_THROTTLE)
     src = g.src("throttle_active", "throttle_captured")
@@ -107,66 +107,63 @@ def _throttle(g: GpuFacts) -> Finding:
     if past:
         evs += evidence((g.src("throttle_counters_us"), "accumulated: " + ", ".join(f"{k} {v / 1e6:,.1f} s" for k, v in sorted(past.items()))))
     if bad:
-        return finding(cid, NAME, Status.actionable, f"GPU {g.bdf}: clocks slowed by {', '.join(bad)}", severity=Severity.P0, fix_kind=FixKind.hardware, subject=g.bdf,
+        return finding(cid, Status.actionable, f"GPU {g.bdf}: clocks slowed by {', '.join(bad)}", severity=Severity.P0, subject=g.bdf,
                        evidence_=evs, expected_value="no thermal or hardware slowdown",
                        impact="Thermal or hardware slowdown cuts the SM clock far below boost; every kernel runs slower.",
                        remedy=Remedy(note="Check airflow, fan/coolant, PSU and power-brake signals; nvidia-smi -q -d PERFORMANCE shows the counters."))
     if past:
         total = sum(past.values()) / 1e6
-        return finding(cid, NAME, Status.actionable, f"GPU {g.bdf}: has throttled in the past ({', '.join(sorted(past))}: {total:,.0f} s accumulated), not at this moment",
-                       severity=Severity.P1, fix_kind=FixKind.hardware, subject=g.bdf, evidence_=evs, expected_value=f"< {PAST_THROTTLE_US / 1e6:g} s of thermal or hardware slowdown",
+        return finding(cid, Status.actionable, f"GPU {g.bdf}: has throttled in the past ({', '.join(sorted(past))}: {total:,.0f} s accumulated), not at this moment",
+                       severity=Severity.P1, subject=g.bdf, evidence_=evs, expected_value=f"< {PAST_THROTTLE_US / 1e6:g} s of thermal or hardware slowdown",
                        impact="The clocks-event counters add up the time each slowdown was engaged since the driver loaded: this GPU ran slowed for that long, "
                               "most likely under load. A snapshot taken at idle does not show it; sample nvidia-smi -q -d PERFORMANCE while the server is busy.",
                        remedy=Remedy(note="Check airflow, fan/coolant and power delivery; compare with the other GPUs' counters."),
                        references=["nvidia-smi -q: Clocks Event Reasons Counters (NVML nvmlDeviceGetFieldValues, clock-event reason counters in µs)"])
     if "sw_power_cap" in g.throttle_active:
-        return finding(cid, NAME, Status.expected, f"GPU {g.bdf}: at its software power cap", subject=g.bdf, evidence_=evs,
+        return finding(cid, Status.expected, f"GPU {g.bdf}: at its software power cap", subject=g.bdf, evidence_=evs,
                        impact="Drawing the full power limit under heavy load is normal for compute-bound work.")
-    return finding(cid, NAME, Status.ok, f"GPU {g.bdf}: no thermal or hardware slowdown" + (" (now or accumulated)" if g.throttle_counters_us else ""), subject=g.bdf,
+    return finding(cid, Status.ok, f"GPU {g.bdf}: no thermal or hardware slowdown" + (" (now or accumulated)" if g.throttle_counters_us else ""), subject=g.bdf,
                    evidence_=evs + (evidence((g.src("throttle_counters_us"), "accumulated thermal/HW slowdown: " + ", ".join(f"{k} {v:g} us" for k, v in sorted(g.throttle_counters_us.items()) if k in BAD_THROTTLE))) if g.throttle_counters_us else []))
 
 
 def _thermals(g: GpuFacts) -> Finding:
     cid = "gpu.thermals"
     if g.temperature_C is None:
-        return unknown(cid, NAME, f"GPU {g.bdf}: temperature not captured", "Needs NVML or nvidia-smi.", subject=g.bdf)
+        return unknown(cid, f"GPU {g.bdf}: temperature not captured", "Needs NVML or nvidia-smi.", subject=g.bdf)
     evs = evidence((g.src("temperature_C"), f"{g.temperature_C:g} °C, slowdown at {g.temp_slowdown_C}"))
     thermal = sorted(set(g.throttle_active) & {"sw_thermal_slowdown", "hw_thermal_slowdown"})
     if thermal:
         evs += evidence((g.src("throttle_active"), "active: " + ", ".join(thermal)))
-        return finding(cid, NAME, Status.actionable, f"GPU {g.bdf}: {g.temperature_C:g} °C and thermally throttling ({', '.join(thermal)})", severity=Severity.P0,
-                       fix_kind=FixKind.hardware, subject=g.bdf, evidence_=evs, expected_value="no thermal slowdown",
+        return finding(cid, Status.actionable, f"GPU {g.bdf}: {g.temperature_C:g} °C and thermally throttling ({', '.join(thermal)})", severity=Severity.P0, subject=g.bdf, evidence_=evs, expected_value="no thermal slowdown",
                        impact="The GPU is hot enough that the driver lowers its clocks right now; every kernel runs slower until cooling catches up.",
                        remedy=Remedy(note="Improve cooling: airflow, fan curves, coolant, inlet temperature; check that the GPU's neighbours are not blowing hot air into it."))
     if g.temp_slowdown_C is not None and g.temperature_C > g.temp_slowdown_C - THERMAL_HEADROOM_C:
-        return finding(cid, NAME, Status.actionable, f"GPU {g.bdf}: {g.temperature_C:g} °C, within {THERMAL_HEADROOM_C} °C of slowdown", severity=Severity.P1,
-                       fix_kind=FixKind.hardware, subject=g.bdf, evidence_=evs, expected_value=f"< {g.temp_slowdown_C - THERMAL_HEADROOM_C:g} °C",
+        return finding(cid, Status.actionable, f"GPU {g.bdf}: {g.temperature_C:g} °C, within {THERMAL_HEADROOM_C} °C of slowdown", severity=Severity.P1, subject=g.bdf, evidence_=evs, expected_value=f"< {g.temp_slowdown_C - THERMAL_HEADROOM_C:g} °C",
                        impact="Close to the slowdown threshold the GPU will throttle under sustained load.", remedy=Remedy(note="Improve cooling."))
     if g.temp_slowdown_C is None or not g.throttle_captured:
         missing = "its slowdown threshold" if g.temp_slowdown_C is None else "whether a thermal slowdown is active"
-        return unknown(cid, NAME, f"GPU {g.bdf}: {g.temperature_C:g} °C; {missing} not captured",
+        return unknown(cid, f"GPU {g.bdf}: {g.temperature_C:g} °C; {missing} not captured",
                        "Needs nvidia-smi -q -d TEMPERATURE,PERFORMANCE (or -q -x, NVML) to compare the temperature with the slowdown threshold and the throttle reasons.",
                        subject=g.bdf, evidence_=evs)
     evs += evidence((g.src("throttle_active", "throttle_captured"), "no thermal slowdown active"))
-    return finding(cid, NAME, Status.ok, f"GPU {g.bdf}: {g.temperature_C:g} °C, {g.temp_slowdown_C - g.temperature_C:g} °C below slowdown", subject=g.bdf, evidence_=evs)
+    return finding(cid, Status.ok, f"GPU {g.bdf}: {g.temperature_C:g} °C, {g.temp_slowdown_C - g.temperature_C:g} °C below slowdown", subject=g.bdf, evidence_=evs)
 
 
 def _modes(g: GpuFacts) -> list[Finding]:
     out = []
     if g.mig_current is not None:
         if g.mig_current == "Enabled":
-            out.append(finding("gpu.mig", NAME, Status.actionable, f"GPU {g.bdf}: MIG is enabled", severity=Severity.P2, fix_kind=FixKind.runtime, subject=g.bdf,
+            out.append(finding("gpu.mig", Status.actionable, f"GPU {g.bdf}: MIG is enabled", subject=g.bdf,
                                evidence_=evidence((_src(g, "mig_current"), "MIG Enabled")), impact="An inference server that expects whole GPUs sees only MIG slices.",
                                remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -mig 0"], revert=[f"nvidia-smi -i {g.bdf} -mig 1"], note="Needs a GPU reset; leave it if slicing is intended.")))
         else:
-            out.append(finding("gpu.mig", NAME, Status.ok, f"GPU {g.bdf}: MIG {g.mig_current}", subject=g.bdf, evidence_=evidence((_src(g, "mig_current"), g.mig_current))))
+            out.append(finding("gpu.mig", Status.ok, f"GPU {g.bdf}: MIG {g.mig_current}", subject=g.bdf, evidence_=evidence((_src(g, "mig_current"), g.mig_current))))
     if g.compute_mode is not None:
         if g.compute_mode in ("Exclusive_Process", "Exclusive_Thread", "Prohibited"):
-            out.append(finding("gpu.compute_mode", NAME, Status.actionable, f"GPU {g.bdf}: compute mode {g.compute_mode}", severity=Severity.P2, fix_kind=FixKind.runtime,
-                               subject=g.bdf, evidence_=evidence((_src(g, "compute_mode"), g.compute_mode)), impact="Engines that open several contexts per GPU (workers, NCCL, graphs) fail without MPS.",
+            out.append(finding("gpu.compute_mode", Status.actionable, f"GPU {g.bdf}: compute mode {g.compute_mode}", subject=g.bdf, evidence_=evidence((_src(g, "compute_mode"), g.compute_mode)), impact="Engines that open several contexts per GPU (workers, NCCL, graphs) fail without MPS.",
                                remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -c DEFAULT"], revert=[f"nvidia-smi -i {g.bdf} -c {g.compute_mode.upper()}"])))
         else:
-            out.append(finding("gpu.compute_mode", NAME, Status.ok, f"GPU {g.bdf}: compute mode {g.compute_mode}", subject=g.bdf, evidence_=evidence((_src(g, "compute_mode"), g.compute_mode))))
+            out.append(finding("gpu.compute_mode", Status.ok, f"GPU {g.bdf}: compute mode {g.compute_mode}", subject=g.bdf, evidence_=evidence((_src(g, "compute_mode"), g.compute_mode))))
     return out
 
 
@@ -175,16 +172,16 @@ def investigate(ctx: Context) -> list[Finding]:
     gpu.throttle, gpu.thermals, gpu.mig, gpu.compute_mode."""
     gpus = ctx.facts.gpus()
     if not gpus and not ctx.facts.pci_inventory_captured() and ctx.facts.nvml() is None and ctx.facts.pci_pasted():
-        return [unknown("gpu.present", NAME, "No NVIDIA GPU in the pasted PCI list, which may be filtered",
+        return [unknown("gpu.present", "No NVIDIA GPU in the pasted PCI list, which may be filtered",
                         "A pasted lspci is often a part of the list (lspci | grep …); whether the host has NVIDIA GPUs needs the whole list (lspci -nn) or nvidia-smi.",
                         evidence_=evidence((ctx.facts.pci_pasted(), f"{len(ctx.facts.pci_functions())} PCI functions, none an NVIDIA GPU")))]
     if not gpus and not ctx.facts.pci_inventory_captured() and ctx.facts.nvml() is None:
-        return [unknown("gpu.present", NAME, "GPU inventory not captured",
+        return [unknown("gpu.present", "GPU inventory not captured",
                         "Neither the PCI device list (sysfs, lspci) nor NVML or nvidia-smi output is in this evidence, so whether the host has NVIDIA GPUs is not known.")]
     denied = ctx.snap.unreadable_under("/sys/bus/pci") + ctx.snap.unreadable_under("cmds/lspci") + ctx.snap.unreadable_under("cmds/nvsmi")
     if not gpus and denied:
         path, why = denied[0]
-        return [unknown("gpu.present", NAME, f"GPU inventory unreadable ({why})",
+        return [unknown("gpu.present", f"GPU inventory unreadable ({why})",
                         f"{len(denied)} file(s) of the PCI device list or nvidia-smi output could not be read ({path}: {why}), "
                         "so whether the host has NVIDIA GPUs is not known. Run as root or make them readable.")]
     if not gpus:
@@ -192,14 +189,14 @@ def investigate(ctx: Context) -> list[Finding]:
         why = "No NVIDIA GPU on the PCI bus"
         if nv is not None and nv.error:
             why += f"; nvidia-smi: {nv.error}"
-        return [not_applicable("gpu.present", NAME, "No NVIDIA GPU", why + ". GPU, driver and interconnect checks do not apply to this host.",
+        return [not_applicable("gpu.present", "No NVIDIA GPU", why + ". GPU, driver and interconnect checks do not apply to this host.",
                                evidence_=evidence(("files/sys/bus/pci/devices", "no NVIDIA display-class function")))]
     out: list[Finding] = []
     pci_sources = {f.source for f in ctx.facts.gpu_functions()}
     for g in gpus:
         has_data = any(s not in pci_sources for s in g.sources)
         if not has_data:
-            out.append(unknown("gpu.health", NAME, f"GPU {g.bdf}: no NVML or nvidia-smi data", "The GPU is on the PCI bus but neither NVML nor nvidia-smi output was captured (driver not loaded?).", subject=g.bdf))
+            out.append(unknown("gpu.health", f"GPU {g.bdf}: no NVML or nvidia-smi data", "The GPU is on the PCI bus but neither NVML nor nvidia-smi output was captured (driver not loaded?).", subject=g.bdf))
             continue
         out += [_ecc(g), _clocks(g), _power(g), _throttle(g), _thermals(g), *_modes(g)]
     return out

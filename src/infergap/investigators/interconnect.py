@@ -14,9 +14,10 @@ NVLink none / bridge groups / NVSwitch, PCI device ids) comes from ``data/gpus.y
 from __future__ import annotations
 
 import re
+from typing import Any
 
+from infergap.findings import Action, Finding, FixKind, Remedy, Severity, Status, ev
 from infergap.gpudata import Sku, device_name, sku
-from infergap.findings import Action, Finding, FixKind, Remedy, Severity, Status
 from infergap.investigators.base import Context, evidence, finding, not_applicable, unknown
 
 NAME = "interconnect"
@@ -96,11 +97,11 @@ def _nvlink(ctx: Context) -> list[Finding]:
     cid = "nvlink.topology"
     gpus = ctx.facts.gpus()
     if len(gpus) < 2:
-        return [not_applicable(cid, NAME, "NVLink: one GPU, no peer", "With a single GPU there is no GPU-to-GPU link to check.",
+        return [not_applicable(cid, "NVLink: one GPU, no peer", "With a single GPU there is no GPU-to-GPU link to check.",
                                evidence_=evidence(("host", f"{len(gpus)} GPU"), *(( ctx.facts.src("nvsmi_topo"), "GPU0 only"),) if ctx.facts.topology() else ()))]
     pairs, src = _nvlink_pairs(ctx)
     if src is None:
-        return [unknown(cid, NAME, "NVLink topology: not captured", "Needs nvidia-smi topo -m or NVML.")]
+        return [unknown(cid, "NVLink topology: not captured", "Needs nvidia-smi topo -m or NVML.")]
     with_nv = {p: n for p, n in pairs.items() if n > 0}
     topo = ctx.facts.topology()
     cells = sorted({v for (a, b), v in (topo.matrix.items() if topo else []) if a != b and a.startswith("GPU") and b.startswith("GPU")})
@@ -115,8 +116,8 @@ def _nvlink(ctx: Context) -> list[Finding]:
         missing = [p for p, n in pairs.items() if n == 0]
         fab = [g for g in gpus if g.fabric_state and g.fabric_state not in ("Completed", "N/A")]
         if fab:
-            out.append(finding("nvlink.fabric", NAME, Status.actionable, "NVSwitch fabric not ready: " + ", ".join(f"{g.bdf} {g.fabric_state}" for g in fab),
-                               severity=Severity.P0, fix_kind=FixKind.software, evidence_=evidence(*[(g.sources[-1], f"fabric state {g.fabric_state}") for g in fab]),
+            out.append(finding("nvlink.fabric", Status.actionable, "NVSwitch fabric not ready: " + ", ".join(f"{g.bdf} {g.fabric_state}" for g in fab),
+                               evidence_=evidence(*[(g.sources[-1], f"fabric state {g.fabric_state}") for g in fab]),
                                impact="On NVSwitch systems the GPUs cannot use NVLink until Fabric Manager has configured the fabric.",
                                remedy=Remedy(commands=["systemctl enable --now nvidia-fabricmanager"], note="Fabric Manager's version must match the driver's."),
                                references=["NVIDIA Fabric Manager user guide"]))
@@ -127,39 +128,38 @@ def _nvlink(ctx: Context) -> list[Finding]:
             if all(len(g) <= size for g in groups):
                 alone = sorted({x for p in pairs for x in p} - {x for g in groups for x in g}, key=lambda s: int(s[3:]) if s[3:].isdigit() else 0)
                 joined = ", ".join("-".join(g) for g in groups)
-                return out + [finding(cid, NAME, Status.expected, f"NVLink bridges join the GPUs in groups of up to {size} ({joined}), by design of {entry.label}",
+                return out + [finding(cid, Status.expected, f"NVLink bridges join the GPUs in groups of up to {size} ({joined}), by design of {entry.label}",
                                       evidence_=evs + evidence(("infergap gpus.yaml", f"{entry.label}: NVLink through bridges joining {size} GPUs")),
                                       impact=f"{entry.label} has no NVSwitch: bridges link {size} GPUs at most, so the other pairs talk over PCIe. Keep a tensor-parallel group inside one bridged group "
                                              f"(TP={max(len(g) for g in groups)} on {groups[0][0]}-{groups[0][-1]}); TP across groups runs at PCIe speed."
                                              + (f" {', '.join(alone)} {'has' if len(alone) == 1 else 'have'} no NVLink bridge." if alone else ""),
                                       references=[entry.source], details=details | {"groups": groups})]
         if missing and layout in ("bridge", "switch"):
-            out.append(finding(cid, NAME, Status.actionable, f"NVLink missing between {len(missing)} GPU pair(s) of an NVLink system", severity=Severity.P0, fix_kind=FixKind.hardware,
-                               evidence_=evs, expected_value="NV# between every pair" if layout == "switch" else "NV# within every bridged group",
+            out.append(finding(cid, Status.actionable, f"NVLink missing between {len(missing)} GPU pair(s) of an NVLink system", evidence_=evs, expected_value="NV# between every pair" if layout == "switch" else "NV# within every bridged group",
                                impact="Pairs without NVLink fall back to PCIe for peer traffic; all-reduce runs at the speed of the slowest link.",
                                remedy=Remedy(note="Check nvidia-smi nvlink -s for down links; reseat/replace the GPU, bridge or baseboard."), details=details))
         elif missing:
-            out.append(finding(cid, NAME, Status.unknown, f"NVLink between {len(with_nv)} of {len(pairs)} GPU pairs; whether the others should have it is not known", evidence_=evs,
+            out.append(finding(cid, Status.unknown, f"NVLink between {len(with_nv)} of {len(pairs)} GPU pairs; whether the others should have it is not known", evidence_=evs,
                                impact="Partial NVLink is normal for bridged PCIe cards (pairs) and a fault on NVSwitch baseboards; the GPU model is not in infergap's GPU data. "
                                       "Add nvidia-smi -q (the product name) to tell.", details=details))
         else:
             active = {i: sum(1 for v in l.values() if v) for i, l in links.items()}
-            out.append(finding(cid, NAME, Status.ok, f"NVLink between every GPU pair ({'/'.join(f'NV{c}' for c in counts)})", evidence_=evs,
+            out.append(finding(cid, Status.ok, f"NVLink between every GPU pair ({'/'.join(f'NV{c}' for c in counts)})", evidence_=evs,
                                details=details | {"links_per_pair": counts, "active_links_per_gpu": active, "link_GBps": {i: l for i, l in links.items()}}))
         return out
     if layout is None:
-        return [finding(cid, NAME, Status.unknown, f"No NVLink between the {len(gpus)} GPUs; their model is not known", evidence_=evs,
+        return [finding(cid, Status.unknown, f"No NVLink between the {len(gpus)} GPUs; their model is not known", evidence_=evs,
                         impact="Whether that is expected depends on the GPU model (PCIe-only SKUs have no NVLink) and the model is not known here; add nvidia-smi -q or -q -x to tell.")]
     if layout == "none":
         name = entry.label if entry else gpus[0].name
-        return [finding(cid, NAME, Status.expected, f"No NVLink: {name} is a PCIe-only GPU", evidence_=evs + evidence(("infergap gpus.yaml", f"{name}: no NVLink")),
+        return [finding(cid, Status.expected, f"No NVLink: {name} is a PCIe-only GPU", evidence_=evs + evidence(("infergap gpus.yaml", f"{name}: no NVLink")),
                         impact=f"{name} has no NVLink; GPU peers talk over PCIe (topo -m shows {', '.join(cells) or 'PIX/PXB/PHB/NODE/SYS'}). Do not look for a missing bridge or NVSwitch.",
                         references=[entry.source] if entry else [])]
     if layout == "bridge" and entry is not None:
-        return [finding(cid, NAME, Status.expected, f"No NVLink bridge installed between the {entry.label} GPUs", evidence_=evs,
+        return [finding(cid, Status.expected, f"No NVLink bridge installed between the {entry.label} GPUs", evidence_=evs,
                         impact=f"{entry.label} links GPUs only through optional NVLink bridges ({entry.nvlink_group or 2} GPUs per bridge set); without them peers talk over PCIe. "
                                "Bridges would give a TP=2 group NVLink bandwidth.", references=[entry.source])]
-    return [finding(cid, NAME, Status.actionable, "No NVLink between GPUs that have it", severity=Severity.P0, fix_kind=FixKind.software, evidence_=evs,
+    return [finding(cid, Status.actionable, "No NVLink between GPUs that have it", fix_kind=FixKind.software, evidence_=evs,
                     expected_value="NV# between GPU pairs", impact="These GPUs are NVLink parts but peer traffic goes over PCIe.",
                     remedy=Remedy(commands=["systemctl enable --now nvidia-fabricmanager (NVSwitch systems)", "nvidia-smi nvlink -s"]),
                     references=["NVIDIA Fabric Manager user guide"])]
@@ -176,14 +176,14 @@ def _p2p(ctx: Context) -> Finding | None:
         return None
     p2p, src = ctx.facts.p2p_status()
     if not p2p:
-        return unknown(cid, NAME, "GPU peer-to-peer: not captured", f"Needs {P2P_CMD}, NVML or the torch probe.")
+        return unknown(cid, "GPU peer-to-peer: not captured", f"Needs {P2P_CMD}, NVML or the torch probe.")
     bad = {k: v for k, v in p2p.items() if v != "OK"}
     evs = evidence((src, ", ".join(sorted({f"{v}" for v in p2p.values()})) + f" over {len(_unordered(p2p))} GPU pair(s)"))
     n_pairs = len(gpus) * (len(gpus) - 1) // 2
     if not bad:
         if len(_unordered(p2p)) < n_pairs:
-            return unknown(cid, NAME, f"GPU peer-to-peer: OK for {len(_unordered(p2p))} of {n_pairs} GPU pairs, the rest not captured", f"Run {P2P_CMD} on the host.", evidence_=evs)
-        return finding(cid, NAME, Status.ok, f"P2P supported between all {len(gpus)} GPUs" if len(gpus) > 2 else "P2P supported between the 2 GPUs", evidence_=evs, expected_value="OK for every pair",
+            return unknown(cid, f"GPU peer-to-peer: OK for {len(_unordered(p2p))} of {n_pairs} GPU pairs, the rest not captured", f"Run {P2P_CMD} on the host.", evidence_=evs)
+        return finding(cid, Status.ok, f"P2P supported between all {len(gpus)} GPUs" if len(gpus) > 2 else "P2P supported between the 2 GPUs", evidence_=evs, expected_value="OK for every pair",
                        impact="OK says P2P is allowed, not that it is fast: ACS redirection or a translating IOMMU can still route it through the root complex.")
     kinds = sorted(set(bad.values()))
     n_bad = len(_unordered(bad))
@@ -192,14 +192,13 @@ def _p2p(ctx: Context) -> Finding | None:
     consumer = bool(ss) and all(s is not None and s.p2p == "not_supported" for s in ss)
     if set(kinds) <= {"GNS", "NS"} and consumer:
         entry = ss[0]
-        return finding(cid, NAME, Status.expected, f"P2P not supported ({', '.join(kinds)}): {entry.label} offers no PCIe peer-to-peer", evidence_=evs + evidence(("infergap gpus.yaml", f"{entry.label}: p2p not_supported")),
+        return finding(cid, Status.expected, f"P2P not supported ({', '.join(kinds)}): {entry.label} offers no PCIe peer-to-peer", evidence_=evs + evidence(("infergap gpus.yaml", f"{entry.label}: p2p not_supported")),
                        impact="This is a product limit of the GPU, not a BIOS, ACS or IOMMU setting: NCCL uses shared memory (SHM) between these GPUs and engines keep custom all-reduce off. "
                               "Do not change firmware settings for it.", references=[entry.source])
     if set(kinds) <= {"CNS"} and vm:
-        return finding(cid, NAME, Status.expected, "P2P not supported (CNS) in this virtual machine", evidence_=evs + evidence(vm),
+        return finding(cid, Status.expected, "P2P not supported (CNS) in this virtual machine", evidence_=evs + evidence(vm),
                        impact="A VM's emulated chipset does not offer peer-to-peer between passed-through GPUs; NCCL uses shared memory instead.")
-    return finding(cid, NAME, Status.actionable, f"P2P unavailable between {n_bad} GPU pair(s): {', '.join(kinds)}", severity=Severity.P1, fix_kind=FixKind.bios,
-                   evidence_=evs, expected_value="OK", impact="Without P2P, NCCL stages every transfer through host memory (SHM): all-reduce latency and bandwidth suffer.",
+    return finding(cid, Status.actionable, f"P2P unavailable between {n_bad} GPU pair(s): {', '.join(kinds)}", evidence_=evs, expected_value="OK", impact="Without P2P, NCCL stages every transfer through host memory (SHM): all-reduce latency and bandwidth suffer.",
                    remedy=Remedy(note="Check IOMMU mode, ACS on the bridges, and BIOS settings for PCIe peer-to-peer; DR means a driver registry key disabled it."))
 
 
@@ -211,15 +210,15 @@ def _peermem(ctx: Context) -> Finding | None:
     if not rdma:
         if not ctx.facts.pci_inventory_captured() and not ctx.snap.listdir("/sys/class/infiniband"):
             return None  # nothing here says whether an RDMA NIC exists
-        return not_applicable(cid, NAME, "nvidia_peermem: no RDMA NIC", "GPUDirect RDMA needs an RDMA-capable NIC (InfiniBand/RoCE); none was found.",
+        return not_applicable(cid, "nvidia_peermem: no RDMA NIC", "GPUDirect RDMA needs an RDMA-capable NIC (InfiniBand/RoCE); none was found.",
                               evidence_=evidence(("files/sys/bus/pci/devices" if ctx.snap.listdir("/sys/bus/pci/devices") else ctx.facts.src("lspci_vvv" if ctx.facts.cmd_ok("lspci_vvv") else "lspci"), "no RDMA NIC")))
     mods = ctx.facts.modules()
     loaded = (mods is not None and "nvidia_peermem" in mods) or ctx.snap.exists("/sys/module/nvidia_peermem")
     evs = evidence(rdma[0], ("files/proc/modules", "nvidia_peermem loaded" if loaded else "nvidia_peermem not loaded") if mods is not None else None)
     if mods is None and not loaded:
-        return unknown(cid, NAME, "nvidia_peermem: module list not captured", "Needs /proc/modules.", evidence_=evs)
+        return unknown(cid, "nvidia_peermem: module list not captured", "Needs /proc/modules.", evidence_=evs)
     if loaded:
-        return finding(cid, NAME, Status.ok, "nvidia_peermem is loaded (GPUDirect RDMA available)", evidence_=evs)
+        return finding(cid, Status.ok, "nvidia_peermem is loaded (GPUDirect RDMA available)", evidence_=evs)
     host = ctx.in_container
     net, nsrc = ctx.facts.collective_network()
     internode = True if net == "rdma" else False if net == "local" else None
@@ -231,8 +230,8 @@ def _peermem(ctx: Context) -> Finding | None:
         evs += evidence((nsrc, "one host, no NET channels"))
     else:
         sev, why = Severity.P1, "P0 when this host exchanges tensors with other nodes over the NIC (multi-node TP/PP, disaggregated prefill); on one node serving with TP it does not matter."
-    return finding(cid, NAME, Status.actionable, "nvidia_peermem is not loaded although an RDMA NIC is present",
-                   severity=sev, fix_kind=FixKind.runtime, evidence_=evs, expected_value="loaded",
+    return finding(cid, Status.actionable, "nvidia_peermem is not loaded although an RDMA NIC is present",
+                   severity=sev, evidence_=evs, expected_value="loaded",
                    impact=why + " Without it NCCL logs 'GPU Direct RDMA Disabled' (a public report: 180 -> 10 GB/s). The open kernel module's DMA-BUF path (NCCL >= 2.19 with kernel >= 5.12) is the alternative.",
                    remedy=Remedy(commands=["modprobe nvidia-peermem"], persist=["echo nvidia-peermem > /etc/modules-load.d/nvidia-peermem.conf"],
                                  revert=["modprobe -r nvidia_peermem", "rm -f /etc/modules-load.d/nvidia-peermem.conf"],
@@ -277,29 +276,29 @@ def _unidentified(ctx: Context) -> Finding | None:
     evs = evidence(*[(funcs[b].source, n) for b, n in named.items() if any(b in x for x in notes)][:4],
                    *[(s, f"{len(funcs)} PCI functions") for s in listing[:2]], ("system pci.ids", db.path or "not installed"))
     if not db.vendors:
-        return unknown(cid, NAME, "PCI names: no pci.ids database installed", "Install the pci.ids package (Debian: pci.ids) to name devices.", evidence_=evs)
+        return unknown(cid, "PCI names: no pci.ids database installed", "Install the pci.ids package (Debian: pci.ids) to name devices.", evidence_=evs)
     denied = ctx.snap.unreadable_under("/sys/bus/pci/devices")  # ids unreadable, not unknown to pci.ids
     no_id = [b for b, f in funcs.items() if f.vendor is None] if denied else []
     if no_id:
         why = f" ({denied[0][1]})"
-        return unknown(cid, NAME, f"{len(no_id)} PCI function(s) without a readable vendor id{why}",
+        return unknown(cid, f"{len(no_id)} PCI function(s) without a readable vendor id{why}",
                        "Their vendor and device ids could not be read, so what they are is not known.", evidence_=evs)
     if unknown_ids:
-        return finding(cid, NAME, Status.unknown, f"{len(unknown_ids)} PCI function(s) of an unknown vendor: {', '.join(named[b] for b in unknown_ids[:4])}",
+        return finding(cid, Status.unknown, f"{len(unknown_ids)} PCI function(s) of an unknown vendor: {', '.join(named[b] for b in unknown_ids[:4])}",
                        evidence_=evs, details={"devices": named}, impact="Not in the installed pci.ids; look the id up before guessing what it is.")
     unk_dev = [b for b in named if "unknown device" in named[b]]
     by_text = [b for b in named if funcs[b].vendor is None]
     by_data = [b for b in named if funcs[b].vendor == NVIDIA and funcs[b].device is not None and db.device_name(NVIDIA, funcs[b].device) is None
                and device_name(funcs[b].device)]
     if by_text and len(by_text) == len(named) and not notes:
-        return unknown(cid, NAME, f"PCI names: {len(named)} function(s) listed without vendor:device ids",
+        return unknown(cid, f"PCI names: {len(named)} function(s) listed without vendor:device ids",
                        "lspci without -nn prints names only; run lspci -nn (or -vvv -nn) so each device can be checked by its ids.", evidence_=evs)
     title = f"All {len(named)} PCI functions identified" + (f" ({len(unk_dev)} by vendor and class only)" if unk_dev else "") \
         + (f" ({len(by_text)} by lspci's own names, no ids)" if by_text else "") \
         + (f"; {len(by_data)} NVIDIA device(s) newer than the system pci.ids named from infergap's GPU data" if by_data else "")
     if notes:
         title += "; " + "; ".join(notes)
-    return finding(cid, NAME, Status.ok, title, evidence_=evs, details={"devices": named})
+    return finding(cid, Status.ok, title, evidence_=evs, details={"devices": named})
 
 
 def _custom_allreduce(ctx: Context) -> Finding | None:
@@ -320,26 +319,89 @@ def _custom_allreduce(ctx: Context) -> Finding | None:
     if len(gpus) > 2 and not full_nv and (nsrc is not None or layout == "none"):
         groups = _groups(pairs) if pairs else []
         tip = f" TP={len(groups[0])} inside an NVLink group ({'-'.join(groups[0])}) keeps it." if groups and layout == "bridge" else ""
-        return finding(cid, NAME, Status.expected, f"Custom all-reduce will be disabled: {len(gpus)} GPUs without NVLink between all of them",
+        return finding(cid, Status.expected, f"Custom all-reduce will be disabled: {len(gpus)} GPUs without NVLink between all of them",
                        evidence_=evidence((nsrc or "infergap gpus.yaml", f"{len(gpus)} GPUs, no NVLink between every pair")),
                        impact="SGLang and vLLM disable their custom all-reduce kernel on more than two GPUs without full NVLink and fall back to NCCL (~20-25 µs per all-reduce at batch 1); "
                               "no stock flag re-enables it." + tip + " The plan covers PCIe alternatives.", references=refs)
     if p2p_bad:
-        return finding(cid, NAME, Status.expected, f"Custom all-reduce will be disabled: no P2P between {len(_unordered(p2p_bad))} GPU pair(s)",
+        return finding(cid, Status.expected, f"Custom all-reduce will be disabled: no P2P between {len(_unordered(p2p_bad))} GPU pair(s)",
                        evidence_=evidence((psrc, ", ".join(sorted(set(p2p_bad.values()))))),
                        impact="The engines check CUDA peer access between all tensor-parallel GPUs at start-up and fall back to NCCL without it; see gpu.p2p for why P2P is missing.", references=refs)
     if not p2p_ok:
-        return unknown(cid, NAME, "Custom all-reduce: P2P between the GPUs not known",
+        return unknown(cid, "Custom all-reduce: P2P between the GPUs not known",
                        f"The engines use it only when CUDA peer access works between every pair of tensor-parallel GPUs; {P2P_CMD} (or torch.cuda.can_device_access_peer) tells.",
                        evidence_=evidence((nsrc, "NVLink between all pairs") if full_nv else None))
     if not full_nv and len(gpus) > 2:
-        return unknown(cid, NAME, f"Custom all-reduce: NVLink between the {len(gpus)} GPUs not known",
+        return unknown(cid, f"Custom all-reduce: NVLink between the {len(gpus)} GPUs not known",
                        "Beyond two GPUs the engines need NVLink between all of them; nvidia-smi topo -m tells.", evidence_=evidence((psrc, "P2P OK")))
     evs = evidence((psrc, f"P2P OK between all {n_pairs} GPU pair(s)"), (nsrc, "NVLink between all pairs") if full_nv else None)
     if full_nv:
-        return finding(cid, NAME, Status.ok, "Custom all-reduce usable: NVLink and P2P between every GPU pair", evidence_=evs, references=refs)
-    return finding(cid, NAME, Status.ok, "Custom all-reduce usable on the pair of PCIe GPUs (P2P OK)", evidence_=evs,
+        return finding(cid, Status.ok, "Custom all-reduce usable: NVLink and P2P between every GPU pair", evidence_=evs, references=refs)
+    return finding(cid, Status.ok, "Custom all-reduce usable on the pair of PCIe GPUs (P2P OK)", evidence_=evs,
                    impact="SGLang and vLLM keep their custom all-reduce for two PCIe GPUs when P2P works.", references=refs)
+
+
+def allreduce_from_engine_log(label: str, f: Any) -> Finding | None:
+    """allreduce.custom from an SGLang or vLLM log (``f`` its :class:`~infergap.parsers.engine_log.EngineLogFacts`):
+    disabled on more than two PCIe-only GPUs is the engines' design (expected); disabled because the
+    P2P test failed is a host problem (P1); turned off by flag with TP > 1 is P2."""
+    tp = f.args.get("tp_size") or f.args.get("tensor_parallel_size")
+    if f.custom_ar_disabled:
+        reasons = f.custom_ar_disabled
+        pcie = any("PCIe-only" in r or "more than two" in r for r in reasons)
+        ev_ = [ev(label, f"Custom allreduce is disabled because {r}") for r in reasons[:3]]
+        if pcie and all(("PCIe-only" in r or "more than two" in r) for r in reasons):
+            return finding("allreduce.custom", Status.expected, subject=label,
+                           title="Custom all-reduce off: more than two PCIe-only GPUs (by design)", evidence_=ev_,
+                           impact="SGLang and vLLM ship their custom all-reduce only for NVLink or at most two PCIe GPUs; beyond that "
+                                  "tensor-parallel all-reduce goes to NCCL. No stock flag re-enables it; what to do instead "
+                                  "(DP replicas, PP, an opt-in PCIe all-reduce) is the plan's call.")
+        return finding("allreduce.custom", Status.actionable, subject=label,
+                       severity=Severity.P1, fix_kind=FixKind.bios,
+                       title="Custom all-reduce off because GPU P2P is unavailable", evidence_=ev_,
+                       expected_value="custom all-reduce on (P2P between the tensor-parallel GPUs)",
+                       impact="The engine's P2P test failed, so every all-reduce goes to NCCL, which on the same host then "
+                              "also lacks P2P. On datacenter GPUs look at ACS and IOMMU (pcie.acs, iommu.mode).",
+                       remedy=Remedy(commands=["nvidia-smi topo -p2p r", "lspci -vvv | grep -i acsctl"]))
+    if f.args.get("disable_custom_all_reduce") is True and isinstance(tp, int) and tp > 1:
+        return finding("allreduce.custom", Status.actionable, subject=label,
+                       severity=Severity.P2,
+                       title="Custom all-reduce turned off by --disable-custom-all-reduce",
+                       evidence_=[ev(label, "disable_custom_all_reduce=True"), ev(label, f"tp_size={tp}")],
+                       impact="On NVLink or two PCIe GPUs the custom kernel beats NCCL for the small all-reduces of decode.",
+                       remedy=Remedy(commands=["restart the server without --disable-custom-all-reduce"]))
+    return None
+
+
+def allreduce_from_server(cfg: Any, subject: str, facts: Any, log_reported: bool) -> Finding | None:
+    """allreduce.custom from a server's configuration (``cfg`` a :class:`~infergap.server.ServerConfig`,
+    ``facts`` the host's :class:`~infergap.facts.Facts`): custom all-reduce turned off with TP > 2
+    is P1 on NVLink GPUs and expected on PCIe-only ones; None when an engine log already reported
+    it (``log_reported``) or the links are not known."""
+
+    def _src(cfg: Any, field: str) -> str:
+        return cfg.sources.get(field, cfg.url or "server")
+
+    tp = cfg.tp_size
+    if log_reported or tp is None or tp <= 2 or not cfg.disable_custom_all_reduce:
+        return None
+    nvl = facts.nvlink_between_gpus()
+    if nvl is None:
+        names = facts.gpu_names()  # the GPU data knows which models have no NVLink at all
+        nvl = False if names and all((s := sku(n)) is not None and s.nvlink_layout == "none" for n in names) else None
+    if nvl is None:
+        return None
+    if nvl:
+        return finding("allreduce.custom", Status.actionable, subject=subject, severity=Severity.P1,
+                       title=f"Custom all-reduce off with TP={tp} on NVLink GPUs",
+                       evidence_=[ev(_src(cfg, "disable_custom_all_reduce"), "disable_custom_all_reduce=True"), ev(_src(cfg, "tp_size"), f"tp_size={tp}")],
+                       impact="With NVLink the engine's custom all-reduce is faster than NCCL for decode-sized messages.",
+                       remedy=Remedy(commands=["restart without --disable-custom-all-reduce"]))
+    return finding("allreduce.custom", Status.expected, subject=subject,
+                   title=f"Custom all-reduce off with TP={tp} on PCIe-only GPUs (by design)",
+                   evidence_=[ev(_src(cfg, "tp_size"), f"tp_size={tp}"), ev("cmds/nvsmi_topo.out", "no NVLink between GPUs")],
+                   impact="The engines' custom all-reduce needs NVLink beyond two GPUs; tensor-parallel all-reduce goes to NCCL. "
+                          "Alternatives (DP replicas, PP, opt-in PCIe all-reduce) are for the plan.")
 
 
 def investigate(ctx: Context) -> list[Finding]:

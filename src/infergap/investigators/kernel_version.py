@@ -8,23 +8,15 @@ parses (drivers/pci/pci.c ``pci_setup`` logs "PCI: Unknown option" and ignores i
 
 from __future__ import annotations
 
-from infergap.findings import Finding, FixKind, Remedy, Severity, Status
+from infergap import checks
+from infergap.findings import Finding, Remedy, Status
 from infergap.investigators.base import Context, evidence, finding, unknown
 from infergap.parsers.host import KernelVersion
 
 NAME = "kernel_version"
 
 #: pci= options drivers/pci/pci.c pci_setup() and arch/x86/pci/common.c pcibios_setup() accept.
-KNOWN_PCI_OPTS = {
-    "nomsi", "noaer", "noats", "nommconf", "nomio", "noioapicquirk", "ioapicreroute", "noioapicreroute",
-    "realloc", "nocrs", "use_crs", "nodomains", "noari", "pcie_bus_tune_off", "pcie_bus_safe", "pcie_bus_perf",
-    "pcie_bus_peer2peer", "pcie_scan_all", "disable_acs_redir", "config_acs", "hpiosize", "hpmmiosize",
-    "hpmmioprefsize", "hpmemsize", "hpbussize", "resource_alignment", "ecrc", "cbiosize", "cbmemsize",
-    "bfsort", "nobfsort", "routeirq", "skip_isa_align", "noearly", "earlydump", "off", "conf1", "conf2",
-    "nosort", "biosirq", "norom", "assign-busses", "use_e820", "no_e820", "lastbus", "irqmask", "big_root_window",
-    "check_enable_amd_mmconf", "noacpi", "nobios", "bios", "firmware", "pcie_port_pm", "force_floating", "nofloating",
-    "bus_delay", "hpiosize", "pci_bus_peer2peer",
-}
+KNOWN_PCI_OPTS = frozenset(checks.get("kernel.cmdline").lists["known_pci_options"])
 
 
 def _pending_reboot(ctx: Context) -> Finding:
@@ -32,25 +24,24 @@ def _pending_reboot(ctx: Context) -> Finding:
     kr = ctx.facts.kernel_release()
     inst = ctx.facts.installed_kernels()
     if kr is None:
-        return unknown(cid, NAME, "Running kernel: not captured", "Needs uname -a or /proc/sys/kernel/osrelease.")
+        return unknown(cid, "Running kernel: not captured", "Needs uname -a or /proc/sys/kernel/osrelease.")
     if inst is None:
-        return unknown(cid, NAME, "Installed kernels: not captured", "Needs a listing of /lib/modules or /boot.", evidence_=evidence(kr))
+        return unknown(cid, "Installed kernels: not captured", "Needs a listing of /lib/modules or /boot.", evidence_=evidence(kr))
     rels, src = inst
     run = KernelVersion.parse(kr.value)
     evs = evidence(kr, (src, ", ".join(rels)))
     if run is None:
-        return unknown(cid, NAME, "Running kernel version unreadable", f"{kr.value!r} is not a kernel release.", evidence_=evs)
+        return unknown(cid, "Running kernel version unreadable", f"{kr.value!r} is not a kernel release.", evidence_=evs)
     same_flavour = [KernelVersion.parse(r) for r in rels]
     newer = sorted(k for k in same_flavour if k is not None and k.flavour == run.flavour and (k.major, k.minor, k.patch, k.abi) > (run.major, run.minor, run.patch, run.abi))
     if newer:
         latest = newer[-1].release
-        return finding(
-            cid, NAME, Status.actionable, f"A newer kernel is installed but not booted: running {kr.value}, installed {latest}",
-            severity=Severity.P1, fix_kind=FixKind.reboot, evidence_=evs, expected_value=latest,
+        return finding(cid, Status.actionable, f"A newer kernel is installed but not booted: running {kr.value}, installed {latest}",
+            evidence_=evs, expected_value=latest,
             impact="Fixes and driver updates in the installed kernel are not in effect, and the reboot-class fixes of this report can be combined with booting it.",
             remedy=Remedy(persist=[f"reboot into {latest} (after applying the kernel command-line changes of this report)"], revert=[f"select {kr.value} in the boot loader"], host_controlled=ctx.in_container),
             references=["uname(1); /lib/modules/<release>"])
-    return finding(cid, NAME, Status.ok, f"Running the newest installed kernel ({kr.value})", evidence_=evs)
+    return finding(cid, Status.ok, f"Running the newest installed kernel ({kr.value})", evidence_=evs)
 
 
 def _version(ctx: Context) -> Finding | None:
@@ -67,7 +58,7 @@ def _version(ctx: Context) -> Finding | None:
         "pci=disable_acs_redir (5.1)": kv.at_least(5, 1),
     }
     avail = [k for k, v in gates.items() if v]
-    return finding("kernel.version", NAME, Status.ok, f"Kernel {kr.value}", evidence_=evidence(kr),
+    return finding("kernel.version", Status.ok, f"Kernel {kr.value}", evidence_=evidence(kr),
                    impact="Feature gates available: " + (", ".join(avail) if avail else "none of the tracked ones"), details={"feature_gates": gates})
 
 
@@ -82,12 +73,12 @@ def _cmdline(ctx: Context) -> Finding | None:
                 if opt.split("=")[0] not in KNOWN_PCI_OPTS:
                     bad.append(opt)
     if bad:
-        return finding("kernel.cmdline", NAME, Status.actionable, f"Kernel ignores pci= option(s): {', '.join(bad)}",
-                       severity=Severity.P2, fix_kind=FixKind.reboot, evidence_=evidence(cl),
+        return finding("kernel.cmdline", Status.actionable, f"Kernel ignores pci= option(s): {', '.join(bad)}",
+                       evidence_=evidence(cl),
                        impact="The kernel logs 'PCI: Unknown option' and ignores these; whatever they were meant to do is not happening (pci=noacs in particular does nothing; use pci=disable_acs_redir=<BDFs>).",
                        remedy=Remedy(persist=["remove or correct the option on the kernel command line, reboot"]),
                        references=["Documentation/admin-guide/kernel-parameters.txt: pci="])
-    return finding("kernel.cmdline", NAME, Status.ok, "Kernel command line has no ignored pci= options", evidence_=evidence(cl))
+    return finding("kernel.cmdline", Status.ok, "Kernel command line has no ignored pci= options", evidence_=evidence(cl))
 
 
 def investigate(ctx: Context) -> list[Finding]:

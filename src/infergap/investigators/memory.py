@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from infergap.facts import GpuFacts
-from infergap.findings import Finding, FixKind, Remedy, Severity, Status
+from infergap.findings import Finding, Remedy, Severity, Status
 from infergap.investigators.base import Context, evidence, finding, unknown
 from infergap.parsers.host import parse_meminfo
 
@@ -20,26 +20,26 @@ def bar1(ctx: Context, g: GpuFacts, n_gpus: int) -> Finding:
     """pcie.bar1 for one GPU: a 256 MiB BAR1 (no Resizable BAR) blocks BAR1-based peer access."""
     cid = "pcie.bar1"
     if g.bar1_total_B is None:
-        return unknown(cid, NAME, f"GPU {g.bdf}: BAR1 size not captured", "Needs NVML or nvidia-smi -q.", subject=g.bdf)
+        return unknown(cid, f"GPU {g.bdf}: BAR1 size not captured", "Needs NVML or nvidia-smi -q.", subject=g.bdf)
     gib = g.bar1_total_B / 2**30
     evs = evidence((g.src("bar1_total_B"), f"BAR1 total {gib:g} GiB"))
     if g.bar1_total_B <= 256 * 2**20:
         sev = Severity.P1 if n_gpus > 1 else Severity.P2
-        return finding(cid, NAME, Status.actionable, f"GPU {g.bdf}: BAR1 is only {g.bar1_total_B // 2**20} MiB (no Resizable BAR)",
-                       severity=sev, fix_kind=FixKind.bios, subject=g.bdf, evidence_=evs, expected_value=">= the GPU's memory size",
+        return finding(cid, Status.actionable, f"GPU {g.bdf}: BAR1 is only {g.bar1_total_B // 2**20} MiB (no Resizable BAR)",
+                       severity=sev, subject=g.bdf, evidence_=evs, expected_value=">= the GPU's memory size",
                        impact="A 256 MiB BAR1 blocks BAR1-based peer access and forces staging through host memory.",
                        remedy=Remedy(note="Enable 'Above 4G decoding' and 'Resizable BAR' in the BIOS."), references=["NVML nvmlDeviceGetBAR1MemoryInfo"])
-    return finding(cid, NAME, Status.ok, f"GPU {g.bdf}: BAR1 {gib:g} GiB", subject=g.bdf, evidence_=evs)
+    return finding(cid, Status.ok, f"GPU {g.bdf}: BAR1 {gib:g} GiB", subject=g.bdf, evidence_=evs)
 
 
 def _thp(ctx: Context) -> Finding:
     en = ctx.facts.value("/sys/kernel/mm/transparent_hugepage/enabled")
     df = ctx.facts.value("/sys/kernel/mm/transparent_hugepage/defrag")
     if en is None:
-        return unknown("mem.thp", NAME, "Transparent huge pages: not captured", "Needs /sys/kernel/mm/transparent_hugepage/enabled.")
+        return unknown("mem.thp", "Transparent huge pages: not captured", "Needs /sys/kernel/mm/transparent_hugepage/enabled.")
     sel = re.search(r"\[(\w[\w+]*)\]", en.value)
     mode = sel.group(1) if sel else en.value
-    return finding("mem.thp", NAME, Status.ok, f"Transparent huge pages: {mode}", evidence_=evidence(en, df),
+    return finding("mem.thp", Status.ok, f"Transparent huge pages: {mode}", evidence_=evidence(en, df),
                    impact="Reported only: public guidance for inference hosts conflicts (madvise vs never), and engines allocate GPU memory outside THP.")
 
 
@@ -53,7 +53,7 @@ def _host_mem(ctx: Context) -> Finding | None:
         return None
     gpu_mem = sum(g.memory_total_B or 0 for g in ctx.facts.gpus())
     txt = f"{tot / 2**30:.0f} GiB host memory" + (f" for {gpu_mem / 2**30:.0f} GiB of GPU memory" if gpu_mem else "")
-    return finding("mem.host", NAME, Status.ok, txt, evidence_=evidence(("files/proc/meminfo", f"MemTotal {tot // 1024} kB, " + (f"SwapTotal {m['SwapTotal'] // 1024} kB" if "SwapTotal" in m else "no SwapTotal line"))),
+    return finding("mem.host", Status.ok, txt, evidence_=evidence(("files/proc/meminfo", f"MemTotal {tot // 1024} kB, " + (f"SwapTotal {m['SwapTotal'] // 1024} kB" if "SwapTotal" in m else "no SwapTotal line"))),
                    details={"host_B": tot, "gpu_B": gpu_mem})
 
 

@@ -10,21 +10,17 @@ unable to peer (``CNS``/``GNS``/``NS`` in ``nvidia-smi topo -p2p r``) is expecte
 
 from __future__ import annotations
 
+import re
+
+from infergap.checks import finding
 from infergap.evidence.common import nccl_logs
 from infergap.facts import Facts
 from infergap.parsers.nccl import NcclLogFacts, summary
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status, ev
+from infergap.investigators.runtime import nccl_env_from_log
 
 NAME = "nccl_log"
 _UNSUPPORTED = {"CNS", "GNS", "TNS", "NS", "DR"}
-_RISKY_ENV = {
-    "NCCL_P2P_DISABLE": ("1", "forces GPU-to-GPU traffic off P2P onto shared memory or sockets"),
-    "NCCL_SHM_DISABLE": ("1", "forces traffic between GPUs that cannot use P2P onto sockets"),
-    "NCCL_P2P_LEVEL": ("LOC", "forbids P2P between any two GPUs"),
-    "NCCL_IB_DISABLE": ("1", "forces inter-node traffic onto TCP sockets although an RDMA NIC is present"),
-}
-
-
 def _dev_index(dev: str) -> int | None:
     """A rank's device token as a GPU index: ``[1]`` is cudaDev 1; a bus id (``14000``) is not."""
     return int(dev) if dev.isdigit() and len(dev) <= 2 else None
@@ -37,14 +33,41 @@ def _version_tuple(v: str | None) -> tuple[int, ...]:
         return ()
 
 
+_P2P_FAILED = re.compile(r"peer access is not supported|failed to open CUDA IPC handle", re.I)
+"""NCCL warnings that say the P2P transport it chose could not be set up."""
+
+
+def _p2p_set_up_failed(label: str, f: NcclLogFacts, intra: list, evidence: list, details: dict) -> Finding | None:
+    """nccl.transport actionable when NCCL chose P2P between GPUs of one host and then warned that
+    P2P could not be set up (error 217, CUDA IPC handle); None otherwise."""
+    src = label
+    p2p_failed = [w for w in f.warnings if _P2P_FAILED.search(w)]
+    if p2p_failed and any(lk.transport.startswith("P2P") for lk in intra):
+        # NCCL picked P2P, then could not set it up (the run aborted or fell back): not ok.
+        return finding(
+            "nccl.transport", Status.actionable, subject=label,
+            severity=Severity.P1, fix_kind=FixKind.runtime,
+            title="NCCL chose P2P between GPUs of one host, but setting up P2P failed",
+            evidence_=evidence + [ev(src, w) for w in p2p_failed[:3]],
+            expected_value="P2P channels that open without a warning",
+            impact="The channels the log lists were never usable: the communicator failed at set-up (or fell back), so these GPUs do not exchange data over P2P.",
+            remedy=Remedy(commands=["nvidia-smi topo -p2p r   # P2P support per GPU pair",
+                                    "NCCL_P2P_DISABLE=1   # in the server's environment when the GPUs have no P2P (GeForce, many VMs)"],
+                          note="GeForce GPUs have no P2P by product design; on datacenter GPUs look at ACS and the IOMMU."),
+            references=["https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#pci-access-control-services-acs"],
+            details=details,
+        )
+    return None
+
+
 def _transport(label: str, f: NcclLogFacts, facts: Facts) -> Finding:
     intra = f.intra_host_links()
     src = label
     details = summary(f)
     if not f.links:
-        return Finding(id="nccl.transport", investigator=NAME, status=Status.unknown, subject=label,
+        return finding("nccl.transport", Status.unknown, subject=label,
                        title="NCCL log has no channel lines (connection setup not logged)",
-                       evidence=[ev(src, f"{f.nccl_lines} NCCL lines, version {f.version or 'unknown'}")],
+                       evidence_=[ev(src, f"{f.nccl_lines} NCCL lines, version {f.version or 'unknown'}")],
                        impact="Without 'Channel … via …' lines the transport between GPUs is unknown; run with NCCL_DEBUG=INFO through the first collective.",
                        details=details)
     bad = [lk for lk in intra if lk.transport.startswith("NET/") or lk.transport == "SHM"]
@@ -80,52 +103,52 @@ def _transport(label: str, f: NcclLogFacts, facts: Facts) -> Finding:
             commands.append("unset NCCL_P2P_DISABLE NCCL_SHM_DISABLE NCCL_P2P_LEVEL  # in the server's environment, then restart it")
         commands.append("nvidia-smi topo -p2p r   # P2P support per GPU pair")
         commands.append("lspci -vvv | grep -i acsctl   # ACS redirect on bridges forces peer traffic through the root complex")
-        return Finding(
-            id="nccl.transport", investigator=NAME, status=Status.actionable, subject=label,
+        return finding("nccl.transport", Status.actionable, subject=label,
             severity=Severity.P0 if sock else Severity.P1, fix_kind=FixKind.runtime if (env_p2p_off or f.env.get("NCCL_SHM_DISABLE") == "1") else FixKind.bios,
             title=("GPUs on one host exchange data over " + ("TCP sockets (NET/Socket)" if sock else "host shared memory (SHM)") + " instead of P2P"),
-            evidence=evidence, expected_value="P2P (P2P/CUMEM, P2P/IPC, P2P/direct) or NVLink between GPUs of one host",
+            evidence_=evidence, expected_value="P2P (P2P/CUMEM, P2P/IPC, P2P/direct) or NVLink between GPUs of one host",
             impact=("Tensor-parallel all-reduce between these GPUs goes through "
                     + ("the kernel's TCP stack: tens of times slower than P2P, and it dominates decode latency." if sock else
                        "pinned host memory: about half the bandwidth of P2P and extra latency on every all-reduce."))
                    + (" Cause seen in the log: " + "; ".join(why) + "." if why else ""),
             remedy=Remedy(commands=commands, note="P2P refused by the driver on GeForce GPUs or in a VM without peer support is a hardware limit; ACS and IOMMU settings are fixed in the BIOS or on the kernel command line."),
             references=["https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#pci-access-control-services-acs"],
-            details=details,
-        )
+            details=details)
     if expected:
-        return Finding(id="nccl.transport", investigator=NAME, status=Status.expected, subject=label,
+        return finding("nccl.transport", Status.expected, subject=label,
                        title="NCCL uses SHM or sockets only where P2P is not available",
-                       evidence=evidence + [ev(src, why) for _, why in expected[:4]],
+                       evidence_=evidence + [ev(src, why) for _, why in expected[:4]],
                        impact="These GPU pairs cannot use P2P on this platform; NCCL's fallback is the normal path there.",
                        details=details)
+    failed = _p2p_set_up_failed(label, f, intra, evidence, details)
+    if failed is not None:
+        return failed
     kinds = sorted({lk.transport for lk in intra}) or sorted(f.transports)
     title = "GPUs of one host use " + ", ".join(kinds) if intra else "NCCL transports: " + ", ".join(sorted(f.transports))
     if f.nvls_channels:
         title += f"; NVLS on {f.nvls_channels} channels"
     if any(lk.transport == "COLLNET" for lk in f.links):
         title += "; CollNet in use"
-    return Finding(id="nccl.transport", investigator=NAME, status=Status.ok, subject=label, title=title,
-                   evidence=evidence, details=details)
+    return finding("nccl.transport", Status.ok, subject=label, title=title,
+                   evidence_=evidence, details=details)
 
 
 def _gdr(label: str, f: NcclLogFacts, facts: Facts) -> Finding | None:
     if not f.gdr_disabled and not f.gdr_enabled:
         return None
     if not f.gdr_disabled:
-        return Finding(id="nccl.gdr", investigator=NAME, status=Status.ok, subject=label,
-                       title="NCCL uses GPU Direct RDMA", evidence=[ev(label, "via NET/IB …/GDRDMA")])
+        return finding("nccl.gdr", Status.ok, subject=label,
+                       title="NCCL uses GPU Direct RDMA", evidence_=[ev(label, "via NET/IB …/GDRDMA")])
     nic = True if f.ib_devices or f.gdr_disabled else bool(facts.rdma_devices())
     inter = any(lk.transport == "NET/IB" for lk in f.links) or not f.single_host or (f.network or "").startswith("IB") and (f.nranks or 0) > 8
     old = _version_tuple(f.version) and _version_tuple(f.version) < (2, 23, 4)
     note = ("NCCL before 2.23.4 looks only for the old nv_peer_mem module, not nvidia_peermem (NVIDIA/nccl#1676): "
             "with nvidia_peermem loaded, upgrade NCCL." if old else
             "With the open GPU kernel module, NCCL can use DMA-BUF instead (NCCL_DMABUF_ENABLE=1, kernel 5.12+).")
-    return Finding(
-        id="nccl.gdr", investigator=NAME, status=Status.actionable, subject=label,
-        severity=Severity.P0 if inter else Severity.P1, fix_kind=FixKind.runtime,
+    return finding("nccl.gdr", Status.actionable, subject=label,
+        severity=Severity.P0 if inter else Severity.P1,
         title=f"GPU Direct RDMA disabled for {', '.join(f.gdr_disabled[:4])}",
-        evidence=[ev(label, f"NET/IB : GPU Direct RDMA Disabled for HCA '{h}'") for h in f.gdr_disabled[:4]]
+        evidence_=[ev(label, f"NET/IB : GPU Direct RDMA Disabled for HCA '{h}'") for h in f.gdr_disabled[:4]]
                  + ([ev(label, f"NCCL {f.version}")] if f.version else []),
         expected_value="GPU Direct RDMA enabled (nvidia-peermem loaded, or DMA-BUF)",
         impact="Inter-node traffic is staged through host memory instead of going NIC↔GPU directly; one public report measured "
@@ -133,8 +156,7 @@ def _gdr(label: str, f: NcclLogFacts, facts: Facts) -> Finding | None:
         remedy=Remedy(commands=["modprobe nvidia-peermem"],
                       persist=["echo nvidia-peermem > /etc/modules-load.d/nvidia-peermem.conf"],
                       revert=["modprobe -r nvidia_peermem"], note=note),
-        references=["https://github.com/NVIDIA/nccl/issues/1676", "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#gpu-direct"],
-    )
+        references=["https://github.com/NVIDIA/nccl/issues/1676", "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#gpu-direct"])
 
 
 def _p2p(label: str, f: NcclLogFacts, facts: Facts) -> Finding | None:
@@ -145,42 +167,17 @@ def _p2p(label: str, f: NcclLogFacts, facts: Facts) -> Finding | None:
     cells = {p2p.get(pair) for pair in pairs if pair in p2p}
     evidence = [ev(label, f"P2P is disabled between connected GPUs {a} and {b}") for a, b in f.p2p_disabled_pairs[:8]]
     if cells and cells <= _UNSUPPORTED:
-        return Finding(id="nccl.p2p", investigator=NAME, status=Status.expected, subject=label,
+        return finding("nccl.p2p", Status.expected, subject=label,
                        title="NCCL found P2P disabled between GPUs that do not support it",
-                       evidence=evidence + [ev("cmds/nvsmi_p2p.out", ", ".join(sorted(c for c in cells if c)))],
+                       evidence_=evidence + [ev("cmds/nvsmi_p2p.out", ", ".join(sorted(c for c in cells if c)))],
                        impact="The driver reports no peer access for these pairs (GeForce GPUs, or a VM chipset); NCCL falls back to SHM.")
-    return Finding(
-        id="nccl.p2p", investigator=NAME, status=Status.actionable, subject=label, severity=Severity.P1, fix_kind=FixKind.bios,
-        title=f"NCCL found P2P disabled between {len(f.p2p_disabled_pairs)} GPU pair(s)",
-        evidence=evidence, expected_value="P2P enabled between the GPUs of a tensor-parallel group",
+    return finding("nccl.p2p", Status.actionable, subject=label, title=f"NCCL found P2P disabled between {len(f.p2p_disabled_pairs)} GPU pair(s)",
+        evidence_=evidence, expected_value="P2P enabled between the GPUs of a tensor-parallel group",
         impact="CUDA reports no peer access between these GPUs, so NCCL and the engines' custom all-reduce fall back to host memory. "
                "On datacenter GPUs this points at ACS redirection or IOMMU translation on the PCIe path; on GeForce GPUs and in VMs it is a platform limit.",
         remedy=Remedy(commands=["nvidia-smi topo -p2p r", "lspci -vvv | grep -i acsctl", "cat /proc/cmdline   # iommu= / intel_iommu= / amd_iommu="],
                       note="Disable ACS redirect on the bridges between the GPUs (setpci ECAP_ACS+6.w=0000, or BIOS) and use iommu=pt; see pcie.acs and iommu.mode."),
-        references=["https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#pci-access-control-services-acs"],
-    )
-
-
-def _env(label: str, f: NcclLogFacts) -> Finding | None:
-    if not f.env:
-        return None
-    risky = []
-    for k, v in f.env.items():
-        rule = _RISKY_ENV.get(k)
-        if rule and v.strip().upper() == rule[0] and not (k == "NCCL_IB_DISABLE" and not f.ib_devices):
-            risky.append((k, v, rule[1]))
-    evidence = [ev(label, f"{k} set by environment to {v}") for k, v in list(f.env.items())[:12]]
-    if risky:
-        return Finding(
-            id="nccl.env", investigator=NAME, status=Status.actionable, subject=label, severity=Severity.P1, fix_kind=FixKind.runtime,
-            title="NCCL runs with " + ", ".join(f"{k}={v}" for k, v, _ in risky),
-            evidence=evidence, expected_value="unset unless a documented hardware limit requires it",
-            impact="; ".join(f"{k}={v} {why}" for k, v, why in risky) + ". Often left over from debugging a hang whose cause (ACS, IOMMU) was elsewhere.",
-            remedy=Remedy(commands=[f"unset {' '.join(k for k, _, _ in risky)}   # in the server's environment, then restart it"],
-                          revert=[f"export {k}={v}" for k, v, _ in risky]),
-        )
-    return Finding(id="nccl.env", investigator=NAME, status=Status.ok, subject=label,
-                   title="NCCL_* variables set: " + ", ".join(sorted(f.env)), evidence=evidence)
+        references=["https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#pci-access-control-services-acs"])
 
 
 def _version(label: str, f: NcclLogFacts, snap: object, part: object, ctx: object) -> Finding | None:
@@ -200,7 +197,7 @@ def _version(label: str, f: NcclLogFacts, snap: object, part: object, ctx: objec
     if f.cuda:
         checks.append(("nccl_cuda", f.cuda))
     sv = memo_versions(snap, getattr(ctx, "facts", None))
-    out = version_finding("nccl.version", NAME, checks, label, label, sv.gpu_sm, extra, lines)
+    out = version_finding("nccl.version", checks, label, label, sv.gpu_sm, extra, lines)
     out.details.update({"ring_channels": f.ring_channels, "tree_channels": f.tree_channels, "coll_channels": f.coll_channels,
                         "nvls_channels": f.nvls_channels, "collnet_channels": f.collnet_channels, "p2p_channels": f.p2p_channels,
                         "nranks": f.nranks, "network": f.network})
@@ -210,9 +207,8 @@ def _version(label: str, f: NcclLogFacts, snap: object, part: object, ctx: objec
 def _warnings(label: str, f: NcclLogFacts) -> Finding | None:
     if not f.warning_count:
         return None
-    return Finding(id="nccl.warnings", investigator=NAME, status=Status.actionable, subject=label, severity=Severity.P1, fix_kind=FixKind.software,
-                   title=f"NCCL printed {f.warning_count} warning(s)",
-                   evidence=[ev(label, w) for w in f.warnings[:6]],
+    return finding("nccl.warnings", Status.actionable, subject=label, title=f"NCCL printed {f.warning_count} warning(s)",
+                   evidence_=[ev(label, w) for w in f.warnings[:6]],
                    impact="NCCL warnings mark failed connections, CUDA or network errors; a collective after one may hang or run on a fallback path.")
 
 
@@ -243,7 +239,7 @@ def investigate(ctx: object) -> list[Finding]:
             x = fn(label, f, facts)
             if x:
                 out.append(x)
-        for fn2 in (_env, _warnings):
+        for fn2 in (nccl_env_from_log, _warnings):
             x = fn2(label, f)
             if x:
                 out.append(x)

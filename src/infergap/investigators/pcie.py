@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import re
 
+from infergap import checks
 from infergap.facts import GpuFacts, PciFunction
+from infergap.findings import Action, Finding, FixKind, Remedy, Status
 from infergap.gpudata import pcie_gen_of_gts, pcie_gts
-from infergap.findings import Action, Finding, FixKind, Remedy, Severity, Status
 from infergap.investigators.base import Context, evidence, finding, not_applicable, unknown
 
 NAME = "pcie"
-MRRS_GOOD_B = 4096
+MRRS_GOOD_B = checks.threshold("pcie.max_read_request", "good_bytes")
 #: An extended capability line of lspci -vvv (offset >= 0x100, shown only when read as root).
 EXT_CAP = re.compile(r"Capabilities: \[[1-9a-f][0-9a-f]{2} v\d+\]")
 SPEED_GTS = re.compile(r"([\d.]{1,16})\s{0,8}GT/s")
@@ -58,12 +59,12 @@ def _link(ctx: Context, f: PciFunction, g: GpuFacts | None) -> Finding:
         cur_w, max_w = g.pcie_width, g.pcie_width_max
         src = g.sources[-1] if g.sources else "nvidia-smi"
     if cur_s is None or cur_w is None:
-        return unknown(cid, NAME, "PCIe link: not captured", "Needs sysfs current/max_link_speed and width, lspci -vvv, or nvidia-smi.", subject=f.bdf)
+        return unknown(cid, "PCIe link: not captured", "Needs sysfs current/max_link_speed and width, lspci -vvv, or nvidia-smi.", subject=f.bdf)
     evs = evidence((src, f"current {cur_s:g} GT/s x{cur_w}"), (src, f"maximum {max_s:g} GT/s x{max_w}" if max_s else "maximum unknown"))
     label = f"gen{pcie_gen_of_gts(cur_s) or '?'} x{cur_w}"
     if max_w and cur_w < max_w:
-        return finding(cid, NAME, Status.actionable, f"GPU {f.bdf}: PCIe link width x{cur_w} below its maximum x{max_w}",
-                       severity=Severity.P0, fix_kind=FixKind.hardware, subject=f.bdf, evidence_=evs, expected_value=f"x{max_w}",
+        return finding(cid, Status.actionable, f"GPU {f.bdf}: PCIe link width x{cur_w} below its maximum x{max_w}",
+                       subject=f.bdf, evidence_=evs, expected_value=f"x{max_w}",
                        impact="A narrower link divides host<->device and peer bandwidth (weights loading, KV offload, PCIe all-reduce); width does not drop at idle, so this is a seating, riser or slot problem.",
                        remedy=Remedy(commands=[], note="Reseat the GPU or riser, try another slot, check the slot's bifurcation / lane settings in the BIOS."),
                        references=["PCIe Base Specification: Link Status register"])
@@ -71,19 +72,19 @@ def _link(ctx: Context, f: PciFunction, g: GpuFacts | None) -> Finding:
         idle = g is not None and ("gpu_idle" in g.throttle_active or (g.pstate or "").upper() in ("P8", "P12"))
         load_known = g is not None and (g.throttle_captured or g.pstate is not None or g.utilization_pct is not None)
         if idle:
-            return finding(cid, NAME, Status.expected, f"GPU {f.bdf}: PCIe link at {cur_s:g} GT/s below {max_s:g} GT/s while idle",
+            return finding(cid, Status.expected, f"GPU {f.bdf}: PCIe link at {cur_s:g} GT/s below {max_s:g} GT/s while idle",
                            subject=f.bdf, evidence_=evs, expected_value=f"{max_s:g} GT/s under load",
                            impact="GPUs lower the link speed when idle to save power and raise it under load; sample again while the server is busy before calling it a fault.")
         if not load_known:
-            return unknown(cid, NAME, f"GPU {f.bdf}: PCIe link at {cur_s:g} GT/s below {max_s:g} GT/s; whether the GPU was idle is not captured",
+            return unknown(cid, f"GPU {f.bdf}: PCIe link at {cur_s:g} GT/s below {max_s:g} GT/s; whether the GPU was idle is not captured",
                            "Idle GPUs lower the link speed, busy ones must not: sample nvidia-smi -q -d PERFORMANCE (or --query-gpu=pstate,clocks_event_reasons.active) "
                            "with the link speed while the server is under load.", subject=f.bdf, evidence_=evs)
-        return finding(cid, NAME, Status.actionable, f"GPU {f.bdf}: PCIe link at {cur_s:g} GT/s below {max_s:g} GT/s while busy",
-                       severity=Severity.P0, fix_kind=FixKind.bios, subject=f.bdf, evidence_=evs, expected_value=f"{max_s:g} GT/s",
+        return finding(cid, Status.actionable, f"GPU {f.bdf}: PCIe link at {cur_s:g} GT/s below {max_s:g} GT/s while busy",
+                       fix_kind=FixKind.bios, subject=f.bdf, evidence_=evs, expected_value=f"{max_s:g} GT/s",
                        impact="A downtrained link under load halves (or worse) host<->device and peer bandwidth.",
                        remedy=Remedy(note="Set the slot's PCIe generation to Auto/Gen5 in the BIOS, reseat, check risers and retimers."),
                        references=["PCIe Base Specification: Link Status register"])
-    return finding(cid, NAME, Status.ok, f"GPU {f.bdf}: PCIe {label} at its maximum", subject=f.bdf, evidence_=evs, expected_value=f"{max_s:g} GT/s x{max_w}" if max_s else None)
+    return finding(cid, Status.ok, f"GPU {f.bdf}: PCIe {label} at its maximum", subject=f.bdf, evidence_=evs, expected_value=f"{max_s:g} GT/s x{max_w}" if max_s else None)
 
 
 def _caps(f: PciFunction) -> tuple[dict[str, int | None], str] | None:
@@ -109,12 +110,12 @@ def _mrrs(ctx: Context, f: PciFunction) -> Finding:
     cid = "pcie.max_read_request"
     c = _caps(f)
     if c is None:
-        return unknown(cid, NAME, f"GPU {f.bdf}: MaxReadReq not captured", _why_no_caps(f), subject=f.bdf)
+        return unknown(cid, f"GPU {f.bdf}: MaxReadReq not captured", _why_no_caps(f), subject=f.bdf)
     caps, src = c
     mrrs = caps["mrrs"]
     evs = evidence((src, f"DevCtl MaxReadReq {mrrs} bytes"))
     if mrrs is not None and mrrs >= MRRS_GOOD_B:
-        return finding(cid, NAME, Status.ok, f"GPU {f.bdf}: MaxReadReq {mrrs} bytes", subject=f.bdf, evidence_=evs, expected_value=f"{MRRS_GOOD_B}")
+        return finding(cid, Status.ok, f"GPU {f.bdf}: MaxReadReq {mrrs} bytes", subject=f.bdf, evidence_=evs, expected_value=f"{MRRS_GOOD_B}")
     devctl = caps["devctl"]
     new_code = 5  # 128 << 5 = 4096 (PCIe Base Spec, DevCtl bits 14:12)
     prev_bits = f"{devctl & 0x7000:04x}" if devctl is not None else None
@@ -127,8 +128,8 @@ def _mrrs(ctx: Context, f: PciFunction) -> Finding:
         host_controlled=host,
         note="Inside a container: PCI config space belongs to the host; run this on the host." if host else "setpci writes the live register; save the old word first (the revert above holds it).",
     )
-    return finding(cid, NAME, Status.actionable, f"GPU {f.bdf}: MaxReadReq {mrrs} bytes, below {MRRS_GOOD_B}",
-                   severity=Severity.P1, fix_kind=FixKind.runtime, subject=f.bdf, evidence_=evs, expected_value=f"{MRRS_GOOD_B} bytes",
+    return finding(cid, Status.actionable, f"GPU {f.bdf}: MaxReadReq {mrrs} bytes, below {MRRS_GOOD_B}",
+                   subject=f.bdf, evidence_=evs, expected_value=f"{MRRS_GOOD_B} bytes",
                    impact="Each DMA read the GPU issues is split into requests of at most this size; small requests add TLP overhead on host-to-device copies. Public evidence of end-to-end inference impact is thin.",
                    remedy=rem, references=["PCIe Base Specification §7.5.3.4 Device Control Register", "pciutils setpci(8): CAP_EXP"])
 
@@ -143,7 +144,7 @@ def _mps(ctx: Context, f: PciFunction, g: GpuFacts | None) -> Finding:
     cid = "pcie.max_payload"
     c = _caps(f)
     if c is None:
-        return unknown(cid, NAME, f"GPU {f.bdf}: MaxPayload not captured", _why_no_caps(f), subject=f.bdf)
+        return unknown(cid, f"GPU {f.bdf}: MaxPayload not captured", _why_no_caps(f), subject=f.bdf)
     caps, src = c
     sup, use = caps["mps_sup"], caps["mps"]
     path = _path_mps_supported(ctx, f)
@@ -152,30 +153,30 @@ def _mps(ctx: Context, f: PciFunction, g: GpuFacts | None) -> Finding:
     if path:
         evs += evidence(("upstream bridges", f"smallest MaxPayload supported on the path: {path} bytes"))
     if use is not None and limit is not None and use < limit:
-        return finding(cid, NAME, Status.actionable, f"GPU {f.bdf}: MaxPayload {use} bytes in use, {limit} supported along the path",
-                       severity=Severity.P2, fix_kind=FixKind.reboot, subject=f.bdf, evidence_=evs, expected_value=f"{limit} bytes",
+        return finding(cid, Status.actionable, f"GPU {f.bdf}: MaxPayload {use} bytes in use, {limit} supported along the path",
+                       fix_kind=FixKind.reboot, subject=f.bdf, evidence_=evs, expected_value=f"{limit} bytes",
                        impact="Smaller payloads mean more TLP headers per byte on writes to the GPU.",
                        remedy=Remedy(commands=[], persist=["pci=pcie_bus_perf on the kernel command line, or the firmware's MaxPayload setting"], note="MPS must match along the path; the kernel sets it at enumeration."),
                        references=["Documentation/admin-guide/kernel-parameters.txt: pci=pcie_bus_perf"])
     if sup is not None and sup <= 256 and use == sup:
         name = g.name if g and g.name else "this GPU"
-        return finding(cid, NAME, Status.expected, f"GPU {f.bdf}: MaxPayload {use} bytes = the most its DevCap supports",
+        return finding(cid, Status.expected, f"GPU {f.bdf}: MaxPayload {use} bytes = the most its DevCap supports",
                        subject=f.bdf, evidence_=evs, expected_value=f"{sup} bytes",
                        impact=f"256 bytes is the hardware limit of {name}'s PCIe endpoint (Device Capabilities); no setting can raise it, so do not spend time on it.")
-    return finding(cid, NAME, Status.ok, f"GPU {f.bdf}: MaxPayload {use} bytes", subject=f.bdf, evidence_=evs, expected_value=f"{limit} bytes" if limit else None)
+    return finding(cid, Status.ok, f"GPU {f.bdf}: MaxPayload {use} bytes", subject=f.bdf, evidence_=evs, expected_value=f"{limit} bytes" if limit else None)
 
 
 def _rcb(ctx: Context, f: PciFunction) -> Finding:
     cid = "pcie.rcb"
     c = _caps(f)
     if c is None or c[0]["rcb"] is None:
-        return unknown(cid, NAME, f"GPU {f.bdf}: RCB not captured", _why_no_caps(f), subject=f.bdf)
+        return unknown(cid, f"GPU {f.bdf}: RCB not captured", _why_no_caps(f), subject=f.bdf)
     rcb = c[0]["rcb"]
     evs = evidence((c[1], f"LnkCtl RCB {rcb} bytes"))
     if rcb == 64:
-        return finding(cid, NAME, Status.expected, f"GPU {f.bdf}: Read Completion Boundary 64 bytes", subject=f.bdf, evidence_=evs,
+        return finding(cid, Status.expected, f"GPU {f.bdf}: Read Completion Boundary 64 bytes", subject=f.bdf, evidence_=evs,
                        impact="RCB only sets where completions may be split; 64 bytes is the common setting and there is no public evidence that it limits GPU throughput. Reported, not a target.")
-    return finding(cid, NAME, Status.ok, f"GPU {f.bdf}: Read Completion Boundary {rcb} bytes", subject=f.bdf, evidence_=evs)
+    return finding(cid, Status.ok, f"GPU {f.bdf}: Read Completion Boundary {rcb} bytes", subject=f.bdf, evidence_=evs)
 
 
 def _acs(ctx: Context, gpus: list[PciFunction]) -> list[Finding]:
@@ -186,7 +187,7 @@ def _acs(ctx: Context, gpus: list[PciFunction]) -> list[Finding]:
     nics = ctx.facts.rdma_nic_functions()
     rdma = ctx.facts.rdma_devices()
     if len(gpus) < 2 and not rdma:
-        return [not_applicable(cid, NAME, "ACS: no peer traffic to redirect", "ACS redirection matters for GPU-to-GPU and GPU-to-NIC peer traffic; this host has one GPU and no RDMA NIC.",
+        return [not_applicable(cid, "ACS: no peer traffic to redirect", "ACS redirection matters for GPU-to-GPU and GPU-to-NIC peer traffic; this host has one GPU and no RDMA NIC.",
                                evidence_=evidence((gpus[0].source if gpus else "host", f"{len(gpus)} GPU, no RDMA NIC")))]
     vm = ctx.facts.virtualization()
     ends = gpus + (nics if rdma else [])
@@ -197,11 +198,11 @@ def _acs(ctx: Context, gpus: list[PciFunction]) -> list[Finding]:
     placed = [g for g in ends if g.path_known or g.parent_from]
     what = "the GPUs and the RDMA NICs" if rdma and nics else "the GPUs"
     if not bridges and ends and len(placed) == len(ends) and all(g.parent is None for g in ends):
-        return [finding(cid, NAME, Status.ok, f"No PCI bridge above {what}: each sits on a root bus, so no ACS can redirect peer traffic",
+        return [finding(cid, Status.ok, f"No PCI bridge above {what}: each sits on a root bus, so no ACS can redirect peer traffic",
                         evidence_=evidence(*[(f"files/sys/bus/pci/devices/{g.bdf}.link" if g.path_known else (g.parent_from or g.source), f"{g.bdf} directly below the host bridge") for g in ends[:8]]),
                         expected_value="no redirection")]
     if not bridges:
-        return [unknown(cid, NAME, f"ACS: bridges above {what} not found", "Needs the device symlinks (sysfs) or lspci -vvv with the bridges' 'Bus: primary=…' lines to find the bridges above each GPU, and their ACS control (lspci -vvv as root).")]
+        return [unknown(cid, f"ACS: bridges above {what} not found", "Needs the device symlinks (sysfs) or lspci -vvv with the bridges' 'Bus: primary=…' lines to find the bridges above each GPU, and their ACS control (lspci -vvv as root).")]
     present, redirecting, unread = [], [], []
     for b in bridges.values():
         if b.config is not None and b.config.extended_readable:
@@ -222,14 +223,13 @@ def _acs(ctx: Context, gpus: list[PciFunction]) -> list[Finding]:
         out = []
         for b, flags, src, word in redirecting:
             if vm is not None:
-                out.append(finding(cid, NAME, Status.expected, f"Bridge {b.bdf}: ACS redirects peer traffic (VM)", subject=b.bdf,
+                out.append(finding(cid, Status.expected, f"Bridge {b.bdf}: ACS redirects peer traffic (VM)", subject=b.bdf,
                                    evidence_=evidence((src, "ACSCtl " + " ".join(f + "+" for f in flags)), vm),
                                    impact="Inside a VM, ACS isolation is needed for passthrough; peer traffic goes through the root complex by design."))
                 continue
             host = ctx.in_container
-            out.append(finding(
-                cid, NAME, Status.actionable, f"Bridge {b.bdf}: ACS redirects peer-to-peer traffic ({', '.join(flags)})",
-                severity=Severity.P0, fix_kind=FixKind.runtime, subject=b.bdf,
+            out.append(finding(cid, Status.actionable, f"Bridge {b.bdf}: ACS redirects peer-to-peer traffic ({', '.join(flags)})",
+                subject=b.bdf,
                 evidence_=evidence((src, "ACSCtl " + " ".join(f + "+" for f in flags))), expected_value="ReqRedir- CmpltRedir-",
                 impact="With request/completion redirect on, GPU peer traffic under this bridge is routed up to the root complex: low P2P bandwidth or NCCL hangs (NCCL troubleshooting guide, PCI ACS).",
                 remedy=Remedy(commands=[f"setpci -s {b.bdf} ECAP_ACS+0x6.w=0000"],
@@ -242,16 +242,16 @@ def _acs(ctx: Context, gpus: list[PciFunction]) -> list[Finding]:
         return out
     if present:
         if unread:
-            return [unknown(cid, NAME, f"ACS: no redirection on {len(present)} bridge(s); {len(unread)} other bridge(s) above {what} not readable",
+            return [unknown(cid, f"ACS: no redirection on {len(present)} bridge(s); {len(unread)} other bridge(s) above {what} not readable",
                             "Extended config space needs root (or lspci -vvv as root) for bridges " + ", ".join(unread[:4]),
                             evidence_=evidence(*[(src, f"{b}: {txt}") for b, src, txt in present[:8]]))]
-        return [finding(cid, NAME, Status.ok, f"ACS present on {len(present)} bridge(s) above {what}, no peer redirection",
+        return [finding(cid, Status.ok, f"ACS present on {len(present)} bridge(s) above {what}, no peer redirection",
                         evidence_=evidence(*[(src, f"{b}: {txt}") for b, src, txt in present[:8]]),
                         expected_value="ReqRedir- CmpltRedir-",
                         details={"bridges": [b for b, _, _ in present]})]
     if unread:
-        return [unknown(cid, NAME, "ACS: bridge config space not readable", "Extended config space needs root (or lspci -vvv as root) for bridges " + ", ".join(unread[:4]))]
-    return [finding(cid, NAME, Status.ok, f"No ACS capability on the {len(bridges)} bridge(s) above {what}", expected_value="no redirection",
+        return [unknown(cid, "ACS: bridge config space not readable", "Extended config space needs root (or lspci -vvv as root) for bridges " + ", ".join(unread[:4]))]
+    return [finding(cid, Status.ok, f"No ACS capability on the {len(bridges)} bridge(s) above {what}", expected_value="no redirection",
                     evidence_=evidence(*[((f"{b.source}/config.hex" if b.config is not None else ctx.facts.src("lspci_vvv")), f"{b.bdf}: no ACS extended capability") for b in list(bridges.values())[:8]]))]
 
 
@@ -303,12 +303,12 @@ def _iommu(ctx: Context, gpus: list[PciFunction]) -> Finding:
         translated = ["(groups)"] if any(t.startswith("DMA") for t in types.values()) and not all(t == "identity" for t in types.values()) else []
     if translated:
         who = ", ".join(translated[:4]) if translated != ["(groups)"] else "the IOMMU groups"
-        return finding(cid, NAME, Status.actionable, f"IOMMU translates GPU/NIC DMA (group type DMA: {who})",
-                       severity=Severity.P1, fix_kind=FixKind.reboot, evidence_=evs, expected_value="identity (iommu=pt) or off",
+        return finding(cid, Status.actionable, f"IOMMU translates GPU/NIC DMA (group type DMA: {who})",
+                       evidence_=evs, expected_value="identity (iommu=pt) or off",
                        impact=impact, remedy=remedy, references=refs)
     if per_dev or types:
         mode = "passthrough (identity)" if all(t == "identity" for t in (per_dev.values() or types.values())) else "mixed"
-        return finding(cid, NAME, Status.ok, f"IOMMU in {mode} mode for the GPUs" + (" (iommu=pt)" if pt else ""), evidence_=evs, expected_value="identity or off")
+        return finding(cid, Status.ok, f"IOMMU in {mode} mode for the GPUs" + (" (iommu=pt)" if pt else ""), evidence_=evs, expected_value="identity or off")
     groups_exist = bool(grouped) or bool(ctx.snap.listdir("/sys/kernel/iommu_groups"))
     listed = ctx.facts.cmd_ok("iommu_ls")  # ls -l /sys/kernel/iommu_groups of older captures
     listed_empty = listed is not None and [ln for ln in listed.stdout.splitlines() if ln.strip()] == ["total 0"]
@@ -316,18 +316,18 @@ def _iommu(ctx: Context, gpus: list[PciFunction]) -> Finding:
                                       or (ctx.facts.sysfs_complete() and ctx.snap.listdir("/sys/kernel/iommu_groups") is None))
     if no_groups:
         where = (listed.source, "ls -l /sys/kernel/iommu_groups: total 0") if listed_empty else ("files/sys/kernel/iommu_groups", "no groups")
-        return finding(cid, NAME, Status.ok, "No IOMMU groups: the IOMMU is off or absent", evidence_=evs + evidence(where), expected_value="identity or off")
+        return finding(cid, Status.ok, "No IOMMU groups: the IOMMU is off or absent", evidence_=evs + evidence(where), expected_value="identity or off")
     if (groups_exist or on_cmd) and not pt and not off_cmd:
         why = ("IOMMU groups exist" if groups_exist else f"the kernel command line turns the IOMMU on ({', '.join(on_cmd)})") + " and iommu=pt is not set"
-        return finding(cid, NAME, Status.actionable, f"IOMMU on without iommu=pt: GPU DMA is translated by default ({why})",
-                       severity=Severity.P1, fix_kind=FixKind.reboot, evidence_=evs, expected_value="iommu=pt (identity) or off",
+        return finding(cid, Status.actionable, f"IOMMU on without iommu=pt: GPU DMA is translated by default ({why})",
+                       evidence_=evs, expected_value="iommu=pt (identity) or off",
                        impact=impact + " The kernel's default domain is translated unless it was built for passthrough; cat /sys/kernel/iommu_groups/*/type shows it (identity = passthrough).",
                        remedy=remedy, references=refs)
     if pt and cl is not None:
-        return finding(cid, NAME, Status.ok, "IOMMU in passthrough mode (iommu=pt on the kernel command line)", evidence_=evs, expected_value="identity or off")
+        return finding(cid, Status.ok, "IOMMU in passthrough mode (iommu=pt on the kernel command line)", evidence_=evs, expected_value="identity or off")
     if off_cmd and cl is not None:
-        return finding(cid, NAME, Status.ok, f"IOMMU off on the kernel command line ({', '.join(off_cmd)})", evidence_=evs, expected_value="identity or off")
-    return unknown(cid, NAME, "IOMMU mode: not captured" if cl is None else "IOMMU mode: the kernel command line does not set it",
+        return finding(cid, Status.ok, f"IOMMU off on the kernel command line ({', '.join(off_cmd)})", evidence_=evs, expected_value="identity or off")
+    return unknown(cid, "IOMMU mode: not captured" if cl is None else "IOMMU mode: the kernel command line does not set it",
                    "Needs the IOMMU groups: ls /sys/kernel/iommu_groups; cat /sys/kernel/iommu_groups/*/type (identity = passthrough, DMA = translated).", evidence_=evs)
 
 

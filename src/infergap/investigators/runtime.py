@@ -9,8 +9,10 @@ NCCL environment variables (NCCL documentation "Environment Variables").
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from infergap.findings import Finding, FixKind, Remedy, Severity, Status
+from infergap import checks
+from infergap.findings import Finding, Remedy, Severity, Status, ev
 from infergap.investigators.base import Context, evidence, finding, unknown
 
 NAME = "runtime"
@@ -21,7 +23,7 @@ def _stack(ctx: Context) -> Finding:
     pk = ctx.facts.pip_packages()
     t = ctx.facts.torch_info()
     if pk is None and t is None:
-        return unknown("runtime.stack", NAME, "Python serving stack: not captured", "Needs pip list of the serving environment (or the torch probe of infergap collect).")
+        return unknown("runtime.stack", "Python serving stack: not captured", "Needs pip list of the serving environment (or the torch probe of infergap collect).")
     found = {}
     if pk:
         found = {p: pk[0][p] for p in PACKAGES if p in pk[0]}
@@ -34,7 +36,7 @@ def _stack(ctx: Context) -> Finding:
         found["nccl (image)"] = env["NCCL_VERSION"]
     src = pk[1] if pk else ctx.facts.src("torch")
     desc = ", ".join(f"{k} {v}" for k, v in found.items()) or "none of torch, sglang, vllm, flashinfer"
-    return finding("runtime.stack", NAME, Status.ok, f"Serving stack: {desc}", evidence_=evidence((src, desc)), details={"versions": found})
+    return finding("runtime.stack", Status.ok, f"Serving stack: {desc}", evidence_=evidence((src, desc)), details={"versions": found})
 
 
 def _arch(ctx: Context) -> Finding | None:
@@ -49,12 +51,12 @@ def _arch(ctx: Context) -> Finding | None:
         caps = sorted({f"{a}.{b}" for a, b in m})
         cap_src = [(ctx.facts.src("torch"), "device properties: compute capability " + ", ".join(caps))] if caps else []
     if not t or not t.get("arch_list"):
-        return unknown("runtime.torch_arch", NAME, "torch's CUDA arch list: not captured",
+        return unknown("runtime.torch_arch", "torch's CUDA arch list: not captured",
                        "The torch probe (run by infergap collect) records torch.cuda.get_arch_list(); GPU compute capability: " + (", ".join(caps) or "unknown") + ".")
     archs = t["arch_list"]
     evs = evidence((ctx.facts.src("torch"), "arch list: " + " ".join(archs)), *cap_src)
     if not caps:
-        return unknown("runtime.torch_arch", NAME, "torch's CUDA arch list captured; the GPUs' compute capability is not",
+        return unknown("runtime.torch_arch", "torch's CUDA arch list captured; the GPUs' compute capability is not",
                        "Needs the compute capability: nvidia-smi --query-gpu=compute_cap --format=csv, or nvidia-smi -q (the product name).", evidence_=evs)
     missing = []
     for cap in caps:
@@ -63,25 +65,24 @@ def _arch(ctx: Context) -> Finding | None:
         if not have_sm:
             missing.append(cap)
     if missing:
-        return finding("runtime.torch_arch", NAME, Status.actionable, f"torch has no kernels built for compute capability {', '.join(missing)}",
-                       severity=Severity.P0, fix_kind=FixKind.software, evidence_=evs, expected_value=" ".join(f"sm_{c.replace('.', '')}" for c in missing),
+        return finding("runtime.torch_arch", Status.actionable, f"torch has no kernels built for compute capability {', '.join(missing)}",
+                       evidence_=evs, expected_value=" ".join(f"sm_{c.replace('.', '')}" for c in missing),
                        impact="Without native SASS for the GPU, kernels JIT-compile from PTX of an older architecture (slow start, missing architecture-specific instructions) or fail with 'no kernel image is available'.",
                        remedy=Remedy(note="Install a torch build whose arch list includes the GPU (e.g. a cu12.8+/cu13 wheel for SM120), and rebuild custom kernels for it."))
-    return finding("runtime.torch_arch", NAME, Status.ok, f"torch is built for the GPUs' compute capability ({', '.join(caps)})", evidence_=evs)
+    return finding("runtime.torch_arch", Status.ok, f"torch is built for the GPUs' compute capability ({', '.join(caps)})", evidence_=evs)
 
 
-BAD_NCCL = {
-    "NCCL_P2P_DISABLE": ("1", "Peer-to-peer is disabled: all-reduce goes through host shared memory or sockets."),
-    "NCCL_SHM_DISABLE": ("1", "The shared-memory transport is disabled: intra-node traffic falls back to sockets."),
-    "NCCL_P2P_LEVEL": ("LOC", "P2P restricted to the same GPU: every peer transfer goes through host memory."),
-}
+_NCCL_ENV = checks.get("nccl.env")
+#: NCCL variables that disable or restrict a transport: name -> (value that does it, what it does).
+#: NCCL_IB_DISABLE is judged apart (only with an RDMA NIC present).
+BAD_NCCL = {k: (v, _NCCL_ENV.text(f"set {k}")) for k, v in _NCCL_ENV.tables["disabling_variables"].items() if k != "NCCL_IB_DISABLE"}
 
 
 def _nccl_env(ctx: Context) -> Finding:
     env = ctx.facts.env()
     conf = ctx.facts.value("/etc/nccl.conf")
     if env is None and conf is None:
-        return unknown("nccl.env", NAME, "NCCL environment: not captured", "Needs the environment of the serving process (cmds/env.out) or /etc/nccl.conf.")
+        return unknown("nccl.env", "NCCL environment: not captured", "Needs the environment of the serving process (cmds/env.out) or /etc/nccl.conf.")
     allv = dict(env or {})
     if conf:
         for line in conf.value.splitlines():
@@ -94,7 +95,7 @@ def _nccl_env(ctx: Context) -> Finding:
         if nccl.get(k, "").upper() == val:
             bad.append((k, nccl[k], why))
     if nccl.get("NCCL_IB_DISABLE") == "1" and ctx.facts.rdma_devices():
-        bad.append(("NCCL_IB_DISABLE", "1", "An RDMA NIC is present but NCCL is told not to use it."))
+        bad.append(("NCCL_IB_DISABLE", "1", _NCCL_ENV.text("set NCCL_IB_DISABLE")))
     ifn = nccl.get("NCCL_SOCKET_IFNAME", "")
     if ifn and re.match(r"^(=)?(lo|docker)", ifn):
         bad.append(("NCCL_SOCKET_IFNAME", ifn, "Sockets bound to loopback/docker bridge: multi-node traffic cannot leave the host."))
@@ -105,15 +106,15 @@ def _nccl_env(ctx: Context) -> Finding:
     if bad:
         p2p = ctx.facts.p2p()
         if all(k == "NCCL_P2P_DISABLE" for k, _, _ in bad) and p2p and all(v in ("CNS", "GNS", "NS") for v in p2p.values()):
-            return finding("nccl.env", NAME, Status.expected, "NCCL_P2P_DISABLE=1 on GPUs that report no P2P support", evidence_=evs,
+            return finding("nccl.env", Status.expected, "NCCL_P2P_DISABLE=1 on GPUs that report no P2P support", evidence_=evs,
                            impact="nvidia-smi reports P2P unsupported for these pairs (CNS/GNS/NS), so disabling it only avoids NCCL probing.")
         sev = Severity.P0 if any(k in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_P2P_LEVEL", "NCCL_IB_DISABLE") for k, _, _ in bad) else Severity.P2
-        return finding("nccl.env", NAME, Status.actionable, "NCCL variables that degrade collectives: " + ", ".join(f"{k}={v}" for k, v, _ in bad),
-                       severity=sev, fix_kind=FixKind.runtime, evidence_=evs, impact=" ".join(w for _, _, w in bad),
+        return finding("nccl.env", Status.actionable, "NCCL variables that degrade collectives: " + ", ".join(f"{k}={v}" for k, v, _ in bad),
+                       severity=sev, evidence_=evs, impact=" ".join(w for _, _, w in bad),
                        remedy=Remedy(commands=[f"unset {k} in the server's environment (service unit, container env, launch script)" for k, _, _ in bad],
                                      revert=[f"export {k}={v}" for k, v, _ in bad], note="Takes effect when the server restarts."),
                        references=["NCCL documentation: Environment Variables"])
-    return finding("nccl.env", NAME, Status.ok, "No NCCL variable that disables a transport" + (f" ({len(nccl)} NCCL_* set)" if nccl else ""), evidence_=evs)
+    return finding("nccl.env", Status.ok, "No NCCL variable that disables a transport" + (f" ({len(nccl)} NCCL_* set)" if nccl else ""), evidence_=evs)
 
 
 #: Components whose versions are checked here (the driver in driver.py, NCCL logs in nccl_log.py).
@@ -142,10 +143,37 @@ def _known_versions(ctx: Context, skip: set[str] = frozenset()) -> list[Finding]
             matched.setdefault(fid, []).append((comp, ver, src))
         if not ids:
             rest.append((comp, ver, src))
-    out = [version_finding(fid, NAME, [(c, v) for c, v, _ in items], items[0][2], None, sv.gpu_sm) for fid, items in matched.items()]
+    out = [version_finding(fid, [(c, v) for c, v, _ in items], items[0][2], None, sv.gpu_sm) for fid, items in matched.items()]
     if rest:
-        out.append(version_finding("runtime.versions", NAME, [(c, v) for c, v, _ in rest], rest[0][2], None, sv.gpu_sm))
+        out.append(version_finding("runtime.versions", [(c, v) for c, v, _ in rest], rest[0][2], None, sv.gpu_sm))
     return out
+
+
+#: NCCL variables an NCCL log echoes that disable a transport: (value, what it does).
+_RISKY_ENV = {k: (v, _NCCL_ENV.text(f"logged {k}")) for k, v in _NCCL_ENV.tables["disabling_variables"].items()}
+
+
+def nccl_env_from_log(label: str, f: Any) -> Finding | None:
+    """nccl.env from the variables an NCCL_DEBUG=INFO log echoes (``f`` its
+    :class:`~infergap.parsers.nccl.NcclLogFacts`): one that disables a transport is P1; None when
+    the log echoes none."""
+    if not f.env:
+        return None
+    risky = []
+    for k, v in f.env.items():
+        rule = _RISKY_ENV.get(k)
+        if rule and v.strip().upper() == rule[0] and not (k == "NCCL_IB_DISABLE" and not f.ib_devices):
+            risky.append((k, v, rule[1]))
+    evidence = [ev(label, f"{k} set by environment to {v}") for k, v in list(f.env.items())[:12]]
+    if risky:
+        return finding("nccl.env", Status.actionable, subject=label, severity=Severity.P1,
+            title="NCCL runs with " + ", ".join(f"{k}={v}" for k, v, _ in risky),
+            evidence_=evidence, expected_value="unset unless a documented hardware limit requires it",
+            impact="; ".join(f"{k}={v} {why}" for k, v, why in risky) + ". Often left over from debugging a hang whose cause (ACS, IOMMU) was elsewhere.",
+            remedy=Remedy(commands=[f"unset {' '.join(k for k, _, _ in risky)}   # in the server's environment, then restart it"],
+                          revert=[f"export {k}={v}" for k, v, _ in risky]))
+    return finding("nccl.env", Status.ok, subject=label,
+                   title="NCCL_* variables set: " + ", ".join(sorted(f.env)), evidence_=evidence)
 
 
 def investigate(ctx: Context) -> list[Finding]:

@@ -11,9 +11,11 @@ capacity, not speed — flat or slower in public reports, worse when prefill dom
 
 from __future__ import annotations
 
+from infergap.checks import finding
 from infergap.evidence.common import engine_logs
 from infergap.facts import Facts
-from infergap.findings import Finding, FixKind, Remedy, Severity, Status, ev
+from infergap.findings import Finding, Remedy, Status, ev
+from infergap.investigators.interconnect import allreduce_from_server
 from infergap.server import ServerConfig, server_config_from_log
 
 NAME = "server_config"
@@ -25,8 +27,8 @@ def _src(cfg: ServerConfig, field: str) -> str:
 
 def _summary(cfg: ServerConfig, subject: str) -> Finding:
     if cfg.reachable is False:
-        return Finding(id="server.config", investigator=NAME, status=Status.unknown, subject=subject,
-                       title=f"Server {cfg.url} did not answer", evidence=[ev(cfg.url or "server", e) for e in cfg.errors[:4]],
+        return finding("server.config", Status.unknown, subject=subject,
+                       title=f"Server {cfg.url} did not answer", evidence_=[ev(cfg.url or "server", e) for e in cfg.errors[:4]],
                        impact="Its configuration could not be read; the audit goes on without it.")
     fields = [k for k in ("engine", "version", "model", "tp_size", "dp_size", "ep_size", "pp_size", "attention_backend",
                           "moe_runner_backend", "cuda_graph_max_bs", "max_running_requests", "mem_fraction", "kv_cache_dtype",
@@ -35,7 +37,7 @@ def _summary(cfg: ServerConfig, subject: str) -> Finding:
     title = f"{cfg.engine or 'Unknown engine'} {cfg.version or ''}".strip() + (f" serving {cfg.model or cfg.served_model_name}" if (cfg.model or cfg.served_model_name) else "")
     evidence = [ev(_src(cfg, k), f"{k}={getattr(cfg, k)}") for k in fields[:14]]
     evidence += [ev(cfg.url or "server", e) for e in cfg.errors[:4]]
-    return Finding(id="server.config", investigator=NAME, status=status, subject=subject, title=title, evidence=evidence,
+    return finding("server.config", status, subject=subject, title=title, evidence_=evidence,
                    details=cfg.model_dump(mode="json", exclude={"raw"}, exclude_none=True))
 
 
@@ -49,43 +51,17 @@ def _graph_limit(cfg: ServerConfig, subject: str, observed: int | None, observed
         new = 1
         while new < observed:
             new *= 2
-        return Finding(id="server.cuda_graph_max_bs", investigator=NAME, status=Status.actionable, subject=subject,
-                       severity=Severity.P1, fix_kind=FixKind.runtime,
+        return finding("server.cuda_graph_max_bs", Status.actionable, subject=subject,
                        title=f"CUDA graphs cover batches up to {cap}, the server runs {observed} requests at once",
-                       evidence=[ev(_src(cfg, "cuda_graph_max_bs"), f"cuda_graph_max_bs={cap}"), ev(observed_src or "server", f"running requests: {observed}")],
+                       evidence_=[ev(_src(cfg, "cuda_graph_max_bs"), f"cuda_graph_max_bs={cap}"), ev(observed_src or "server", f"running requests: {observed}")],
                        expected_value=f"cuda_graph_max_bs ≥ {observed}",
                        impact="Decode steps of batches above the captured size run without CUDA graphs (launch-bound), which keeps requests "
                               "in flight longer and the batch large.",
                        remedy=Remedy(commands=[f"restart with --cuda-graph-max-bs {new} (SGLang) / --max-cudagraph-capture-size {new} (vLLM)"],
                                      note="Each captured size costs GPU memory taken from the KV cache."))
-    return Finding(id="server.cuda_graph_max_bs", investigator=NAME, status=Status.ok, subject=subject,
+    return finding("server.cuda_graph_max_bs", Status.ok, subject=subject,
                    title=f"CUDA graphs cover the running batch ({observed} ≤ {cap})",
-                   evidence=[ev(_src(cfg, "cuda_graph_max_bs"), f"cuda_graph_max_bs={cap}"), ev(observed_src or "server", f"running requests: {observed}")])
-
-
-def _allreduce(cfg: ServerConfig, subject: str, facts: Facts, log_reported: bool) -> Finding | None:
-    tp = cfg.tp_size
-    if log_reported or tp is None or tp <= 2 or not cfg.disable_custom_all_reduce:
-        return None
-    nvl = facts.nvlink_between_gpus()
-    if nvl is None:
-        from infergap.gpudata import sku
-
-        names = facts.gpu_names()  # the GPU data knows which models have no NVLink at all
-        nvl = False if names and all((s := sku(n)) is not None and s.nvlink_layout == "none" for n in names) else None
-    if nvl is None:
-        return None
-    if nvl:
-        return Finding(id="allreduce.custom", investigator=NAME, status=Status.actionable, subject=subject, severity=Severity.P1,
-                       fix_kind=FixKind.runtime, title=f"Custom all-reduce off with TP={tp} on NVLink GPUs",
-                       evidence=[ev(_src(cfg, "disable_custom_all_reduce"), "disable_custom_all_reduce=True"), ev(_src(cfg, "tp_size"), f"tp_size={tp}")],
-                       impact="With NVLink the engine's custom all-reduce is faster than NCCL for decode-sized messages.",
-                       remedy=Remedy(commands=["restart without --disable-custom-all-reduce"]))
-    return Finding(id="allreduce.custom", investigator=NAME, status=Status.expected, subject=subject,
-                   title=f"Custom all-reduce off with TP={tp} on PCIe-only GPUs (by design)",
-                   evidence=[ev(_src(cfg, "tp_size"), f"tp_size={tp}"), ev("cmds/nvsmi_topo.out", "no NVLink between GPUs")],
-                   impact="The engines' custom all-reduce needs NVLink beyond two GPUs; tensor-parallel all-reduce goes to NCCL. "
-                          "Alternatives (DP replicas, PP, opt-in PCIe all-reduce) are for the plan.")
+                   evidence_=[ev(_src(cfg, "cuda_graph_max_bs"), f"cuda_graph_max_bs={cap}"), ev(observed_src or "server", f"running requests: {observed}")])
 
 
 def _is_sm120(facts: Facts) -> bool | None:
@@ -112,14 +88,13 @@ def _fp8_kv(cfg: ServerConfig, subject: str, facts: Facts, prefill_ratio: float 
     if prefill_ratio is not None:
         ev_.append(ev("load", f"prompt/generated tokens ≈ {prefill_ratio:.1f}"))
     if heavy:
-        return Finding(id="server.kv_fp8_sm120", investigator=NAME, status=Status.actionable, subject=subject, severity=Severity.P2,
-                       fix_kind=FixKind.runtime, title="FP8 KV cache on SM120 under a prefill-heavy load",
-                       evidence=ev_, expected_value="kv_cache_dtype auto (BF16) unless KV capacity is the limit",
+        return finding("server.kv_fp8_sm120", Status.actionable, subject=subject, title="FP8 KV cache on SM120 under a prefill-heavy load",
+                       evidence_=ev_, expected_value="kv_cache_dtype auto (BF16) unless KV capacity is the limit",
                        impact="FP8 KV doubles capacity but adds quantize/dequantize work in attention; public reports on SM120 show "
                               "prefill flat or slower. With long prompts and enough memory, BF16 KV is the faster choice.",
                        remedy=Remedy(commands=["restart with --kv-cache-dtype auto, and compare with a benchmark"]))
-    return Finding(id="server.kv_fp8_sm120", investigator=NAME, status=Status.expected, subject=subject,
-                   title="FP8 KV cache on SM120: buys capacity, not speed", evidence=ev_,
+    return finding("server.kv_fp8_sm120", Status.expected, subject=subject,
+                   title="FP8 KV cache on SM120: buys capacity, not speed", evidence_=ev_,
                    impact="Expected trade-off; revisit only if prefill dominates the load.")
 
 
@@ -152,7 +127,7 @@ def investigate(ctx: object) -> list[Finding]:
         if x:
             out.append(x)
     log_ar = any(f.custom_ar_disabled for _, f in logs)
-    x = _allreduce(cfg, subject, host, log_ar)
+    x = allreduce_from_server(cfg, subject, host, log_ar)
     if x:
         out.append(x)
     ratio = None

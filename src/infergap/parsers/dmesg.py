@@ -38,6 +38,12 @@ def parse_dmesg(lines: Iterable[str]) -> DmesgFacts:
 
     >>> parse_dmesg(["[74889.644138] NVRM: Xid (PCI:0000:02:00): 79, GPU has fallen off the bus."]).xids
     [(79, '0000:02:00', 'GPU has fallen off the bus.')]
+
+    The AER lines before it (gpu-burn#1, ``tests/fixtures/evidence/dmesg-gpuburn1-xid79.txt``):
+
+    >>> parse_dmesg(["[74889.542044] pcieport 0000:00:02.0: PCIe Bus Error: severity=Uncorrected (Fatal), "
+    ...              "type=Transaction Layer, id=0010(Receiver ID)"]).aer
+    {'Uncorrected (Fatal)': 1}
     """
     f = DmesgFacts()
     for line in lines:

@@ -15,39 +15,20 @@ tokens``. Both print ``Custom allreduce is disabled because …``
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from infergap.errors import UserError
 from infergap.guard import literal, loads
+from infergap.parsers.rules import Rule, apply_first
 
-_SERVER_ARGS = re.compile(r"server_args=ServerArgs\(")
-_NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$")
-_VLLM_ENGINE = re.compile(r"Initializing a V(\d) LLM engine \(v?([^)]+)\) with config: (.*)$")
-_VLLM_VERSION = re.compile(r"vLLM API server version (\S+)")
-_VLLM_NAMESPACE = re.compile(r"\bargs: Namespace\((.*)\)\s*$")
-_SGL_VERSION = re.compile(r"\bsglang(?:==| version:? ?|, v)(\d+\.\d+\.\d+\S*)", re.I)
-_CUSTOM_AR = re.compile(r"Custom ?[Aa]ll[Rr]educe(?:V2)? is disabled because (.+?)(?:\s*To silence this warning.*)?$")
-_MOE_DEFAULT = re.compile(r"Using default MoE config\. Performance might be sub-optimal!(?: Config file not found at \[?'?([^'\]]+))?")
-_MOE_SGL = re.compile(r"(?:Config file not found at (\S+?)\.? Fallback|Using MoE kernel config with down_moe=False\. Performance might be sub-optimal! Config file not found at (\S+?),)")
-_CAPTURE_BS = re.compile(r"Capture cuda graph bs \[([\d,\s]+)\]")
-_SGL_KV = re.compile(r"KV Cache is allocated\.(?: dtype: (\S+),)? #tokens: (\d+)")
-_SGL_MAXTOK = re.compile(r"max_total_num_tokens=(\d+).*?max_running_requests=(\d+)")
-_VLLM_KV = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
-_VLLM_CONC = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
-_DECODE = re.compile(r"Decode batch[.,] #running-req: (\d+),(?:.*?cuda graph: (True|False))?")
 _USAGE = re.compile(r"token usage: ([\d.]+)")
 _GEN_TPUT = re.compile(r"gen throughput \(token/s\): ([\d.]+)")
 _QUEUE = re.compile(r"#queue-req: (\d+)")
 _VLLM_CAPTURE = re.compile(r'"cudagraph_capture_sizes": ?\[([\d, ]+)')
-_RETRACT = re.compile(r"KV cache pool is full\. Retract requests\.(?: #retracted_reqs: (\d+))?|Decode out of memory happened")
-_PREEMPT = re.compile(r"is preempted by PreemptionMode|preempted by .*? because there is not enough KV cache space")
-_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|out of memory", re.I)
-_ATTN = re.compile(r"Using (\w[\w ]*?) (?:attention )?backend\b")
-_VLLM_GRAPH = re.compile(r"Graph capturing finished in ([\d.]+) secs")
-_VLLM_V1_STATS = re.compile(r"Running: (\d+) reqs?, Waiting: (\d+) reqs?.*?(?:GPU KV cache usage|KV cache usage): ([\d.]+)%")
 _TS_SGL = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
 
 #: Most server-args lines joined when a paste wrapped the one-line ``ServerArgs(...)``.
@@ -136,210 +117,314 @@ class EngineLogFacts(BaseModel):
     first_no_graph_line: str | None = None
 
 
+@dataclass
+class _Decode:
+    """Running aggregates over SGLang's ``Decode batch`` lines (a dataclass: updated on every line)."""
+
+    batches: int = 0
+    known: int = 0
+    no_graph: int = 0
+    max_running: int = 0
+    max_graph: int = 0
+    min_no_graph: int | None = None
+    usage: float = -1.0
+    tput: float = -1.0
+    queue: int = 0
+
+
+class _State:
+    """What the line rules of :func:`parse_engine_log` share: the facts, the line iterator (a
+    wrapped line reads on), decode aggregates and the reasons/configs already listed."""
+
+    def __init__(self, lines: Iterable[str]) -> None:
+        self.f = EngineLogFacts()
+        self.it: Iterator[str] = iter(lines)
+        self.dec = _Decode()
+        self.ar_seen: set[str] = set()
+        self.moe_seen: set[str] = set()
+        self.lines = 0  # counted here, not on the pydantic model: a plain attribute is cheaper per line
+
+    def next_line(self) -> str | None:
+        """The next line of the log (counted), or None at its end."""
+        nxt = next(self.it, None)
+        if nxt is not None:
+            self.lines += 1
+        return nxt
+
+
 def _set_engine(f: EngineLogFacts, engine: str) -> None:
     if f.engine is None:
         f.engine = engine
 
 
-def parse_engine_log(lines: Iterable[str]) -> EngineLogFacts:
-    """Parse an SGLang or vLLM log, streaming, into :class:`EngineLogFacts`.
+def _server_args(st: _State, m: re.Match[str] | None, line: str) -> None:
+    """SGLang's ``server_args=ServerArgs(…)``, joined back over lines a paste wrapped."""
+    _set_engine(st.f, "sglang")
+    body = line.split("server_args=ServerArgs(", 1)[1]
+    n = 0
+    while body.count("(") + 1 > body.count(")") and n < MAX_ARG_LINES:
+        nxt = st.next_line()
+        if nxt is None:
+            break
+        n += 1
+        if _TS_SGL.match(nxt):
+            break
+        body += nxt.strip("\r\n")
+    st.f.args.update(parse_kv_repr(body.rsplit(")", 1)[0] if body.count(")") >= body.count("(") + 1 else body))
 
-    A ``ServerArgs(...)`` line wrapped by a terminal or a web page is joined back (up to
-    :data:`MAX_ARG_LINES` lines) before parsing. Memory is bounded (counters and short lists).
-    """
-    f = EngineLogFacts()
-    dec: dict[str, Any] = {"batches": 0, "known": 0, "no_graph": 0, "max_running": 0, "max_graph": 0, "min_no_graph": None,
-                         "usage": -1.0, "tput": -1.0, "queue": 0}
-    it = iter(lines)
-    ar_seen: set[str] = set()
-    moe_seen: set[str] = set()
-    for line in it:
-        f.lines += 1
-        if "server_args=ServerArgs(" in line:
-            _set_engine(f, "sglang")
-            body = line.split("server_args=ServerArgs(", 1)[1]
-            n = 0
-            while body.count("(") + 1 > body.count(")") and n < MAX_ARG_LINES:
-                nxt = next(it, None)
-                if nxt is None:
-                    break
-                f.lines += 1
-                n += 1
-                if _TS_SGL.match(nxt):
-                    break
-                body += nxt.strip("\r\n")
-            f.args.update(parse_kv_repr(body.rsplit(")", 1)[0] if body.count(")") >= body.count("(") + 1 else body))
-            continue
-        m = _VLLM_ENGINE.search(line) if "LLM engine" in line else None
-        if m:
-            _set_engine(f, "vllm")
-            f.version = f.version or m.group(2).strip()
-            for k, v in parse_kv_repr(m.group(3)).items():
-                f.args.setdefault(k, v)
-            cc = f.args.get("compilation_config")
-            if isinstance(cc, dict) and f.cuda_graph_bs is None:
-                sizes = cc.get("cudagraph_capture_sizes")
-                if isinstance(sizes, list) and sizes:
-                    f.cuda_graph_bs = sorted(int(x) for x in sizes)
-            if f.cuda_graph_bs is None:
-                # a wrapped or cut paste: take the sizes that are there (vLLM lists them largest first)
-                body = m.group(3)
-                for _ in range(3):
-                    if '"cudagraph_capture_sizes"' in body:
-                        break
-                    nxt = next(it, None)
-                    if nxt is None:
-                        break
-                    f.lines += 1
-                    body += nxt.strip("\r\n")
-                    for k, v in parse_kv_repr(nxt).items():
-                        f.args.setdefault(k, v)
-                cm = _VLLM_CAPTURE.search(body)
-                if cm:
-                    sizes = [int(x) for x in cm.group(1).split(",") if x.strip()]
-                    if body[cm.end():cm.end() + 1] != "]" and sizes:
-                        sizes.pop()  # the last number may be cut ("72,6" of "72,64")
-                    if sizes:
-                        f.cuda_graph_bs = sorted(sizes)
-            continue
-        if "NCCL INFO" in line:
-            continue  # NCCL lines interleaved in an engine log: nothing for this parser
-        m = _VLLM_VERSION.search(line) if "vLLM API" in line else None
-        if m:
-            _set_engine(f, "vllm")
-            f.version = m.group(1)
-            continue
-        m = _NON_DEFAULT.search(line) if "non-default" in line else None
-        if m:
-            _set_engine(f, "vllm")
-            try:
-                d = literal(m.group(1))
-                if isinstance(d, dict):
-                    f.args.update({str(k): v for k, v in d.items()})
-            except ValueError:
-                pass
-            continue
-        m = _VLLM_NAMESPACE.search(line) if "Namespace(" in line else None
-        if m:
-            _set_engine(f, "vllm")
-            for k, v in parse_kv_repr(m.group(1)).items():
-                f.args.setdefault(k, v)
-            continue
-        if "Decode batch" in line:
-            m = _DECODE.search(line)
-            if m:
-                run = int(m.group(1))
-                dec["batches"] += 1
-                if run > dec["max_running"]:
-                    dec["max_running"] = run
-                if m.group(2) is None:
-                    pass  # older SGLang lines do not say whether the batch ran a CUDA graph
-                else:
-                    dec["known"] += 1
-                if m.group(2) is None:
-                    pass
-                elif m.group(2) == "True":
-                    if run > dec["max_graph"]:
-                        dec["max_graph"] = run
-                else:
-                    dec["no_graph"] += 1
-                    if dec["min_no_graph"] is None or run < dec["min_no_graph"]:
-                        dec["min_no_graph"] = run
-                    if f.first_no_graph_line is None:
-                        f.first_no_graph_line = line.strip()[:300]
-                for um in _USAGE.finditer(line):
-                    dec["usage"] = max(dec["usage"], float(um.group(1)))
-                gm = _GEN_TPUT.search(line)
-                if gm:
-                    dec["tput"] = max(dec["tput"], float(gm.group(1)))
-                qm = _QUEUE.search(line)
-                if qm:
-                    dec["queue"] = max(dec["queue"], int(qm.group(1)))
-                continue
-        if "is disabled" in line and ("Custom allreduce" in line or "CustomAllreduce" in line or "CustomAllReduceV2" in line):
-            m = _CUSTOM_AR.search(line)
-            reason = (m.group(1) if m else "").strip().rstrip(".")
-            if reason not in ar_seen:
-                ar_seen.add(reason)
-                f.custom_ar_disabled.append(reason)
-            continue
-        if "MoE" in line and ("sub-optimal" in line or "Config file not found" in line):
-            m = _MOE_DEFAULT.search(line)
-            m2 = None if m else _MOE_SGL.search(line)
-            if m or m2:
-                f.moe_default_count += 1
-                path = (m.group(1) if m else (m2.group(1) or m2.group(2))) or ""
-                name = path.rsplit("/", 1)[-1].strip().rstrip(".,")
-                if name and name not in moe_seen and len(f.moe_default_configs) < 20:
-                    moe_seen.add(name)
-                    f.moe_default_configs.append(name)
-                continue
-        m = _CAPTURE_BS.search(line) if "Capture cuda graph bs" in line else None
-        if m:
-            _set_engine(f, "sglang")
-            f.cuda_graph_bs = sorted(int(x) for x in m.group(1).replace(" ", "").split(",") if x)
-            continue
-        m = _SGL_KV.search(line) if "KV Cache is allocated" in line else None
-        if m:
-            _set_engine(f, "sglang")
-            f.kv_tokens = int(m.group(2))
-            if m.group(1):
-                f.kv_dtype = m.group(1)
-            continue
-        m = _SGL_MAXTOK.search(line) if "max_total_num_tokens=" in line else None
-        if m:
-            f.kv_tokens = f.kv_tokens or int(m.group(1))
-            f.max_running_requests = int(m.group(2))
-            continue
-        m = _VLLM_KV.search(line) if "KV cache size" in line else None
-        if m:
-            f.kv_tokens = int(m.group(1).replace(",", ""))
-            continue
-        m = _VLLM_CONC.search(line) if "Maximum concurrency" in line else None
-        if m:
-            f.max_concurrency = float(m.group(2))
-            continue
-        m = _RETRACT.search(line) if ("Retract" in line or "Decode out of memory" in line) else None
-        if m:
-            f.retractions += 1
-            if m.group(1):
-                f.retracted_reqs += int(m.group(1))
-            continue
-        if "preempt" in line and _PREEMPT.search(line):
-            f.preemptions += 1
-            continue
-        m = _VLLM_V1_STATS.search(line) if "Running: " in line else None
-        if m:
-            f.max_running = max(f.max_running, int(m.group(1)))
-            f.max_queue = max(f.max_queue, int(m.group(2)))
-            f.max_token_usage = max(f.max_token_usage or 0.0, float(m.group(3)) / 100)
-            continue
-        if "emory" in line and _OOM.search(line):
-            f.oom_lines += 1
-            if len(f.oom_examples) < 5:
-                f.oom_examples.append(line.strip()[:300])
-            continue
-        if "backend" in line:
-            m = _ATTN.search(line)
-            if m and ("ttention" in line or "Flash" in line) and m.group(1) not in f.attention_backends and len(f.attention_backends) < 10:
-                f.attention_backends.append(m.group(1))
-            continue
-        m = _SGL_VERSION.search(line) if ("glang" in line and f.version is None) else None
-        if m:
-            f.version = m.group(1)
-    if dec["batches"]:
+
+def _vllm_engine(st: _State, m: re.Match[str] | None, line: str) -> None:
+    """vLLM's ``Initializing a V1 LLM engine (vX) with config: …``: version, arguments, graph sizes."""
+    assert m is not None
+    f = st.f
+    _set_engine(f, "vllm")
+    f.version = f.version or m.group(2).strip()
+    for k, v in parse_kv_repr(m.group(3)).items():
+        f.args.setdefault(k, v)
+    cc = f.args.get("compilation_config")
+    if isinstance(cc, dict) and f.cuda_graph_bs is None:
+        sizes = cc.get("cudagraph_capture_sizes")
+        if isinstance(sizes, list) and sizes:
+            f.cuda_graph_bs = sorted(int(x) for x in sizes)
+    if f.cuda_graph_bs is None:
+        _capture_sizes_from_paste(st, m.group(3))
+
+
+def _capture_sizes_from_paste(st: _State, body: str) -> None:
+    """CUDA graph sizes of a wrapped or cut engine-config paste: the numbers that are there (vLLM
+    lists them largest first), reading on up to three lines."""
+    f = st.f
+    for _ in range(3):
+        if '"cudagraph_capture_sizes"' in body:
+            break
+        nxt = st.next_line()
+        if nxt is None:
+            break
+        body += nxt.strip("\r\n")
+        for k, v in parse_kv_repr(nxt).items():
+            f.args.setdefault(k, v)
+    cm = _VLLM_CAPTURE.search(body)
+    if cm:
+        sizes = [int(x) for x in cm.group(1).split(",") if x.strip()]
+        if body[cm.end():cm.end() + 1] != "]" and sizes:
+            sizes.pop()  # the last number may be cut ("72,6" of "72,64")
+        if sizes:
+            f.cuda_graph_bs = sorted(sizes)
+
+
+def _skip(st: _State, m: re.Match[str] | None, line: str) -> None:
+    """NCCL lines interleaved in an engine log: nothing for this parser."""
+
+
+def _vllm_version(st: _State, m: re.Match[str] | None, line: str) -> None:
+    assert m is not None
+    _set_engine(st.f, "vllm")
+    st.f.version = m.group(1)
+
+
+def _non_default(st: _State, m: re.Match[str] | None, line: str) -> None:
+    assert m is not None
+    _set_engine(st.f, "vllm")
+    try:
+        d = literal(m.group(1))
+    except ValueError:
+        return
+    if isinstance(d, dict):
+        st.f.args.update({str(k): v for k, v in d.items()})
+
+
+def _namespace(st: _State, m: re.Match[str] | None, line: str) -> None:
+    assert m is not None
+    _set_engine(st.f, "vllm")
+    for k, v in parse_kv_repr(m.group(1)).items():
+        st.f.args.setdefault(k, v)
+
+
+def _decode(st: _State, m: re.Match[str] | None, line: str) -> None:
+    """SGLang's ``Decode batch`` line: running requests, CUDA graph or not, usage, throughput, queue."""
+    assert m is not None
+    dec = st.dec
+    run = int(m.group(1))
+    dec.batches += 1
+    dec.max_running = max(dec.max_running, run)
+    graph = m.group(2)  # None: older SGLang lines do not say whether the batch ran a CUDA graph
+    if graph == "True":
+        dec.known += 1
+        dec.max_graph = max(dec.max_graph, run)
+    elif graph == "False":
+        dec.known += 1
+        dec.no_graph += 1
+        if dec.min_no_graph is None or run < dec.min_no_graph:
+            dec.min_no_graph = run
+        if st.f.first_no_graph_line is None:
+            st.f.first_no_graph_line = line.strip()[:300]
+    for um in _USAGE.finditer(line):
+        dec.usage = max(dec.usage, float(um.group(1)))
+    gm = _GEN_TPUT.search(line)
+    if gm:
+        dec.tput = max(dec.tput, float(gm.group(1)))
+    qm = _QUEUE.search(line)
+    if qm:
+        dec.queue = max(dec.queue, int(qm.group(1)))
+
+
+def _custom_ar(st: _State, m: re.Match[str] | None, line: str) -> None:
+    reason = (m.group(1) if m else "").strip().rstrip(".")
+    if reason not in st.ar_seen:
+        st.ar_seen.add(reason)
+        st.f.custom_ar_disabled.append(reason)
+
+
+def _moe_default(st: _State, m: re.Match[str] | None, line: str) -> None:
+    """A MoE layer on the default kernel config: the config file that was not found (first 20)."""
+    assert m is not None
+    f = st.f
+    f.moe_default_count += 1
+    path = next((g for g in m.groups() if g), "")
+    name = path.rsplit("/", 1)[-1].strip().rstrip(".,")
+    if name and name not in st.moe_seen and len(f.moe_default_configs) < 20:
+        st.moe_seen.add(name)
+        f.moe_default_configs.append(name)
+
+
+def _capture_bs(st: _State, m: re.Match[str] | None, line: str) -> None:
+    assert m is not None
+    _set_engine(st.f, "sglang")
+    st.f.cuda_graph_bs = sorted(int(x) for x in m.group(1).replace(" ", "").split(",") if x)
+
+
+def _sgl_kv(st: _State, m: re.Match[str] | None, line: str) -> None:
+    assert m is not None
+    _set_engine(st.f, "sglang")
+    st.f.kv_tokens = int(m.group(2))
+    if m.group(1):
+        st.f.kv_dtype = m.group(1)
+
+
+def _sgl_maxtok(st: _State, m: re.Match[str] | None, line: str) -> None:
+    assert m is not None
+    st.f.kv_tokens = st.f.kv_tokens or int(m.group(1))
+    st.f.max_running_requests = int(m.group(2))
+
+
+def _vllm_kv(st: _State, m: re.Match[str] | None, line: str) -> None:
+    assert m is not None
+    st.f.kv_tokens = int(m.group(1).replace(",", ""))
+
+
+def _vllm_conc(st: _State, m: re.Match[str] | None, line: str) -> None:
+    assert m is not None
+    st.f.max_concurrency = float(m.group(2))
+
+
+def _retract(st: _State, m: re.Match[str] | None, line: str) -> None:
+    assert m is not None
+    st.f.retractions += 1
+    if m.group(1):
+        st.f.retracted_reqs += int(m.group(1))
+
+
+def _preempt(st: _State, m: re.Match[str] | None, line: str) -> None:
+    st.f.preemptions += 1
+
+
+def _vllm_stats(st: _State, m: re.Match[str] | None, line: str) -> None:
+    assert m is not None
+    f = st.f
+    f.max_running = max(f.max_running, int(m.group(1)))
+    f.max_queue = max(f.max_queue, int(m.group(2)))
+    f.max_token_usage = max(f.max_token_usage or 0.0, float(m.group(3)) / 100)
+
+
+def _oom(st: _State, m: re.Match[str] | None, line: str) -> None:
+    st.f.oom_lines += 1
+    if len(st.f.oom_examples) < 5:
+        st.f.oom_examples.append(line.strip()[:300])
+
+
+def _attention(st: _State, m: re.Match[str] | None, line: str) -> None:
+    backends = st.f.attention_backends
+    if m and ("ttention" in line or "Flash" in line) and m.group(1) not in backends and len(backends) < 10:
+        backends.append(m.group(1))
+
+
+def _sgl_version(st: _State, m: re.Match[str] | None, line: str) -> None:
+    assert m is not None
+    if st.f.version is None:
+        st.f.version = m.group(1)
+
+
+#: The line rules of an SGLang or vLLM log, in order: the first rule that takes a line ends it.
+#: Each row: the pattern, its handler, the words a line needs before the pattern is tried.
+RULES: tuple[Rule, ...] = (
+    Rule(None, _server_args, words=("server_args=ServerArgs(",)),
+    Rule(re.compile(r"Initializing a V(\d) LLM engine \(v?([^)]+)\) with config: (.*)$"), _vllm_engine, words=("LLM engine",)),
+    Rule(None, _skip, words=("NCCL INFO",)),
+    Rule(re.compile(r"vLLM API server version (\S+)"), _vllm_version, words=("vLLM API",)),
+    Rule(re.compile(r"non-default args: (\{.*\})\s*$"), _non_default, words=("non-default",)),
+    Rule(re.compile(r"\bargs: Namespace\((.*)\)\s*$"), _namespace, words=("Namespace(",)),
+    Rule(re.compile(r"Decode batch[.,] #running-req: (\d+),(?:.*?cuda graph: (True|False))?"), _decode, words=("Decode batch",)),
+    Rule(re.compile(r"Custom ?[Aa]ll[Rr]educe(?:V2)? is disabled because (.+?)(?:\s*To silence this warning.*)?$"), _custom_ar,
+         words=("Custom allreduce", "CustomAllreduce", "CustomAllReduceV2"), need="is disabled", always=True),
+    Rule(re.compile(r"Using default MoE config\. Performance might be sub-optimal!(?: Config file not found at \[?'?([^'\]]+))?"),
+         _moe_default, words=("sub-optimal", "Config file not found"), need="MoE"),
+    Rule(re.compile(r"(?:Config file not found at (\S+?)\.? Fallback|Using MoE kernel config with down_moe=False\. "
+                    r"Performance might be sub-optimal! Config file not found at (\S+?),)"),
+         _moe_default, words=("sub-optimal", "Config file not found"), need="MoE"),
+    Rule(re.compile(r"Capture cuda graph bs \[([\d,\s]+)\]"), _capture_bs, words=("Capture cuda graph bs",)),
+    Rule(re.compile(r"KV Cache is allocated\.(?: dtype: (\S+),)? #tokens: (\d+)"), _sgl_kv, words=("KV Cache is allocated",)),
+    Rule(re.compile(r"max_total_num_tokens=(\d+).*?max_running_requests=(\d+)"), _sgl_maxtok, words=("max_total_num_tokens=",)),
+    Rule(re.compile(r"GPU KV cache size: ([\d,]+) tokens"), _vllm_kv, words=("KV cache size",)),
+    Rule(re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x"), _vllm_conc, words=("Maximum concurrency",)),
+    Rule(re.compile(r"KV cache pool is full\. Retract requests\.(?: #retracted_reqs: (\d+))?|Decode out of memory happened"),
+         _retract, words=("Retract", "Decode out of memory")),
+    Rule(re.compile(r"is preempted by PreemptionMode|preempted by .*? because there is not enough KV cache space"), _preempt,
+         words=("preempt",)),
+    Rule(re.compile(r"Running: (\d+) reqs?, Waiting: (\d+) reqs?.*?(?:GPU KV cache usage|KV cache usage): ([\d.]+)%"), _vllm_stats,
+         words=("Running: ",)),
+    Rule(re.compile(r"CUDA out of memory|OutOfMemoryError|out of memory", re.I), _oom, words=("emory",)),
+    Rule(re.compile(r"Using (\w[\w ]*?) (?:attention )?backend\b"), _attention, words=("backend",), always=True),
+    Rule(re.compile(r"\bsglang(?:==| version:? ?|, v)(\d+\.\d+\.\d+\S*)", re.I), _sgl_version, words=("glang",)),
+)
+
+
+def _finish(st: _State) -> EngineLogFacts:
+    """The facts with the decode aggregates folded in."""
+    f, dec = st.f, st.dec
+    f.lines = st.lines
+    if dec.batches:
         _set_engine(f, "sglang")
-        f.decode_batches = dec["batches"]
-        f.decode_no_graph = dec["no_graph"]
-        f.decode_graph_known = dec["known"]
-        f.max_running = max(f.max_running, dec["max_running"])
-        f.max_running_graph = dec["max_graph"] or None
-        f.min_running_no_graph = dec["min_no_graph"]
-        f.max_queue = max(f.max_queue, dec["queue"])
-    if dec["usage"] >= 0:
-        f.max_token_usage = max(f.max_token_usage or 0.0, dec["usage"])
-    if dec["tput"] >= 0:
-        f.gen_throughput_max = dec["tput"]
+        f.decode_batches = dec.batches
+        f.decode_no_graph = dec.no_graph
+        f.decode_graph_known = dec.known
+        f.max_running = max(f.max_running, dec.max_running)
+        f.max_running_graph = dec.max_graph or None
+        f.min_running_no_graph = dec.min_no_graph
+        f.max_queue = max(f.max_queue, dec.queue)
+    if dec.usage >= 0:
+        f.max_token_usage = max(f.max_token_usage or 0.0, dec.usage)
+    if dec.tput >= 0:
+        f.gen_throughput_max = dec.tput
     if f.engine == "sglang" and f.version is None and isinstance(f.args.get("version"), str):
         f.version = f.args["version"]
     return f
+
+
+def parse_engine_log(lines: Iterable[str]) -> EngineLogFacts:
+    """Parse an SGLang or vLLM log, streaming, into :class:`EngineLogFacts`: each line goes to
+    the first of :data:`RULES` that takes it.
+
+    A ``ServerArgs(...)`` line wrapped by a terminal or a web page is joined back (up to
+    :data:`MAX_ARG_LINES` lines) before parsing. Memory is bounded (counters and short lists).
+    A decode line of SGLang#13023 (``tests/fixtures/evidence/sglang-13023-decode-no-graph.log``):
+
+    >>> f = parse_engine_log(["[2025-11-11 04:06:27] Decode batch, #running-req: 46, #token: 34901, token usage: 0.19, "
+    ...                       "cuda graph: False, gen throughput (token/s): 1447.08, #queue-req: 0, "])
+    >>> f.engine, f.decode_batches, f.decode_no_graph, f.min_running_no_graph, f.max_token_usage, f.gen_throughput_max
+    ('sglang', 1, 1, 46, 0.19, 1447.08)
+    """
+    st = _State(lines)
+    for line in st.it:
+        st.lines += 1
+        apply_first(RULES, st, line)
+    return _finish(st)

@@ -43,7 +43,13 @@ def parse_modules(text: str) -> set[str]:
 
 
 def parse_cmdline(text: str) -> dict[str, str | None]:
-    """``/proc/cmdline`` -> {param: value or None}; repeated params keep the last value."""
+    """``/proc/cmdline`` -> {param: value or None}; repeated params keep the last value.
+
+    The H200 capture's command line (``tests/fixtures/hosts/h200-1gpu``), shortened:
+
+    >>> parse_cmdline("BOOT_IMAGE=/boot/vmlinuz-6.18.44 root=/dev/vda quiet pci=realloc=off")
+    {'BOOT_IMAGE': '/boot/vmlinuz-6.18.44', 'root': '/dev/vda', 'quiet': None, 'pci': 'realloc=off'}
+    """
     out: dict[str, str | None] = {}
     for tok in text.split():
         k, sep, v = tok.partition("=")
@@ -61,7 +67,11 @@ def parse_swaps(text: str) -> list[dict[str, str]]:
 
 
 def parse_meminfo(text: str) -> dict[str, int]:
-    """``/proc/meminfo`` -> {key: value in bytes} (kB values multiplied by 1024)."""
+    """``/proc/meminfo`` -> {key: value in bytes} (kB values multiplied by 1024).
+
+    >>> parse_meminfo("MemTotal:       131981020 kB\\nHugePages_Total:       0")  # the H200 capture
+    {'MemTotal': 135148564480, 'HugePages_Total': 0}
+    """
     out = {}
     for line in text.splitlines():
         m = re.match(r"^(?:Node \d+ )?(\S+):\s+(\d+)(?:\s+kB)?", line)

@@ -57,7 +57,16 @@ def parse_llamacpp_log(lines: Iterable[str]) -> EngineLogFacts:
     ``offloaded_layers``/``model_layers`` (the offload line), ``n_slots``, ``n_ctx_slot``,
     ``n_ctx`` (all slots), ``kv_unified``, ``flash_attn``, ``type_k``/``type_v``,
     ``graphs_reused_max``, ``eval_tok_s_median`` (decode speed of the requests it timed),
-    ``ctx_rounded_to`` and ``model``. A key is absent when the log does not say it."""
+    ``ctx_rounded_to`` and ``model``. A key is absent when the log does not say it.
+
+    Lines of llama.cpp#12171 (``tests/fixtures/evidence/llamacpp-12171-offload-all.log``):
+
+    >>> f = parse_llamacpp_log(["load_tensors: offloaded 49/49 layers to GPU",
+    ...                         "llama_init_from_model: n_ctx         = 512",
+    ...                         "llama_init_from_model: flash_attn    = 1"])
+    >>> f.args, f.attention_backends
+    ({'offloaded_layers': 49, 'model_layers': 49, 'n_ctx': 512, 'flash_attn': 'on'}, ['flash_attn'])
+    """
     f = EngineLogFacts(engine="llama.cpp")
     a: dict[str, Any] = {}
     evals: list[float] = []

@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from infergap.parsers.rules import Rule, apply_first
+
 #: ``host:pid:tid [dev] NCCL INFO msg`` (NCCL 2.2-2.3 printed ``INFO``/``WARN`` without ``NCCL``).
 #: The ``] NCCL INFO`` anchor is found first and the head is matched in the 100 characters before
 #: it (HOST_NAME_MAX is 64), so a crafted line costs time in proportion to its length; one search
@@ -37,23 +39,9 @@ def _prefix(line: str) -> dict[str, str] | None:
         if tail:
             return {**head.groupdict(), **tail.groupdict()}
     return None
+
+
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)(?:\+cuda(\d+\.\d+))?")
-_CHANNEL = re.compile(
-    r"(?:Channel|Ring) (?P<ch>\d+)(?:/\d+)? ?: (?P<src>\d+)\[(?P<sdev>[0-9a-fx]+)\] -> (?P<dst>\d+)\[(?P<ddev>[0-9a-fx]+)\]"
-    r"(?: \[(?P<dir>send|receive)\])? via (?P<via>.+?)\s*$"
-)
-_RING = re.compile(r"^Channel (\d+)/(\d+) ?:\s+\d+(?:\s+\d+)*\s*$")
-_TREES = re.compile(r"^Trees((?: \[\d+\] \S+)+)")
-_COUNTS = re.compile(r"(\d{1,9}) coll channels, (?:(\d{1,9}) collnet channels, )?(?:(\d{1,9}) nvls channels, )?(\d{1,9}) p2p channels")
-_GDR_OFF = re.compile(r"GPU Direct RDMA Disabled for (?:HCA \d+ '([^']+)'|GPU (\S+) / HCA (\d+) '?([^'\s]*)'?)")
-_GDR_ON = re.compile(r"GPU Direct RDMA (?:\(nvidia-peermem\) )?[Ee]nabled? for (?:HCA \d+ '([^']+)|GPU)")
-_P2P_OFF = re.compile(r"P2P is disabled between connected GPUs (\d+) and (\d+)")
-_ENV = re.compile(r"\b(NCCL_[A-Z0-9_]+) set by environment to (.*?)\.?\s*$")
-_NETWORK = re.compile(r"Using network (\S+)")
-_IB_USING = re.compile(r"NET/IB ?: Using ((?:\[\d+\]\S+ ?)+)")
-_IB_NONE = re.compile(r"NET/IB ?: No device found")
-_COMM = re.compile(r"comm 0x[0-9a-f]+ rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev \d+)? busId ([0-9a-f]+)")
-_NVLS = re.compile(r"NVLS multicast support is (not )?available")
 
 #: Most warning lines kept verbatim (the rest are counted).
 MAX_WARNINGS = 20
@@ -164,144 +152,213 @@ class NcclLogFacts(BaseModel):
         return [lk for lk in self.links if find(lk.src) == find(lk.dst) and (not lk.transport.startswith("NET") or lk.src != lk.dst)]
 
 
+class _State:
+    """What the line rules of :func:`parse_nccl_log` share: the facts, the host of the current
+    line (None for a line without NCCL's prefix) and the sets that bound the lists."""
+
+    def __init__(self) -> None:
+        self.f = NcclLogFacts()
+        self.host: str | None = None
+        self.hosts: dict[str, None] = {}
+        self.links: dict[tuple[int, int, str], NcclLink] = {}
+        self.dev_ranks: dict[str, set[int]] = {}
+        self.warn_seen: set[str] = set()
+        self.gdr_off: dict[str, None] = {}
+        self.p2p_off: dict[tuple[int, int], None] = {}
+        self.lines = 0  # counted here, not on the pydantic model: a plain attribute is cheaper per line
+        self.nccl_lines = 0
+
+    def message(self, line: str) -> tuple[str, str] | None:
+        """(level, message) of an NCCL line, noting its host; None for another line. A line
+        pasted without its ``host:pid:tid [dev]`` prefix counts, without a host."""
+        m = _prefix(line)
+        if m:
+            self.host = m["host"]
+            self.hosts.setdefault(self.host, None)
+            return m["lvl"], m["msg"]
+        self.host = None
+        vm = _VERSION.search(line)
+        if vm and self.f.version is None:
+            self.f.version, self.f.cuda = vm.group(1), vm.group(2)
+        if "NCCL WARN" in line:
+            return "WARN", line.split("NCCL WARN", 1)[1].strip()
+        if "NCCL INFO " in line:
+            return "INFO", line.split("NCCL INFO ", 1)[1].strip()
+        return None
+
+    def warning(self, msg: str) -> None:
+        """Count a warning; keep its text when its shape (digits aside) is new, up to :data:`MAX_WARNINGS`."""
+        f = self.f
+        f.warning_count += 1
+        key = re.sub(r"\d+", "N", msg)[:160]
+        if key not in self.warn_seen and len(f.warnings) < MAX_WARNINGS:
+            self.warn_seen.add(key)
+            f.warnings.append(msg.strip()[:300])
+
+    def finish(self) -> NcclLogFacts:
+        """The facts with the links, the de-duplicated lists and the host verdict filled in."""
+        f = self.f
+        f.lines, f.nccl_lines = self.lines, self.nccl_lines
+        f.hosts = list(self.hosts)
+        f.links = sorted(self.links.values(), key=lambda x: (x.src, x.dst, x.transport))
+        f.gdr_disabled = list(self.gdr_off)
+        f.p2p_disabled_pairs = list(self.p2p_off)
+        f.multi_dev_ranks = any(len(r) > 1 for r in self.dev_ranks.values())
+        if f.hosts or f.links:
+            f.single_host = len(f.hosts) <= 1 and not f.multi_dev_ranks
+        return f
+
+
+def _channel(st: _State, m: re.Match[str] | None, msg: str) -> None:
+    """``Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM``: one channel of a link; ranks placed on
+    devices and, by the direction of the line, on the host that printed it."""
+    assert m is not None
+    f = st.f
+    src, dst = int(m.group("src")), int(m.group("dst"))
+    via = m.group("via")
+    fam = transport_family(via)
+    lk = st.links.get((src, dst, fam))
+    if lk is None:
+        lk = st.links[(src, dst, fam)] = NcclLink(src=src, dst=dst, src_dev=m.group("sdev"), dst_dev=m.group("ddev"), transport=fam, via=via)
+    lk.channels += 1
+    if "GDRDMA" in via:
+        lk.gdr = True
+        f.gdr_enabled = True
+    f.transports[fam] = f.transports.get(fam, 0) + 1
+    for r, d in ((src, m.group("sdev")), (dst, m.group("ddev"))):
+        f.rank_dev.setdefault(r, d)
+        st.dev_ranks.setdefault(d, set()).add(r)
+    if st.host is not None:  # a [send] line is printed by the sender's host, [receive] by the receiver's
+        for rank in {None: (src, dst), "send": (src,), "receive": (dst,)}[m.group("dir")]:
+            f.rank_host.setdefault(rank, st.host)
+
+
+def _ring(st: _State, m: re.Match[str] | None, msg: str) -> None:
+    assert m is not None
+    st.f.ring_channels = max(st.f.ring_channels or 0, int(m.group(2)))
+
+
+def _version(st: _State, m: re.Match[str] | None, msg: str) -> None:
+    assert m is not None
+    if st.f.version is None:
+        st.f.version, st.f.cuda = m.group(1), m.group(2)
+
+
+def _trees(st: _State, m: re.Match[str] | None, msg: str) -> None:
+    if m:
+        st.f.tree_channels = max(st.f.tree_channels or 0, m.group(1).count("["))
+
+
+def _counts(st: _State, m: re.Match[str] | None, msg: str) -> None:
+    assert m is not None
+    f = st.f
+    f.coll_channels = int(m.group(1))
+    f.collnet_channels = int(m.group(2)) if m.group(2) is not None else f.collnet_channels
+    f.nvls_channels = int(m.group(3)) if m.group(3) is not None else f.nvls_channels
+    f.p2p_channels = int(m.group(4))
+
+
+def _gdr_off(st: _State, m: re.Match[str] | None, msg: str) -> None:
+    assert m is not None
+    st.gdr_off.setdefault(m.group(1) or m.group(4) or f"HCA {m.group(3)}", None)
+
+
+def _gdr_on(st: _State, m: re.Match[str] | None, msg: str) -> None:
+    st.f.gdr_enabled = True
+
+
+def _p2p_off(st: _State, m: re.Match[str] | None, msg: str) -> None:
+    assert m is not None
+    a, b = sorted((int(m.group(1)), int(m.group(2))))
+    st.p2p_off.setdefault((a, b), None)
+
+
+def _env(st: _State, m: re.Match[str] | None, msg: str) -> None:
+    assert m is not None
+    st.f.env.setdefault(m.group(1), m.group(2).strip())
+
+
+def _network(st: _State, m: re.Match[str] | None, msg: str) -> None:
+    assert m is not None
+    st.f.network = m.group(1)
+
+
+def _ib_using(st: _State, m: re.Match[str] | None, msg: str) -> None:
+    assert m is not None
+    for dev in re.findall(r"\[\d+\]([^:\s]+)", m.group(1)):
+        if dev not in st.f.ib_devices and dev != "RO":
+            st.f.ib_devices.append(dev)
+
+
+def _ib_none(st: _State, m: re.Match[str] | None, msg: str) -> None:
+    st.f.ib_none = True
+
+
+def _comm(st: _State, m: re.Match[str] | None, msg: str) -> None:
+    assert m is not None
+    st.f.nranks = max(st.f.nranks or 0, int(m.group(2)))
+    if st.host is not None:
+        st.f.rank_host.setdefault(int(m.group(1)), st.host)
+
+
+def _nvls(st: _State, m: re.Match[str] | None, msg: str) -> None:
+    assert m is not None
+    st.f.nvls_available = (st.f.nvls_available or False) or not m.group(1)
+
+
+#: The rules for the message of an NCCL INFO line, in order: the first rule that takes a message ends it.
+RULES: tuple[Rule, ...] = (
+    Rule(re.compile(r"(?:Channel|Ring) (?P<ch>\d+)(?:/\d+)? ?: (?P<src>\d+)\[(?P<sdev>[0-9a-fx]+)\] -> (?P<dst>\d+)\[(?P<ddev>[0-9a-fx]+)\]"
+                    r"(?: \[(?P<dir>send|receive)\])? via (?P<via>.+?)\s*$"), _channel, words=("Channel", "Ring"), prefix=True),
+    Rule(re.compile(r"^Channel (\d+)/(\d+) ?:\s+\d+(?:\s+\d+)*\s*$"), _ring, words=("Channel", "Ring"), prefix=True),
+    Rule(_VERSION, _version),
+    Rule(re.compile(r"^Trees((?: \[\d+\] \S+)+)"), _trees, words=("Trees",), prefix=True, always=True),
+    Rule(re.compile(r"(\d{1,9}) coll channels, (?:(\d{1,9}) collnet channels, )?(?:(\d{1,9}) nvls channels, )?(\d{1,9}) p2p channels"), _counts),
+    Rule(re.compile(r"GPU Direct RDMA Disabled for (?:HCA \d+ '([^']+)'|GPU (\S+) / HCA (\d+) '?([^'\s]*)'?)"), _gdr_off),
+    Rule(re.compile(r"GPU Direct RDMA (?:\(nvidia-peermem\) )?[Ee]nabled? for (?:HCA \d+ '([^']+)|GPU)"), _gdr_on),
+    Rule(re.compile(r"P2P is disabled between connected GPUs (\d+) and (\d+)"), _p2p_off),
+    Rule(re.compile(r"\b(NCCL_[A-Z0-9_]+) set by environment to (.*?)\.?\s*$"), _env),
+    Rule(re.compile(r"Using network (\S+)"), _network),
+    Rule(re.compile(r"NET/IB ?: Using ((?:\[\d+\]\S+ ?)+)"), _ib_using),
+    Rule(re.compile(r"NET/IB ?: No device found"), _ib_none),
+    Rule(re.compile(r"comm 0x[0-9a-f]+ rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev \d+)? busId ([0-9a-f]+)"), _comm),
+    Rule(re.compile(r"NVLS multicast support is (not )?available"), _nvls),
+)
+
+
 def parse_nccl_log(lines: Iterable[str]) -> NcclLogFacts:
-    """Parse an NCCL log (or any log with NCCL lines interleaved) streaming, into facts.
+    """Parse an NCCL log (or any log with NCCL lines interleaved) streaming, into facts: a WARN
+    line is counted (and kept, see :meth:`_State.warning`), an INFO message goes to the first
+    of :data:`RULES` that takes it.
 
     Memory is bounded by the number of distinct rank pairs and the warning cap, not the log size.
 
     >>> f = parse_nccl_log(["h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct"])
     >>> f.transports, f.single_host
     ({'SHM': 1}, True)
+
+    Two nodes over sockets (NCCL#1232, ``tests/fixtures/evidence/nccl-1232-two-nodes.log``): a
+    ``[send]`` line places the sender on the host that printed it, ``[receive]`` the receiver.
+
+    >>> f = parse_nccl_log(["[0] host-a:13571:13571 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0",
+    ...                     "[1] host-b:22555:22555 [0] NCCL INFO Channel 00/0 : 2[1] -> 1[0] [receive] via NET/Socket/0"])
+    >>> f.transports, f.hosts, f.rank_host
+    ({'NET/Socket': 2}, ['host-a', 'host-b'], {0: 'host-a', 1: 'host-b'})
     """
-    f = NcclLogFacts()
-    hosts: dict[str, None] = {}
-    links: dict[tuple[int, int, str], NcclLink] = {}
-    dev_ranks: dict[str, set[int]] = {}
-    warn_seen: set[str] = set()
-    gdr_off: dict[str, None] = {}
-    p2p_off: dict[tuple[int, int], None] = {}
+    st = _State()
     for line in lines:
-        f.lines += 1
+        st.lines += 1
         if "NCCL" not in line and " INFO " not in line and " WARN " not in line:
             continue
-        m = _prefix(line)
-        if m:
-            msg = m["msg"]
-            host = m["host"]
-            hosts.setdefault(host, None)
-            level = m["lvl"]
+        lm = st.message(line)
+        if lm is None:
+            continue
+        st.nccl_lines += 1
+        if lm[0] == "WARN":
+            st.warning(lm[1])
         else:
-            vm = _VERSION.search(line)
-            if vm and f.version is None:
-                f.version, f.cuda = vm.group(1), vm.group(2)
-            if "NCCL WARN" in line:
-                msg, host, level = line.split("NCCL WARN", 1)[1].strip(), None, "WARN"
-            elif "NCCL INFO " in line:  # a line pasted without its host:pid:tid [dev] prefix
-                msg, host, level = line.split("NCCL INFO ", 1)[1].strip(), None, "INFO"
-            else:
-                continue
-        f.nccl_lines += 1
-        if level == "WARN":
-            f.warning_count += 1
-            key = re.sub(r"\d+", "N", msg)[:160]
-            if key not in warn_seen and len(f.warnings) < MAX_WARNINGS:
-                warn_seen.add(key)
-                f.warnings.append(msg.strip()[:300])
-            continue
-        if msg.startswith(("Channel", "Ring")):
-            cm = _CHANNEL.search(msg)
-            if cm:
-                src, dst = int(cm.group("src")), int(cm.group("dst"))
-                via = cm.group("via")
-                fam = transport_family(via)
-                key3 = (src, dst, fam)
-                lk = links.get(key3)
-                if lk is None:
-                    lk = links[key3] = NcclLink(src=src, dst=dst, src_dev=cm.group("sdev"), dst_dev=cm.group("ddev"), transport=fam, via=via)
-                lk.channels += 1
-                if "GDRDMA" in via:
-                    lk.gdr = True
-                    f.gdr_enabled = True
-                f.transports[fam] = f.transports.get(fam, 0) + 1
-                for r, d in ((src, cm.group("sdev")), (dst, cm.group("ddev"))):
-                    f.rank_dev.setdefault(r, d)
-                    dev_ranks.setdefault(d, set()).add(r)
-                if host is not None and cm.group("dir") is None:
-                    f.rank_host.setdefault(src, host)
-                    f.rank_host.setdefault(dst, host)
-                elif host is not None and cm.group("dir") == "send":
-                    f.rank_host.setdefault(src, host)
-                elif host is not None and cm.group("dir") == "receive":
-                    f.rank_host.setdefault(dst, host)
-                continue
-            rm = _RING.match(msg)
-            if rm:
-                f.ring_channels = max(f.ring_channels or 0, int(rm.group(2)))
-                continue
-        vm = _VERSION.search(msg)
-        if vm:
-            if f.version is None:
-                f.version, f.cuda = vm.group(1), vm.group(2)
-            continue
-        if msg.startswith("Trees"):
-            tm = _TREES.match(msg)
-            if tm:
-                f.tree_channels = max(f.tree_channels or 0, tm.group(1).count("["))
-            continue
-        cm2 = _COUNTS.search(msg)
-        if cm2:
-            f.coll_channels = int(cm2.group(1))
-            f.collnet_channels = int(cm2.group(2)) if cm2.group(2) is not None else f.collnet_channels
-            f.nvls_channels = int(cm2.group(3)) if cm2.group(3) is not None else f.nvls_channels
-            f.p2p_channels = int(cm2.group(4))
-            continue
-        gm = _GDR_OFF.search(msg)
-        if gm:
-            gdr_off.setdefault(gm.group(1) or gm.group(4) or f"HCA {gm.group(3)}", None)
-            continue
-        if _GDR_ON.search(msg):
-            f.gdr_enabled = True
-            continue
-        pm = _P2P_OFF.search(msg)
-        if pm:
-            a, b = sorted((int(pm.group(1)), int(pm.group(2))))
-            p2p_off.setdefault((a, b), None)
-            continue
-        em = _ENV.search(msg)
-        if em:
-            f.env.setdefault(em.group(1), em.group(2).strip())
-            continue
-        nm = _NETWORK.search(msg)
-        if nm:
-            f.network = nm.group(1)
-            continue
-        im = _IB_USING.search(msg)
-        if im:
-            for dev in re.findall(r"\[\d+\]([^:\s]+)", im.group(1)):
-                if dev not in f.ib_devices and dev != "RO":
-                    f.ib_devices.append(dev)
-            continue
-        if _IB_NONE.search(msg):
-            f.ib_none = True
-            continue
-        cm3 = _COMM.search(msg)
-        if cm3:
-            rank, n = int(cm3.group(1)), int(cm3.group(2))
-            f.nranks = max(f.nranks or 0, n)
-            if host is not None:
-                f.rank_host.setdefault(rank, host)
-            continue
-        nv = _NVLS.search(msg)
-        if nv:
-            f.nvls_available = (f.nvls_available or False) or not nv.group(1)
-    f.hosts = list(hosts)
-    f.links = sorted(links.values(), key=lambda x: (x.src, x.dst, x.transport))
-    f.gdr_disabled = list(gdr_off)
-    f.p2p_disabled_pairs = list(p2p_off)
-    f.multi_dev_ranks = any(len(r) > 1 for r in dev_ranks.values())
-    if f.hosts or f.links:
-        f.single_host = len(f.hosts) <= 1 and not f.multi_dev_ranks
-    return f
+            apply_first(RULES, st, lm[1])
+    return st.finish()
 
 
 def summary(f: NcclLogFacts) -> dict[str, Any]:

@@ -243,7 +243,16 @@ class Topology:
 
 
 def parse_topo(text: str) -> Topology:
-    """Parse ``nvidia-smi topo -m``. Raises NvsmiParseError when no GPU header line is found."""
+    """Parse ``nvidia-smi topo -m``. Raises NvsmiParseError when no GPU header line is found.
+
+    Two H200 joined by 18 NVLinks (the ``h200-2gpu`` capture in ``tests/fixtures/hosts``):
+
+    >>> topo = parse_topo("\\tGPU0\\tGPU1\\tCPU Affinity\\tNUMA Affinity\\tGPU NUMA ID\\n"
+    ...                   "GPU0\\t X \\tNV18\\t0-31\\t0\\t\\tN/A\\n"
+    ...                   "GPU1\\tNV18\\t X \\t0-31\\t0\\t\\tN/A\\n")
+    >>> topo.gpus, topo.link("GPU0", "GPU1"), topo.nvlink_count("GPU0", "GPU1"), topo.cpu_affinity["GPU1"]
+    (['GPU0', 'GPU1'], 'NV18', 18, '0-31')
+    """
     lines = [strip_ansi(l).rstrip("\r") for l in text.splitlines()]
     header_idx = None
     for i, l in enumerate(lines):

@@ -261,7 +261,12 @@ def parse_lspci_vvv(text: str) -> dict[str, LspciDevice]:
     """Parse ``lspci -vvv`` (optionally ``-nn``, ``-D``) text into devices keyed by full BDF.
 
     A BDF without a domain gets ``0000:``. Unknown lines are kept in ``lines``. Never raises on
-    odd text: what cannot be read stays None.
+    odd text: what cannot be read stays None. A line of a public paste
+    (``tests/fixtures/evidence/lspci-torchipc17-plx.txt``):
+
+    >>> d = parse_lspci_vvv("03:08.0 PCI bridge: PLX Technology, Inc. PEX 8747 48-Lane, 5-Port PCI Express Gen 3 (8.0 GT/s) Switch (rev ca)")
+    >>> list(d), d["0000:03:08.0"].bus, d["0000:03:08.0"].description[:29]
+    (['0000:03:08.0'], 3, 'PCI bridge: PLX Technology, I')
     """
     devices: dict[str, LspciDevice] = {}
     cur: LspciDevice | None = None

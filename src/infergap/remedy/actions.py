@@ -20,29 +20,16 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
+from infergap.checks import action_targets, sysctl_command
 from infergap.findings import Action
 from infergap.remedy.system import SystemPaths
 
 #: Timeout of every command a remedy runs (modprobe, setpci, nvidia-smi), in seconds.
 COMMAND_TIMEOUT_S = 30.0
 
-#: Sysctl keys the catalog knows, with the check id that declares each.
-SYSCTL_KEYS: dict[str, str] = {
-    "kernel.numa_balancing": "kernel.numa_balancing",
-    "kernel.nmi_watchdog": "kernel.nmi_watchdog",
-    "kernel.sched_autogroup_enabled": "kernel.sched_autogroup",
-    "vm.swappiness": "vm.swappiness",
-    "net.core.rmem_max": "net.socket_buffers",
-    "net.core.wmem_max": "net.socket_buffers",
-    "net.core.rmem_default": "net.socket_buffers",
-    "net.core.wmem_default": "net.socket_buffers",
-    "net.core.netdev_max_backlog": "net.socket_buffers",
-    "net.core.somaxconn": "net.socket_buffers",
-    "net.ipv4.tcp_rmem": "net.socket_buffers",
-    "net.ipv4.tcp_wmem": "net.socket_buffers",
-    "net.ipv4.tcp_max_syn_backlog": "net.socket_buffers",
-    "net.ipv4.ip_local_port_range": "net.socket_buffers",
-}
+#: Sysctl keys the catalog knows, with the check id that declares each (``actions`` of
+#: ``data/checks.yaml``): the allow-list of the sysctl handler.
+SYSCTL_KEYS: dict[str, str] = action_targets("sysctl")
 
 #: Sysctls that belong to the network namespace (writable inside a container that has its own):
 #: every other key is the host's. From the kernel's ``net/core/sysctl_net_core.c`` (somaxconn is
@@ -52,12 +39,12 @@ NETNS_SYSCTLS = frozenset({
     "net.ipv4.ip_local_port_range",
 })
 
-#: Kernel modules a remedy may load (``nvidia.peermem``: GPUDirect RDMA).
-MODULES = frozenset({"nvidia_peermem"})
+#: Kernel modules a remedy may load (the catalog's ``modprobe`` targets: nvidia_peermem).
+MODULES = frozenset(action_targets("modprobe"))
 
-#: setpci register expressions a remedy may write: PCIe Device Control (MRRS, bits 14:12) and ACS
-#: Control. Keys are the canonical spelling; values the check id.
-SETPCI_REGISTERS: dict[str, str] = {"CAP_EXP+8.w": "pcie.max_read_request", "ECAP_ACS+6.w": "pcie.acs"}
+#: setpci register expressions a remedy may write (the catalog's ``setpci`` targets: PCIe Device
+#: Control for MRRS, bits 14:12; ACS Control). Keys are the canonical spelling; values the check id.
+SETPCI_REGISTERS: dict[str, str] = action_targets("setpci")
 
 BDF_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _SYSCTL_VALUE_RE = re.compile(r"^-?\d{1,20}(\s+-?\d{1,20}){0,3}$")
@@ -203,10 +190,10 @@ class SysctlHandler(Handler):
         self._write(a, before)
 
     def command(self, a: Action) -> str:
-        return f"sysctl -w {a.target}='{normalize(a.value)}'" if " " in (normalize(a.value) or "") else f"sysctl -w {a.target}={a.value}"
+        return sysctl_command(a.target, normalize(a.value) or "")
 
     def revert_command(self, a: Action, before: str) -> str:
-        return f"sysctl -w {a.target}='{before}'" if " " in before else f"sysctl -w {a.target}={before}"
+        return sysctl_command(a.target, before)
 
     def host_owned(self, a: Action) -> bool:
         return a.target not in NETNS_SYSCTLS

@@ -8,6 +8,7 @@ missing), confirmed good, and not applicable.
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from rich.text import Text
 
@@ -85,16 +86,7 @@ def render_text(r: AuditReport, width: int | None = None, color: bool = False) -
     buf = io.StringIO()
     con = safe_console(file=buf, width=width or 1000, force_terminal=color, no_color=not color, highlight=False,
                        soft_wrap=width is None, markup=False, emoji=False)
-    h = r.host
-    con.print(Text(f"infergap audit — {h['snapshot']['label']}", style="bold"))
-    desc = [h.get("gpu_summary") or "", h.get("cpu") or "", f"kernel {h.get('kernel')}" if h.get("kernel") else ""]
-    if h.get("driver"):
-        desc.append(f"driver {h['driver']}" + (f" / CUDA {h['cuda_driver']}" if h.get("cuda_driver") else ""))
-    if h.get("container"):
-        desc.append(f"inside {h['container']} container")
-    if h.get("virtualization"):
-        desc.append(f"VM ({h['virtualization']})")
-    con.print(" · ".join(d for d in desc if d))
+    _text_header(con, r)
     con.print(Text(summary_line(r, grouped=True), style="bold"))
 
     unmatched = r.get("evidence.unmatched")
@@ -105,31 +97,7 @@ def render_text(r: AuditReport, width: int | None = None, color: bool = False) -
             con.print(f"  ? {f.subject}: {f.title}")
             if f.impact:
                 con.print(f"      {f.impact}")
-    act = r.by_status(Status.actionable)
-    if act:
-        con.print()
-        groups = group_findings(act)
-        con.print(Text(f"ACTIONABLE: {_count(len(groups), len(act))} (ranked: severity, then runtime → software → reboot → BIOS/hardware)", style="bold"))
-        for i, (f, members) in enumerate(groups, 1):
-            sev = f.severity.value if f.severity else ""
-            hc = " [host]" if f.remedy and f.remedy.host_controlled else ""
-            head = Text(f"{i:>2}. ")
-            head.append(f"{sev} {f.fix_kind.value if f.fix_kind else ''}{hc}", style=SEV_STYLE.get(sev, ""))
-            head.append(f"  {_label(f, members)}")
-            con.print(head)
-            con.print(f"      evidence: {_ev(f)}" + (f"; expected {f.expected_value}" if f.expected_value else ""))
-            if f.impact:
-                con.print(f"      why: {f.impact}")
-            if f.remedy and f.remedy.note:
-                con.print(f"      note: {f.remedy.note}")
-            for kind in ("commands", "persist", "revert"):
-                seen: list[str] = []
-                for m in members:
-                    for c in getattr(m.remedy, kind) if m.remedy else []:
-                        if c not in seen:
-                            seen.append(c)
-                for c in seen:
-                    con.print(f"      {'fix' if kind == 'commands' else kind}: {c}")
+    _text_actionable(con, r.by_status(Status.actionable))
     exp = r.by_status(Status.expected)
     if exp:
         con.print()
@@ -167,6 +135,50 @@ def render_text(r: AuditReport, width: int | None = None, color: bool = False) -
         for i in errs:
             con.print(f"  ! {i.name}: {i.error}")
     return buf.getvalue()
+
+
+def _text_header(con: Any, r: AuditReport) -> None:
+    """The text report's first lines: the snapshot's label and what the host is (GPUs, CPU,
+    kernel, driver, container, VM)."""
+    h = r.host
+    con.print(Text(f"infergap audit — {h['snapshot']['label']}", style="bold"))
+    desc = [h.get("gpu_summary") or "", h.get("cpu") or "", f"kernel {h.get('kernel')}" if h.get("kernel") else ""]
+    if h.get("driver"):
+        desc.append(f"driver {h['driver']}" + (f" / CUDA {h['cuda_driver']}" if h.get("cuda_driver") else ""))
+    if h.get("container"):
+        desc.append(f"inside {h['container']} container")
+    if h.get("virtualization"):
+        desc.append(f"VM ({h['virtualization']})")
+    con.print(" · ".join(d for d in desc if d))
+
+
+def _text_actionable(con: Any, act: list[Finding]) -> None:
+    """The ACTIONABLE section: grouped findings ranked, each with evidence, why, note and the
+    fix, persist and revert commands of all its members (each once)."""
+    if act:
+        con.print()
+        groups = group_findings(act)
+        con.print(Text(f"ACTIONABLE: {_count(len(groups), len(act))} (ranked: severity, then runtime → software → reboot → BIOS/hardware)", style="bold"))
+        for i, (f, members) in enumerate(groups, 1):
+            sev = f.severity.value if f.severity else ""
+            hc = " [host]" if f.remedy and f.remedy.host_controlled else ""
+            head = Text(f"{i:>2}. ")
+            head.append(f"{sev} {f.fix_kind.value if f.fix_kind else ''}{hc}", style=SEV_STYLE.get(sev, ""))
+            head.append(f"  {_label(f, members)}")
+            con.print(head)
+            con.print(f"      evidence: {_ev(f)}" + (f"; expected {f.expected_value}" if f.expected_value else ""))
+            if f.impact:
+                con.print(f"      why: {f.impact}")
+            if f.remedy and f.remedy.note:
+                con.print(f"      note: {f.remedy.note}")
+            for kind in ("commands", "persist", "revert"):
+                seen: list[str] = []
+                for m in members:
+                    for c in getattr(m.remedy, kind) if m.remedy else []:
+                        if c not in seen:
+                            seen.append(c)
+                for c in seen:
+                    con.print(f"      {'fix' if kind == 'commands' else kind}: {c}")
 
 
 def _safe(r: AuditReport) -> AuditReport:

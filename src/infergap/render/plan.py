@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
@@ -44,29 +45,7 @@ def render_text(plan: Plan, color: bool = False, width: int | None = None) -> st
         for line in plan.failure_lines():
             c.print(escape("  " + line))
         c.print()
-    c.print("[bold]EFFICIENCY GAP[/]")
-    g = plan.gap
-    if g.summary:
-        c.print(escape("  " + g.summary))
-    if g.binds:
-        c.print(escape("  binds: " + g.binds))
-    if g.headline:
-        for h in g.headline:
-            c.print(escape(f"    {h['label']:<28} {h['bound_tok_s']:>9.1f} tok/s   measured {h['measured_tok_s']:.2f} = {h['ratio']:.2%}"))
-    if g.points:
-        t = Table(show_edge=False, pad_edge=False, box=None)
-        for col in ("concurrency", "measured tok/s", "bound tok/s", "bound", "binds", "efficiency", "note"):
-            t.add_column(col, justify="right" if col in ("concurrency", "measured tok/s", "bound tok/s", "efficiency") else "left")
-        for p in g.points:
-            t.add_row(*map(escape, [str(p.concurrency), f"{p.measured_tok_s:.2f}", f"{p.bound_tok_s:.1f}" if p.bound_tok_s else "–", p.bound or "–",
-                      p.binds or "–", f"{p.ratio:.1%}" if p.ratio else "–", p.note or ""]))
-        c.print(t)
-    if not g.points and not g.headline:
-        given = {s.name for s in plan.stages if s.status not in ("missing", "failed")}
-        if "bench" not in given:
-            c.print("  no bench result: run infergap bench (or infergap doctor) to measure the gap")
-        else:
-            c.print("  the bench given has no measured point to set against a bound (every point failed or was excluded)")
+    _text_gap(c, plan)
     c.print()
     if plan.top_actions:
         c.print("[bold]TOP ACTIONS[/]")
@@ -75,17 +54,7 @@ def render_text(plan: Plan, color: bool = False, width: int | None = None) -> st
     else:
         c.print("[bold]TOP ACTIONS[/]: none selected by " + escape(_no_actions_why(plan)))
     c.print()
-    c.print(f"[bold]HOST FIXES[/] ({len(plan.host_fixes)}, from the audit: runtime first, P0 first)")
-    for h in plan.host_fixes:
-        c.print(escape(f"  {h.severity} {h.fix_kind:<8} {h.id} — {h.title}"))
-        for cmd in h.commands[:2]:
-            c.print(escape(f"      fix: {cmd}"))
-        if len(h.commands) > 2:
-            c.print(escape(f"      (+{len(h.commands) - 2} more commands)"))
-        for cmd in h.revert[:1]:
-            c.print(escape(f"      revert: {cmd}"))
-    if not plan.host_fixes:
-        c.print("  none" + ("" if any(s.name == "audit" and s.status in ("given", "ok") for s in plan.stages) else " (no audit)"))
+    _text_host_fixes(c, plan)
     for tier in ("flag_flip", "small_change", "engineering"):
         items = plan.tier(tier)
         c.print()
@@ -115,6 +84,49 @@ def render_text(plan: Plan, color: bool = False, width: int | None = None) -> st
     c.print()
     c.print("[dim]ranking: " + escape(plan.ranking) + "[/]")
     return buf.getvalue()
+
+
+def _text_gap(c: Any, plan: Plan) -> None:
+    """The EFFICIENCY GAP section: summary, what binds, headline bounds and the per-point table,
+    or why there is nothing to compare."""
+    c.print("[bold]EFFICIENCY GAP[/]")
+    g = plan.gap
+    if g.summary:
+        c.print(escape("  " + g.summary))
+    if g.binds:
+        c.print(escape("  binds: " + g.binds))
+    if g.headline:
+        for h in g.headline:
+            c.print(escape(f"    {h['label']:<28} {h['bound_tok_s']:>9.1f} tok/s   measured {h['measured_tok_s']:.2f} = {h['ratio']:.2%}"))
+    if g.points:
+        t = Table(show_edge=False, pad_edge=False, box=None)
+        for col in ("concurrency", "measured tok/s", "bound tok/s", "bound", "binds", "efficiency", "note"):
+            t.add_column(col, justify="right" if col in ("concurrency", "measured tok/s", "bound tok/s", "efficiency") else "left")
+        for p in g.points:
+            t.add_row(*map(escape, [str(p.concurrency), f"{p.measured_tok_s:.2f}", f"{p.bound_tok_s:.1f}" if p.bound_tok_s else "–", p.bound or "–",
+                      p.binds or "–", f"{p.ratio:.1%}" if p.ratio else "–", p.note or ""]))
+        c.print(t)
+    if not g.points and not g.headline:
+        given = {s.name for s in plan.stages if s.status not in ("missing", "failed")}
+        if "bench" not in given:
+            c.print("  no bench result: run infergap bench (or infergap doctor) to measure the gap")
+        else:
+            c.print("  the bench given has no measured point to set against a bound (every point failed or was excluded)")
+
+
+def _text_host_fixes(c: Any, plan: Plan) -> None:
+    """The HOST FIXES section: each actionable finding with its first commands and its revert."""
+    c.print(f"[bold]HOST FIXES[/] ({len(plan.host_fixes)}, from the audit: runtime first, P0 first)")
+    for h in plan.host_fixes:
+        c.print(escape(f"  {h.severity} {h.fix_kind:<8} {h.id} — {h.title}"))
+        for cmd in h.commands[:2]:
+            c.print(escape(f"      fix: {cmd}"))
+        if len(h.commands) > 2:
+            c.print(escape(f"      (+{len(h.commands) - 2} more commands)"))
+        for cmd in h.revert[:1]:
+            c.print(escape(f"      revert: {cmd}"))
+    if not plan.host_fixes:
+        c.print("  none" + ("" if any(s.name == "audit" and s.status in ("given", "ok") for s in plan.stages) else " (no audit)"))
 
 
 def _md_escape(s: str) -> str:

@@ -178,35 +178,54 @@ def load_hardware(
         if host is None and snapshot is None:
             raise UserError("--gpu auto: the host's GPUs were not read; name one with --gpu")
         gpus = host if host is not None else host_gpus(snapshot)
-        if not gpus:
-            where = getattr(snapshot, "label", "") or "this host"
-            raise UserError(f"--gpu auto: no NVIDIA GPU found in {where} (no GPU in sysfs, nvidia-smi or NVML); name one with --gpu")
-        names = sorted({g.name or "?" for g in gpus})
-        if len(names) > 1:
-            raise UserError(f"--gpu auto: the host has different GPU models ({', '.join(names)}); name one with --gpu")
-        spec = find_gpu(names[0])
-        host_count = len(gpus)
-        if count is None:
-            count = host_count
-        elif count > host_count:
-            raise UserError(f"--gpus {count}: the host has only {host_count} {names[0]}")
-        mems = [g.memory_total_B for g in gpus if g.memory_total_B]
-        if mems:
-            memory_B = min(mems)
+        spec, count, memory_B, host_label = _host_hardware(gpus, count, getattr(snapshot, "label", "") or "this host")
+        if memory_B:
             memory_source = "host-reported"
-        host_label = f"{host_count} x {names[0]}"
     else:
         spec = find_gpu(name_or_auto)
     count = 1 if count is None else count
     if count < 1:
         raise UserError(f"--gpus {count}: must be at least 1")
+    bw, tflops, used, note = _ceiling(spec, ceiling, bandwidth_efficiency, measured_bandwidth_GBps)
+    return Hardware(gpu=spec, count=count, bandwidth_GBps=bw, tflops=tflops, memory_B=memory_B or int(spec.memory_GB * 1e9),
+                    memory_source=memory_source, ceiling=used, ceiling_note=note, from_host=host_label)
+
+
+def _host_hardware(gpus: list[HostGpu], count: int | None, where: str) -> tuple[GpuSpec, int, int | None, str]:
+    """``--gpu auto`` over the host's GPUs: (their one GPU entry, the count, the smallest
+    host-reported memory per GPU or None, a label such as ``8 x NVIDIA H200``). Raises
+    :class:`UserError` for no GPU, mixed models or more GPUs asked for than the host has."""
+    if not gpus:
+        raise UserError(f"--gpu auto: no NVIDIA GPU found in {where} (no GPU in sysfs, nvidia-smi or NVML); name one with --gpu")
+    names = sorted({g.name or "?" for g in gpus})
+    if len(names) > 1:
+        raise UserError(f"--gpu auto: the host has different GPU models ({', '.join(names)}); name one with --gpu")
+    spec = find_gpu(names[0])
+    host_count = len(gpus)
+    if count is None:
+        count = host_count
+    elif count > host_count:
+        raise UserError(f"--gpus {count}: the host has only {host_count} {names[0]}")
+    mems = [g.memory_total_B for g in gpus if g.memory_total_B]
+    return spec, count, (min(mems) if mems else None), f"{host_count} x {names[0]}"
+
+
+_Used = Literal["datasheet", "measured", "user"]
+
+
+def _ceiling(spec: GpuSpec, ceiling: str, bandwidth_efficiency: float | None,
+             measured_bandwidth_GBps: float | None) -> tuple[float, dict[str, float], _Used, str]:
+    """Per-GPU (bandwidth GB/s, TFLOPS by precision, which ceiling, how it was derived): the
+    datasheet's, the entry's measured figures (``ceiling="measured"``), the user's bandwidth,
+    then scaled by ``bandwidth_efficiency``. Raises :class:`UserError` for missing measured
+    figures or out-of-range values."""
     bw = spec.bandwidth_GBps
     tflops = {"bf16": spec.bf16_tflops}
     if spec.fp8_tflops:
         tflops["fp8"] = spec.fp8_tflops
     if spec.fp4_tflops:
         tflops["fp4"] = spec.fp4_tflops
-    used: Literal["datasheet", "measured", "user"] = "datasheet"
+    used: _Used = "datasheet"
     note = f"datasheet {spec.bandwidth_GBps:.0f} GB/s"
     if ceiling == "measured":
         if spec.measured is None or not spec.measured.bandwidth_GBps:
@@ -230,14 +249,4 @@ def load_hardware(
         bw *= bandwidth_efficiency
         used = "user"
         note += f" x efficiency {bandwidth_efficiency:g} = {bw:.0f} GB/s"
-    return Hardware(
-        gpu=spec,
-        count=count,
-        bandwidth_GBps=bw,
-        tflops=tflops,
-        memory_B=memory_B or int(spec.memory_GB * 1e9),
-        memory_source=memory_source,
-        ceiling=used,
-        ceiling_note=note,
-        from_host=host_label,
-    )
+    return bw, tflops, used, note

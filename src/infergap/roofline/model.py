@@ -21,7 +21,8 @@ import json
 import logging
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, Field
 
@@ -430,9 +431,47 @@ def _file_type(ft: Any) -> str:
         return str(ft)
 
 
-def _build(cfg: dict[str, Any], hf_quant: dict[str, Any] | None, name: str, source: str, overrides: dict[str, str] | None) -> ModelSpec:
-    if isinstance(cfg.get("text_config"), dict):  # multimodal wrappers keep the LM in text_config
-        cfg = {**cfg["text_config"], "quantization_config": cfg.get("quantization_config")}
+@dataclass
+class _Shape:
+    """The dimensions of a config the tensor list is built from, read and checked once
+    (:func:`_read_shape`); names follow the formulas in the module docstring."""
+
+    H: int
+    L: int
+    nh: int
+    V: int
+    nkv: int
+    model_type: str
+    tied: bool
+    n_experts: int
+    top_k: int
+    kinds: list[LayerKind]
+    inter: int
+    moe_inter: int
+    attention: str = "gqa"
+    head_dim: int = 0
+    v_dim: int = 0
+    q_lora: int | None = None
+    kv_lora: int | None = None
+    nope: int | None = None
+    rope: int | None = None
+    idx_heads: int | None = None
+    idx_dim: int | None = None
+    idx_topk: int | None = None
+
+    @property
+    def mla(self) -> bool:
+        return self.attention == "mla"
+
+    @property
+    def expert_params(self) -> int:
+        """Parameters of one routed expert: gated FFN, plus gpt-oss's gate_up and down biases."""
+        return 3 * self.H * self.moe_inter + ((2 * self.moe_inter + self.H) if self.model_type == "gpt_oss" else 0)
+
+
+def _read_shape(cfg: dict[str, Any], source: str) -> _Shape:
+    """Model dimensions, experts, layer kinds and FFN sizes of ``cfg``; the attention geometry is
+    read by :func:`_read_attention`. Raises UserError for a missing or inconsistent field."""
     missing = [k for k in REQUIRED if cfg.get(k) is None]
     if missing:
         raise UserError(f"{source}: missing required field{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
@@ -443,9 +482,6 @@ def _build(cfg: dict[str, Any], hf_quant: dict[str, Any] | None, name: str, sour
     if min(H, L, nh, V) == 0:
         raise UserError(f"{source}: hidden_size, num_hidden_layers, num_attention_heads and vocab_size must be > 0")
     nkv = _opt_int(cfg, source, "num_key_value_heads") or nh
-    model_type = str(cfg.get("model_type") or "")
-    tied = bool(cfg.get("tie_word_embeddings", False))
-    mla = cfg.get("kv_lora_rank") is not None
     n_experts = _opt_int(cfg, source, "n_routed_experts", "num_experts", "num_local_experts", limit=1 << 16) or 0
     top_k = _opt_int(cfg, source, "num_experts_per_tok", "experts_per_token", "moe_topk", limit=1 << 16) or 0
     if n_experts and not top_k:
@@ -453,38 +489,97 @@ def _build(cfg: dict[str, Any], hf_quant: dict[str, Any] | None, name: str, sour
     if n_experts and top_k > n_experts:
         raise UserError(f"{source}: num_experts_per_tok {top_k} exceeds the {n_experts} experts")
     kinds = _layer_kinds(cfg, L, n_experts, source)
-    any_dense = any(not k.moe for k in kinds)
     inter = _opt_int(cfg, source, "intermediate_size")
     moe_inter = _opt_int(cfg, source, "moe_intermediate_size") or (inter if n_experts else None)
-    if any_dense and inter is None:
+    if any(not k.moe for k in kinds) and inter is None:
         raise UserError(f"{source}: missing required field intermediate_size")
     if n_experts and moe_inter is None:
         raise UserError(f"{source}: missing required field moe_intermediate_size")
-    inter = inter or 0
-    moe_inter = moe_inter or 0
+    return _Shape(H=H, L=L, nh=nh, V=V, nkv=nkv, model_type=str(cfg.get("model_type") or ""),
+                  tied=bool(cfg.get("tie_word_embeddings", False)), n_experts=n_experts, top_k=top_k, kinds=kinds,
+                  inter=inter or 0, moe_inter=moe_inter or 0)
 
-    if mla:
-        q_lora = _opt_int(cfg, source, "q_lora_rank")
-        kv_lora = _int(cfg, "kv_lora_rank", source)
-        nope = _int(cfg, "qk_nope_head_dim", source)
-        rope = _int(cfg, "qk_rope_head_dim", source)
-        v_dim = _int(cfg, "v_head_dim", source)
-        head_dim = nope + rope
-        attention = "mla"
+
+def _read_attention(cfg: dict[str, Any], source: str, s: _Shape) -> None:
+    """Fill the attention geometry of ``s``: MLA ranks and head dims (with the DSA indexer's), or
+    the GQA/MHA head dim. Raises UserError for heads that do not divide."""
+    if cfg.get("kv_lora_rank") is not None:
+        s.attention = "mla"
+        s.q_lora = _opt_int(cfg, source, "q_lora_rank")
+        s.kv_lora = _int(cfg, "kv_lora_rank", source)
+        s.nope = _int(cfg, "qk_nope_head_dim", source)
+        s.rope = _int(cfg, "qk_rope_head_dim", source)
+        s.v_dim = _int(cfg, "v_head_dim", source)
+        s.head_dim = s.nope + s.rope
+        s.idx_heads = _opt_int(cfg, source, "index_n_heads")
+        s.idx_dim = _opt_int(cfg, source, "index_head_dim")
+        s.idx_topk = _opt_int(cfg, source, "index_topk")
+        return
+    s.head_dim = _opt_int(cfg, source, "head_dim") or (s.H // s.nh)
+    if s.head_dim == 0:
+        raise UserError(f"{source}: head_dim is 0 (hidden_size {s.H} < num_attention_heads {s.nh})")
+    s.v_dim = s.head_dim
+    s.attention = "mha" if s.nkv == s.nh else "gqa"
+    if s.nkv == 0 or s.nh % s.nkv:
+        raise UserError(f"{source}: num_attention_heads {s.nh} is not a multiple of num_key_value_heads {s.nkv}")
+
+
+_Add = Callable[..., None]
+
+
+def _mla_tensors(s: _Shape, p: str, i: int, add: _Add) -> None:
+    """One MLA layer's attention tensors (DeepSeek-V3 report, 2.1.1), with the DSA indexer."""
+    assert s.kv_lora is not None and s.nope is not None and s.rope is not None
+    H, nh, q_lora = s.H, s.nh, s.q_lora
+    if q_lora:
+        add(p + "self_attn.q_a_proj", "attention", H * q_lora, i, "replicated")
+        add(p + "self_attn.q_a_layernorm", "other", q_lora, i, "replicated")
+        add(p + "self_attn.q_b_proj", "attention", q_lora * nh * (s.nope + s.rope), i, "tp")
     else:
-        q_lora = kv_lora = nope = rope = None
-        head_dim = _opt_int(cfg, source, "head_dim") or (H // nh)
-        if head_dim == 0:
-            raise UserError(f"{source}: head_dim is 0 (hidden_size {H} < num_attention_heads {nh})")
-        v_dim = head_dim
-        attention = "mha" if nkv == nh else "gqa"
-        if nkv == 0 or nh % nkv:
-            raise UserError(f"{source}: num_attention_heads {nh} is not a multiple of num_key_value_heads {nkv}")
-    idx_heads = _opt_int(cfg, source, "index_n_heads") if mla else None
-    idx_dim = _opt_int(cfg, source, "index_head_dim") if mla else None
-    idx_topk = _opt_int(cfg, source, "index_topk") if mla else None
+        add(p + "self_attn.q_proj", "attention", H * nh * (s.nope + s.rope), i, "tp")
+    add(p + "self_attn.kv_a_proj_with_mqa", "attention", H * (s.kv_lora + s.rope), i, "replicated")
+    add(p + "self_attn.kv_a_layernorm", "other", s.kv_lora, i, "replicated")
+    add(p + "self_attn.kv_b_proj", "attention", s.kv_lora * nh * (s.nope + s.v_dim), i, "tp")
+    add(p + "self_attn.o_proj", "attention", nh * s.v_dim * H, i, "tp")
+    if s.idx_heads and s.idx_dim and s.idx_topk:
+        qsrc = q_lora or H
+        add(p + "self_attn.indexer.wq_b", "indexer", qsrc * s.idx_heads * s.idx_dim, i, "replicated", dsa_query=True)
+        add(p + "self_attn.indexer.weights_proj", "indexer", H * s.idx_heads, i, "replicated", dsa_query=True)
+        add(p + "self_attn.indexer.wk", "indexer", H * s.idx_dim, i, "replicated")
+        add(p + "self_attn.indexer.k_norm", "other", 2 * s.idx_dim, i, "replicated")
 
-    names = _names(model_type)
+
+def _gqa_tensors(s: _Shape, p: str, i: int, add: _Add, attn_bias: bool) -> None:
+    """One GQA/MHA layer's attention tensors, with Qwen3's q/k norms and gpt-oss's sinks."""
+    H, nh, nkv, d = s.H, s.nh, s.nkv, s.head_dim
+    add(p + "self_attn.q_proj", "attention", H * nh * d, i, "tp")
+    add(p + "self_attn.k_proj", "attention", 2 * H * nkv * d, i, "kv_heads")  # k and v
+    add(p + "self_attn.o_proj", "attention", nh * d * H, i, "tp")
+    if attn_bias:
+        add(p + "self_attn.q_proj.bias", "other", nh * d + 2 * nkv * d + H, i, "replicated")
+    if s.model_type.startswith("qwen3"):
+        add(p + "self_attn.q_norm", "other", 2 * d, i, "replicated")
+    if s.model_type == "gpt_oss":
+        add(p + "self_attn.sinks", "other", nh, i, "replicated")
+
+
+def _moe_tensors(cfg: dict[str, Any], source: str, s: _Shape, p: str, i: int, add: _Add) -> None:
+    """One MoE layer's router, routed experts and shared experts."""
+    H, moe_inter, names = s.H, s.moe_inter, _names(s.model_type)
+    add(p + names["router"], "router", H * s.n_experts, i, "replicated")
+    if s.model_type == "gpt_oss":
+        add(p + names["router"] + ".bias", "other", s.n_experts, i, "replicated")
+    add(p + names["experts"], "experts", s.n_experts * s.expert_params, i, "experts", n_experts=s.n_experts)
+    shared = (_opt_int(cfg, source, "n_shared_experts", limit=1 << 16) or 0) * 3 * H * moe_inter
+    shared += 3 * H * (_opt_int(cfg, source, "shared_expert_intermediate_size") or 0)
+    add(p + names["shared"], "shared_experts", shared, i, "tp")
+    if cfg.get("shared_expert_intermediate_size"):
+        add(p + "mlp.shared_expert_gate", "other", H, i, "replicated")
+
+
+def _tensors(cfg: dict[str, Any], source: str, s: _Shape) -> list[Tensor]:
+    """Every tensor of the model in checkpoint order: embedding, per layer norms, attention and
+    FFN (dense or MoE), final norm and lm_head (not stored when tied)."""
     attn_bias = bool(cfg.get("attention_bias", False))
     tensors: list[Tensor] = []
 
@@ -492,81 +587,39 @@ def _build(cfg: dict[str, Any], hf_quant: dict[str, Any] | None, name: str, sour
         if params:
             tensors.append(Tensor(name=name, group=group, params=int(params), layer=layer, shard=shard, **kw))
 
-    tensors.append(Tensor(name="model.embed_tokens", group="embedding", params=V * H, shard="vocab"))
-    for i, kind in enumerate(kinds):
+    tensors.append(Tensor(name="model.embed_tokens", group="embedding", params=s.V * s.H, shard="vocab"))
+    for i, kind in enumerate(s.kinds):
         p = f"model.layers.{i}."
-        add(p + "input_layernorm", "other", 2 * H, i, "replicated")  # + post_attention_layernorm
-        if mla:
-            assert kv_lora is not None and nope is not None and rope is not None
-            if q_lora:
-                add(p + "self_attn.q_a_proj", "attention", H * q_lora, i, "replicated")
-                add(p + "self_attn.q_a_layernorm", "other", q_lora, i, "replicated")
-                add(p + "self_attn.q_b_proj", "attention", q_lora * nh * (nope + rope), i, "tp")
-            else:
-                add(p + "self_attn.q_proj", "attention", H * nh * (nope + rope), i, "tp")
-            add(p + "self_attn.kv_a_proj_with_mqa", "attention", H * (kv_lora + rope), i, "replicated")
-            add(p + "self_attn.kv_a_layernorm", "other", kv_lora, i, "replicated")
-            add(p + "self_attn.kv_b_proj", "attention", kv_lora * nh * (nope + v_dim), i, "tp")
-            add(p + "self_attn.o_proj", "attention", nh * v_dim * H, i, "tp")
-            if idx_heads and idx_dim and idx_topk:
-                qsrc = q_lora or H
-                add(p + "self_attn.indexer.wq_b", "indexer", qsrc * idx_heads * idx_dim, i, "replicated", dsa_query=True)
-                add(p + "self_attn.indexer.weights_proj", "indexer", H * idx_heads, i, "replicated", dsa_query=True)
-                add(p + "self_attn.indexer.wk", "indexer", H * idx_dim, i, "replicated")
-                add(p + "self_attn.indexer.k_norm", "other", 2 * idx_dim, i, "replicated")
+        add(p + "input_layernorm", "other", 2 * s.H, i, "replicated")  # + post_attention_layernorm
+        if s.mla:
+            _mla_tensors(s, p, i, add)
         else:
-            add(p + "self_attn.q_proj", "attention", H * nh * head_dim, i, "tp")
-            add(p + "self_attn.k_proj", "attention", 2 * H * nkv * head_dim, i, "kv_heads")  # k and v
-            add(p + "self_attn.o_proj", "attention", nh * head_dim * H, i, "tp")
-            if attn_bias:
-                add(p + "self_attn.q_proj.bias", "other", nh * head_dim + 2 * nkv * head_dim + H, i, "replicated")
-            if model_type.startswith("qwen3"):
-                add(p + "self_attn.q_norm", "other", 2 * head_dim, i, "replicated")
-            if model_type == "gpt_oss":
-                add(p + "self_attn.sinks", "other", nh, i, "replicated")
+            _gqa_tensors(s, p, i, add, attn_bias)
         if kind.moe:
-            add(p + names["router"], "router", H * n_experts, i, "replicated")
-            if model_type == "gpt_oss":
-                add(p + names["router"] + ".bias", "other", n_experts, i, "replicated")
-            per_expert = 3 * H * moe_inter
-            if model_type == "gpt_oss":  # gate_up and down biases per expert
-                per_expert += 2 * moe_inter + H
-            add(p + names["experts"], "experts", n_experts * per_expert, i, "experts", n_experts=n_experts)
-            shared = (_opt_int(cfg, source, "n_shared_experts", limit=1 << 16) or 0) * 3 * H * moe_inter
-            shared += 3 * H * (_opt_int(cfg, source, "shared_expert_intermediate_size") or 0)
-            add(p + names["shared"], "shared_experts", shared, i, "tp")
-            if cfg.get("shared_expert_intermediate_size"):
-                add(p + "mlp.shared_expert_gate", "other", H, i, "replicated")
+            _moe_tensors(cfg, source, s, p, i, add)
         else:
-            add(p + "mlp.gate_proj", "dense_ffn", 3 * H * inter, i, "tp")
-    tensors.append(Tensor(name="model.norm", group="other", params=H, shard="replicated"))
-    tensors.append(Tensor(name="lm_head", group="lm_head", params=V * H, shard="vocab", stored=not tied))
+            add(p + "mlp.gate_proj", "dense_ffn", 3 * s.H * s.inter, i, "tp")
+    tensors.append(Tensor(name="model.norm", group="other", params=s.H, shard="replicated"))
+    tensors.append(Tensor(name="lm_head", group="lm_head", params=s.V * s.H, shard="vocab", stored=not s.tied))
+    return tensors
 
+
+def _build(cfg: dict[str, Any], hf_quant: dict[str, Any] | None, name: str, source: str, overrides: dict[str, str] | None) -> ModelSpec:
+    """The :class:`ModelSpec` of a config: shape (:func:`_read_shape`, :func:`_read_attention`),
+    tensors (:func:`_tensors`), then every tensor's precision (:func:`_resolve_precision`)."""
+    if isinstance(cfg.get("text_config"), dict):  # multimodal wrappers keep the LM in text_config
+        cfg = {**cfg["text_config"], "quantization_config": cfg.get("quantization_config")}
+    s = _read_shape(cfg, source)
+    _read_attention(cfg, source, s)
+    tensors = _tensors(cfg, source, s)
     spec = ModelSpec(
-        name=name,
-        source=source,
-        model_type=model_type,
-        attention=attention,
-        hidden=H,
-        layers=L,
-        heads=nh,
-        kv_heads=nkv if not mla else nh,
-        head_dim=head_dim,
-        v_head_dim=v_dim,
-        vocab=V,
-        tied_embeddings=tied,
-        q_lora_rank=int(q_lora) if q_lora else None,
-        kv_lora_rank=kv_lora,
-        qk_nope_head_dim=nope,
-        qk_rope_head_dim=rope,
-        index_heads=int(idx_heads) if idx_heads else None,
-        index_head_dim=int(idx_dim) if idx_dim else None,
-        index_topk=int(idx_topk) if idx_topk else None,
-        n_experts=n_experts,
-        top_k=top_k,
-        expert_params=(3 * H * moe_inter + ((2 * moe_inter + H) if model_type == "gpt_oss" else 0)) if n_experts else 0,
-        layer_kinds=kinds,
-        tensors=tensors,
+        name=name, source=source, model_type=s.model_type, attention=s.attention, hidden=s.H, layers=s.L,
+        heads=s.nh, kv_heads=s.nkv if not s.mla else s.nh, head_dim=s.head_dim, v_head_dim=s.v_dim, vocab=s.V,
+        tied_embeddings=s.tied, q_lora_rank=int(s.q_lora) if s.q_lora else None, kv_lora_rank=s.kv_lora,
+        qk_nope_head_dim=s.nope, qk_rope_head_dim=s.rope, index_heads=int(s.idx_heads) if s.idx_heads else None,
+        index_head_dim=int(s.idx_dim) if s.idx_dim else None, index_topk=int(s.idx_topk) if s.idx_topk else None,
+        n_experts=s.n_experts, top_k=s.top_k, expert_params=s.expert_params if s.n_experts else 0,
+        layer_kinds=s.kinds, tensors=tensors,
         mtp_layers=_opt_int(cfg, source, "num_nextn_predict_layers", limit=MAX_LAYERS) or 0,
     )
     _resolve_precision(spec, cfg, hf_quant, source, overrides or {})

@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from infergap import __version__
 from infergap.snapshot.core import LiveSnapshot, Snapshot, filter_env, run_command
@@ -133,83 +133,19 @@ def collect(output: str | os.PathLike[str], root: str = "/", active: bool = Fals
         prepare_output(out, force)
     workdir = Path(tempfile.mkdtemp(prefix="infergap-collect-")) if archive else out
     workdir.mkdir(parents=True, exist_ok=True)
-    hosts = _hostnames()
     live: Snapshot = LiveSnapshot(root=root) if source is None else source
     started = time.monotonic()
-    sources: dict[str, dict[str, Any]] = {}
-
-    def write(rel: str, data: bytes) -> None:
-        p = workdir / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(data)
-
-    def do_cmd(name: str) -> None:
-        if source is None:
-            res = run_command(name)
-        else:
-            got = source.cmd(name)
-            if got is None:
-                return
-            res = got
-        text_out = scrub(res.stdout, hosts)
-        if name == "uname":  # "Linux <hostname> <release> …": the second field, whatever its length
-            text_out = re.sub(r"^(\S+\s+)\S+", r"\1redacted-host", text_out, count=1)
-        elif name == "sysctl_all":
-            text_out = re.sub(r"(?m)^(kernel\.hostname|kernel\.domainname)\s*=.*$", r"\1 = redacted-host", text_out)
-        write(f"cmds/{name}.out", text_out.encode())
-        write(f"cmds/{name}.err", scrub(res.stderr, hosts).encode())
-        write(f"cmds/{name}.rc", f"{res.rc if res.rc is not None else ''}\n".encode())
-        sources[f"cmds/{name}"] = {"duration_s": round(res.duration_s, 4), "rc": res.rc, "error": res.error}
-
-    probes = dict(PROBES)
-    if source is not None:
-        probes = {n: ((lambda n=n: source.probe(n)), 0.0) for n in [*probes, "active"] if source.probe(n) is not None}
-    elif active:
-        from infergap.snapshot.active import ACTIVE_TIMEOUT_S, active_probe
-
-        probes["active"] = (active_probe, ACTIVE_TIMEOUT_S)
-
-    def do_probe(name: str) -> None:
-        fn, _timeout = probes[name]
-        t0 = time.monotonic()
-        try:
-            data = fn()
-            err = data.get("error") if isinstance(data, dict) else None
-        except Exception as e:  # third-party library: record, do not crash collection
-            data, err = {"available": False, "error": f"{type(e).__name__}: {e}"}, f"{type(e).__name__}: {e}"
-        if isinstance(data, dict) and isinstance(data.get("nccl_log"), str):
-            data["nccl_log"] = scrub_ips(scrub(data["nccl_log"], hosts))
-        from infergap.guard import dumps  # NVML may answer NaN: JSON has no such number
-
-        write(f"probes/{name}.json", scrub(dumps(data, indent=1, default=str), hosts).encode())
-        sources[f"probes/{name}"] = {"duration_s": round(time.monotonic() - t0, 4), "error": err}
-
-    def do_files() -> None:
-        t0 = time.monotonic()
-        n = 0
-        for pattern in FILE_GLOBS:
-            for path in live.glob(pattern):
-                data = live.read_bytes(path)
-                if data is None:
-                    sources["files" + path] = {"error": "unreadable"}
-                    continue
-                if path == "/proc/1/environ":
-                    data = _scrub_environ(data)
-                elif not path.endswith("config.hex"):
-                    data = scrub(data.decode("utf-8", "replace"), hosts).encode()
-                write("files" + path, data)
-                n += 1
-        sources["files"] = {"duration_s": round(time.monotonic() - t0, 4), "count": n}
-
+    c = _Collector(workdir, _hostnames(), source)
+    probes = _probes(source, active)
     with ThreadPoolExecutor(max_workers=16, thread_name_prefix="infergap-collect") as pool:
-        futs = [pool.submit(do_cmd, n) for n in [*COMMANDS, "env"]]
-        futs += [pool.submit(do_probe, n) for n in probes]
-        futs.append(pool.submit(do_files))
+        futs = [pool.submit(c.cmd, n) for n in [*COMMANDS, "env"]]
+        futs += [pool.submit(c.probe, n, probes[n][0]) for n in probes]
+        futs.append(pool.submit(c.files, live))
         for f in futs:
             f.result()
     if source is None:
         live.close()
-
+    sources = c.sources
     meta = {
         "schema": SCHEMA,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -222,15 +158,106 @@ def collect(output: str | os.PathLike[str], root: str = "/", active: bool = Fals
     }
     (workdir / "meta.json").write_text(json.dumps(meta, indent=1))
     if archive:
-        import shutil
-
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-        try:
-            with tarfile.open(tmp, "w:gz") as tf:
-                tf.add(workdir, arcname=out.name.removesuffix(".tar.gz").removesuffix(".tgz"))
-            os.replace(tmp, out)
-        finally:
-            tmp.unlink(missing_ok=True)
-            shutil.rmtree(workdir, ignore_errors=True)
+        _archive(workdir, out)
     return meta
+
+
+def _probes(source: Snapshot | None, active: bool) -> dict[str, tuple[Callable[[], Any], float]]:
+    """The probes to run, name → (function, timeout s): the shipped ones plus ``active`` when
+    asked, or, re-collecting ``source``, those it holds (read back, nothing run)."""
+    probes = dict(PROBES)
+    if source is not None:
+        return {n: ((lambda n=n: source.probe(n)), 0.0) for n in [*probes, "active"] if source.probe(n) is not None}
+    if active:
+        from infergap.snapshot.active import ACTIVE_TIMEOUT_S, active_probe
+
+        probes["active"] = (active_probe, ACTIVE_TIMEOUT_S)
+    return probes
+
+
+def _archive(workdir: Path, out: Path) -> None:
+    """Pack ``workdir`` into the archive ``out`` through a temporary name and a rename, then
+    remove ``workdir``."""
+    import shutil
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        with tarfile.open(tmp, "w:gz") as tf:
+            tf.add(workdir, arcname=out.name.removesuffix(".tar.gz").removesuffix(".tgz"))
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+class _Collector:
+    """Writes what one collection reads into ``workdir`` (the snapshot layout), scrubbed of
+    ``hosts`` names, and keeps each source's timing and failure in :attr:`sources`. With
+    ``source`` the commands' outputs are read from that snapshot instead of run."""
+
+    def __init__(self, workdir: Path, hosts: tuple[str, ...], source: Snapshot | None) -> None:
+        self.workdir = workdir
+        self.hosts = hosts
+        self.source = source
+        self.sources: dict[str, dict[str, Any]] = {}
+
+    def write(self, rel: str, data: bytes) -> None:
+        """Write ``data`` at ``rel`` inside the snapshot."""
+        p = self.workdir / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+
+    def cmd(self, name: str) -> None:
+        """Run (or read back) one named command: ``cmds/<name>.out``, ``.err``, ``.rc``."""
+        hosts = self.hosts
+        if self.source is None:
+            res = run_command(name)
+        else:
+            got = self.source.cmd(name)
+            if got is None:
+                return
+            res = got
+        text_out = scrub(res.stdout, hosts)
+        if name == "uname":  # "Linux <hostname> <release> …": the second field, whatever its length
+            text_out = re.sub(r"^(\S+\s+)\S+", r"\1redacted-host", text_out, count=1)
+        elif name == "sysctl_all":
+            text_out = re.sub(r"(?m)^(kernel\.hostname|kernel\.domainname)\s*=.*$", r"\1 = redacted-host", text_out)
+        self.write(f"cmds/{name}.out", text_out.encode())
+        self.write(f"cmds/{name}.err", scrub(res.stderr, hosts).encode())
+        self.write(f"cmds/{name}.rc", f"{res.rc if res.rc is not None else ''}\n".encode())
+        self.sources[f"cmds/{name}"] = {"duration_s": round(res.duration_s, 4), "rc": res.rc, "error": res.error}
+
+    def probe(self, name: str, fn: Callable[[], Any]) -> None:
+        """Run one probe: ``probes/<name>.json``; an exception is recorded, never raised."""
+        t0 = time.monotonic()
+        try:
+            data = fn()
+            err = data.get("error") if isinstance(data, dict) else None
+        except Exception as e:  # third-party library: record, do not crash collection
+            data, err = {"available": False, "error": f"{type(e).__name__}: {e}"}, f"{type(e).__name__}: {e}"
+        if isinstance(data, dict) and isinstance(data.get("nccl_log"), str):
+            data["nccl_log"] = scrub_ips(scrub(data["nccl_log"], self.hosts))
+        from infergap.guard import dumps  # NVML may answer NaN: JSON has no such number
+
+        self.write(f"probes/{name}.json", scrub(dumps(data, indent=1, default=str), self.hosts).encode())
+        self.sources[f"probes/{name}"] = {"duration_s": round(time.monotonic() - t0, 4), "error": err}
+
+    def files(self, live: Snapshot) -> None:
+        """Copy every file of :data:`FILE_GLOBS` from ``live`` under ``files/``, scrubbed (PCI
+        config space kept as is, the environment of PID 1 reduced to GPU/CUDA/NCCL variables)."""
+        t0 = time.monotonic()
+        n = 0
+        for pattern in FILE_GLOBS:
+            for path in live.glob(pattern):
+                data = live.read_bytes(path)
+                if data is None:
+                    self.sources["files" + path] = {"error": "unreadable"}
+                    continue
+                if path == "/proc/1/environ":
+                    data = _scrub_environ(data)
+                elif not path.endswith("config.hex"):
+                    data = scrub(data.decode("utf-8", "replace"), self.hosts).encode()
+                self.write("files" + path, data)
+                n += 1
+        self.sources["files"] = {"duration_s": round(time.monotonic() - t0, 4), "count": n}

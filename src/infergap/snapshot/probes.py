@@ -57,75 +57,95 @@ def nvml_probe() -> dict[str, Any]:
         n = _call(pynvml.nvmlDeviceGetCount) or 0
         handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
         for i, h in enumerate(handles):
-            g: dict[str, Any] = {"index": i, "name": _text(_call(pynvml.nvmlDeviceGetName, h))}
-            pci = _call(pynvml.nvmlDeviceGetPciInfo, h)
-            g["pci_bus_id"] = _text(pci.busId) if pci is not None else None
-            if pci is not None:
-                g["pci_device_id"] = f"{pci.pciDeviceId:08x}"
-            mem = _call(pynvml.nvmlDeviceGetMemoryInfo, h)
-            g["memory_total_B"] = mem.total if mem else None
-            g["memory_used_B"] = mem.used if mem else None
-            bar1 = _call(pynvml.nvmlDeviceGetBAR1MemoryInfo, h)
-            g["bar1_total_B"] = bar1.bar1Total if bar1 else None
-            g["persistence_mode"] = _call(pynvml.nvmlDeviceGetPersistenceMode, h)
-            g["compute_mode"] = _call(pynvml.nvmlDeviceGetComputeMode, h)
-            mig = _call(pynvml.nvmlDeviceGetMigMode, h)
-            g["mig_current"] = mig[0] if mig else None
-            ecc = _call(pynvml.nvmlDeviceGetEccMode, h)
-            g["ecc_current"], g["ecc_pending"] = (ecc[0], ecc[1]) if ecc else (None, None)
-            g["ecc_volatile_uncorrected"] = _call(
-                pynvml.nvmlDeviceGetTotalEccErrors, h, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC
-            )
-            g["retired_pages_pending"] = _call(pynvml.nvmlDeviceGetRetiredPagesPendingStatus, h)
-            rr = _call(pynvml.nvmlDeviceGetRemappedRows, h)
-            g["remap_pending"] = bool(rr[2]) if rr else None
-            g["remap_failed"] = bool(rr[3]) if rr else None
-            g["sm_clock_MHz"] = _call(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_SM)
-            g["sm_clock_max_MHz"] = _call(pynvml.nvmlDeviceGetMaxClockInfo, h, pynvml.NVML_CLOCK_SM)
-            g["mem_clock_MHz"] = _call(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_MEM)
-            mw = _call(pynvml.nvmlDeviceGetPowerUsage, h)
-            g["power_W"] = mw / 1000 if mw is not None else None
-            for key, fn in (
-                ("power_limit_W", pynvml.nvmlDeviceGetEnforcedPowerLimit),
-                ("power_default_limit_W", pynvml.nvmlDeviceGetPowerManagementDefaultLimit),
-            ):
-                v = _call(fn, h)
-                g[key] = v / 1000 if v is not None else None
-            cons = _call(pynvml.nvmlDeviceGetPowerManagementLimitConstraints, h)
-            g["power_min_limit_W"], g["power_max_limit_W"] = (cons[0] / 1000, cons[1] / 1000) if cons else (None, None)
-            g["temperature_C"] = _call(pynvml.nvmlDeviceGetTemperature, h, pynvml.NVML_TEMPERATURE_GPU)
-            g["temp_slowdown_C"] = _call(pynvml.nvmlDeviceGetTemperatureThreshold, h, pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)
-            g["temp_shutdown_C"] = _call(pynvml.nvmlDeviceGetTemperatureThreshold, h, pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)
-            g["throttle_reasons"] = _call(pynvml.nvmlDeviceGetCurrentClocksEventReasons, h)
-            if g["throttle_reasons"] is None:
-                g["throttle_reasons"] = _call(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons, h)
-            g["pcie_gen"] = _call(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h)
-            g["pcie_gen_max"] = _call(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, h)
-            g["pcie_width"] = _call(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h)
-            g["pcie_width_max"] = _call(pynvml.nvmlDeviceGetMaxPcieLinkWidth, h)
-            links = []
-            for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
-                st = _call(pynvml.nvmlDeviceGetNvLinkState, h, link)
-                if st is None:
-                    break
-                if st:
-                    links.append(link)
-            g["nvlink_active"] = links
-            cc = _call(pynvml.nvmlDeviceGetCudaComputeCapability, h)
-            g["cuda_capability"] = f"{cc[0]}.{cc[1]}" if cc else None
+            g: dict[str, Any] = {"index": i}
+            _gpu_identity(pynvml, h, g)
+            _gpu_state(pynvml, h, g)
             out["gpus"].append(g)
-        p2p_index = getattr(pynvml, "NVML_P2P_CAPS_INDEX_READ", 0)
-        for i, hi in enumerate(handles):
-            for j, hj in enumerate(handles):
-                if i < j:
-                    st = _call(pynvml.nvmlDeviceGetP2PStatus, hi, hj, p2p_index)
-                    out["p2p"][f"{i},{j}"] = st
+        out["p2p"] = _p2p(pynvml, handles)
         return out
     finally:
         try:
             pynvml.nvmlShutdown()
         except pynvml.NVMLError:
             pass
+
+
+def _gpu_identity(nv: Any, h: Any, g: dict[str, Any]) -> None:
+    """Fill ``g`` with one GPU's name, PCI address and device id, memory and BAR1 sizes, modes
+    (persistence, compute, MIG, ECC) and memory health (ECC errors, retired and remapped rows)."""
+    g["name"] = _text(_call(nv.nvmlDeviceGetName, h))
+    pci = _call(nv.nvmlDeviceGetPciInfo, h)
+    g["pci_bus_id"] = _text(pci.busId) if pci is not None else None
+    if pci is not None:
+        g["pci_device_id"] = f"{pci.pciDeviceId:08x}"
+    mem = _call(nv.nvmlDeviceGetMemoryInfo, h)
+    g["memory_total_B"] = mem.total if mem else None
+    g["memory_used_B"] = mem.used if mem else None
+    bar1 = _call(nv.nvmlDeviceGetBAR1MemoryInfo, h)
+    g["bar1_total_B"] = bar1.bar1Total if bar1 else None
+    g["persistence_mode"] = _call(nv.nvmlDeviceGetPersistenceMode, h)
+    g["compute_mode"] = _call(nv.nvmlDeviceGetComputeMode, h)
+    mig = _call(nv.nvmlDeviceGetMigMode, h)
+    g["mig_current"] = mig[0] if mig else None
+    ecc = _call(nv.nvmlDeviceGetEccMode, h)
+    g["ecc_current"], g["ecc_pending"] = (ecc[0], ecc[1]) if ecc else (None, None)
+    g["ecc_volatile_uncorrected"] = _call(
+        nv.nvmlDeviceGetTotalEccErrors, h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC
+    )
+    g["retired_pages_pending"] = _call(nv.nvmlDeviceGetRetiredPagesPendingStatus, h)
+    rr = _call(nv.nvmlDeviceGetRemappedRows, h)
+    g["remap_pending"] = bool(rr[2]) if rr else None
+    g["remap_failed"] = bool(rr[3]) if rr else None
+
+
+def _gpu_state(nv: Any, h: Any, g: dict[str, Any]) -> None:
+    """Fill ``g`` with one GPU's clocks (MHz), power and limits (W, NVML answers mW),
+    temperatures and thresholds (°C), clock event reasons, PCIe link, active NVLinks and compute
+    capability."""
+    g["sm_clock_MHz"] = _call(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM)
+    g["sm_clock_max_MHz"] = _call(nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_SM)
+    g["mem_clock_MHz"] = _call(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM)
+    mw = _call(nv.nvmlDeviceGetPowerUsage, h)
+    g["power_W"] = mw / 1000 if mw is not None else None
+    for key, fn in (
+        ("power_limit_W", nv.nvmlDeviceGetEnforcedPowerLimit),
+        ("power_default_limit_W", nv.nvmlDeviceGetPowerManagementDefaultLimit),
+    ):
+        v = _call(fn, h)
+        g[key] = v / 1000 if v is not None else None
+    cons = _call(nv.nvmlDeviceGetPowerManagementLimitConstraints, h)
+    g["power_min_limit_W"], g["power_max_limit_W"] = (cons[0] / 1000, cons[1] / 1000) if cons else (None, None)
+    g["temperature_C"] = _call(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU)
+    g["temp_slowdown_C"] = _call(nv.nvmlDeviceGetTemperatureThreshold, h, nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)
+    g["temp_shutdown_C"] = _call(nv.nvmlDeviceGetTemperatureThreshold, h, nv.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)
+    g["throttle_reasons"] = _call(nv.nvmlDeviceGetCurrentClocksEventReasons, h)
+    if g["throttle_reasons"] is None:
+        g["throttle_reasons"] = _call(nv.nvmlDeviceGetCurrentClocksThrottleReasons, h)
+    g["pcie_gen"] = _call(nv.nvmlDeviceGetCurrPcieLinkGeneration, h)
+    g["pcie_gen_max"] = _call(nv.nvmlDeviceGetMaxPcieLinkGeneration, h)
+    g["pcie_width"] = _call(nv.nvmlDeviceGetCurrPcieLinkWidth, h)
+    g["pcie_width_max"] = _call(nv.nvmlDeviceGetMaxPcieLinkWidth, h)
+    links = []
+    for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
+        st = _call(nv.nvmlDeviceGetNvLinkState, h, link)
+        if st is None:
+            break
+        if st:
+            links.append(link)
+    g["nvlink_active"] = links
+    cc = _call(nv.nvmlDeviceGetCudaComputeCapability, h)
+    g["cuda_capability"] = f"{cc[0]}.{cc[1]}" if cc else None
+
+
+def _p2p(nv: Any, handles: list[Any]) -> dict[str, Any]:
+    """NVML's peer-to-peer read status of every GPU pair, keyed ``"i,j"`` with i < j."""
+    p2p_index = getattr(nv, "NVML_P2P_CAPS_INDEX_READ", 0)
+    out: dict[str, Any] = {}
+    for i, hi in enumerate(handles):
+        for j, hj in enumerate(handles):
+            if i < j:
+                out[f"{i},{j}"] = _call(nv.nvmlDeviceGetP2PStatus, hi, hj, p2p_index)
+    return out
 
 
 #: name -> (function, timeout in seconds)

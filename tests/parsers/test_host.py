@@ -1,0 +1,44 @@
+"""Host parsers on the captured H200: limits, ulimit, the kernel command line, meminfo, sysctl,
+df, pip, modules and a NUMA node's CPU list."""
+
+from __future__ import annotations
+
+from infergap.parsers import host as hp
+from tests.parsers.inputs import h200
+
+
+def test_limits_and_ulimit():
+    assert hp.parse_limits(h200("files/proc/self/limits"))["Max locked memory"] == ("unlimited", "unlimited", "bytes")
+    ul = hp.parse_ulimit(h200("cmds/ulimit.out"))
+    assert (ul["-l"], ul["-n"], ul["-s"]) == ("unlimited", "20000", "8192")
+
+
+def test_kernel_command_line():
+    cmd = hp.parse_cmdline(h200("files/proc/cmdline"))
+    assert cmd["BOOT_IMAGE"] == "/boot/vmlinuz-6.18.44" and cmd["pci"] == "realloc=off"
+    assert cmd["quiet"] is None and "iommu" not in cmd
+
+
+def test_meminfo_in_bytes():
+    mem = hp.parse_meminfo(h200("files/proc/meminfo"))
+    assert mem["MemTotal"] == 135148564480 and mem["MemTotal"] % 1024 == 0
+
+
+def test_sysctl_all():
+    s = hp.parse_sysctl_all(h200("cmds/sysctl_all.out"))
+    assert (s["kernel.numa_balancing"], s["vm.swappiness"]) == ("0", "60")
+
+
+def test_df_shm():
+    assert hp.parse_df_h(h200("cmds/df.out"))["/dev/shm"] == {"fs": "tmpfs", "size": "128G", "used": "0", "avail": "128G"}
+    assert hp.human_size_B("128G") == 128 * 2**30
+
+
+def test_pip_list_json():
+    pkgs = hp.parse_pip_list(h200("cmds/pip_list.out"))
+    assert len(pkgs) == 197 and pkgs["accelerate"] == "1.15.0"
+
+
+def test_modules_and_cpulist():
+    assert {"nvidia", "nvidia_uvm"} <= hp.parse_modules(h200("files/proc/modules"))
+    assert hp.parse_cpulist(h200("files/sys/devices/system/node/node0/cpulist")) == list(range(16))

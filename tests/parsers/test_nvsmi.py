@@ -1,0 +1,73 @@
+"""nvidia-smi outputs of the captured H200 hosts, parsed: topology, P2P, the query CSV, ``-q``,
+``-q -x``, the default table and NVLink status."""
+
+from __future__ import annotations
+
+from infergap.parsers.nvsmi import (
+    csv_to_gpus,
+    parse_nvlink_status,
+    parse_nvsmi_q_text,
+    parse_nvsmi_table,
+    parse_nvsmi_xml,
+    parse_p2p,
+    parse_query_csv,
+    parse_topo,
+)
+from tests.parsers.inputs import h200, h200x2
+
+
+def test_topology_of_two_nvlinked_h200():
+    topo = parse_topo(h200x2("cmds/nvsmi_topo.out"))
+    assert topo.gpus == ["GPU0", "GPU1"]
+    assert topo.link("GPU0", "GPU1") == "NV18" and topo.nvlink_count("GPU1", "GPU0") == 18
+    assert topo.cpu_affinity == {"GPU0": "0-31", "GPU1": "0-31"} and topo.numa_affinity == {"GPU0": "0", "GPU1": "0"}
+
+
+def test_topology_of_one_gpu():
+    topo = parse_topo(h200("cmds/nvsmi_topo.out"))
+    assert topo.gpus == ["GPU0"] and topo.cpu_affinity == {"GPU0": "0-15"}
+
+
+def test_p2p_matrix():
+    assert parse_p2p(h200x2("cmds/nvsmi_p2p.out")) == {("GPU0", "GPU1"): "OK", ("GPU1", "GPU0"): "OK"}
+    assert parse_p2p(h200("cmds/nvsmi_p2p.out")) == {}
+
+
+def test_query_csv_rows_and_gpus():
+    rows = parse_query_csv(h200("cmds/nvsmi_csv.out"))
+    assert len(rows) == 1
+    assert rows[0]["name"] == "NVIDIA H200" and rows[0]["clocks.max.sm"] == "1980 MHz"  # unit dropped from the key
+    (gpu,) = csv_to_gpus(rows)
+    assert gpu.bdf == "0000:00:06.0"
+    assert (gpu.pcie_gen, gpu.pcie_gen_max, gpu.pcie_width, gpu.pcie_width_max) == (5, 5, 16, 16)
+    assert (gpu.sm_clock_MHz, gpu.power_W, gpu.power_limit_W, gpu.temperature_C) == (345.0, 82.26, 700.0, 35.0)
+    assert gpu.throttle_active == ["gpu_idle"] and gpu.persistence_mode is True and gpu.ecc_current is True
+
+
+def test_xml_log():
+    log = parse_nvsmi_xml(h200("cmds/nvsmi_qx.out"))
+    assert (log.driver_version, log.cuda_version, log.truncated) == ("580.159.04", "13.0", False)
+    (gpu,) = log.gpus
+    assert (gpu.bdf, gpu.name, gpu.architecture) == ("0000:00:06.0", "NVIDIA H200", "Hopper")
+    assert gpu.memory_total_B == 143771 * 2**20 and gpu.bar1_total_B == 256 * 2**30
+    assert gpu.pcie_gen_max == 5
+
+
+def test_q_text_agrees_with_the_xml():
+    (q,) = parse_nvsmi_q_text(h200("cmds/nvsmi_q.out"))
+    (x,) = parse_nvsmi_xml(h200("cmds/nvsmi_qx.out")).gpus
+    assert (q.bdf, q.name, q.memory_total_B) == (x.bdf, x.name, x.memory_total_B) == ("0000:00:06.0", "NVIDIA H200", 150754820096)
+
+
+def test_default_table():
+    (gpu,) = parse_nvsmi_table(h200("cmds/nvsmi.out"))
+    assert (gpu.bdf, gpu.name, gpu.persistence_mode, gpu.pstate) == ("0000:00:06.0", "NVIDIA H200", True, "P0")
+    assert (gpu.power_W, gpu.power_limit_W, gpu.temperature_C, gpu.utilization_pct) == (97.0, 700.0, 35.0, 0.0)
+    assert gpu.memory_total_B == 143771 * 2**20
+
+
+def test_nvlink_status_of_two_h200():
+    links = parse_nvlink_status(h200x2("cmds/nvsmi_nvlink.out"))
+    assert sorted(links) == [0, 1]
+    assert len(links[0]) == len(links[1]) == 18
+    assert links[0][0] == 26.562
