@@ -48,6 +48,24 @@ def term_safe(value: object, *, one_line: bool = False) -> str:
     return (_UNSAFE_LINE if one_line else _UNSAFE).sub(_visible, s)
 
 
+#: Terminal escape sequences in captured or pasted text: ANSI CSI (colours, cursor moves), OSC and
+#: two-byte ESC sequences; also SGR remains whose ESC byte was lost in a copy from a web page
+#: (``[0m``, ``[1;32m``, also right before text: ``[0;32mname``) — those need at least one digit
+#: and nothing but digits and ``;``, so a bracketed log field such as ``[2025-01-01``, ``[TP0]`` or
+#: a character class ``[a-z]`` is never touched (ECMA-48 §5.4 for the sequence syntax).
+ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|(?<![\w\]])\[\d{1,3}(?:;\d{1,3})*m")
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal escape sequences (:data:`ANSI`); ``nvidia-smi topo -m``
+    underlines its header row with them.
+
+    >>> strip_ansi("\\x1b[4mGPU0\\tGPU1\\x1b[0m")
+    'GPU0\\tGPU1'
+    """
+    return ANSI.sub("", text)
+
+
 _MD_SPECIAL = re.compile(r"[\\`*_\[\]<>|#!&]")
 _MD_ENTITY = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from infergap.guard import os_reason
+from infergap.parsers.host import parse_pip_lines
 from infergap.evidence.recognize import CHUNK_BYTES, KINDS, EvidencePart, Unrecognized, scan_file
 from infergap.snapshot.core import CmdResult, Snapshot
 
@@ -49,46 +49,18 @@ def _cmd_result(name: str, text: str, label: str) -> EvidenceCmdResult:
     return res
 
 
-_FREEZE = re.compile(r"^\s*(?:\[(?:pip3?|conda)\]\s+)?([A-Za-z0-9][A-Za-z0-9_.\-]*)(?:\[[^\]]*\])?\s*(?:==\s*([\w.+!\-]+)|\s+@\s+\S+)\s*$")
-_PIP_TEXT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9_.\-]*)\s+(\d[\w.+!\-]*)(?:\s+\S.*)?$")
-_CONDA_ENV = re.compile(r"^\s*\[conda\]\s+([A-Za-z0-9][A-Za-z0-9_.\-]*)\s+(\d[\w.+!\-]*)\s")
-#: ``name: version`` package lines of ``python -m sglang.check_env`` (``PyTorch: 2.4.0+cu121``).
-_CHECK_ENV_PKG = re.compile(r"^\s*(PyTorch|[a-z][a-z0-9_\-]*): v?(\d+\.\d+[\w.+!\-]*)\s*$")
-
-
 def normalise_pip(kind: str, text: str) -> str:
     """Any of ``pip list --format=json``, ``pip freeze``, plain ``pip list``, the ``[pip3]`` lines of
     ``collect_env`` or the ``name: version`` lines of ``sglang.check_env`` as the JSON of
-    ``pip list --format=json``: ``[{"name": ..., "version": ...}]``.
+    ``pip list --format=json``: ``[{"name": ..., "version": ...}]`` (the lines are read by
+    :func:`infergap.parsers.host.parse_pip_lines`).
 
     >>> normalise_pip("pip_freeze", "torch==2.5.1\\nsglang[all]==0.4.1\\n")
     '[{"name": "torch", "version": "2.5.1"}, {"name": "sglang", "version": "0.4.1"}]'
     """
     if kind == "pip_list":
         return text.strip()
-    out: list[dict[str, str]] = []
-    seen: set[str] = set()
-    for line in text.splitlines():
-        m = None
-        if kind == "check_env":
-            m = _CHECK_ENV_PKG.match(line)
-            if m and m.group(1).lower() not in seen:
-                name = "torch" if m.group(1) == "PyTorch" else m.group(1)
-                seen.add(name.lower())
-                out.append({"name": name, "version": m.group(2)})
-            continue
-        if kind == "pip_text":
-            if line.startswith(("Package", "---")):
-                continue
-            m = _PIP_TEXT.match(line)
-        else:
-            if kind == "collect_env" and not line.lstrip().startswith(("[pip", "[conda")):
-                continue
-            m = _FREEZE.match(line) or (_CONDA_ENV.match(line) if kind == "collect_env" else None)
-        if m and m.group(1).lower() not in seen:
-            seen.add(m.group(1).lower())
-            out.append({"name": m.group(1), "version": m.group(2) or ""})
-    return json.dumps(out)
+    return json.dumps([{"name": n, "version": v} for n, v in parse_pip_lines(kind, text)])
 
 
 class EvidenceSnapshot(Snapshot):

@@ -12,11 +12,9 @@ import re
 import textwrap
 from collections.abc import Iterable, Iterator
 
-#: ANSI CSI sequences (colours, cursor moves) and OSC sequences; also SGR remains whose ESC byte
-#: was lost in a copy from a web page (``[0m``, ``[1;32m``, also right before text: ``[0;32mname``)
-#: — those need at least one digit and nothing but digits and ``;``, so a bracketed log field such
-#: as ``[2025-01-01``, ``[TP0]`` or a character class ``[a-z]`` is never touched.
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|(?<![\w\]])\[\d{1,3}(?:;\d{1,3})*m")
+from infergap.guard import ANSI as _ANSI
+
+#: A cheap test for an SGR remain without its ESC byte (the full pattern is :data:`infergap.guard.ANSI`).
 _REMNANT = re.compile(r"\[\d[\d;]{0,10}m")
 _NBSP = str.maketrans({"\u00a0": " ", "\u2007": " ", "\u202f": " ", "\ufeff": "", "\u200b": ""})
 

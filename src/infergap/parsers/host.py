@@ -141,10 +141,56 @@ def human_size_B(s: str) -> int | None:
     return int(float(m.group(1)) * _SIZE[m.group(2).upper()])
 
 
+_FREEZE = re.compile(r"^\s*(?:\[(?:pip3?|conda)\]\s+)?([A-Za-z0-9][A-Za-z0-9_.\-]*)(?:\[[^\]]*\])?\s*(?:==\s*([\w.+!\-]+)|\s+@\s+\S+)\s*$")
+_PIP_TEXT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9_.\-]*)\s+(\d[\w.+!\-]*)(?:\s+\S.*)?$")
+_CONDA_ENV = re.compile(r"^\s*\[conda\]\s+([A-Za-z0-9][A-Za-z0-9_.\-]*)\s+(\d[\w.+!\-]*)\s")
+#: ``name: version`` package lines of ``python -m sglang.check_env`` (``PyTorch: 2.4.0+cu121``).
+_CHECK_ENV_PKG = re.compile(r"^\s*(PyTorch|[a-z][a-z0-9_\-]*): v?(\d+\.\d+[\w.+!\-]*)\s*$")
+
+
+def parse_pip_lines(kind: str, text: str) -> list[tuple[str, str]]:
+    """(name, version) of each package line of a listing: ``pip_freeze`` (``name==1.0``; ``name @
+    url`` has version ""), ``pip_text`` (plain ``pip list``), ``collect_env`` (PyTorch's report:
+    its ``[pip3]`` and ``[conda]`` lines) or ``check_env`` (``python -m sglang.check_env``:
+    ``name: version`` lines, ``PyTorch`` read as torch). The first line of a name wins (names
+    compared case-insensitively, kept as written).
+
+    >>> parse_pip_lines("pip_freeze", "torch==2.5.1\\nsglang[all]==0.4.1\\n")
+    [('torch', '2.5.1'), ('sglang', '0.4.1')]
+    """
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for line in text.splitlines():
+        m = None
+        if kind == "check_env":
+            m = _CHECK_ENV_PKG.match(line)
+            if m and m.group(1).lower() not in seen:
+                name = "torch" if m.group(1) == "PyTorch" else m.group(1)
+                seen.add(name.lower())
+                out.append((name, m.group(2)))
+            continue
+        if kind == "pip_text":
+            if line.startswith(("Package", "---")):
+                continue
+            m = _PIP_TEXT.match(line)
+        else:
+            if kind == "collect_env" and not line.lstrip().startswith(("[pip", "[conda")):
+                continue
+            m = _FREEZE.match(line) or (_CONDA_ENV.match(line) if kind == "collect_env" else None)
+        if m and m.group(1).lower() not in seen:
+            seen.add(m.group(1).lower())
+            out.append((m.group(1), m.group(2) or ""))
+    return out
+
+
 def parse_pip_list(text: str) -> dict[str, str]:
-    """``pip list --format=json`` (or plain ``pip list`` / ``pip freeze``) -> {normalized name: version}.
+    """``pip list --format=json`` (or plain ``pip list`` / ``pip freeze``, read by
+    :func:`parse_pip_lines`) -> {normalized name: version}.
 
     Names are normalized per PEP 503 (lower case, runs of ``-_.`` -> ``-``).
+
+    >>> parse_pip_list('[{"name": "Flash_Attn", "version": "2.7.4"}]')
+    {'flash-attn': '2.7.4'}
     """
     def norm(n: str) -> str:
         return re.sub(r"[-_.]+", "-", n).lower()
@@ -155,12 +201,7 @@ def parse_pip_list(text: str) -> dict[str, str]:
             return {norm(d["name"]): str(d["version"]) for d in json.loads(text) if isinstance(d, dict) and "name" in d}
         except (json.JSONDecodeError, TypeError, KeyError, RecursionError):
             pass
-    out = {}
-    for line in text.splitlines():
-        m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:==|\s+)\s*([0-9][^\s]*)", line.strip())
-        if m:
-            out[norm(m.group(1))] = m.group(2)
-    return out
+    return {norm(n): v for n, v in parse_pip_lines("pip_freeze" if "==" in text else "pip_text", text) if v}
 
 
 @dataclass(frozen=True, order=True)

@@ -14,16 +14,12 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any
 
-ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+from infergap.guard import strip_ansi
+
 
 
 class NvsmiParseError(ValueError):
     """nvidia-smi output that cannot be read at all (one-line message)."""
-
-
-def strip_ansi(text: str) -> str:
-    """Remove ANSI escape sequences (``topo -m`` underlines its header)."""
-    return ANSI.sub("", text)
 
 
 def _num(text: str | None) -> float | None:
