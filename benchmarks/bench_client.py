@@ -28,6 +28,8 @@ Measured 2026-11-30 on an idle 16-core x86-64 host (``--stub-workers 8 --stub-co
     c      1 process   2 processes   4 processes
     512    280,209     466,330       584,971 (2.09×; 2.96× and 2.18× in two earlier runs)
     4096   257,906     466,502       701,880 (2.72×)
+    (8,000 requests per figure; with 40,000 and the stub on 12 cores, --client-cores 0-3:
+     c=512 175,791 / 294,098 / 539,300 for 1 / 2 / 4 processes = 3.07×)
     hot path: 235,161 → 275,048 tok/s per client CPU-second (+17 %; +28 % and +31 % before)
     in flight at the paced stub: c=512 −1.7 % (1 process), −0.7 % (4);
                                  c=4096 −17.3 % (1 process, client-bound), −3.9 % (4)
