@@ -227,3 +227,36 @@ def test_socket_on_one_host_without_rdma_is_not_a_network_finding():
 
     assert "nccl.net" not in ids("nccl-287-rtx5090-socket.log")
     assert "nccl.net" in ids("sglang-1427-ipoib-socket.log")
+
+
+def test_loopback_socket_is_a_p0_only_when_the_log_spans_nodes(tmp_path):
+    """NCCL on lo (127.0.0.1) is fine on one host and unreachable from another one
+    (https://github.com/horovod/horovod/issues/584): the newer ``NET/Socket : Using [0]lo:`` form
+    and the older ``NET : Using interface lo:`` form both count, but only in a multi-node log."""
+    from types import SimpleNamespace
+
+    from infergap.evidence import EvidenceSnapshot
+    from infergap.investigators import evidence_files
+
+    def loopback(lines):
+        p = tmp_path / "nccl.log"
+        p.write_text("\n".join(lines) + "\n")
+        snap = EvidenceSnapshot(None, [p])
+        try:
+            return [f for f in evidence_files.investigate(SimpleNamespace(snap=snap))
+                    if f.id == "nccl.net" and "nccl.socket_loopback_multinode" in f.details["signatures"]]
+        finally:
+            snap.close()
+
+    assert scan_lines(["host-a:1:2 [0] NCCL INFO NET/Socket : Using [0]lo:127.0.0.1<0>",
+                       "host-a:1:2 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to lo",
+                       "host-a:1:2 [0] NCCL INFO NET/Socket : Using [0]eth0:192.0.2.1<0> [1]lo0:192.0.2.9<0>"]
+                      )["nccl.socket_loopback_multinode"].count == 2  # lo0 is not lo
+    one_host = ["host-a:1:2 [0] NCCL INFO NET/Socket : Using [0]lo:127.0.0.1<0>",
+                "host-a:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read",
+                "host-a:1:3 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via P2P/CUMEM/read"]
+    assert loopback(one_host) == []
+    two_hosts = one_host + ["host-b:7:8 [0] NCCL INFO NET/Socket : Using [0]eth0:192.0.2.2<0>",
+                            "host-b:7:8 [0] NCCL INFO Channel 00/0 : 1[0] -> 2[0] [send] via NET/Socket/0"]
+    found = loopback(two_hosts)
+    assert found and found[0].severity.value == "P0"
