@@ -260,3 +260,23 @@ def test_loopback_socket_is_a_p0_only_when_the_log_spans_nodes(tmp_path):
                             "host-b:7:8 [0] NCCL INFO Channel 00/0 : 1[0] -> 2[0] [send] via NET/Socket/0"]
     found = loopback(two_hosts)
     assert found and found[0].severity.value == "P0"
+
+
+def test_kv_too_small_for_max_model_len_and_capture_errors_match_their_kind():
+    """The stable part of the message, not the paste's numbers: vLLM V1's start-up check (the
+    'models's' typo and the corrected 'model's'), V0's wording
+    (https://github.com/vllm-project/vllm/issues/2418), and a broken CUDA-graph capture as NCCL
+    and as torch print it (https://github.com/vllm-project/vllm/issues/4432)."""
+    hits = scan_lines([
+        "ValueError: To serve at least one request with the models's max seq len (131072), (4.11 GiB KV cache is needed, "
+        "which is larger than the available KV cache memory (4.0 GiB). Based on the available memory, the estimated maximum model length is 127776.",
+        "ValueError: To serve at least one request with the model's max seq len (8192), (1.00 GiB KV cache is needed, "
+        "which is larger than the available KV cache memory (0.50 GiB).",
+        "ValueError: The model's max seq len (4096) is larger than the maximum number of tokens that can be stored in KV cache (3664).",
+        "misc/strongstream.cc:378 NCCL WARN Cuda failure 'operation failed due to a previous error during capture'",
+        "RuntimeError: CUDA error: operation failed due to a previous error during capture",
+        "INFO: maximum concurrency for 8192 tokens per request: 3.2x",
+    ])
+    assert hits["vllm.max_model_len_exceeds_kv"].count == 3
+    assert hits["cuda.graph_capture_collective_failed"].count == 2
+    assert catalog().by_id("vllm.max_model_len_exceeds_kv").finding.id == "engine.kv_pressure"
