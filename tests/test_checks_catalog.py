@@ -144,3 +144,6 @@ def test_checks_command(cli) -> None:
     assert {d["id"] for d in data} == set(checks.load())
     r = cli("checks", "nosuch.check")
     assert r.returncode == 2 and r.stderr.count("\n") == 1
+    r = cli("checks", "PCIE.ACS")  # ids are lower case; the command is not picky about it
+    assert r.returncode == 0 and "pcie.acs" in r.stdout, r.stderr
+    assert [c.id for c in checks.matching("NCCL.Transport")] == ["nccl.transport"]

@@ -105,6 +105,8 @@ def get(check_id: str) -> Check:
     cat = load()
     if check_id in cat:
         return cat[check_id]
+    if check_id.lower() in cat:  # ids are lower case; PCIE.ACS means pcie.acs
+        return cat[check_id.lower()]
     import difflib
 
     near = difflib.get_close_matches(check_id, list(cat), n=3, cutoff=0.5)
@@ -230,4 +232,5 @@ def matching(prefix: str | None) -> list[Check]:
     cat = load()
     if not prefix:
         return list(cat.values())
+    prefix = prefix.lower()  # ids are lower case
     return [c for c in cat.values() if c.id == prefix or c.id.startswith(prefix.rstrip(".") + ".")]

@@ -101,6 +101,22 @@ def test_empty_directory_is_reported(tmp_path):
     assert any(f["id"] == "evidence.unrecognized" and "no files" in json.dumps(f) for f in rep["findings"])
 
 
+def test_a_folder_counts_as_the_files_it_holds(tmp_path):
+    """``--evidence DIR`` with 3 real pastes inside says 3 files read, not 1 (the folder)."""
+    import shutil
+
+    logs = tmp_path / "logs"
+    (logs / "sub").mkdir(parents=True)
+    pastes = sorted(p for p in FIX.iterdir() if p.suffix == ".log")[:3]
+    for p, dest in zip(pastes, [logs, logs, logs / "sub"]):
+        shutil.copy(p, dest / p.name)
+    snap = open_with_evidence(None, [logs], host=False)
+    try:
+        assert snap.label == "3 evidence file(s)"
+    finally:
+        snap.close()
+
+
 def test_esc_less_remnant_before_lowercase_text(tmp_path):
     src = (H200 / "cmds" / "nvsmi_csv.out").read_text()
     p = tmp_path / "csv.txt"
