@@ -34,6 +34,9 @@ Measured 2026-11-30 on an idle 16-core x86-64 host (``--stub-workers 8 --stub-co
     in flight at the paced stub: c=512 −1.7 % (1 process), −0.7 % (4);
                                  c=4096 −17.3 % (1 process, client-bound), −3.9 % (4)
 
+On an otherwise idle 2-core machine with ``--burn 1`` (``--levels 512 --requests 4096 --procs 2
+--ab-rounds 0``), c=512: one process 79,854 tok/s (154,536 per client CPU-second), two 91,002,
+guidellm 0.8.1 8,220; in flight at the paced stub −6.7 % / −3.7 %: the 100k target is not met.
 On the shared 2-core machine (load average 13-15, ``--burn 1``, the client got 3-6 % of a core),
 c=512: one process 4,606 tok/s (72,000-88,000 tok/s per client CPU-second), two 4,749, guidellm
 0.8.1 2,053 on the same core. The target of 100,000 tok/s at c=512 on a loaded 2-core machine is
