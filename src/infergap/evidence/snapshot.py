@@ -87,7 +87,8 @@ class EvidenceSnapshot(Snapshot):
         self._spool_dir: tempfile.TemporaryDirectory[str] | None = None
         if base is not None and hasattr(base, "refused_evidence"):
             self._unrecognized += [Unrecognized(p, why) for p, why in base.refused_evidence()]
-        n_read = 0  # a folder counts as the files in it, so the label says what was read
+        #: files read per path given (a folder counts as the files in it), for the label
+        self._n_read: dict[Path, int] = {}
         for f in files:
             if f.is_dir():
                 subs = sorted(q for q in f.rglob("*") if q.is_file())
@@ -95,11 +96,12 @@ class EvidenceSnapshot(Snapshot):
                     self._unrecognized.append(Unrecognized(f, "directory holds no files"))
                 for sub in subs:
                     self._scan(sub)
-                n_read += len(subs)
+                self._n_read[f] = len(subs)
             else:
                 self._scan(f)
-                n_read += 1
-        self.label = " + ".join(x for x in [base.label if base else "", f"{n_read} evidence file(s)"] if x)
+                self._n_read[f] = 1
+        label = f"{sum(self._n_read.values())} evidence file(s)"
+        self.label = " + ".join(x for x in [base.label if base else "", label] if x)
         self._text_cache: dict[int, str] = {}
 
     def _scan(self, path: Path) -> None:
@@ -249,8 +251,7 @@ class EvidenceSnapshot(Snapshot):
         view.parts = [p for p in self.parts if Path(p.path) in keep or any(k in Path(p.path).parents for k in keep) or p.name in {k.name for k in keep}]
         view._unrecognized = [u for u in self._unrecognized if Path(u.path) in keep or any(k in Path(u.path).parents for k in keep)]
         view._text_cache = {}
-        n_read = sum(sum(1 for q in f.rglob("*") if q.is_file()) if f.is_dir() else 1 for f in view.files)
-        view.label = f"{n_read} evidence file(s)"
+        view.label = f"{sum(self._n_read.get(f, 1) for f in view.files)} evidence file(s)"
         return view
 
     def evidence_files(self) -> list[Path]:
