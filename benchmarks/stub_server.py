@@ -13,7 +13,9 @@ response was sent as keep-alive (what llama.cpp's ``llama-server`` does). The st
 requests, tokens and the time-weighted number of requests in flight, from the arrival of their
 headers to the end of their answer (its own view of the
 concurrency the client achieved; ``steady_in_flight``: the same up to the start of the last
-request, without a closed loop's draining tail): ``GET /stats``; ``POST /reset`` zeroes them.
+request, without a closed loop's draining tail, and — after ``POST /reset?ramp=N`` — from the
+arrival of the N-th request, without the client's ramp-up, i.e. the time it takes to open its first
+N connections; ``ramp_s``: that ramp-up): ``GET /stats``; ``POST /reset`` zeroes them.
 
 Faults, by the prompt's index (the number before the first ``:`` of a synthetic prompt,
 ``<salt><i>: …``), so that the same requests fail however the load is spread over client
@@ -39,7 +41,8 @@ from aiohttp import web
 MODEL = "stub"
 
 
-_FIELDS = ("requests", "tokens", "n", "peak", "area", "area_started", "t0", "last", "last_start")
+_FIELDS = ("requests", "tokens", "n", "peak", "area", "area_started", "t0", "last", "last_start", "arrivals",
+           "area_ramp", "t_ramp", "ramp")
 _W = len(_FIELDS)
 
 
@@ -56,9 +59,13 @@ class Stats:
         self.faults = {"fail": 0, "error": 0, "cut": 0, "drop": 0}  # this worker's (faults: use one worker)
         self.reset()
 
-    def reset(self) -> None:
+    def reset(self, ramp: int = 0) -> None:
+        """Zero the counters; the steady window then starts at the ``ramp``-th arrival (0: the first),
+        counted over all workers (each worker adds up the others' arrival counts when it counts one)."""
         for k in range(len(self.all)):
             self.all[k] = 0.0
+        for w in range(self.workers):
+            self.all[w * _W + 12] = ramp
         self.faults = dict.fromkeys(self.faults, 0)
 
     def add(self, field: str, v: int) -> None:
@@ -79,10 +86,13 @@ class Stats:
         a[o + 3] = max(a[o + 3], a[o + 2])
         if d > 0:  # the steady window ends when the last request starts (a closed loop's tail excluded)
             a[o + 5], a[o + 8] = a[o + 4], now
+            a[o + 9] += 1
+            if a[o + 11] == 0.0 and sum(a[w * _W + 9] for w in range(self.workers)) >= max(a[o + 12], 1):
+                a[o + 10], a[o + 11] = a[o + 4], now  # the ramp-up ends: the steady window starts here
 
     def as_dict(self) -> dict:
         req = tok = peak = 0
-        mean = steady_mean = span = steady = 0.0
+        mean = steady_mean = span = steady = ramp = 0.0
         vals = list(self.all)
         for w in range(self.workers):
             v = dict(zip(_FIELDS, vals[w * _W:(w + 1) * _W]))
@@ -90,12 +100,15 @@ class Stats:
             tok += int(v["tokens"])
             peak += int(v["peak"])
             if v["t0"]:
-                sp, st = max(v["last"] - v["t0"], 1e-9), v["last_start"] - v["t0"]
+                sp = max(v["last"] - v["t0"], 1e-9)
+                start, area0 = (v["t_ramp"], v["area_ramp"]) if v["t_ramp"] else (v["t0"], 0.0)
+                st = v["last_start"] - start
                 mean += v["area"] / sp
-                steady_mean += v["area_started"] / st if st > 0 else 0.0
+                steady_mean += (v["area_started"] - area0) / st if st > 0 else 0.0
                 span, steady = max(span, sp), max(steady, st)
+                ramp = max(ramp, start - v["t0"])
         return {"requests": req, "tokens": tok, "mean_in_flight": mean, "peak_in_flight": peak, "span_s": span,
-                "steady_in_flight": steady_mean, "steady_s": steady,
+                "steady_in_flight": steady_mean, "steady_s": steady, "ramp_s": ramp,
                 "tokens_per_s": tok / span if span else 0.0, "requests_per_s": req / span if span else 0.0,
                 "faults": dict(self.faults)}
 
@@ -202,8 +215,8 @@ def make_app(tokens: int, itl_ms: float, slots: int = 0, close_after_stream: boo
     async def stats(_req):
         return web.json_response(st.as_dict())
 
-    async def reset(_req):
-        st.reset()
+    async def reset(req):
+        st.reset(int(req.query.get("ramp", "0")))
         return web.json_response({"ok": True})
 
     app = web.Application()
