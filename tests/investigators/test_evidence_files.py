@@ -15,7 +15,8 @@ def test_xid_79_is_p0_citing_the_line() -> None:
     f = one(audit_ids(pasted(DMESG), "evidence"), "gpu.xid")  # the "fallen off the bus" text is the Xid line's own: one finding
     assert (f.status, f.severity, f.fix_kind) == ("actionable", "P0", "hardware")
     assert f.title == "NVIDIA Xid 79 in the kernel log, 1 event(s) on 1 GPU(s): the GPU fell off the PCIe bus"
-    assert f.evidence[0].value == "Xid (PCI:0000:02:00): 79, GPU has fallen off the bus." and f.details["xids"] == [79]
+    assert [e.value for e in f.evidence] == ["0000:02:00: Xid 79 ×1", "Xid (PCI:0000:02:00): 79, GPU has fallen off the bus."]
+    assert f.details["xids"] == [79]
     assert f.details["gpus"] == {"0000:02:00": {"79": 1}} and f.details["reset_gpus"] == ["0000:02:00"]
 
 

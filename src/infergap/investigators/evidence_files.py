@@ -119,14 +119,14 @@ def _tally_text(t: XidTally) -> str:
 
 
 def _xid_evidence(label: str, tallies: list[XidTally]) -> list[Any]:
-    """The first lines of these tallies, then their counts per GPU."""
-    out = [ev(label, f"Xid (PCI:{t.gpu}): {t.named_by if t.named_by is not None else t.code}, {t.example}") for t in tallies[:_XID_EXAMPLES]]
+    """The counts of these tallies per GPU, then their first lines."""
     per_gpu: dict[str, list[str]] = {}
     for t in tallies:
         per_gpu.setdefault(t.gpu, []).append(_tally_text(t))
     rows = [ev(label, f"{gpu}: {'; '.join(v)}") for gpu, v in per_gpu.items()]
     more = [ev(label, f"… {len(rows) - _GPU_LINES} more GPU(s)")] if len(rows) > _GPU_LINES else []
-    return out + rows[:_GPU_LINES] + more
+    lines = [ev(label, f"Xid (PCI:{t.gpu}): {t.named_by if t.named_by is not None else t.code}, {t.example}") for t in tallies[:_XID_EXAMPLES]]
+    return rows[:_GPU_LINES] + more + lines
 
 
 def _xid_details(kind: str, tallies: list[XidTally]) -> dict[str, Any]:
