@@ -64,6 +64,16 @@ def test_xid_94_and_application_faults_on_other_gpus(tmp_path: Path) -> None:
     assert f.severity == "P2"  # the application was stopped; NVIDIA: the GPU stays healthy, no action
 
 
+def test_xid_154_takes_the_severity_of_the_recovery_action_it_names(tmp_path: Path) -> None:
+    """open-gpu-kernel-modules#446: the action changed to GPU Reset Required is P0; the same line
+    changing it back to None (recovery done) is P2, never P0."""
+    f = _xid_kinds(audit_ids(pasted("open-gpu-446-gsp-rpc-talos.log"), "evidence"))["xid.reset_required"]
+    assert (f.severity, f.details["reset_gpus"]) == ("P0", ["0000:0b:00"]) and "to GPU Reset Required" in f.evidence[0].value
+    text = replaced(evidence_text("open-gpu-446-gsp-rpc-talos.log"), "to 0x1 (GPU Reset Required)", "to 0x0 (None)")
+    f = _xid_kinds(audit_ids(pasted_text(tmp_path, "dmesg.log", text), "evidence"))["xid.reset_required"]
+    assert (f.severity, f.details["reset_gpus"]) == ("P2", [])
+
+
 def test_double_bit_ecc_error_is_p0_with_a_reset() -> None:
     f = one(audit_ids(pasted("nvidiadocker-849-xid48-dbe.txt"), "evidence"), "gpu.xid")
     assert (f.severity, f.details["kind"], f.details["xids"], f.details["reset_gpus"]) == ("P0", "xid.memory", [48, 63], ["0000:8a:00"])

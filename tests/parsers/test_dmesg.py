@@ -39,3 +39,11 @@ def test_xid_tallies_per_gpu_and_code():
     """akash-network/support#244 (``dmesg -T | grep NVRM``): two Xid 43 on one GPU, 31 and 94 on two others."""
     f = parse_dmesg(lines("akash-244-xid94-multi-gpu.txt"))
     assert [(t.gpu, t.code, t.count) for t in f.xid_tallies] == [("0000:00:05", 43, 2), ("0000:00:07", 31, 1), ("0000:00:08", 94, 1)]
+
+
+def test_xid_154_keeps_the_recovery_action_it_names():
+    """open-gpu-kernel-modules#446 (Talos prefixes) and #1125 (no timestamps)."""
+    f = parse_dmesg(lines("open-gpu-446-gsp-rpc-talos.log"))
+    assert [(t.code, t.recovery) for t in f.xid_tallies if t.code == 154] == [(154, "GPU Reset Required")]
+    f = parse_dmesg(lines("open-gpu-1125-gsp-resume.log"))
+    assert [(t.code, t.recovery) for t in f.xid_tallies] == [(120, None), (154, "PF FLR")]

@@ -92,12 +92,18 @@ class SignatureFinding(BaseModel):
     note: str | None = None
 
 
+#: Recovery actions of an Xid 154 line that need no reset (the values NVIDIA's Xid catalog lists
+#: for Xid 154): nothing to do, or drain peer-to-peer traffic.
+_NO_RESET_ACTIONS = {"None": Severity.P2, "Drain P2P": Severity.P1}
+
+
 class XidCode(BaseModel):
     """One NVIDIA Xid code as NVIDIA's Xid catalog classifies it: ``name`` the catalog's mnemonic,
     ``severity`` from its immediate action (P0 a GPU reset or machine restart, P1 restart the
     application, P2 no action), ``reset`` whether the GPU takes no more work until it is reset,
     ``action`` what to do, ``source`` the public document; ``by_message`` when the line's own
-    ``Fatal``/``Nonfatal`` word decides (Xid 144-150)."""
+    ``Fatal``/``Nonfatal`` word decides (Xid 144-150), ``by_recovery_action`` when the recovery
+    action the line names decides (Xid 154)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -109,11 +115,15 @@ class XidCode(BaseModel):
     action: str
     source: str
     by_message: bool = False
+    by_recovery_action: bool = False
 
-    def judged(self, fatal: bool | None) -> tuple[Severity, bool]:
+    def judged(self, fatal: bool | None, recovery: str | None = None) -> tuple[Severity, bool]:
         """(severity, reset needed) of one event of this code whose line said ``fatal`` (True
-        ``Fatal``, False ``Nonfatal``, None neither). Only ``by_message`` codes read the word:
-        Fatal is P0 with a reset, Nonfatal P2 without (NVIDIA's decode table for Xid 144-150).
+        ``Fatal``, False ``Nonfatal``, None neither) and named the recovery action ``recovery``.
+        Only ``by_message`` codes read the word: Fatal is P0 with a reset, Nonfatal P2 without
+        (NVIDIA's decode table for Xid 144-150). Only ``by_recovery_action`` codes read the action
+        (Xid 154): ``None`` is P2 and ``Drain P2P`` P1, neither with a reset; the others (a reset or
+        a reboot) keep the row's severity.
 
         >>> XidCode(code=145, name="NVLINK_RLW_ERROR", meaning="m", severity="P1", reset=False, action="a",
         ...         source="https://x", by_message=True).judged(False)
@@ -121,6 +131,8 @@ class XidCode(BaseModel):
         """
         if self.by_message and fatal is not None:
             return (Severity.P0, True) if fatal else (Severity.P2, False)
+        if self.by_recovery_action and recovery in _NO_RESET_ACTIONS:
+            return _NO_RESET_ACTIONS[recovery], False
         return self.severity, self.reset
 
 

@@ -115,6 +115,7 @@ _GPU_LINES, _XID_EXAMPLES = 8, 3
 
 def _tally_text(t: XidTally) -> str:
     how = f", named by Xid {t.named_by}" if t.named_by is not None else {True: ", Fatal", False: ", Nonfatal", None: ""}[t.fatal]
+    how += f", to {t.recovery}" if t.recovery else ""
     return f"Xid {t.code} ×{t.count}{how}"
 
 
@@ -140,7 +141,7 @@ def _xid_details(kind: str, tallies: list[XidTally]) -> dict[str, Any]:
 def _kind_finding(label: str, sig: Signature, group: list[tuple[XidTally, XidCode]]) -> Finding:
     """One ``gpu.xid`` finding for the Xids of one kind (an entry of the catalog): the severity of
     its worst event, each code's meaning and action, the GPUs that need a reset."""
-    judged = [(t, row, *row.judged(t.fatal)) for t, row in group]
+    judged = [(t, row, *row.judged(t.fatal, t.recovery)) for t, row in group]
     severity = min((j[2] for j in judged), key=lambda v: SEVERITY_ORDER[v])
     tallies = [t for t, _ in group]
     rows = {row.code: row for _, row in group}

@@ -9,7 +9,9 @@ Corrected error received`` and ``PCIe Bus Error: severity=Uncorrected (Fatal)``
 Xid events are also tallied per GPU (:class:`XidTally`): the NVLink Xids 144-150 of newer drivers
 say ``Fatal`` or ``Nonfatal`` after their sub-unit (``145, RLW_CTRL Nonfatal XC0 i0 Link 00 (…)``,
 the message format of NVIDIA's catalog, "WORKFLOW_NVLINK5_ERR"), which is kept; an Xid 45 line
-that names its cause (``caused by previous Xid 149``) is tallied under that cause.
+that names its cause (``caused by previous Xid 149``) is tallied under that cause; Xid 154 names
+the recovery action it changed to (``… changed from 0x0 (None) to 0x1 (GPU Reset Required)``),
+which is kept too.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ _CAUSED_BY = re.compile(r"caused by previous Xid (\d+)")
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)\): (\d+)(?:, pid=\S+)?(?:, name=\S+)?,?\s*(.*)$")
 #: ``<sub-unit> Fatal|Nonfatal`` at the start of an NVLink Xid message (144-150, R565 and later).
 _FATAL_WORD = re.compile(r"^\S+ (Fatal|Nonfatal)\b")
-#: Distinct (GPU, code, fatal, named by) tallies kept; a log with more is counted in ``xid_count`` only.
+#: The recovery action an Xid 154 line changed to (NVIDIA's catalog lists None, Drain P2P, Drain
+#: and Reset, GPU Reset Required, Node Reboot Required).
+_RECOVERY = re.compile(r"recovery action changed from .{0,80}? to 0x[0-9a-fA-F]+ \(([^)]{1,60})\)")
+#: Distinct (GPU, code, fatal, recovery, named by) tallies kept; a log with more is counted in ``xid_count`` only.
 MAX_TALLIES = 200
 _AER = re.compile(r"(\S{1,64} [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): (?:AER: )?PCIe Bus Error: severity=([A-Za-z ()]{1,64}?),")
 
@@ -33,12 +38,14 @@ _AER = re.compile(r"(\S{1,64} [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): (?:AE
 class XidTally(BaseModel):
     """Xid events of one code on one GPU: ``gpu`` the PCI address the driver printed, ``fatal``
     what the message says (True ``Fatal``, False ``Nonfatal``, None when it says neither),
+    ``recovery`` the recovery action an Xid 154 line changed to (``GPU Reset Required``, ``None``),
     ``named_by`` the code of the follow-up Xid (45) whose lines named this one as their cause
     (None for the code's own lines), ``count`` the lines, ``example`` the first line's message."""
 
     gpu: str
     code: int
     fatal: bool | None = None
+    recovery: str | None = None
     named_by: int | None = None
     count: int = 0
     example: str = ""
@@ -53,7 +60,7 @@ class DmesgFacts(BaseModel):
     xid_count: int = 0
     #: Codes an Xid line names as its cause ("Xid 45 … caused by previous Xid 149"), first seen first.
     xid_causes: list[int] = Field(default_factory=list)
-    #: Events per (GPU, code, fatal, named_by), first seen first (at most :data:`MAX_TALLIES`).
+    #: Events per (GPU, code, fatal, recovery, named_by), first seen first (at most :data:`MAX_TALLIES`).
     xid_tallies: list[XidTally] = Field(default_factory=list)
     aer: dict[str, int] = Field(default_factory=dict)
     aer_devices: list[str] = Field(default_factory=list)
@@ -78,7 +85,7 @@ def parse_dmesg(lines: Iterable[str]) -> DmesgFacts:
     ('0000:dc:00', 149, 45, 1)
     """
     f = DmesgFacts()
-    index: dict[tuple[str, int, bool | None, int | None], XidTally] = {}
+    index: dict[tuple[str, int, bool | None, str | None, int | None], XidTally] = {}
     for line in lines:
         f.lines += 1
         if "Xid" in line:
@@ -104,17 +111,19 @@ def parse_dmesg(lines: Iterable[str]) -> DmesgFacts:
     return f
 
 
-def _tally(f: DmesgFacts, index: dict[tuple[str, int, bool | None, int | None], XidTally], gpu: str, code: int,
+def _tally(f: DmesgFacts, index: dict[tuple[str, int, bool | None, str | None, int | None], XidTally], gpu: str, code: int,
            msg: str, caused: re.Match[str] | None) -> None:
-    """Count one Xid line under its (GPU, code, fatal, named_by) key; a line naming its cause
-    counts under the cause."""
+    """Count one Xid line under its (GPU, code, fatal, recovery, named_by) key; a line naming its
+    cause counts under the cause."""
     fw = _FATAL_WORD.match(msg)
     fatal = None if fw is None else fw.group(1) == "Fatal"
-    key = (gpu, int(caused.group(1)), None, code) if caused else (gpu, code, fatal, None)
+    rm = _RECOVERY.search(msg)
+    recovery = rm.group(1).strip() if rm else None
+    key = (gpu, int(caused.group(1)), None, None, code) if caused else (gpu, code, fatal, recovery, None)
     t = index.get(key)
     if t is None:
         if len(index) >= MAX_TALLIES:
             return
-        t = index[key] = XidTally(gpu=key[0], code=key[1], fatal=key[2], named_by=key[3], example=msg)
+        t = index[key] = XidTally(gpu=key[0], code=key[1], fatal=key[2], recovery=key[3], named_by=key[4], example=msg)
         f.xid_tallies.append(t)
     t.count += 1
