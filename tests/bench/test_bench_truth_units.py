@@ -227,3 +227,22 @@ def test_doctor_bench_stage_that_measured_nothing_is_not_ok():
     res = _result([_point(1, [_trial(1, 40, {})])])
     res.error = "server gone after the first point"
     assert bench_stage(res)[:2] == ("partial", "ok: 1 of 1 point(s) within the 1.0% failure budget")
+
+
+@pytest.mark.parametrize("settings, load, lengths", [
+    (dict(search="rate", request_rate=[2.0], dataset="mooncake:t.jsonl"),
+     "load: SLO capacity search over request rate from 2/s (poisson arrivals)", "input and output lengths from the trace"),
+    (dict(search="concurrency", concurrency=[4], dataset="sharegpt:s.json", output_len=64),
+     "load: SLO capacity search over concurrency from 4", "input from the dataset's prompts, output 64 tokens"),
+    (dict(concurrency=[1, 2], dataset="random", input_len=300),
+     "load: concurrency 1,2", "input 300, output 128 tokens"),
+])
+def test_settings_line_says_what_was_run_and_where_lengths_come_from(settings, load, lengths):
+    """A search used to read "load: concurrency ;" and a trace replay "input 256, output 128
+    tokens", lengths the trace never had."""
+    from infergap.render import bench as render
+
+    res = _result([_point(1, [_trial(1, 40, {})])])
+    res.settings = BenchSettings(trials=1, **settings)
+    line = next(n for n in render.to_text(res).splitlines() if "load:" in n)
+    assert load in line and lengths in line
