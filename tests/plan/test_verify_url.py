@@ -3,7 +3,7 @@ host (a paste, a snapshot) never sends them to a server on this machine."""
 
 from __future__ import annotations
 
-from plan_support import ROOT, SEED, SEED_POINTS, constructed_bench
+from plan_support import ROOT, SEED, SEED_LOG, SEED_POINTS, constructed_bench
 from infergap.plan import build_plan
 from infergap.plan.build import URL_PLACEHOLDER, is_local_url
 
@@ -67,3 +67,27 @@ def test_the_doctor_knows_pasted_or_snapshot_evidence_of_another_host():
     assert why and why.startswith(f"--snapshot {SEED}: ") and "RTX PRO 6000" in why
     with open_with_evidence(None, [], host=True) as snap:
         assert evidence_elsewhere(snap, None) is None
+
+
+def test_plan_command_with_another_hosts_audit_and_a_loopback_bench_url(seed_inputs, tmp_path):
+    """``infergap plan`` on files of the seed host (8 GPUs; this machine has none): the bench
+    file's http://127.0.0.1:30000 would reach this machine, not the seed's server."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    audit, _logs, rl, bench = seed_inputs
+    (tmp_path / "audit.json").write_text(json.dumps(audit.to_json()))
+    (tmp_path / "roofline.json").write_text(json.dumps(rl.to_json_dict()))
+    (tmp_path / "bench.json").write_text(bench.to_json())
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    r = subprocess.run([sys.executable, "-m", "infergap", "plan", "--audit", tmp_path / "audit.json", "--roofline", tmp_path / "roofline.json",
+                        "--bench", tmp_path / "bench.json", "--evidence", SEED_LOG, "--format", "json"],
+                       capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    verifies = [x["verify"] for x in plan["levers"] if x["verify"]]
+    assert verifies and all(f"--url {URL_PLACEHOLDER} " in v for v in verifies), verifies
+    assert not [t for t in verifies + plan["top_actions"] if "127.0.0.1" in t]
+    assert "http://127.0.0.1:30000" in plan["url_note"] and "the audit given is of another machine" in plan["url_note"]

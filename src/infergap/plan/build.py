@@ -330,7 +330,7 @@ def verify_url(server: Any, bench: Any, elsewhere: str | None) -> tuple[str | No
     url = server.url if server is not None and getattr(server, "url", None) else (bench.environment.url if bench is not None else None)
     if url and elsewhere and is_local_url(url):
         return URL_PLACEHOLDER, (f"the verify commands name {URL_PLACEHOLDER}, the server the evidence describes, not {url}, "
-                                 f"which is this machine: {elsewhere}")
+                                 f"which would reach this machine: {elsewhere}")
     return url, None
 
 
@@ -454,6 +454,8 @@ def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, serve
         given.add("server-unreachable")
     plan.unknowns = [Unknown(fact=k, decides=v, command=how_to_find(k, given)) for k, v in sorted(unknown.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
     plan.top_actions = _top(plan)
+    if not any(URL_PLACEHOLDER in (x.verify or "") for x in plan.levers + plan.wont_help):
+        plan.url_note = None  # no command names a server: nothing to say about which one
     return plan
 
 
