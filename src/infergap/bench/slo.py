@@ -126,9 +126,12 @@ class Capacity(BaseModel):
         bounds = ", ".join(f"{t.name} ≤ {t.bound_ms:g} ms" for t in self.targets)
         if self.capacity is None:
             return f"SLO capacity: no load tried met {bounds} ({self.detail})"
+        if self.binding == PROBE_LENGTH:  # the load above was not failed: it could not be judged
+            return (f"SLO capacity: at least {self.capacity:g}{unit} meets {bounds}; at {self.upper:g} the probes "
+                    f"were too short to judge, so the search is bound by the {PROBE_LENGTH}, not by an SLO; "
+                    f"confidence {self.confidence} ({self.detail})")
         up = f", fails at {self.upper:g}" if self.upper is not None else ", no failing load found"
-        bind = (f"; bound by the {PROBE_LENGTH}, not by an SLO" if self.binding == PROBE_LENGTH
-                else f"; binding SLO: {self.binding}" if self.binding else "")
+        bind = f"; binding SLO: {self.binding}" if self.binding else ""
         return (f"SLO capacity: {self.capacity:g}{unit} meets {bounds}{up}{bind}; "
                 f"confidence {self.confidence} ({self.detail})")
 
@@ -192,7 +195,7 @@ def _too_short(point, targets: list[SLOTarget]) -> str | None:
                    else f"{MIN_SPAN_REQUESTS:g} median request times ({e2e_med_s:.2g} s each)")
             return (f"too short to judge: {tr.requests} requests at {rate:g}/s arrive within {span:.3g} s, "
                     f"less than {why}; a queue cannot show in that time (raise --num-prompts to "
-                    f"≥ {math.ceil(need * rate)} or use --duration)")
+                    f"≥ {math.ceil(need * rate)} or use --duration; a trace replay needs a trace of that many requests)")
     return None
 
 
