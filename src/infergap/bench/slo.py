@@ -81,12 +81,17 @@ def parse_targets(text: str) -> list[SLOTarget]:
     """``ttft_p99=2s,tpot_p99=80ms`` → targets. Plain ``ttft=2s`` keys are not targets (they are
     per-request goodput bounds, :func:`infergap.cli.bench.parse_slo`). Raises UserError naming the
     bad part."""
-    out = []
+    out: list[SLOTarget] = []
     for part in filter(None, (p.strip() for p in text.split(","))):
         k, _, v = part.partition("=")
-        m = _KEY.match(k.strip().lower())
+        key = k.strip().lower()
+        m = _KEY.match(key)
         if m is None:
+            if re.match(r"^(ttft|tpot|itl|e2e)_p", key):
+                raise UserError(f"--slo {text!r}: {key!r} is not a percentile bound (p50, p90, p95 or p99)")
             continue
+        if any(t.name == key for t in out):
+            raise UserError(f"--slo {text!r}: {key} is given twice")
         out.append(SLOTarget(metric=m.group(1), pct=int(m.group(2)), bound_ms=parse_duration_ms(v, f"--slo {k.strip()}")))
     return out
 
