@@ -32,6 +32,16 @@ def test_stack_not_captured_is_unknown() -> None:
     assert f.status == "unknown" and "pip list" in f.impact
 
 
+def test_an_environment_without_serving_packages_is_unknown_not_ok() -> None:
+    """The pip list read is that of the `python3` on PATH, not necessarily the server's: finding
+    none of the serving packages there was listed as 'confirmed good'."""
+    from infergap.investigators.runtime import PACKAGES
+
+    pip = [p for p in json.loads(host_text(SEED, "cmds/pip_list.out")) if p["name"].lower() not in PACKAGES]
+    f = one(audit_ids(MemorySnapshot({}, cmds={"pip_list": json.dumps(pip)}), "runtime"), "runtime.stack")
+    assert f.status == "unknown" and "another environment" in f.impact and "pip list" in f.impact
+
+
 def test_torch_arch_covers_sm120_ok_citing_both_sides() -> None:
     f = one(audit_ids(MemorySnapshot({}, cmds=host_cmds(SEED, "torch", "nvsmi_q")), "runtime"), "runtime.torch_arch")
     assert f.status == "ok" and f.title == "torch is built for the GPUs' compute capability (12.0)"

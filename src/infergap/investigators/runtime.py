@@ -35,7 +35,13 @@ def _stack(ctx: Context) -> Finding:
     if env.get("NCCL_VERSION"):
         found["nccl (image)"] = env["NCCL_VERSION"]
     src = pk[1] if pk else ctx.facts.src("torch")
-    desc = ", ".join(f"{k} {v}" for k, v in found.items()) or "none of torch, sglang, vllm, flashinfer"
+    if not found:  # the environment read is not the server's: nothing is known of the stack
+        return unknown("runtime.stack", "Python serving stack: no serving package in the environment read",
+                       f"{src} lists none of {', '.join(PACKAGES[:3])}: the server runs in another environment "
+                       "(a venv, a conda env or a container). Run `python -m pip list` with the server's Python, "
+                       "or `infergap collect` inside its container.",
+                       evidence_=evidence((src, "no serving package listed")))
+    desc = ", ".join(f"{k} {v}" for k, v in found.items())
     return finding("runtime.stack", Status.ok, f"Serving stack: {desc}", evidence_=evidence((src, desc)), details={"versions": found})
 
 
