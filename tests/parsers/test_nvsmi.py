@@ -7,6 +7,7 @@ from infergap.parsers.nvsmi import (
     csv_to_gpus,
     parse_nvlink_status,
     parse_nvsmi_q_text,
+    parse_nvsmi_q_versions,
     parse_nvsmi_table,
     parse_nvsmi_xml,
     parse_p2p,
@@ -57,6 +58,11 @@ def test_q_text_agrees_with_the_xml():
     (q,) = parse_nvsmi_q_text(h200("cmds/nvsmi_q.out"))
     (x,) = parse_nvsmi_xml(h200("cmds/nvsmi_qx.out")).gpus
     assert (q.bdf, q.name, q.memory_total_B) == (x.bdf, x.name, x.memory_total_B) == ("0000:00:06.0", "NVIDIA H200", 150754820096)
+
+
+def test_q_text_header_versions():
+    assert parse_nvsmi_q_versions(h200("cmds/nvsmi_q.out")) == ("580.159.04", "13.0")
+    assert parse_nvsmi_q_versions(h200("cmds/nvsmi.out")) == (None, None)  # the table is another format
 
 
 def test_default_table():

@@ -433,6 +433,24 @@ def parse_nvlink_status(text: str) -> dict[int, dict[int, float | None]]:
     return out
 
 
+def parse_nvsmi_q_versions(text: str) -> tuple[str | None, str | None]:
+    """(driver version, CUDA version) from the header of ``nvidia-smi -q`` text, the unindented
+    ``Driver Version : 535.104.05`` and ``CUDA Version : 12.2`` lines above the first GPU; None for
+    a line that is absent or ``N/A``.
+
+    >>> parse_nvsmi_q_versions("==============NVSMI LOG==============\\nDriver Version    : 580.159.04\\nCUDA Version      : 13.0\\n")
+    ('580.159.04', '13.0')
+    """
+    found: dict[str, str] = {}
+    for line in strip_ansi(text).splitlines():
+        if re.match(r"^\s*GPU [0-9A-Fa-f]{4,8}:", line):
+            break
+        m = re.match(r"^\s*(Driver|CUDA) Version\s*:\s*(\d+\.\d+(?:\.\d+)*)\s*$", line)
+        if m:
+            found.setdefault(m.group(1), m.group(2))
+    return found.get("Driver"), found.get("CUDA")
+
+
 def parse_nvsmi_q_text(text: str) -> list[NvsmiGpu]:
     """GPUs from ``nvidia-smi -q`` text: a ``GPU 00000000:00:06.0`` header per GPU, then indented
     ``Key : Value`` lines in nested sections (``MIG Mode`` / ``Current``, ``Clocks`` / ``SM`` …).
