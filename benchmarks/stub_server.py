@@ -42,15 +42,18 @@ MODEL = "stub"
 
 
 _FIELDS = ("requests", "tokens", "n", "peak", "area", "area_started", "t0", "last", "last_start", "arrivals",
-           "area_ramp", "t_ramp", "ramp")
+           "area_ramp", "t_ramp", "ramp", "ramp_end")
 _W = len(_FIELDS)
 
 
 class Stats:
     """Counters of the stub. With ``--workers`` each worker process counts into its own slot of a
     shared array (no lock: one writer per slot) and ``/stats`` adds the workers' figures up: in
-    flight is the sum of each worker's time-weighted mean over its own window, so that no time of
-    one process is ever compared with the clock of another. A time of 0.0 means unset."""
+    flight is the sum of each worker's time-weighted mean over its own window. The end of the
+    ramp-up is one moment for all workers (``ramp_end`` in worker 0's slot, written once by the
+    worker that counts the ``ramp``-th arrival; ``time.perf_counter`` is the system-wide monotonic
+    clock on Linux); a worker's steady window starts there or at its own first request, whichever
+    is later. A time of 0.0 means unset."""
 
     def __init__(self, shared=None, worker: int = 0, workers: int = 1) -> None:
         self.all = shared if shared is not None else [0.0] * _W
@@ -61,7 +64,7 @@ class Stats:
 
     def reset(self, ramp: int = 0) -> None:
         """Zero the counters; the steady window then starts at the ``ramp``-th arrival (0: the first),
-        counted over all workers (each worker adds up the others' arrival counts when it counts one)."""
+        counted over all workers."""
         for k in range(len(self.all)):
             self.all[k] = 0.0
         for w in range(self.workers):
@@ -80,6 +83,8 @@ class Stats:
             if d <= 0:
                 return
             a[o + 6] = a[o + 7] = now
+        if a[o + 11] == 0.0 and a[13]:  # the first change here since the ramp-up ended
+            self._mark_ramp(a[13])
         a[o + 4] += a[o + 2] * (now - a[o + 7])  # area += n × (now - last)
         a[o + 7] = now
         a[o + 2] += d
@@ -87,14 +92,28 @@ class Stats:
         if d > 0:  # the steady window ends when the last request starts (a closed loop's tail excluded)
             a[o + 5], a[o + 8] = a[o + 4], now
             a[o + 9] += 1
-            if a[o + 11] == 0.0 and sum(a[w * _W + 9] for w in range(self.workers)) >= max(a[o + 12], 1):
-                a[o + 10], a[o + 11] = a[o + 4], now  # the ramp-up ends: the steady window starts here
+            if not a[13] and sum(a[w * _W + 9] for w in range(self.workers)) >= max(a[o + 12], 1):
+                a[13] = now  # the ramp-up ends: every worker's steady window starts here
+                self._mark_ramp(now)
+
+    def _mark_ramp(self, end: float, v: list | None = None, o: int | None = None) -> None:
+        """Set a worker's steady-window start (its area and time at ``end``, or at its own first
+        request if that came later): in its own slot, or in ``v`` (a copy) when reading."""
+        a = v if v is not None else self.all
+        o = self.off if o is None else o
+        if end <= a[o + 6]:
+            a[o + 10], a[o + 11] = 0.0, a[o + 6]
+        else:
+            a[o + 10], a[o + 11] = a[o + 4] + a[o + 2] * (end - a[o + 7]), end
 
     def as_dict(self) -> dict:
         req = tok = peak = 0
-        mean = steady_mean = span = steady = ramp = 0.0
+        mean = steady_mean = span = steady = 0.0
+        first = float("inf")
         vals = list(self.all)
         for w in range(self.workers):
+            if vals[w * _W + 6] and not vals[w * _W + 11] and vals[13]:
+                self._mark_ramp(vals[13], vals, w * _W)  # no change here since the ramp-up ended
             v = dict(zip(_FIELDS, vals[w * _W:(w + 1) * _W]))
             req += int(v["requests"])
             tok += int(v["tokens"])
@@ -102,13 +121,14 @@ class Stats:
             if v["t0"]:
                 sp = max(v["last"] - v["t0"], 1e-9)
                 start, area0 = (v["t_ramp"], v["area_ramp"]) if v["t_ramp"] else (v["t0"], 0.0)
+                first = min(first, v["t0"])
                 st = v["last_start"] - start
                 mean += v["area"] / sp
                 steady_mean += (v["area_started"] - area0) / st if st > 0 else 0.0
                 span, steady = max(span, sp), max(steady, st)
-                ramp = max(ramp, start - v["t0"])
         return {"requests": req, "tokens": tok, "mean_in_flight": mean, "peak_in_flight": peak, "span_s": span,
-                "steady_in_flight": steady_mean, "steady_s": steady, "ramp_s": ramp,
+                "steady_in_flight": steady_mean, "steady_s": steady,
+                "ramp_s": vals[13] - first if vals[13] and first < vals[13] else 0.0,
                 "tokens_per_s": tok / span if span else 0.0, "requests_per_s": req / span if span else 0.0,
                 "faults": dict(self.faults)}
 

@@ -117,6 +117,72 @@ def test_a_folder_counts_as_the_files_it_holds(tmp_path):
         snap.close()
 
 
+def _real_logs(folder, k: int):
+    import shutil
+
+    folder.mkdir(parents=True, exist_ok=True)
+    pastes = sorted(p for p in FIX.iterdir() if p.suffix == ".log")[:k]
+    for p in pastes:
+        shutil.copy(p, folder / p.name)
+    return pastes
+
+
+def test_a_folder_walk_skips_fifos_links_to_read_files_and_pseudo_filesystems(tmp_path):
+    """A FIFO in a folder would block the reader for ever; a link to a file already read is read
+    once; a link to a folder is not followed (a loop would never end); each file is announced."""
+    logs = tmp_path / "logs"
+    pastes = _real_logs(logs, 2)
+    os.mkfifo(logs / "pipe")
+    (logs / "again.log").symlink_to(logs / pastes[0].name)
+    (logs / "loop").symlink_to(logs, target_is_directory=True)
+    seen = []
+    snap = open_with_evidence(None, [logs], host=False, on_file=lambda p, k: seen.append((p.name, k)))
+    try:
+        assert snap.label == "2 evidence file(s)"
+        assert [k for _, k in seen] == [1, 2] and {n for n, _ in seen} <= {"again.log", pastes[0].name, pastes[1].name}
+    finally:
+        snap.close()
+
+
+def test_a_folder_too_large_is_read_in_part_and_says_so(tmp_path, monkeypatch):
+    """``--evidence /`` must not read the whole disk silently: the walk stops at the limit and an
+    unrecognised entry names the folder, how far it got and what to do."""
+    from infergap.evidence import snapshot as mod
+
+    logs = tmp_path / "logs"
+    _real_logs(logs, 4)
+    monkeypatch.setattr(mod, "MAX_FOLDER_FILES", 3)
+    snap = open_with_evidence(None, [logs], host=False)
+    try:
+        assert snap.label == "3 evidence file(s)"
+        cut = [u for u in snap.unrecognized() if u.path == logs]
+        assert len(cut) == 1 and "stopped at 3 files" in cut[0].reason and "smaller folder" in cut[0].reason
+    finally:
+        snap.close()
+    monkeypatch.setattr(mod, "MAX_FOLDER_FILES", 100)
+    monkeypatch.setattr(mod, "MAX_FOLDER_BYTES", 1)
+    snap = open_with_evidence(None, [logs], host=False)
+    try:
+        assert any("stopped at 0 files" in u.reason for u in snap.unrecognized())
+    finally:
+        snap.close()
+
+
+def test_the_root_folder_is_walked_without_pseudo_filesystems(monkeypatch):
+    """``--evidence /`` skips /proc, /sys, /dev
+    and /run by name and stops at the file limit instead of reading the disk."""
+    from infergap.evidence import snapshot as mod
+
+    monkeypatch.setattr(mod, "MAX_FOLDER_FILES", 20)
+    snap = mod.EvidenceSnapshot(None, ["/"])
+    try:
+        reasons = {str(u.path): u.reason for u in snap.unrecognized()}
+        assert reasons.get("/proc") == "kernel pseudo-filesystem: not read"
+        assert "stopped at 20 files" in reasons["/"]
+    finally:
+        snap.close()
+
+
 def test_esc_less_remnant_before_lowercase_text(tmp_path):
     src = (H200 / "cmds" / "nvsmi_csv.out").read_text()
     p = tmp_path / "csv.txt"

@@ -42,7 +42,6 @@ def audit(
         raise fail("--active measures this machine; it cannot be combined with --snapshot")
     if more_evidence and not evidence:
         raise fail(f"unexpected argument {more_evidence[0]} (evidence files go after --evidence)")
-    from infergap.evidence.snapshot import open_with_evidence
 
     server_cfg = None
     if server is not None:
@@ -63,9 +62,9 @@ def audit(
             check_not_input(output, inputs)
         except UserError as e:
             raise fail(str(e))
-    snap = open_with_evidence(snapshot, [*(evidence or []), *(more_evidence or [])], host=host, active=active)
+    interactive = sys.stderr.isatty() and fmt == Fmt.text
+    snap = _open_evidence(snapshot, [*(evidence or []), *(more_evidence or [])], host, active, interactive)
     try:
-        interactive = sys.stderr.isatty() and fmt == Fmt.text
         if interactive:
             from rich.console import Console
             from rich.progress import BarColumn, Progress, TextColumn
@@ -93,6 +92,26 @@ def audit(
         worst = order[: order.index(fail_on.value) + 1]
         if any(f.severity and f.severity.value in worst for f in report.findings if f.status.value == "actionable"):
             raise typer.Exit(1)
+
+
+def _open_evidence(snapshot, evidence: list, host: bool, active: bool, interactive: bool):
+    """:func:`~infergap.evidence.snapshot.open_with_evidence`, with a live count of the evidence files
+    read on a terminal (a large folder takes a while)."""
+    from infergap.evidence.snapshot import open_with_evidence
+
+    if not interactive or not evidence:
+        return open_with_evidence(snapshot, evidence, host=host, active=active)
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn
+
+    with Progress(SpinnerColumn(), TextColumn("[bold]reading evidence[/] {task.completed} file(s) {task.description}"),
+                  console=Console(stderr=True), transient=True) as prog:
+        task = prog.add_task("", total=None)
+
+        def on_file(path, k: int) -> None:
+            prog.update(task, completed=k, description=str(path)[-60:])
+
+        return open_with_evidence(snapshot, evidence, host=host, active=active, on_file=on_file)
 
 
 @app.command()

@@ -17,7 +17,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from infergap.guard import os_reason
 from infergap.parsers.host import parse_pip_lines
@@ -31,6 +31,13 @@ log = logging.getLogger(__name__)
 MAX_SPOOL_BYTES = 256 * 1024 * 1024
 #: The evidence path that means standard input (``--evidence -``).
 STDIN = "-"
+#: A folder given as evidence is read up to this many files and this many bytes of regular files
+#: (an ``nvidia-bug-report`` or ``sosreport`` bundle holds hundreds to a few thousand files and
+#: well under a gigabyte; ``--evidence /`` would otherwise read the whole disk without a word).
+MAX_FOLDER_FILES = 5000
+MAX_FOLDER_BYTES = 2 * 1024**3
+#: Folders never walked into: kernel pseudo-filesystems, whose files are endless or block on read.
+PSEUDO_FS = frozenset({"/proc", "/sys", "/dev", "/run"})
 
 
 class EvidenceCmdResult(CmdResult):
@@ -68,15 +75,17 @@ class EvidenceSnapshot(Snapshot):
 
     ``base`` may be None (only pasted evidence). ``paths`` are files; when ``base`` has an
     ``evidence_files()`` method (a snapshot directory with an ``evidence/`` folder) those files are
-    added. Scanning is done once, here, streaming each file. Bad files never raise: they are listed
-    by :meth:`unrecognized`.
+    added. Scanning is done once, here, streaming each file; a folder is walked as
+    :meth:`_walk` says. ``on_file(path, k)`` is called before the ``k``-th file is read (progress).
+    Bad files never raise: they are listed by :meth:`unrecognized`.
     """
 
     kind = "evidence"
     #: Why these files were taken for another host than the one they were given with (or None).
     other_host: str | None = None
 
-    def __init__(self, base: Snapshot | None, paths: list[str | os.PathLike[str]] | tuple = ()) -> None:
+    def __init__(self, base: Snapshot | None, paths: list[str | os.PathLike[str]] | tuple = (),
+                 on_file: Callable[[Path, int], None] | None = None) -> None:
         self.base = base
         files: list[Path] = [Path(p) for p in paths]
         if base is not None and hasattr(base, "evidence_files"):
@@ -89,14 +98,17 @@ class EvidenceSnapshot(Snapshot):
             self._unrecognized += [Unrecognized(p, why) for p, why in base.refused_evidence()]
         #: files read per path given (a folder counts as the files in it), for the label
         self._n_read: dict[Path, int] = {}
+        self._on_file = on_file
+        self._n_scanned = 0
         for f in files:
             if f.is_dir():
-                subs = sorted(q for q in f.rglob("*") if q.is_file())
-                if not subs:
-                    self._unrecognized.append(Unrecognized(f, "directory holds no files"))
-                for sub in subs:
+                n = 0
+                for sub in self._walk(f):
                     self._scan(sub)
-                self._n_read[f] = len(subs)
+                    n += 1
+                if not n:
+                    self._unrecognized.append(Unrecognized(f, "directory holds no files"))
+                self._n_read[f] = n
             else:
                 self._scan(f)
                 self._n_read[f] = 1
@@ -104,7 +116,43 @@ class EvidenceSnapshot(Snapshot):
         self.label = " + ".join(x for x in [base.label if base else "", label] if x)
         self._text_cache: dict[int, str] = {}
 
+    def _walk(self, folder: Path) -> Iterator[Path]:
+        """The regular files under ``folder`` in name order (a link to a file read once, however
+        many links lead to it), without following links to folders, without entering
+        :data:`PSEUDO_FS`, and up to :data:`MAX_FOLDER_FILES` files and
+        :data:`MAX_FOLDER_BYTES` bytes; where the walk stops or skips, an :class:`Unrecognized`
+        entry says so (never a silent cut)."""
+        n = size = 0
+        seen: set[tuple[int, int]] = set()
+        for root, dirs, names in os.walk(folder, onerror=lambda e: self._unrecognized.append(
+                Unrecognized(Path(e.filename or folder), f"cannot list ({os_reason(e)})"))):
+            skipped = sorted(d for d in dirs if os.path.join(root, d) in PSEUDO_FS)
+            for d in skipped:
+                self._unrecognized.append(Unrecognized(Path(root, d), "kernel pseudo-filesystem: not read"))
+            dirs[:] = sorted(d for d in dirs if d not in skipped)
+            for name in sorted(names):
+                q = Path(root, name)
+                try:
+                    st = q.stat()
+                except OSError:  # a dangling link, or gone since listed
+                    continue
+                if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in seen:
+                    continue  # sockets, FIFOs (a FIFO blocks the reader), devices; a file already read
+                seen.add((st.st_dev, st.st_ino))
+                if n >= MAX_FOLDER_FILES or size + st.st_size > MAX_FOLDER_BYTES:
+                    self._unrecognized.append(Unrecognized(folder, (
+                        f"folder read only in part: stopped at {n} files / {size / 1e6:.0f} MB "
+                        f"(limits {MAX_FOLDER_FILES} files, {MAX_FOLDER_BYTES / 1e9:.0f} GB); "
+                        "name the files or a smaller folder")))
+                    return
+                n += 1
+                size += st.st_size
+                yield q
+
     def _scan(self, path: Path) -> None:
+        self._n_scanned += 1
+        if self._on_file is not None:
+            self._on_file(path, self._n_scanned)
         stdin = str(path) == STDIN
         if stdin:  # "-": standard input, read once and spooled like any pipe (same cap)
             path = Path("/dev/stdin")
@@ -268,12 +316,13 @@ class EvidenceSnapshot(Snapshot):
 
 
 def open_with_evidence(snapshot: str | os.PathLike[str] | None, evidence: list[str | os.PathLike[str]] | None = None,
-                       host: bool = True, active: bool = False) -> Snapshot:
+                       host: bool = True, active: bool = False,
+                       on_file: Callable[[Path, int], None] | None = None) -> Snapshot:
     """The snapshot an audit reads: ``snapshot`` (a directory or ``.tar.gz``; the live host when
     None and ``host`` is True; nothing when ``host`` is False) overlaid with the ``evidence``
     files and a snapshot directory's ``evidence/`` folder; ``-`` is standard input (read once,
     spooled under the same cap as a pipe). Without any evidence the base snapshot is returned as
-    it is.
+    it is. ``on_file`` is told of each evidence file before it is read (see :class:`EvidenceSnapshot`).
 
     Raises :class:`infergap.errors.UserError` for an evidence path that does not exist (one line
     naming it), :class:`infergap.snapshot.SnapshotError` for a bad snapshot.
@@ -293,7 +342,7 @@ def open_with_evidence(snapshot: str | os.PathLike[str] | None, evidence: list[s
         if base is None:
             raise UserError("nothing to audit: --no-host needs --snapshot or --evidence")
         return base
-    merged = EvidenceSnapshot(base, paths)
+    merged = EvidenceSnapshot(base, paths, on_file=on_file)
     if base is not None and paths:
         from infergap.facts import other_host
 
