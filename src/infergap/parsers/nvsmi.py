@@ -242,6 +242,27 @@ class Topology:
         return int(m.group(1)) if m else 0
 
 
+#: The named columns after the device columns of ``nvidia-smi topo -m`` (each name holds spaces).
+TOPO_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+
+
+def _topo_header(line: str) -> tuple[list[str], list[str]]:
+    """(device columns, named columns) of a ``topo -m`` header, whatever whitespace separates them:
+    tabs as printed, runs of spaces, or the single spaces a web form leaves of a tab.
+
+    >>> _topo_header("          GPU0 GPU1    CPU Affinity    NUMA Affinity   GPU NUMA ID")  # club-3090#1125
+    (['GPU0', 'GPU1'], ['CPU Affinity', 'NUMA Affinity', 'GPU NUMA ID'])
+    """
+    toks = line.split()
+    devs: list[str] = []
+    for t in toks:
+        if not re.fullmatch(r"GPU\d+|NIC\d+|mlx\w+", t):
+            break
+        devs.append(t)
+    rest = " ".join(toks[len(devs):])
+    return devs, sorted((c for c in TOPO_COLUMNS if c in rest), key=rest.index)
+
+
 def parse_topo(text: str) -> Topology:
     """Parse ``nvidia-smi topo -m``. Raises NvsmiParseError when no GPU header line is found.
 
@@ -261,9 +282,7 @@ def parse_topo(text: str) -> Topology:
             break
     if header_idx is None:
         raise NvsmiParseError("no 'GPU0 …' header line in nvidia-smi topo -m output")
-    header = [h.strip() for h in re.split(r"\t+|\s{2,}", lines[header_idx].strip()) if h.strip()]
-    devs = [h for h in header if re.fullmatch(r"(GPU|NIC|mlx\w*)\d*", h)]
-    extra = header[len(devs) :]
+    devs, extra = _topo_header(lines[header_idx])
     topo = Topology(devices=devs, matrix={}, cpu_affinity={}, numa_affinity={}, nic_names={})
     for l in lines[header_idx + 1 :]:
         s = l.strip()
@@ -271,8 +290,7 @@ def parse_topo(text: str) -> Topology:
             continue
         if s.startswith("Legend"):
             break
-        cells = [c.strip() for c in re.split(r"\t+|\s{2,}|\s(?=\S)", s)]
-        cells = [c for c in re.split(r"\t", l.strip())] if "\t" in l else s.split()
+        cells = re.split(r"\t", l.strip()) if "\t" in l else s.split()
         cells = [c.strip() for c in cells]
         row = cells[0]
         if row not in devs:
