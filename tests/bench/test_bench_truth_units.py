@@ -214,3 +214,22 @@ def test_doctor_bench_stage_status(outcomes, status):
     assert (f"{failed} of {sum(p.requests for p in pts)} requests failed" in detail) == bool(failed)
     if status != "ok":
         assert "not used" in detail and "most likely cause" in detail
+
+
+@pytest.mark.parametrize("settings, load, lengths", [
+    (dict(search="rate", request_rate=[2.0], dataset="mooncake:t.jsonl"),
+     "load: SLO capacity search over request rate from 2/s (poisson arrivals)", "input and output lengths from the trace"),
+    (dict(search="concurrency", concurrency=[4], dataset="sharegpt:s.json", output_len=64),
+     "load: SLO capacity search over concurrency from 4", "input from the dataset's prompts, output 64 tokens"),
+    (dict(concurrency=[1, 2], dataset="random", input_len=300),
+     "load: concurrency 1,2", "input 300, output 128 tokens"),
+])
+def test_settings_line_says_what_was_run_and_where_lengths_come_from(settings, load, lengths):
+    """A search used to read "load: concurrency ;" and a trace replay "input 256, output 128
+    tokens", lengths the trace never had."""
+    from infergap.render import bench as render
+
+    res = _result([_point(1, [_trial(1, 40, {})])])
+    res.settings = BenchSettings(trials=1, **settings)
+    line = next(n for n in render.to_text(res).splitlines() if "load:" in n)
+    assert load in line and lengths in line

@@ -31,7 +31,12 @@ def test_catalog_holds_the_field_signatures_with_sources():
 @pytest.mark.parametrize("text,problem", [
     ("signatures: [{id: a, contains: [x], finding: {id: a.b, severity: P0, fix_kind: runtime, title: t}, why: w, sources: []}]", "sources"),
     ("signatures: [{id: a, contains: [x], pattern: '(', finding: {id: a.b, severity: P0, fix_kind: runtime, title: t}, why: w, sources: ['https://x']}]", "signatures.yaml"),
-    ("signatures: [{id: a, xid: [1], version: {component: nccl, range: '<2'}, finding: {id: a.b, severity: P0, fix_kind: runtime, title: t}, why: w, sources: ['https://x']}]", "exactly one"),
+    ("signatures: [{id: a, xid: [{code: 1, name: N, meaning: m, severity: P0, reset: true, action: a, source: 'https://x'}], version: {component: nccl, range: '<2'}, finding: {id: a.b, severity: P0, fix_kind: runtime, title: t}, why: w, sources: ['https://x']}]", "exactly one"),
+    # an Xid row without its classification, a finding less severe than its worst Xid, a code classified twice, a plain-http source
+    ("signatures: [{id: a, xid: [1], finding: {id: a.b, severity: P0, fix_kind: runtime, title: t}, why: w, sources: ['https://x']}]", "XidCode"),
+    ("signatures: [{id: a, xid: [{code: 1, name: N, meaning: m, severity: P0, reset: true, action: a, source: 'https://x'}], finding: {id: a.b, severity: P1, fix_kind: runtime, title: t}, why: w, sources: ['https://x']}]", "worst Xid"),
+    ("signatures: [{id: a, xid: [{code: 1, name: N, meaning: m, severity: P0, reset: true, action: a, source: 'https://x'}, {code: 1, name: N, meaning: m, severity: P0, reset: true, action: a, source: 'https://x'}], finding: {id: a.b, severity: P0, fix_kind: runtime, title: t}, why: w, sources: ['https://x']}]", "classified twice"),
+    ("signatures: [{id: a, xid: [{code: 1, name: N, meaning: m, severity: P0, reset: true, action: a, source: 'http://x'}], finding: {id: a.b, severity: P0, fix_kind: runtime, title: t}, why: w, sources: ['https://x']}]", "https"),
     ("signatures: [{id: a, version: {component: nccl, range: '~2'}, finding: {id: a.b, severity: P0, fix_kind: runtime, title: t}, why: w, sources: ['https://x']}]", "range"),
     ("signatures: {}", "expected a mapping"),
     ("signatures: [", "not valid YAML"),
@@ -80,6 +85,23 @@ def test_line_matching():
     assert hits["pip.nvidia_nccl_cu11_listed"].count == 1  # the listing line, not the Requires line
     assert xid_signature(31).finding.severity.value == "P1" and xid_signature(79).finding.severity.value == "P0"
     assert xid_signature(999) is None
+
+
+def test_xid_rows_classify_the_codes_nvidia_documents():
+    """Every Xid row is sourced from NVIDIA's catalog; the codes the field reports most are held
+    with the catalog's immediate action (94 restart the application, 95/48/79 a reset, 145 not
+    fatal unless its line says so, 149 link-fatal)."""
+    rows = {x.code: (s.id, x) for s in catalog().signatures for x in s.xid}
+    assert {8, 13, 31, 43, 45, 48, 63, 64, 74, 79, 92, 94, 95, 109, 119, 120, 144, 145, 149, 150, 154} <= set(rows)
+    want = {94: ("xid.memory", "P1", False), 95: ("xid.memory", "P0", True), 48: ("xid.memory", "P0", True),
+            63: ("xid.memory", "P2", False), 64: ("xid.memory", "P0", True), 79: ("xid.pcie", "P0", True),
+            119: ("xid.firmware", "P0", True), 120: ("xid.firmware", "P0", True), 145: ("xid.nvlink", "P1", False),
+            149: ("xid.nvlink", "P0", True), 43: ("xid.application", "P2", False), 31: ("xid.application", "P1", False)}
+    for code, (kind, sev, reset) in want.items():
+        sid, x = rows[code]
+        assert (sid, x.severity.value, x.reset) == (kind, sev, reset), code
+    assert all(x.source.startswith("https://docs.nvidia.com/deploy/xid-errors/") for _, x in rows.values())
+    assert all(rows[c][1].by_message for c in range(144, 151)) and not rows[94][1].by_message
 
 
 def test_peer_access_error_quoted_in_the_singular_is_matched():

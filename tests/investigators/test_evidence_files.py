@@ -12,10 +12,80 @@ DMESG = "dmesg-gpuburn1-xid79.txt"
 
 
 def test_xid_79_is_p0_citing_the_line() -> None:
-    f = one(audit_ids(pasted(DMESG), "evidence"), "gpu.xid")
+    f = one(audit_ids(pasted(DMESG), "evidence"), "gpu.xid")  # the "fallen off the bus" text is the Xid line's own: one finding
     assert (f.status, f.severity, f.fix_kind) == ("actionable", "P0", "hardware")
-    assert f.title.startswith("NVIDIA Xid 79 in the kernel log (1 event(s))")
-    assert f.evidence[0].value == "Xid (PCI:0000:02:00): 79, GPU has fallen off the bus." and f.details["xids"] == [79]
+    assert f.title == "NVIDIA Xid 79 in the kernel log, 1 event(s) on 1 GPU(s): the GPU fell off the PCIe bus"
+    assert [e.value for e in f.evidence] == ["0000:02:00: Xid 79 ×1", "Xid (PCI:0000:02:00): 79, GPU has fallen off the bus."]
+    assert f.details["xids"] == [79]
+    assert f.details["gpus"] == {"0000:02:00": {"79": 1}} and f.details["reset_gpus"] == ["0000:02:00"]
+
+
+def _xid_kinds(found: dict) -> dict[str, object]:
+    """The gpu.xid findings by kind (the catalog entry each groups)."""
+    return {f.details.get("kind"): f for f in found.get("gpu.xid", [])}
+
+
+def test_xid_kinds_on_several_gpus_are_separate_findings_with_their_own_severity() -> None:
+    """leptonai/gpud#1174's lines: fatal 149s on two GPUs, a non-fatal 145 on a third, a contained
+    ECC error (94) on a fourth: an NVLink finding (P0, from the fatal 149s) and a memory finding
+    (P1: restart the application), each counted per GPU; the NVLink Xids are not folded into the
+    memory finding."""
+    kinds = _xid_kinds(audit_ids(pasted("gpud-1174-nvlink-nonfatal.txt"), "evidence"))
+    assert set(kinds) == {"xid.nvlink", "xid.memory"}
+    nvl, mem = kinds["xid.nvlink"], kinds["xid.memory"]
+    assert (nvl.severity, nvl.fix_kind, nvl.details["xids"]) == ("P0", "hardware", [145, 149])
+    assert nvl.details["gpus"] == {"0019:01:00": {"149": 1}, "0000:00:00": {"149": 1}, "0018:01:00": {"145": 1}}
+    assert nvl.details["reset_gpus"] == ["0000:00:00", "0019:01:00"]  # not the GPU with the non-fatal 145
+    assert "0018:01:00: Xid 145 ×1, Nonfatal" in [e.value for e in nvl.evidence]
+    assert (mem.severity, mem.details["xids"], mem.details["gpus"]) == ("P1", [94], {"0000:9b:00": {"94": 1}})
+    assert mem.details["reset_gpus"] == [] and "149" not in mem.title + (mem.impact or "")
+    assert "docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html" in " ".join(nvl.references + mem.references)
+
+
+def test_a_nonfatal_nvlink_xid_alone_is_p2_never_p0(tmp_path: Path) -> None:
+    line = next(ln for ln in evidence_text("gpud-1174-nvlink-nonfatal.txt").splitlines() if ": 145," in ln)
+    f = one(audit_ids(pasted_text(tmp_path, "dmesg.txt", line + "\n"), "evidence"), "gpu.xid")
+    assert (f.status, f.severity, f.details["kind"], f.details["reset_gpus"]) == ("actionable", "P2", "xid.nvlink", [])
+    fatal = replaced(line, "Nonfatal", "Fatal")  # the same event reported fatal: the link needs a reset
+    f = one(audit_ids(pasted_text(tmp_path, "dmesg.txt", fatal + "\n"), "evidence"), "gpu.xid")
+    assert (f.severity, f.details["reset_gpus"]) == ("P0", ["0018:01:00"])
+
+
+def test_xid_94_and_application_faults_on_other_gpus(tmp_path: Path) -> None:
+    """akash-network/support#244: Xid 43 (twice) and 31 on two GPUs, Xid 94 on a third: a memory
+    finding for the GPU with the contained error, an application finding for the others."""
+    kinds = _xid_kinds(audit_ids(pasted("akash-244-xid94-multi-gpu.txt"), "evidence"))
+    assert set(kinds) == {"xid.memory", "xid.application"}
+    mem, app = kinds["xid.memory"], kinds["xid.application"]
+    assert (mem.severity, mem.details["gpus"]) == ("P1", {"0000:00:08": {"94": 1}}) and "contained memory error" in mem.title
+    assert (app.severity, app.details["gpus"]) == ("P1", {"0000:00:05": {"43": 2}, "0000:00:07": {"31": 1}})
+    only43 = "\n".join(ln for ln in evidence_text("akash-244-xid94-multi-gpu.txt").splitlines() if ": 43," in ln) + "\n"
+    f = one(audit_ids(pasted_text(tmp_path, "dmesg.txt", only43), "evidence"), "gpu.xid")
+    assert f.severity == "P2"  # the application was stopped; NVIDIA: the GPU stays healthy, no action
+
+
+def test_xid_154_takes_the_severity_of_the_recovery_action_it_names(tmp_path: Path) -> None:
+    """open-gpu-kernel-modules#446: the action changed to GPU Reset Required is P0; the same line
+    changing it back to None (recovery done) is P2, never P0."""
+    f = _xid_kinds(audit_ids(pasted("open-gpu-446-gsp-rpc-talos.log"), "evidence"))["xid.reset_required"]
+    assert (f.severity, f.details["reset_gpus"]) == ("P0", ["0000:0b:00"]) and "to GPU Reset Required" in f.evidence[0].value
+    text = replaced(evidence_text("open-gpu-446-gsp-rpc-talos.log"), "to 0x1 (GPU Reset Required)", "to 0x0 (None)")
+    f = _xid_kinds(audit_ids(pasted_text(tmp_path, "dmesg.log", text), "evidence"))["xid.reset_required"]
+    assert (f.severity, f.details["reset_gpus"]) == ("P2", [])
+
+
+def test_double_bit_ecc_error_is_p0_with_a_reset() -> None:
+    f = one(audit_ids(pasted("nvidiadocker-849-xid48-dbe.txt"), "evidence"), "gpu.xid")
+    assert (f.severity, f.details["kind"], f.details["xids"], f.details["reset_gpus"]) == ("P0", "xid.memory", [48, 63], ["0000:8a:00"])
+    assert any(c.startswith("Xid 48:") for c in f.remedy.commands) and any(c.startswith("Xid 63:") for c in f.remedy.commands)
+
+
+def test_an_xid_outside_the_catalog_is_reported_unknown_with_its_code(tmp_path: Path) -> None:
+    text = replaced(evidence_text(DMESG), "): 79, GPU has fallen off the bus.", "): 999, Ch 00000008")
+    found = audit_ids(pasted_text(tmp_path, "dmesg.txt", text), "evidence")
+    f = _xid_kinds(found)["unknown"]
+    assert (f.status, f.severity) == ("actionable", "P1") and f.title.startswith("Unknown NVIDIA Xid 999 in the kernel log")
+    assert f.details["gpus"] == {"0000:02:00": {"999": 1}} and not [g for g in found.get("gpu.xid", []) if g.status == "ok"]
 
 
 def test_fatal_aer_is_p0_and_corrected_only_p2(tmp_path: Path) -> None:

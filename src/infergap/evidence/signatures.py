@@ -24,7 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from infergap.errors import UserError
-from infergap.findings import FixKind, Severity
+from infergap.findings import SEVERITY_ORDER, FixKind, Severity
 
 #: Log kinds a fragment matching a signature may be recognised as (keys of ``recognize.KINDS``).
 FragmentKind = Literal["nccl_log", "dmesg", "vllm_log", "sglang_log", "traceback", "fragment"]
@@ -92,6 +92,50 @@ class SignatureFinding(BaseModel):
     note: str | None = None
 
 
+#: Recovery actions of an Xid 154 line that need no reset (the values NVIDIA's Xid catalog lists
+#: for Xid 154): nothing to do, or drain peer-to-peer traffic.
+_NO_RESET_ACTIONS = {"None": Severity.P2, "Drain P2P": Severity.P1}
+
+
+class XidCode(BaseModel):
+    """One NVIDIA Xid code as NVIDIA's Xid catalog classifies it: ``name`` the catalog's mnemonic,
+    ``severity`` from its immediate action (P0 a GPU reset or machine restart, P1 restart the
+    application, P2 no action), ``reset`` whether the GPU takes no more work until it is reset,
+    ``action`` what to do, ``source`` the public document; ``by_message`` when the line's own
+    ``Fatal``/``Nonfatal`` word decides (Xid 144-150), ``by_recovery_action`` when the recovery
+    action the line names decides (Xid 154)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: int = Field(ge=1)
+    name: str
+    meaning: str
+    severity: Severity
+    reset: bool
+    action: str
+    source: str
+    by_message: bool = False
+    by_recovery_action: bool = False
+
+    def judged(self, fatal: bool | None, recovery: str | None = None) -> tuple[Severity, bool]:
+        """(severity, reset needed) of one event of this code whose line said ``fatal`` (True
+        ``Fatal``, False ``Nonfatal``, None neither) and named the recovery action ``recovery``.
+        Only ``by_message`` codes read the word: Fatal is P0 with a reset, Nonfatal P2 without
+        (NVIDIA's decode table for Xid 144-150). Only ``by_recovery_action`` codes read the action
+        (Xid 154): ``None`` is P2 and ``Drain P2P`` P1, neither with a reset; the others (a reset or
+        a reboot) keep the row's severity.
+
+        >>> XidCode(code=145, name="NVLINK_RLW_ERROR", meaning="m", severity="P1", reset=False, action="a",
+        ...         source="https://x", by_message=True).judged(False)
+        (<Severity.P2: 'P2'>, False)
+        """
+        if self.by_message and fatal is not None:
+            return (Severity.P0, True) if fatal else (Severity.P2, False)
+        if self.by_recovery_action and recovery in _NO_RESET_ACTIONS:
+            return _NO_RESET_ACTIONS[recovery], False
+        return self.severity, self.reset
+
+
 class VersionMatch(BaseModel):
     """A version range of one component; ``gpu_sm`` limits it to GPUs of those compute
     capabilities (``120`` for sm_120)."""
@@ -111,7 +155,7 @@ class Signature(BaseModel):
     id: str
     contains: list[str] = Field(default_factory=list)
     pattern: str | None = None
-    xid: list[int] = Field(default_factory=list)
+    xid: list[XidCode] = Field(default_factory=list)
     version: VersionMatch | None = None
     kind: FragmentKind | None = None
     when: Condition | None = None
@@ -131,9 +175,13 @@ class Signature(BaseModel):
             re.compile(self.pattern)
         if self.version:
             in_range("0", self.version.range)  # validates the range syntax
-        for s in self.sources:
+        for s in self.sources + [x.source for x in self.xid]:
             if not s.startswith("https://"):
                 raise ValueError(f"signature {self.id}: source {s!r} is not a public https URL")
+        if self.xid:
+            worst = min((x.severity for x in self.xid), key=lambda v: SEVERITY_ORDER[v])
+            if worst != self.finding.severity:
+                raise ValueError(f"signature {self.id}: finding severity {self.finding.severity.value} is not that of its worst Xid ({worst.value})")
         return self
 
     @functools.cached_property
@@ -195,10 +243,15 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
         first = str(e).splitlines()
         raise UserError(f"{where}: {' '.join(first[:3])}") from None
     seen: set[str] = set()
+    codes: set[int] = set()
     for s in cat.signatures:
         if s.id in seen:
             raise UserError(f"{where}: signature id {s.id!r} appears twice")
         seen.add(s.id)
+        for x in s.xid:
+            if x.code in codes:
+                raise UserError(f"{where}: Xid {x.code} is classified twice")
+            codes.add(x.code)
     return cat
 
 
@@ -279,10 +332,23 @@ def checked_against(component: str, cat: Catalog | None = None) -> int:
     return sum(1 for s in cat.signatures if s.version and s.version.component == component)
 
 
-def xid_signature(code: int, cat: Catalog | None = None) -> Signature | None:
-    """The catalog entry for NVIDIA Xid ``code``, or None."""
+def xid_code(code: int, cat: Catalog | None = None) -> tuple[Signature, XidCode] | None:
+    """The catalog entry (the kind of Xid) and the row classifying NVIDIA Xid ``code``, or None
+    for a code the catalog does not hold.
+
+    >>> sig, row = xid_code(94)
+    >>> sig.id, row.name, row.severity.value, row.reset
+    ('xid.memory', 'ROBUST_CHANNEL_CONTAINED_ERROR', 'P1', False)
+    """
     cat = cat or catalog()
     for s in cat.signatures:
-        if code in s.xid:
-            return s
+        for x in s.xid:
+            if x.code == code:
+                return s, x
     return None
+
+
+def xid_signature(code: int, cat: Catalog | None = None) -> Signature | None:
+    """The catalog entry for NVIDIA Xid ``code``, or None."""
+    hit = xid_code(code, cat)
+    return hit[0] if hit else None

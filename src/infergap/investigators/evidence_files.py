@@ -4,9 +4,12 @@ recognised part is matched against the catalog of failure signatures
 (``infergap/data/signatures.yaml``), and a pasted kernel log gives ``gpu.xid`` and ``pcie.aer``.
 
 Severity model: each signature's finding carries the severity, fix kind, fix and revert of its
-catalog entry, with the entry's public sources as references. Xid codes take the entry of their
-code (79 fallen off the bus, 154 reset required, 119/120 GSP, memory errors: P0; 13/31/43: P1,
-the application faulted, not power or cooling); an Xid the catalog does not hold is P1. An
+catalog entry, with the entry's public sources as references. Xid events are grouped by kind
+(the catalog's ``xid.*`` entries: memory, NVLink, PCIe bus, firmware, the driver's recovery
+action, the application, power), one ``gpu.xid`` finding per kind with its events counted per
+GPU; each code's row (from NVIDIA's Xid catalog) gives its severity and whether the GPU needs a
+reset, and a kind's finding takes the severity of its worst event (a non-fatal or informational
+Xid never raises P0). An Xid the catalog does not hold is its own P1 finding naming the code. An
 uncorrected PCIe error is P0 (hardware: reseat, power, riser, slot, RMA); corrected AER errors
 alone P2 (a marginal link that retrains).
 """
@@ -20,8 +23,8 @@ from infergap import checks
 from infergap.checks import finding
 from infergap.evidence.common import _memo, nccl_logs
 from infergap.evidence.recognize import KINDS
-from infergap.parsers.dmesg import DmesgFacts, parse_dmesg
-from infergap.evidence.signatures import Signature, SignatureHit, catalog, scan_lines, xid_signature
+from infergap.parsers.dmesg import MAX_TALLIES, DmesgFacts, XidTally, parse_dmesg
+from infergap.evidence.signatures import Signature, SignatureHit, XidCode, catalog, scan_lines, xid_code
 from infergap.findings import SEVERITY_ORDER, Finding, FixKind, Remedy, Severity, Status, ev
 
 NAME = "evidence"
@@ -104,35 +107,97 @@ def _condition(sig: Signature, snap: Any, part: Any, hits: dict[str, SignatureHi
     return False
 
 
-def _xid_finding(label: str, f: DmesgFacts) -> Finding:
-    codes = sorted({x[0] for x in f.xids} | set(f.xid_causes))
-    entries = {c: xid_signature(c) for c in codes}
-    known = list({s.id: s for s in entries.values() if s is not None}.values())
-    worst = min(known, key=lambda s: SEVERITY_ORDER[s.finding.severity]) if known else None
-    unknown_codes = [c for c, s in entries.items() if s is None]
-    severity = worst.finding.severity if worst else Severity.P1
-    if unknown_codes and worst and SEVERITY_ORDER[worst.finding.severity] > SEVERITY_ORDER[Severity.P1]:
-        severity = Severity.P1
-    what = worst.finding.title if worst else "the driver reported GPU faults"
-    refs: list[str] = []
-    for s in known:
-        refs += [r for r in s.sources if r not in refs]
-    return finding("gpu.xid", Status.actionable, subject=label,
-        severity=severity, fix_kind=worst.finding.fix_kind if worst else FixKind.hardware,
-        title=f"NVIDIA Xid {', '.join(map(str, codes))} in the kernel log ({f.xid_count} event(s)): {what}",
-        evidence_=[ev(label, f"Xid (PCI:{bdf}): {code}, {msg}") for code, bdf, msg in f.xids[:5]],
-        expected_value="no Xid events",
-        impact=" ".join(" ".join(s.why.split()) for s in known) or "The driver reported GPU faults; NVIDIA's XID Errors document lists each code.",
-        remedy=Remedy(commands=(list(worst.finding.fix) if worst else []) + ["nvidia-smi -q -d ECC,PERFORMANCE,TEMPERATURE", "journalctl -k | grep -E 'NVRM|AER'"],
-                      note=worst.finding.note if worst else "Check power connectors, cooling, the riser and slot, then the GPU itself."),
-        references=refs or ["https://docs.nvidia.com/deploy/xid-errors/"],
-        details={"xids": codes, "signatures": [s.id for s in known]})
+#: NVIDIA's Xid catalog, cited by an Xid the signature catalog does not classify.
+XID_CATALOG = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
+#: Per-GPU tally lines and example lines shown in one Xid finding's evidence.
+_GPU_LINES, _XID_EXAMPLES = 8, 3
+
+
+def _tally_text(t: XidTally) -> str:
+    how = f", named by Xid {t.named_by}" if t.named_by is not None else {True: ", Fatal", False: ", Nonfatal", None: ""}[t.fatal]
+    how += f", to {t.recovery}" if t.recovery else ""
+    return f"Xid {t.code} ×{t.count}{how}"
+
+
+def _xid_evidence(label: str, tallies: list[XidTally]) -> list[Any]:
+    """The counts of these tallies per GPU, then their first lines."""
+    per_gpu: dict[str, list[str]] = {}
+    for t in tallies:
+        per_gpu.setdefault(t.gpu, []).append(_tally_text(t))
+    rows = [ev(label, f"{gpu}: {'; '.join(v)}") for gpu, v in per_gpu.items()]
+    more = [ev(label, f"… {len(rows) - _GPU_LINES} more GPU(s)")] if len(rows) > _GPU_LINES else []
+    lines = [ev(label, f"Xid (PCI:{t.gpu}): {t.named_by if t.named_by is not None else t.code}, {t.example}") for t in tallies[:_XID_EXAMPLES]]
+    return rows[:_GPU_LINES] + more + lines
+
+
+def _xid_details(kind: str, tallies: list[XidTally]) -> dict[str, Any]:
+    gpus: dict[str, dict[str, int]] = {}
+    for t in tallies:
+        gpus.setdefault(t.gpu, {})
+        gpus[t.gpu][str(t.code)] = gpus[t.gpu].get(str(t.code), 0) + t.count
+    return {"xids": sorted({t.code for t in tallies}), "kind": kind, "events": sum(t.count for t in tallies), "gpus": gpus}
+
+
+def _kind_finding(label: str, sig: Signature, group: list[tuple[XidTally, XidCode]]) -> Finding:
+    """One ``gpu.xid`` finding for the Xids of one kind (an entry of the catalog): the severity of
+    its worst event, each code's meaning and action, the GPUs that need a reset."""
+    judged = [(t, row, *row.judged(t.fatal, t.recovery)) for t, row in group]
+    severity = min((j[2] for j in judged), key=lambda v: SEVERITY_ORDER[v])
+    tallies = [t for t, _ in group]
+    rows = {row.code: row for _, row in group}
+    details = _xid_details(sig.id, tallies)
+    reset = sorted({t.gpu for t, _, _, r in judged if r})
+    codes = sorted(rows)
+    what = rows[codes[0]].meaning if len(codes) == 1 else sig.finding.title
+    refs = list(sig.sources) + sorted({r.source for r in rows.values()} - set(sig.sources))
+    return finding("gpu.xid", Status.actionable, subject=f"{label}: {sig.id}", severity=severity, fix_kind=sig.finding.fix_kind,
+        title=f"NVIDIA Xid {', '.join(map(str, codes))} in the kernel log, {details['events']} event(s) on {len(details['gpus'])} GPU(s): {what}",
+        evidence_=_xid_evidence(label, tallies), expected_value="no Xid events",
+        impact=" ".join(f"Xid {c} ({rows[c].name}): {rows[c].meaning}." for c in codes) + " " + " ".join(sig.why.split()),
+        remedy=Remedy(commands=list(sig.finding.fix) + [f"Xid {c}: {rows[c].action}" for c in codes], revert=list(sig.finding.revert),
+                      note=(f"Needs a reset before it takes work: {', '.join(reset)}." if reset else "No GPU needs an immediate reset for these events (NVIDIA's Xid catalog); each code's action says what to do.")
+                           + (f" {sig.finding.note}" if sig.finding.note else "")),
+        references=refs, details=details | {"signatures": [sig.id], "reset_gpus": reset})
+
+
+def _unknown_finding(label: str, tallies: list[XidTally], untallied: int) -> Finding:
+    """``gpu.xid`` for Xid codes the catalog does not classify (and lines past the tally bound):
+    P1, never dropped and never ok."""
+    details = _xid_details("unknown", tallies)
+    codes = ", ".join(map(str, details["xids"])) or "codes"
+    extra = f" (and {untallied} line(s) past the first {MAX_TALLIES} GPU/code pairs, not classified)" if untallied else ""
+    return finding("gpu.xid", Status.actionable, subject=f"{label}: xid.unknown", severity=Severity.P1, fix_kind=FixKind.hardware,
+        title=f"Unknown NVIDIA Xid {codes} in the kernel log, {details['events'] + untallied} event(s){extra}: not in the Xid catalog infergap holds",
+        evidence_=_xid_evidence(label, tallies), expected_value="no Xid events",
+        impact="The driver reported GPU faults whose codes infergap does not classify; NVIDIA's Xid catalog gives each code's meaning and action.",
+        remedy=Remedy(commands=["nvidia-smi -q -d ECC,PERFORMANCE,TEMPERATURE", "journalctl -k | grep -E 'NVRM|AER'"],
+                      note="Look each code up in NVIDIA's Xid catalog: its immediate action says whether the GPU needs a reset."),
+        references=[XID_CATALOG], details=details)
+
+
+def _xid_findings(label: str, f: DmesgFacts) -> list[Finding]:
+    """One ``gpu.xid`` finding per kind of Xid in the log (memory, NVLink, PCIe, firmware …),
+    each with its events counted per GPU; codes the catalog does not hold in one finding of
+    their own."""
+    kinds: dict[str, tuple[Signature, list[tuple[XidTally, XidCode]]]] = {}
+    unknown: list[XidTally] = []
+    for t in f.xid_tallies:
+        hit = xid_code(t.code)
+        if hit is None:
+            unknown.append(t)
+        else:
+            kinds.setdefault(hit[0].id, (hit[0], []))[1].append((t, hit[1]))
+    out = [_kind_finding(label, sig, group) for sig, group in kinds.values()]
+    untallied = f.xid_count - sum(t.count for t in f.xid_tallies)
+    if unknown or untallied:
+        out.append(_unknown_finding(label, unknown, untallied))
+    return out
 
 
 def _kernel_log(label: str, f: DmesgFacts) -> list[Finding]:
     out = []
     if f.xid_count:
-        out.append(_xid_finding(label, f))
+        out += _xid_findings(label, f)
     if f.aer:
         fatal = sum(v for k, v in f.aer.items() if not k.lower().startswith("correct"))
         out.append(finding("pcie.aer", Status.actionable, subject=label,
@@ -156,8 +221,11 @@ def investigate(ctx: object) -> list[Finding]:
         return []
     cat = catalog()
     merged: dict[tuple[str, str], Finding] = {}
+    with_xids: set[str] = set()
     for part in snap.evidence_parts("dmesg"):
         facts = _memo(snap, ("dmesg", str(part.path), part.start, part.end), lambda p=part: parse_dmesg(p.iter_lines()))
+        if facts.xid_count:
+            with_xids.add(part.label)
         for f in _kernel_log(part.label, facts):
             _merge(merged, f)
     for part in getattr(snap, "parts", []):
@@ -166,6 +234,8 @@ def investigate(ctx: object) -> list[Finding]:
             sig = cat.by_id(sid)
             if _read_elsewhere(sig, snap, part):
                 continue  # that investigator reads the line and reports it
+            if sig.finding.id == "gpu.xid" and part.label in with_xids and all("NVRM: Xid" in x for x in hit.examples):
+                continue  # the message is an Xid line's own text ("79, GPU has fallen off the bus"): its Xid finding reports it
             if not _condition(sig, snap, part, hits, ctx):
                 continue
             _merge(merged, _finding(sig, part.label, hit.examples, hit.count))

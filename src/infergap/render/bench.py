@@ -148,18 +148,44 @@ def failure_summary(result: BenchResult) -> list[str]:
     return out
 
 
+def _load_words(st) -> str:
+    """The load the settings asked for, in words (an SLO search names its mode and first load)."""
+    if st.search:
+        first = (f"{st.request_rate[0]:g}/s" if st.search == "rate" and st.request_rate else
+                 str(st.concurrency[0]) if st.search == "concurrency" and st.concurrency else None)
+        return f"SLO capacity search over {'request rate' if st.search == 'rate' else 'concurrency'}" + \
+            (f" from {first}" if first else "") + (f" ({st.arrival} arrivals)" if st.search == "rate" else "")
+    if not st.request_rate:
+        return f"concurrency {','.join(map(str, st.concurrency))}"
+    return (f"request rate {','.join(f'{r:g}' for r in st.request_rate)}/s ({st.arrival})"
+            + (f", at most {st.concurrency[0]} in flight" if st.concurrency else ""))
+
+
+def _length_words(st) -> str:
+    """Where the prompt and output lengths come from: the settings' lengths only for the workloads
+    that use them (a trace carries both, ShareGPT its prompts)."""
+    kind = st.dataset.partition(":")[0].strip().lower()
+    spread = f" ±{st.len_spread * 100:.0f} %" if st.len_spread else ""
+    if kind in ("mooncake", "azure"):
+        scale = f", × {st.token_scale:g}" if st.token_scale != 1 else ""
+        return f"input and output lengths from the trace{scale}"
+    if kind == "sharegpt":
+        return f"input from the dataset's prompts, output {st.output_len} tokens"
+    if kind == "shared-prefix":
+        return f"input = shared prefix + suffix as the dataset says, output {st.output_len} tokens{spread}"
+    if kind == "multi-turn":
+        return f"input {st.input_len} tokens per turn plus the history, output {st.output_len} tokens{spread}"
+    return f"input {st.input_len}, output {st.output_len} tokens{spread}"
+
+
 def _notes(result: BenchResult) -> list[str]:
     env = result.environment
     lc = env.length_control
     notes = [f"server {env.url} ({env.endpoint}), model {env.model}"
              + (f", versions: {', '.join(f'{k}={v}' for k, v in env.server_versions.items())}" if env.server_versions else "")]
     st = result.settings
-    load = (f"concurrency {','.join(map(str, st.concurrency))}" if not st.request_rate else
-            f"request rate {','.join(f'{r:g}' for r in st.request_rate)}/s ({st.arrival})"
-            + (f", at most {st.concurrency[0]} in flight" if st.concurrency else ""))
-    notes.append(f"load: {load}; {st.trials} trial(s) per point, {st.warmup} warm-up request(s); "
-                 f"dataset {st.dataset}, input {st.input_len}, output {st.output_len} tokens"
-                 + (f" ±{st.len_spread * 100:.0f} %" if st.len_spread else "") + f"; prompts salted '{st.salt}'")
+    notes.append(f"load: {_load_words(st)}; {st.trials} trial(s) per point, {st.warmup} warm-up request(s); "
+                 f"dataset {st.dataset}, {_length_words(st)}; prompts salted '{st.salt}'")
     notes.append("output length forced with " + (", ".join(lc.fields) if lc.fields else "nothing (server accepted no length field)")
                  + ("; usage streamed by the server" if lc.stream_usage else "; server streams no usage"))
     srcs_in: dict[str, int] = {}
