@@ -51,6 +51,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -237,6 +238,13 @@ def main() -> None:
     ap.add_argument("--paced-itl-ms", type=float, default=20.0,
                     help="inter-token delay of the paced stub at c=512 (× c / 512 above): the in-flight target is checked against it")
     a = ap.parse_args()
+    # A plain `kill` must stop the stub and the busy-loop processes too: SIGTERM becomes SystemExit,
+    # which runs the `finally` clauses below (multiprocessing ends daemon children at exit).
+    def _term(*_):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a second TERM must not break the clean-up
+        sys.exit(143)
+
+    signal.signal(signal.SIGTERM, _term)
     levels = [int(x) for x in a.levels.split(",")]
     g_levels = [int(x) for x in a.guidellm_levels.split(",") if x.strip()]
     all_cores = sorted(os.sched_getaffinity(0))

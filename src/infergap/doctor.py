@@ -54,10 +54,12 @@ def plain(message: object) -> str:
     return _INTERNAL.sub(" ", str(message)).replace("( ", "(").replace("  ", " ").strip()
 
 
-def bench_stage(bench: Any) -> tuple[str, str]:
-    """Status and detail of the doctor's bench stage. ``failed``: no point is within the failure
-    budget; ``degraded``: some are not; ``partial``: the sweep ended early (server gone); ``ok``:
-    every point within budget (failures below it are still counted in the detail)."""
+def bench_stage(bench: Any) -> tuple[str, str, str]:
+    """Status, verdict and detail of the doctor's bench stage. Status: ``partial`` when the sweep
+    ended early (server gone), ``failed`` when it ended before measuring any point, else ``ran``.
+    Verdict against the failure budget (``settings.max_error_rate`` per point): ``failed`` when no
+    point is within it (or none was measured), ``degraded`` when some are not, ``ok`` when every
+    measured point is (failures below the budget are still counted in the detail)."""
     from infergap.bench.metrics import likely_cause
 
     n = len(bench.points)
@@ -72,9 +74,9 @@ def bench_stage(bench: Any) -> tuple[str, str]:
     if failed:
         kinds = ", ".join(f"{k} ×{v}" for k, v in sorted(errors.items(), key=lambda kv: -kv[1]))
         detail += f"; {failed} of {sent} requests failed ({kinds})"
+    budget = f"{bench.settings.max_error_rate:.1%} failure budget"
     if bad:
-        detail += (f"; {len(bad)} point(s) above the {bench.settings.max_error_rate:.1%} failure budget "
-                   f"({', '.join(p.label for p in bad)}), not used")
+        detail += f"; {', '.join(p.label for p in bad)} above the budget, not used"
         cause = likely_cause(errors)
         if cause:
             detail += f"; most likely cause: {cause}"
@@ -82,11 +84,34 @@ def bench_stage(bench: Any) -> tuple[str, str]:
         detail += f"; {bench.connections.note}"
     if bench.error:
         detail += f"; {plain(bench.error)}"
-    if n and len(bad) == n:
-        return "failed", detail
+    status = "partial" if bench.error else "ran"
+    if not n:
+        return ("failed" if bench.error else status), "failed: no point measured", detail
+    if len(bad) == n:
+        return status, f"failed: all {n} point(s) above the {budget}", detail
     if bad:
-        return "degraded", detail
-    return ("partial" if bench.error else "ok"), detail
+        return status, f"degraded: {len(bad)} of {n} point(s) above the {budget}", detail
+    return status, f"ok: {n} of {n} point(s) within the {budget}", detail
+
+
+def audit_stage(audit: Any) -> tuple[str, str, str | None]:
+    """Status, verdict and detail of the doctor's audit stage: ``partial`` when an investigator
+    errored (its checks are missing from the report), else ``ran``; the verdict counts the
+    actionable findings by severity, the unknown ones (checks the evidence could not settle) and
+    the pasted parts no finding explains; the detail names what was audited and its GPUs."""
+    summary = audit.summary or {}
+    sev = summary.get("actionable_by_severity") or {}
+    counts = summary.get("counts") or {}
+    verdict = ", ".join(f"{k} {sev.get(k, 0)}" for k in ("P0", "P1", "P2")) + f", unknown {counts.get('unknown', 0)}"
+    if summary.get("evidence_unmatched"):
+        verdict += f", {summary['evidence_unmatched']} pasted part(s) with no known cause"
+    host = audit.host or {}
+    label, gpus = (host.get("snapshot") or {}).get("label"), host.get("gpu_summary")
+    detail = f"{gpus}; from {label}" if label and gpus else (label or gpus)
+    errored = summary.get("investigator_errors") or []
+    if errored:
+        return "partial", verdict, (detail + "; " if detail else "") + f"investigator(s) that errored: {', '.join(errored)}"
+    return "ran", verdict, detail
 
 
 def _model_candidates(cfg: Any) -> list[str]:
@@ -147,6 +172,7 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
     audit, logs, snap = _audit_stage(run, cfg, snapshot, evidence)
     settings = sweep_settings(quick, sweep)
     try:
+        elsewhere = evidence_elsewhere(snap, snapshot)
         rl = _roofline_stage(run, cfg, snap, snapshot, settings, model, gpu, gpus)
     finally:
         if snap is not None:
@@ -158,13 +184,13 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
     from infergap.render.plan import render_json, render_markdown
 
     plan = build_plan(audit=audit, roofline=rl, bench=bench, server=cfg if cfg is not None and cfg.reachable else None,
-                      engine_logs=logs, stages=list(res.stages))
+                      engine_logs=logs, stages=list(res.stages), elsewhere=elsewhere)
     res.plan = plan
     run.write("plan.json", render_json(plan))
-    run.write("plan.md", render_markdown(plan))
-    run.stage("plan", "ok", f"{len(plan.levers)} lever(s), {len(plan.wont_help)} will-not-help, {len(plan.unknowns)} unknown(s)")
+    run.stage("plan", "ran", f"{len(plan.levers)} lever(s), {len(plan.wont_help)} will-not-help, {len(plan.unknowns)} unknown(s)")
     plan.stages = list(res.stages)
     run.write("plan.json", render_json(plan))
+    run.write("plan.md", render_markdown(plan))
 
     # report
     from infergap.render.report import render_html, render_report_markdown
@@ -190,10 +216,12 @@ class _Run:
         write_atomic(p, text, inputs=self.inputs, option="--output-dir")
         self.res.files[name] = str(p)
 
-    def stage(self, name: str, status: str, detail: str | None = None) -> None:
-        """Record a stage's status and report it to the progress callback."""
-        self.res.stages.append(Stage(name=name, status=status, detail=detail))
-        self.say(name, f"{status}" + (f": {detail}" if detail else ""))
+    def stage(self, name: str, status: str, detail: str | None = None, verdict: str | None = None) -> None:
+        """Record a stage's status (one of :data:`infergap.plan.build.STAGE_STATUSES`), its
+        verdict and detail, and report them to the progress callback."""
+        st = Stage(name=name, status=status, verdict=verdict, detail=detail)
+        self.res.stages.append(st)
+        self.say(name, st.text().removeprefix(f"{name}: "))
 
 
 def sweep_settings(quick: bool, sweep: dict[str, Any] | None) -> dict[str, Any]:
@@ -218,12 +246,12 @@ def _server_stage(run: _Run, url: str, api_key: str | None) -> Any:
     try:
         cfg = introspect(url, api_key=api_key)
         run.write("server.json", cfg.model_dump_json(indent=2, exclude={"raw"}))
-        detail = f"{cfg.engine or 'unknown engine'} {cfg.version or ''}".strip()
+        detail = f"answered: {cfg.engine or 'engine not identified'} {cfg.version or ''}".strip()
         if cfg.engine == "llama.cpp" and cfg.n_slots:
             detail += f"; {cfg.n_slots} slot(s) of {cfg.slot_context or '?'} tokens"
         if cfg.metrics_enabled is False:
             detail += "; /metrics is off (start the server with --metrics for queue and token counters)"
-        run.stage("server", "ok" if cfg.reachable else "failed", detail if cfg.reachable else plain("; ".join(cfg.errors[:2])))
+        run.stage("server", "ran" if cfg.reachable else "failed", detail if cfg.reachable else plain("; ".join(cfg.errors[:2])))
         run.res.reachable = bool(cfg.reachable)
     except Exception as e:  # a stage failing must not stop the others
         run.stage("server", "failed", plain(e))
@@ -245,10 +273,31 @@ def _audit_stage(run: _Run, cfg: Any, snapshot: str | None, evidence: list[str] 
         audit = run_audit(snap, server=cfg if cfg is not None and cfg.reachable else None)
         logs = engine_logs_from(snap)
         run.write("audit.json", dumps(audit.to_json(), indent=2, ensure_ascii=False) + "\n")
-        run.stage("audit", "ok", audit.host.get("gpu_summary"))
+        status, verdict, detail = audit_stage(audit)
+        run.stage("audit", status, detail, verdict)
     except Exception as e:
         run.stage("audit", "failed", plain(e))
     return audit, logs, snap
+
+
+def evidence_elsewhere(snap: Any, snapshot: str | None) -> str | None:
+    """Why the audited evidence describes another machine than this one, or None when it may be
+    this one: pasted evidence the audit took for another host (``snap.other_host``), or a
+    ``snapshot`` whose GPUs are not this machine's (:func:`infergap.facts.other_host`, which
+    reads this machine's GPUs). The plan then does not send its verify commands to a server on
+    this machine."""
+    why = getattr(snap, "other_host", None)
+    if why or snap is None or snapshot is None:
+        return why
+    from infergap.facts import other_host
+    from infergap.snapshot import LiveSnapshot
+
+    try:
+        with LiveSnapshot() as live:
+            why = other_host(live, snap)
+    except Exception as e:  # this machine's GPUs unreadable: the snapshot may be of another one
+        return f"--snapshot {snapshot}: whether it is this machine is unknown ({plain(e)})"
+    return f"--snapshot {snapshot}: {why}" if why else None
 
 
 def _load_spec(model: str | None, cfg: Any) -> Any:
@@ -286,7 +335,7 @@ def _roofline_stage(run: _Run, cfg: Any, snap: Any, snapshot: str | None, settin
         tp = (cfg.tp_size if cfg is not None and cfg.tp_size else None) or hw.count
         rl = bounds(spec, hw, Parallel(tp=min(tp, hw.count)), Workload(batches=list(settings["concurrency"])))
         run.write("roofline.json", dumps(rl.to_json_dict(), indent=2) + "\n")
-        run.stage("roofline", "ok", f"{spec.name} on {hw.count} × {hw.gpu.label}, TP{min(tp, hw.count)}")
+        run.stage("roofline", "ran", f"{spec.name} on {hw.count} × {hw.gpu.label}, TP{min(tp, hw.count)}")
         return rl
     except UserError as e:
         run.stage("roofline", "skipped", plain(e))
@@ -321,8 +370,8 @@ def _bench_stage(run: _Run, url: str, served_model: str | None, settings: dict[s
         run.res.points = len(bench.points)
         run.res.invalid_points = len(bench.invalid_points)
         run.res.reachable = True  # the bench raises before any load when the server does not answer
-        status, detail = bench_stage(bench)
-        run.stage("bench", status, detail)
+        status, verdict, detail = bench_stage(bench)
+        run.stage("bench", status, detail, verdict)
         return bench
     except Exception as e:
         run.stage("bench", "failed", plain(e))

@@ -194,13 +194,14 @@ def test_a_result_without_point_totals_gets_them_from_its_trials():
     assert (q.requests, q.failed, q.valid, q.errors) == (15, 5, False, {"http_503": 5})
 
 
-@pytest.mark.parametrize("outcomes, status", [
-    ([(40, {}), (40, {})], "ok"),
-    ([(40, {}), (39, {"timeout": 1})], "ok"),            # 2.5 % of one point: within a 5 % budget below
-    ([(40, {}), (1, {"interrupted": 31})], "degraded"),
-    ([(0, {"http_503": 8}), (1, {"interrupted": 31})], "failed"),
+@pytest.mark.parametrize("outcomes, verdict", [
+    ([(40, {}), (40, {})], "ok: 2 of 2 point(s) within the 5.0% failure budget"),
+    ([(40, {}), (39, {"timeout": 1})], "ok: 2 of 2 point(s) within the 5.0% failure budget"),  # 2.5 % of one point
+    ([(40, {}), (1, {"interrupted": 31})], "degraded: 1 of 2 point(s) above the 5.0% failure budget"),
+    ([(0, {"http_503": 8}), (1, {"interrupted": 31})], "failed: all 2 point(s) above the 5.0% failure budget"),
 ])
-def test_doctor_bench_stage_status(outcomes, status):
+def test_doctor_bench_stage_verdict(outcomes, verdict):
+    """The stage's status says the sweep ran; whether its points are usable is the verdict."""
     from infergap.doctor import bench_stage
 
     pts = [_point(c, [_trial(1, ok, failed)]) for c, (ok, failed) in zip((1, 2), outcomes)]
@@ -208,12 +209,24 @@ def test_doctor_bench_stage_status(outcomes, status):
     res.settings.max_error_rate = 0.05
     for p in pts:
         judge_point(p, 0.05)
-    st, detail = bench_stage(res)
-    assert st == status
+    st, got, detail = bench_stage(res)
+    assert (st, got) == ("ran", verdict)
     failed = sum(p.failed for p in pts)
     assert (f"{failed} of {sum(p.requests for p in pts)} requests failed" in detail) == bool(failed)
-    if status != "ok":
+    if not verdict.startswith("ok"):
         assert "not used" in detail and "most likely cause" in detail
+
+
+def test_doctor_bench_stage_that_measured_nothing_is_not_ok():
+    from infergap.doctor import bench_stage
+
+    res = _result([])
+    assert bench_stage(res)[:2] == ("ran", "failed: no point measured")
+    res.error = "server gone before the first point"
+    assert bench_stage(res)[:2] == ("failed", "failed: no point measured")
+    res = _result([_point(1, [_trial(1, 40, {})])])
+    res.error = "server gone after the first point"
+    assert bench_stage(res)[:2] == ("partial", "ok: 1 of 1 point(s) within the 1.0% failure budget")
 
 
 @pytest.mark.parametrize("settings, load, lengths", [

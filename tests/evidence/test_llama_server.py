@@ -5,6 +5,7 @@ and a slot context too small for the load named as the plan's first action."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 import urllib.request
@@ -17,6 +18,8 @@ from tests.evidence.evidence_data import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU = ROOT / "tests" / "fixtures" / "real-gpu" / "h200-llama-server"
+URL_PLACEHOLDER = "http://<server>:<port>"
+PASTE_5070 = ROOT / "tests" / "fixtures" / "evidence" / "nvsmi-libc6shim14-rtx5070.txt"
 BIN = llama_server_bin()
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(BIN is None, reason="no llama-server (.ci/run builds it at build/llama.cpp/bin)")]
@@ -104,7 +107,8 @@ def test_doctor_against_a_real_llama_server(server, tmp_path):
     s = server("--parallel", "2", "-c", "2048", "--metrics")
     res = _doctor(s.url, tmp_path / "out", s.log, concurrency=[1, 4], input_len=32, output_len=8, num_prompts=8)
     stages = {st.name: st.status for st in res.stages}
-    assert stages["server"] == "ok" and stages["roofline"] == "ok" and stages["bench"] in ("ok", "partial"), res.stages
+    assert stages["server"] == "ran" and stages["roofline"] == "ran" and stages["bench"] in ("ran", "partial"), res.stages
+    assert next(st for st in res.stages if st.name == "server").detail.startswith("answered: llama.cpp ")
     assert res.points == 2 and (tmp_path / "out" / "report.html").is_file()
     plan = res.plan
     assert plan.facts["engine.name"].value == "llama.cpp" and plan.facts["server.n_slots"].value == 2
@@ -112,6 +116,27 @@ def test_doctor_against_a_real_llama_server(server, tmp_path):
     assert "GGUF" in (tmp_path / "out" / "roofline.json").read_text()
     named = [x.id for x in plan.levers + plan.wont_help] + [u.fact for u in plan.unknowns]
     assert not [n for n in named if any(w in n for w in ("cuda_graph", "moe", "sglang", "vllm", "mtp", "transformers"))], named
+
+
+def test_another_hosts_paste_is_not_verified_against_the_server_here(server, tmp_path):
+    """The doctor on this machine with another host's nvidia-smi paste (an RTX 5070): the paste is
+    audited as its own host, so no verify command sends the reader to the llama-server here as if
+    it were the server the paste describes; a note says which URL was left out and why."""
+    from infergap.doctor import run_doctor
+
+    s = server("--parallel", "2", "-c", "1024", "--metrics")
+    out = tmp_path / "out"
+    res = run_doctor(s.url, out, quick=True, evidence=[str(PASTE_5070)], sweep=dict(concurrency=[1, 4], input_len=32, output_len=8, num_prompts=8))
+    plan = res.plan
+    assert res.points == 2 and "RTX 5070" in next(st for st in res.stages if st.name == "audit").detail
+    verifies = [x.verify for x in plan.levers + plan.wont_help if x.verify]
+    assert verifies and all(f"--url {URL_PLACEHOLDER} " in v for v in verifies), verifies
+    assert not [t for t in verifies + plan.top_actions if s.url in t]
+    assert s.url in res.plan.url_note and "RTX 5070" in res.plan.url_note
+    for name in ("plan.md", "report.html"):
+        text = (out / name).read_text()
+        assert "Note: the verify commands name http://&lt;server&gt;:&lt;port&gt;" in text or f"Note: the verify commands name {URL_PLACEHOLDER}" in text, name
+        assert not re.search(rf"verify: [^\n]*{re.escape(s.url)}", text), name
 
 
 def test_a_slot_context_too_small_is_the_first_action(server, tmp_path):

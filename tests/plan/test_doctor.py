@@ -51,7 +51,11 @@ def test_doctor_writes_every_artefact(doctor_run, llama_server):
     assert all(p["trials"][0]["completed"] > 0 for p in bench["points"])
     plan = json.loads((out / "plan.json").read_text())
     assert [s["name"] for s in plan["stages"]] == ["server", "audit", "roofline", "bench", "plan"]
-    assert all(s["status"] == "ok" for s in plan["stages"])
+    assert all(s["status"] == "ran" for s in plan["stages"]), plan["stages"]
+    verdicts = {s["name"]: s["verdict"] for s in plan["stages"]}
+    assert verdicts["bench"] == "ok: 3 of 3 point(s) within the 1.0% failure budget"
+    assert re.fullmatch(r"P0 \d+, P1 \d+, P2 \d+, unknown \d+", verdicts["audit"])
+    assert verdicts["server"] is verdicts["roofline"] is verdicts["plan"] is None  # ran and computed; nothing judged
     assert [g["concurrency"] for g in plan["gap"]["points"]] == [1, 2, 4] and plan["gap"]["headline"]
     assert "top actions" in r.stdout and "report.html" in r.stdout
     assert llama_server.posts("/v1/chat/completions") > 0
@@ -99,6 +103,20 @@ def test_report_in_headless_chromium(doctor_run, tmp_path):
     assert phone.values["print.visible_details_text"] == phone.values["closed"] > 0  # printed, the evidence blocks are open
 
 
+def _same_stages_everywhere(stages: list[dict], stderr: str, out) -> None:
+    """Each stage reads the same in the terminal, plan.md, report.md and report.html."""
+    from markupsafe import escape
+
+    md, report_md, html = ((out / n).read_text() for n in ("plan.md", "report.md", "report.html"))
+    for s in stages:
+        rest = (f" — {s['verdict']}" if s["verdict"] else "") + (f" ({s['detail']})" if s["detail"] else "")
+        assert f"\n{s['name']}: {s['status']}{rest}\n" in f"\n{stderr}", s
+        assert f"{s['name']} {s['status']}{rest}" in md and f"{s['name']} {s['status']}{rest}" in report_md, s
+        cells = [re.escape(str(escape(x or ""))) for x in (s["name"], s["status"], s["verdict"], s["detail"])]
+        row = '<tr><td>{}</td><td class="[a-z]*">{}</td><td class="[a-z]*">{}</td><td>{}</td></tr>'.format(*cells)
+        assert re.search(row, html), (row, s)
+
+
 def test_stages_that_cannot_run_are_recorded(tmp_path):
     """No server at the URL and a model the roofline does not know: recorded, and the rest goes on."""
     url = f"http://127.0.0.1:{free_port()}"
@@ -108,7 +126,13 @@ def test_stages_that_cannot_run_are_recorded(tmp_path):
     plan = json.loads((tmp_path / "plan.json").read_text())
     st = {s["name"]: s for s in plan["stages"]}
     assert st["server"]["status"] == "failed" and st["roofline"]["status"] == "skipped" and st["bench"]["status"] == "failed"
-    assert "no-such-model" in st["roofline"]["detail"] and st["audit"]["status"] == "ok"
+    assert "no-such-model" in st["roofline"]["detail"] and st["audit"]["status"] == "ran"
+    sev = json.loads((tmp_path / "audit.json").read_text())["summary"]
+    assert st["audit"]["verdict"] == (f"P0 {sev['actionable_by_severity']['P0']}, P1 {sev['actionable_by_severity']['P1']}, "
+                                      f"P2 {sev['actionable_by_severity']['P2']}, unknown {sev['counts']['unknown']}")
+    assert st["audit"]["detail"] == f"8 × NVIDIA RTX PRO 6000 Blackwell Server Edition; from {ROOT / 'tests/fixtures/hosts/seed-8x-rtxpro6000'}"
+    assert not [s for s in plan["stages"] if s["status"] == "ok" or (s.get("verdict") or "").startswith("ok")]  # nothing checked was fine
+    _same_stages_everywhere(plan["stages"], r.stderr, tmp_path)
     assert plan["host_fixes"] and "nvidia.peermem" in [h["id"] for h in plan["host_fixes"]]  # the audit still drove the plan
     html = (tmp_path / "report.html").read_text()
     assert "Not computed" in html and "No sweep" in html

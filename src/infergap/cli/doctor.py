@@ -88,6 +88,8 @@ def doctor(
         out.print(f" {i}. {escape(a)}")
     if plan is not None and not plan.top_actions:
         out.print("  none selected by the facts at hand")
+    if plan is not None and plan.url_note:
+        out.print(escape(f"note: {plan.url_note}"))
     _record(res.files, db)
     out.print(f"report: {res.files.get('report.html')}  ({len(res.files)} files in {output_dir}, {res.duration_s:.0f} s)")
     if not res.reachable:

@@ -28,23 +28,6 @@ def _audit_findings(snapshot: Path | None) -> tuple[list[Any], dict[str, Any], d
     return list(report.findings), doc.get("host") or {}, doc
 
 
-def _other_host(host: dict[str, Any]) -> str | None:
-    """Why a report's host is not this machine (CPU model or GPU set differ), or None when it may be."""
-    from infergap.facts import Facts
-    from infergap.snapshot import LiveSnapshot
-
-    with LiveSnapshot() as live:
-        facts = Facts(live)
-        cpu = facts.cpu_vendor_model()[1]
-        gpus = sorted((g.bdf, g.name) for g in facts.gpus())
-    theirs = sorted((g.get("bdf"), g.get("name")) for g in host.get("gpus") or [])
-    if host.get("cpu") and cpu and host["cpu"] != cpu:
-        return f"CPU {host['cpu']!r}, here {cpu!r}"
-    if "gpus" in host and theirs != gpus:
-        return f"GPUs {len(theirs)} × {theirs[0][1] if theirs else 'none'}, here {len(gpus)} × {gpus[0][1] if gpus else 'none'}"
-    return None
-
-
 def _check_only(only: set[str], findings: list[Any]) -> None:
     """Refuse ``--only`` ids that no finding of the audit has, listing the ids that can be fixed."""
     from infergap.errors import UserError
@@ -113,6 +96,7 @@ def fix(
 ) -> None:
     """Show, apply (--apply) or revert (--revert) the runtime remedies of an audit, with a journal."""
     from infergap.errors import UserError
+    from infergap.facts import report_other_host
     from infergap.findings import FixKind, Severity
     from infergap.ledger import Ledger, host_fingerprint
     from infergap.remedy import apply_plan, load_report, plan_fix, revert_run
@@ -163,7 +147,7 @@ def fix(
 
     if only_ids:
         _check_only(only_ids, findings)
-    other = _other_host(host) if (report or snapshot) else None
+    other = report_other_host(host) if (report or snapshot) else None
     if other:
         typer.echo(f"note: the audit describes another machine ({other}); 'now' values below are this machine's")
         if apply:

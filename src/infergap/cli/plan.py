@@ -12,6 +12,20 @@ from infergap.cli import Fmt, app, emit_report, fail
 from infergap.cli.options import db_option, format_option, output_option, url_option
 
 
+def _elsewhere(host: dict | None, cfg: object, bench: object) -> str | None:
+    """Why the audit given describes another machine than this one, asked only when the URL the
+    verify commands would name is this machine's (``--url``, else the bench file's)."""
+    from infergap.plan.build import is_local_url
+
+    url = getattr(cfg, "url", None) or (bench.environment.url if bench is not None else None)
+    if not host or not url or not is_local_url(url):
+        return None
+    from infergap.facts import report_other_host
+
+    why = report_other_host(host)
+    return f"the audit given is of another machine ({why})" if why else None
+
+
 @app.command()
 def plan(
     audit: Path | None = typer.Option(None, "--audit", help="infergap audit --format json output."),
@@ -59,8 +73,9 @@ def plan(
               Stage(name="bench", status="given" if b else "missing", detail=str(bench) if bench else None),
               Stage(name="server", status=("given" if cfg.reachable is not False else "failed") if cfg else ("from log" if logs else "missing"),
                     detail=server or (", ".join(lab for lab, _ in logs) if logs else None))]
-    p = build_plan(audit=a, roofline=r, bench=b, server=cfg, engine_logs=logs, catalog=cat, stages=stages)
     host = (a or {}).get("host") if isinstance(a, dict) else (a.host if a is not None else None)
+    p = build_plan(audit=a, roofline=r, bench=b, server=cfg, engine_logs=logs, catalog=cat, stages=stages,
+                   elsewhere=_elsewhere(host, cfg, b))
     emit_report("plan", fmt, output, json=lambda: render_json(p), md=lambda: render_markdown(p),
                 text=lambda **kw: render_text(p, **kw), payload=lambda: json.loads(render_json(p)), host=host,
                 db=db, inputs=[audit, roofline, bench, catalog, *(evidence or [])])

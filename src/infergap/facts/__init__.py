@@ -15,12 +15,12 @@ from __future__ import annotations
 from infergap.facts.base import Value, memo
 from infergap.facts.container import ContainerDomain, ContainerInfo
 from infergap.facts.cpu import CpuDomain, IdleState
-from infergap.facts.gpu import GpuDomain, GpuFacts, other_host
+from infergap.facts.gpu import GpuDomain, GpuFacts, other_host, report_other_host
 from infergap.facts.host import HostDomain
 from infergap.facts.pci import ASPEED, MELLANOX, NVIDIA, PciDomain, PciFunction
 
 __all__ = ["ASPEED", "MELLANOX", "NVIDIA", "ContainerInfo", "Facts", "GpuFacts", "IdleState", "PciFunction",
-           "Value", "memo", "other_host"]
+           "Value", "memo", "other_host", "report_other_host"]
 
 
 class Facts(PciDomain, GpuDomain, HostDomain, ContainerDomain, CpuDomain):

@@ -353,3 +353,22 @@ def other_host(base: Snapshot, pasted: Snapshot) -> str | None:
     if not addr and len(ev) != len(mine):
         return f"the evidence describes {what}; {here} has {len(mine)}"
     return None
+
+
+def report_other_host(host: dict[str, Any]) -> str | None:
+    """Why the host of an audit report (its ``host`` summary: ``cpu``, ``gpus``) is not this
+    machine, or None when it may be: the CPU model or the set of GPUs (PCI address, name) differs
+    from this machine's, read live."""
+    from infergap.facts import Facts
+    from infergap.snapshot import LiveSnapshot
+
+    with LiveSnapshot() as live:
+        facts = Facts(live)
+        cpu = facts.cpu_vendor_model()[1]
+        gpus = sorted((g.bdf, g.name) for g in facts.gpus())
+    theirs = sorted((g.get("bdf"), g.get("name")) for g in host.get("gpus") or [])
+    if host.get("cpu") and cpu and host["cpu"] != cpu:
+        return f"CPU {host['cpu']!r}, here {cpu!r}"
+    if "gpus" in host and theirs != gpus:
+        return f"GPUs {len(theirs)} × {theirs[0][1] if theirs else 'none'}, here {len(gpus)} × {gpus[0][1] if gpus else 'none'}"
+    return None

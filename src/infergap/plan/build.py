@@ -15,6 +15,7 @@ changes, then engineering, in those orders.
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime, timezone
 from typing import Any
 
@@ -105,12 +106,42 @@ class Unknown(BaseModel):
     command: str
 
 
+#: What a stage's ``status`` may say: whether it ran, never whether what it found is good.
+#: ``ran`` (to its end), ``partial`` (not all of it: a sweep that ended early, an audit
+#: investigator that errored; what it measured is kept), ``skipped`` (an input it needs is
+#: missing), ``failed`` (tried and errored); for inputs of ``infergap plan``: ``given``,
+#: ``missing``, ``from log``. What a stage that ran found is its ``verdict``.
+STAGE_STATUSES = ("ran", "partial", "skipped", "failed", "given", "missing", "from log")
+
+
 class Stage(BaseModel):
-    """An input stage: given, computed, or why it could not run."""
+    """An input stage: whether it ran (``status``, one of :data:`STAGE_STATUSES`), what it found
+    when it did (``verdict``: the audit's counts, the bench's standing against its failure
+    budget; None for a stage that only computes or reads), and the particulars (``detail``)."""
 
     name: str
     status: str
+    verdict: str | None = None
     detail: str | None = None
+
+    @property
+    def tone(self) -> str:
+        """``actionable`` for a failed stage, ``unknown`` for one that did not run to its end,
+        else empty (running is not a verdict)."""
+        return "actionable" if self.status == "failed" else "unknown" if self.status in ("partial", "skipped", "missing") else ""
+
+    @property
+    def verdict_tone(self) -> str:
+        """``actionable`` for a verdict of failures or P0/P1 findings, ``ok`` for a bench within its
+        failure budget, else empty."""
+        v = self.verdict or ""
+        if v.startswith(("failed", "degraded")) or re.search(r"\bP[01] [1-9]", v):
+            return "actionable"
+        return "ok" if v.startswith("ok") else ""
+
+    def text(self, sep: str = ": ") -> str:
+        """One line: ``name: status — verdict (detail)``."""
+        return f"{self.name}{sep}{self.status}" + (f" — {self.verdict}" if self.verdict else "") + (f" ({self.detail})" if self.detail else "")
 
 
 class Plan(BaseModel):
@@ -127,6 +158,9 @@ class Plan(BaseModel):
     wont_help: list[PlanItem] = Field(default_factory=list)
     unknowns: list[Unknown] = Field(default_factory=list)
     top_actions: list[str] = Field(default_factory=list)
+    #: Why the verify commands do not name the server this run reached (None when they do, or
+    #: when no server was reached).
+    url_note: str | None = None
     ranking: str = RANKING
 
     model_config = {"populate_by_name": True}
@@ -263,6 +297,43 @@ def _pow2(n: int) -> int:
     return p
 
 
+#: What the verify commands name when the plan does not know the address of the server its
+#: evidence describes: the reader fills it in.
+URL_PLACEHOLDER = "http://<server>:<port>"
+
+
+def is_local_url(url: str) -> bool:
+    """True when ``url`` names this machine: a loopback address, ``localhost``, ``0.0.0.0`` or
+    this machine's host name."""
+    import ipaddress
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        host = (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return False
+    if host in ("localhost", "0.0.0.0", socket.gethostname().lower()) or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def verify_url(server: Any, bench: Any, elsewhere: str | None) -> tuple[str | None, str | None]:
+    """The server URL the verify commands name, and why it is not the one this run reached (or
+    None). The URL is the live ``server``'s, else the ``bench`` result's (a bench file names the
+    server it measured). When ``elsewhere`` says the evidence describes another machine and that
+    URL is this machine's own (:func:`is_local_url`), the server on this machine is not the one the
+    evidence describes: :data:`URL_PLACEHOLDER` instead. None: no URL known."""
+    url = server.url if server is not None and getattr(server, "url", None) else (bench.environment.url if bench is not None else None)
+    if url and elsewhere and is_local_url(url):
+        return URL_PLACEHOLDER, (f"the verify commands name {URL_PLACEHOLDER}, the server the evidence describes, not {url}, "
+                                 f"which would reach this machine: {elsewhere}")
+    return url, None
+
+
 def _params(facts: dict[str, Fact], url: str | None) -> dict[str, Any]:
     v = {k: f.value for k, f in facts.items()}
     seen = [x for x in (v.get("load.running_max"), v.get("load.max_concurrency")) if isinstance(x, int)]
@@ -317,7 +388,7 @@ def _actions(lv: Lever, facts: dict[str, Fact], params: dict[str, Any]) -> list[
 
 def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, server: Any = None,
                engine_logs: list[tuple[str, Any]] | None = None, catalog: list[Lever] | None = None,
-               stages: list[Stage] | None = None, facts: dict[str, Fact] | None = None) -> Plan:
+               stages: list[Stage] | None = None, facts: dict[str, Fact] | None = None, elsewhere: str | None = None) -> Plan:
     """Synthesize the plan from any subset of the inputs.
 
     ``audit``: an :class:`~infergap.synthesis.AuditReport` or its JSON dict (``infergap.audit/1``);
@@ -326,8 +397,11 @@ def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, serve
     :class:`~infergap.server.ServerConfig` (live); ``engine_logs``: (label, ``EngineLogFacts``)
     pairs of SGLang/vLLM logs, whose startup arguments also fill the server facts when there is no
     live server; ``catalog``: levers (default: the shipped catalog); ``facts``: use these facts
-    instead of gathering them (for tests that remove one). Never raises for missing inputs: what
-    they would have decided becomes an unknown.
+    instead of gathering them (for tests that remove one); ``elsewhere``: why the audit's evidence
+    describes another machine than this one (a paste or snapshot of another host), so that the
+    verify commands do not name a server on this machine as the one to re-measure
+    (:func:`verify_url`). Never raises for missing inputs: what they would have decided becomes an
+    unknown.
     """
     a = audit.to_json() if hasattr(audit, "to_json") and not isinstance(audit, dict) else audit
     r = roofline.to_json_dict() if hasattr(roofline, "to_json_dict") else roofline
@@ -339,9 +413,9 @@ def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, serve
     if facts is None:
         facts = gather(audit=a, roofline=r, bench=bench, server=server, log_configs=log_cfgs, engine_logs=engine_logs)
     catalog = catalog if catalog is not None else load_catalog()
-    url = server.url if server is not None and getattr(server, "url", None) else (bench.environment.url if bench is not None else None)
+    url, url_note = verify_url(server, bench, elsewhere)
     params = _params(facts, url)
-    plan = Plan(created=datetime.now(timezone.utc).isoformat(timespec="seconds"), facts=facts, stages=list(stages or []))
+    plan = Plan(created=datetime.now(timezone.utc).isoformat(timespec="seconds"), facts=facts, stages=list(stages or []), url_note=url_note)
     if not stages:
         plan.stages = [Stage(name=n, status="given" if x is not None else "missing")
                        for n, x in (("audit", a), ("roofline", r), ("bench", bench), ("server", server or (log_cfgs or None)))]
@@ -380,6 +454,8 @@ def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, serve
         given.add("server-unreachable")
     plan.unknowns = [Unknown(fact=k, decides=v, command=how_to_find(k, given)) for k, v in sorted(unknown.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
     plan.top_actions = _top(plan)
+    if not any(URL_PLACEHOLDER in (x.verify or "") for x in plan.levers + plan.wont_help):
+        plan.url_note = None  # no command names a server: nothing to say about which one
     return plan
 
 

@@ -38,7 +38,7 @@ def render_text(plan: Plan, color: bool = False, width: int | None = None) -> st
     (a file or a pipe: a shell command stays on one line)."""
     buf = io.StringIO()
     c = safe_console(file=buf, force_terminal=color, no_color=not color, width=width or 1000, highlight=False, soft_wrap=width is None)
-    c.print("[bold]infergap plan[/]  " + escape("  ".join(f"{s.name}: {s.status}" + (f" ({s.detail})" if s.detail else "") for s in plan.stages)))
+    c.print("[bold]infergap plan[/]  " + escape("  ".join(s.text() for s in plan.stages)))
     c.print()
     if plan.failure_lines():
         c.print("[bold]FAILED REQUESTS[/]")
@@ -53,6 +53,8 @@ def render_text(plan: Plan, color: bool = False, width: int | None = None) -> st
             c.print(escape(f" {i}. {a}"))
     else:
         c.print("[bold]TOP ACTIONS[/]: none selected by " + escape(_no_actions_why(plan)))
+    if plan.url_note:
+        c.print(escape(f"  note: {plan.url_note}"))
     c.print()
     _text_host_fixes(c, plan)
     for tier in ("flag_flip", "small_change", "engineering"):
@@ -126,7 +128,7 @@ def _text_host_fixes(c: Any, plan: Plan) -> None:
         for cmd in h.revert[:1]:
             c.print(escape(f"      revert: {cmd}"))
     if not plan.host_fixes:
-        c.print("  none" + ("" if any(s.name == "audit" and s.status in ("given", "ok") for s in plan.stages) else " (no audit)"))
+        c.print("  none" + ("" if any(s.name == "audit" and s.status in ("given", "ran", "partial") for s in plan.stages) else " (no audit)"))
 
 
 def _md_escape(s: str) -> str:
@@ -136,7 +138,7 @@ def _md_escape(s: str) -> str:
 def render_markdown(plan: Plan) -> str:
     """Markdown report with the same sections as the text report."""
     out = ["# infergap plan", ""]
-    out.append("Inputs: " + ", ".join(f"{s.name} {s.status}" + (f" ({s.detail})" if s.detail else "") for s in plan.stages))
+    out.append("Inputs: " + "; ".join(s.text(" ") for s in plan.stages))
     if plan.failure_lines():
         out += ["", "## Failed requests", ""] + [f"- **{_md_escape(x)}**" for x in plan.failure_lines()]
     out += ["", "## Efficiency gap", ""]
@@ -154,6 +156,8 @@ def render_markdown(plan: Plan) -> str:
                 if p.bound_tok_s and p.ratio else f"| {p.concurrency} | {p.measured_tok_s:.2f} | – | – | – | {_md_escape(p.note or '')} |" for p in g.points]
     out += ["", "## Top actions", ""] + ([f"{i}. {_md_escape(a)}" for i, a in enumerate(plan.top_actions, 1)]
                                          or [_md_escape("None selected by " + _no_actions_why(plan))])
+    if plan.url_note:
+        out += ["", f"Note: {_md_escape(plan.url_note)}."]
     out += ["", "## Host fixes (runtime first, P0 first)", ""]
     for h in plan.host_fixes:
         out.append(f"- **{h.severity} {h.fix_kind}** `{h.id}` — {h.title}" + (f"  \n  fix: `{h.commands[0]}`" if h.commands else "")
