@@ -239,9 +239,14 @@ def describe_payload(kind: str, payload: Any) -> str:
         act = sum(1 for f in findings if isinstance(f, dict) and f.get("status") == "actionable")
         return f"{len(findings)} findings, {act} actionable"
     if kind == "bench":
-        pts = payload.get("points") or []
+        pts = [p for p in payload.get("points") or [] if isinstance(p, dict)]
         model = (payload.get("environment") or {}).get("model", "")
-        return f"{len(pts)} points{(' · ' + model) if model else ''}"
+        invalid = sum(1 for p in pts if p.get("valid") is False)
+        failed = sum(p["failed"] for p in pts if type(p.get("failed")) is int)
+        sent = sum(p["requests"] for p in pts if type(p.get("requests")) is int)
+        what = f"{len(pts)} points" + (f", {invalid} INVALID" if invalid else "") \
+            + (f", {failed} of {sent} requests failed" if failed else "")
+        return what + (f" · {model}" if model else "")
     if kind == "fleet":
         s = payload.get("summary") or {}
         return (f"{s.get('nodes', 0)} nodes, {s.get('failed', 0)} not audited, {s.get('drift_items', 0)} drift items"
@@ -563,6 +568,23 @@ class Ledger:
 
 
 
+def bench_status(payload: str | Mapping[str, Any]) -> str | None:
+    """The ledger status of a bench run: ``failed`` when it stopped on an error (the server stopped
+    answering) or a point is invalid (failures above the budget), ``interrupted`` when stopped by
+    the user, ``None`` otherwise — so ``history`` never lists a failed benchmark as a plain one."""
+    if isinstance(payload, str):
+        try:
+            payload = json.loads(payload)
+        except ValueError:
+            return None
+    if not isinstance(payload, Mapping):
+        return None
+    pts = [p for p in payload.get("points") or [] if isinstance(p, Mapping)]
+    if payload.get("error") or any(p.get("valid") is False for p in pts):
+        return "failed"
+    return "interrupted" if payload.get("interrupted") else None
+
+
 def try_record(kind: str, payload: str | Mapping[str, Any], host: HostId | Mapping[str, Any] | str | None = None,
                db: str | os.PathLike[str] | None = None) -> int | None:
     """Record a run after its output was written, never failing the command: returns the run id,
@@ -571,7 +593,7 @@ def try_record(kind: str, payload: str | Mapping[str, Any], host: HostId | Mappi
     ``host`` object for one computed from a snapshot."""
     try:
         with Ledger(db) as led:
-            return led.record(kind, payload, host)
+            return led.record(kind, payload, host, status=bench_status(payload) if kind == "bench" else None)
     except LedgerError as e:
         log.warning("run not recorded in the ledger: %s", e)
         return None

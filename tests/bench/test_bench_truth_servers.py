@@ -113,3 +113,22 @@ def test_progress_is_live_on_a_terminal_and_silent_when_piped(stub_server):
     text = seen.decode(errors="replace")
     assert "c=2 trial 1" in text and "out tok/s" in text and "0 failed" in text and "ETA" in text
     assert "c=2: " in text and "0/40 failed" in text  # the point's line when it ends
+
+
+def test_history_marks_a_failed_benchmark(stub_server, tmp_path):
+    """A benchmark above its failure budget was kept in the ledger as '1 points · stub' with no
+    status; `history` must say it failed and how many requests did."""
+    from infergap.ledger import Ledger, describe_payload
+
+    s = stub_server("--tokens", "8", "--fail-every", "2")
+    db = tmp_path / "ledger.db"
+    r = run_bench("--url", s.url, "--concurrency", "2", "--num-prompts", "20", "--trials", "1", "--warmup", "0",
+                  "--output-len", "8", "--db", db, "--output", tmp_path / "r.txt", timeout=120)
+    assert r.returncode == 1, r.stderr
+    ok = run_bench("--url", s.url, "--concurrency", "1", "--num-prompts", "1", "--trials", "1", "--warmup", "0",
+                   "--output-len", "8", "--db", db, "--output", tmp_path / "ok.txt", timeout=120)
+    with Ledger(db) as led:
+        runs = led.runs(kind="bench")
+    assert ok.returncode == 0, ok.stderr  # prompt 0 is served (the stub fails odd indexes)
+    assert [run.status for run in runs] == [None, "failed"]
+    assert "1 INVALID, 10 of 20 requests failed" in describe_payload("bench", runs[-1].payload)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -148,7 +150,10 @@ def test_snapshot_evidence_folder(tmp_path):
     assert [p.kind for p in snap.evidence_parts("engine_log")] == ["vllm_log"]
 
 
-@pytest.mark.parametrize("content,reason", [(b"", "empty file"), (b"\n\n  \n", "empty file"),
+EMPTY = "empty file (or only NUL bytes and blanks)"
+
+
+@pytest.mark.parametrize("content,reason", [(b"", EMPTY), (b"\n\n  \n", EMPTY), (b"\x00" * 70000 + b"\n", EMPTY),
                                             (b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 8, "binary file, not text"),
                                             (b"just some words\nthat are not\nany output\nwe know\nof at all\n", "not a known output or log")])
 def test_bad_files_are_listed(tmp_path, content, reason):
@@ -163,6 +168,30 @@ def test_bad_files_are_listed(tmp_path, content, reason):
 
     (f,) = evidence_files.investigate(SimpleNamespace(snap=snap))
     assert f.id == "evidence.unrecognized" and f.status.value == "unknown" and reason in f.title
+
+
+def test_nul_runs_in_a_kernel_log_do_not_hide_its_xid(tmp_path):
+    """A syslog rotated with copytruncate, or written during a crash, holds runs of NUL bytes; the
+    file was called binary and its Xid never reported. The real Xid 48 paste, with 64 KiB of NULs
+    before it and a NUL run inside one of its lines, gives the same findings as the paste alone."""
+    from types import SimpleNamespace
+
+    from infergap.investigators import evidence_files
+
+    def xids(path):
+        snap = EvidenceSnapshot(None, [path])
+        return sorted((f.id, f.severity.value if f.severity else None, f.title)
+                      for f in evidence_files.investigate(SimpleNamespace(snap=snap)) if f.id == "gpu.xid")
+
+    real = FIX / "nvidiadocker-849-xid48-dbe.txt"
+    raw = real.read_bytes()
+    cut = raw.index(b"Xid")
+    nul = tmp_path / "syslog"
+    nul.write_bytes(b"\x00" * 65536 + raw[:cut] + b"\x00" * 300 + raw[cut:])
+    assert xids(real) and xids(nul) == xids(real)
+    exe = tmp_path / "python"  # a real executable stays binary without its NULs
+    exe.write_bytes(Path(sys.executable).resolve().read_bytes()[:65536])
+    assert [u.reason for u in EvidenceSnapshot(None, [exe]).unrecognized()] == ["binary file, not text"]
 
 
 def test_log_cut_mid_line(tmp_path):

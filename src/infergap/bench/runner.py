@@ -586,16 +586,16 @@ def _finish_point(point: PointResult, sampler: GPUSampler | None, windows, max_e
 
 @contextmanager
 def frozen_heap():
-    """Collect garbage, then move every object alive before a trial (prompts, modules, the
-    connection pool) out of the garbage collector's reach until the trial ends (``gc.freeze``).
+    """Move every object alive before a trial (prompts, modules, the connection pool) out of the
+    garbage collector's reach until the trial ends (``gc.freeze``), then hand them back.
 
     A full collection scans every tracked object and stops the event loop meanwhile: before,
     one of about 45 ms during a c=512 trial stalled every stream at once and showed as a
     server-side inter-token gap (largest gap 133 ms against a stub pacing 20 ms; 63 ms with the
-    collector off; ``benchmarks/bench_client.py``). Freezing what exists is the use the Python
-    documentation gives for ``gc.freeze``; objects made during the trial are still collected, and
-    garbage is collected first so none is kept alive by the freeze."""
-    gc.collect()
+    collector off; ``benchmarks/bench_client.py``). Objects made during the trial are still
+    collected. No ``gc.collect()`` first: on a large heap it takes hundreds of milliseconds, which
+    would delay the trial's start (a trace replay's schedule starts when the trial is called);
+    garbage frozen with the rest is freed after the trial."""
     gc.freeze()
     try:
         yield

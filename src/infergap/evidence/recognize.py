@@ -28,6 +28,8 @@ from infergap.evidence.text import clean_line, decode
 MAX_LINE_BYTES = 64 * 1024
 #: Bytes looked at to decide whether a file is binary.
 SNIFF_BYTES = 8192
+#: A file that starts with NULs is looked at this far in for text before it is called empty.
+MAX_NUL_SKIP = 16 * 1024 * 1024
 
 #: kind -> (what it is, how the snapshot overlay serves it). ``cmd:<name>`` answers
 #: ``Snapshot.cmd(name)``; ``file:<path>`` answers ``Snapshot.read(path)``; ``log`` is read with
@@ -323,10 +325,15 @@ def _prompt_hint(stripped: str) -> str | None | bool:
 
 
 def _is_binary(head: bytes) -> bool:
+    """Whether ``head`` is not text: more than 5 % control bytes once NUL bytes are left out.
+
+    NULs alone do not make a file binary: a log rotated with ``copytruncate`` while the writer kept
+    its offset, or a syslog written during a crash, holds runs of NULs between text lines (and the
+    lines after them are the ones that matter); an executable or an archive has other control
+    bytes besides."""
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         return False
-    if b"\x00" in head:
-        return True
+    head = head.replace(b"\x00", b"")
     if not head:
         return False
     bad = sum(1 for b in head if b < 9 or 13 < b < 27 or 27 < b < 32)
@@ -368,10 +375,26 @@ def _close(seg: _Seg, end: int) -> tuple[str | None, frozenset[str]]:
     return kind, frozenset(kinds)
 
 
+def _head(f, limit: int = MAX_NUL_SKIP) -> bytes:
+    """Up to :data:`SNIFF_BYTES` bytes of ``f`` from its first byte that is not NUL, looking at
+    most ``limit`` bytes in (a file that starts with a run of NULs is judged by what follows);
+    empty when there is none."""
+    seen = 0
+    while seen < limit:
+        chunk = f.read(SNIFF_BYTES)
+        if not chunk:
+            return b""
+        seen += len(chunk)
+        text = chunk.lstrip(b"\x00")
+        if text:
+            return text + f.read(SNIFF_BYTES - len(text))
+    return b""
+
+
 def _sniff(p: Path, head: bytes) -> Unrecognized | None:
     """Why a file whose first bytes are ``head`` is not read as text (empty, UTF-16, binary), or None."""
     if not head.strip():
-        return Unrecognized(p, "empty file")
+        return Unrecognized(p, "empty file (or only NUL bytes and blanks)")
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         return Unrecognized(p, "UTF-16 text: save it as UTF-8")
     if _is_binary(head):
@@ -526,7 +549,7 @@ def scan_file(path: str | Path) -> tuple[list[EvidencePart], list[Unrecognized]]
     except OSError as e:
         return [], [Unrecognized(p, f"cannot read ({e.strerror or e})")]
     with f:
-        bad = _sniff(p, f.read(SNIFF_BYTES))
+        bad = _sniff(p, _head(f))
         if bad is not None:
             return [], [bad]
         splitter = _Splitter()

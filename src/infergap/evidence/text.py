@@ -20,7 +20,7 @@ _NBSP = str.maketrans({"\u00a0": " ", "\u2007": " ", "\u202f": " ", "\ufeff": ""
 
 
 def clean_line(line: str) -> str:
-    """One line without its line end, ANSI codes, NBSPs and zero-width characters.
+    """One line without its line end, NUL bytes, ANSI codes, NBSPs and zero-width characters.
 
     >>> clean_line("\\x1b[4mGPU0\\tCPU Affinity\\x1b[0m\\r\\n")
     'GPU0\\tCPU Affinity'
@@ -28,6 +28,8 @@ def clean_line(line: str) -> str:
     '(VllmWorker rank=0 pid=281)  WARNING 05-15 11:07:08 [fused_moe.py:659] x'
     """
     line = line.rstrip("\r\n").replace("\r", "")
+    if "\x00" in line:  # NUL runs a truncated or crash-written log holds (see recognize._is_binary)
+        line = line.replace("\x00", "")
     if "\x1b" in line or ("[" in line and _REMNANT.search(line)):
         line = _ANSI.sub("", line)
     return line if line.isascii() else line.translate(_NBSP)
