@@ -273,7 +273,7 @@ def main() -> None:
                     help="server processes sharing the port (SO_REUSEPORT) and the counters; --slots is per process")
     for kind, what in (("fail", "HTTP 503"), ("error", "an error event after 2 tokens"),
                        ("cut", "the connection closed after 2 tokens"), ("drop", "a re-used connection closed unanswered")):
-        ap.add_argument(f"--{kind}-every", type=int, default=0, metavar="K", help=f"{what} for prompt indexes i % K == K - 1")
+        ap.add_argument(f"--{kind}-every", type=int, default=0, metavar="K", help=f"{what} for prompt indexes i %% K == K - 1")
     a = ap.parse_args()
     if a.workers <= 1:
         serve(a)

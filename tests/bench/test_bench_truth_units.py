@@ -246,3 +246,19 @@ def test_settings_line_says_what_was_run_and_where_lengths_come_from(settings, l
     res.settings = BenchSettings(trials=1, **settings)
     line = next(n for n in render.to_text(res).splitlines() if "load:" in n)
     assert load in line and lengths in line
+
+
+def test_failed_requests_do_not_make_the_client_the_limit():
+    """A server that dies mid-point refuses and cuts requests, so fewer are in flight; that was
+    reported as CLIENT-BOUND ("only 2.8 of 4 requests in flight")."""
+    from infergap.bench.metrics import judge_client
+    from infergap.bench.models import ClientHealth
+
+    def health():
+        return ClientHealth(mean_in_flight=2.8, max_in_flight=4, target_in_flight=4)
+
+    ok = [RequestRecord(intended=0.0) for _ in range(6)]
+    dead = [RequestRecord(intended=0.0, error=e) for e in ("connection",) * 3 + ("cancelled",) * 3]
+    assert judge_client(health(), ok).client_bound  # the client alone left slots empty
+    h = judge_client(health(), ok[:3] + dead[:3])
+    assert not h.client_bound and h.reasons == []

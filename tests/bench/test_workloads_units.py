@@ -182,6 +182,9 @@ def test_a_rate_probe_too_short_to_show_a_queue_fails_and_binds_the_search():
     assert cap.binding == slo.PROBE_LENGTH and cap.confidence == "low"
     assert 13.5 <= cap.capacity <= 15 < cap.upper  # 30 requests span ≥ 2 s up to 15/s
     assert "bound by the probe length, not by an SLO" in cap.line() and "too short" in cap.detail
+    # A load that was only too short to judge is not one that failed.
+    assert f"at least {cap.capacity:g} req/s" in cap.line() and "fails at" not in cap.line()
+    assert f"at {cap.upper:g} the probes were too short to judge" in cap.line()
 
 
 def test_search_needs_percentile_bounds():

@@ -49,7 +49,12 @@ def refused(r, option: str, *words: str) -> str:
     (["--request-rate", "inf"], "--request-rate inf", ["finite"]),
     (["--request-rate", "nan"], "--request-rate nan", ["finite"]),
     (["--request-rate", "1,nan,4"], "--request-rate 1,nan,4", ["nan", "finite"]),
-    (["--request-rate", "-2"], "--request-rate -2", ["greater than 0"]),
+    (["--request-rate", "-2"], "--request-rate -2", ["at least 0.001"]),
+    (["--request-rate", "1e-9"], "--request-rate 1e-9", ["at least 0.001"]),  # was accepted: a silent run of years
+    (["--request-rate", "1,,2"], "--request-rate 1,,2", ["empty value"]),  # ran 2 points
+    (["--slo", "ttft_p99=2s,ttft_p99=3s"], "--slo", ["ttft_p99 is given twice"]),
+    (["--slo", "ttft_p100=2s", "--search", "rate"], "--slo", ["ttft_p100", "not a percentile bound"]),
+    (["--slo", "ttft=2s,bogus=1s"], "--slo", ["'bogus=1s' is not a bound"]),
     (["--num-prompts", "1e8"], "--num-prompts 1e8", ["at most 100000", "--duration"]),
     (["--num-prompts", "0"], "--num-prompts 0", ["at least 1"]),
     (["--num-prompts", "2.5"], "--num-prompts 2.5", ["whole number"]),

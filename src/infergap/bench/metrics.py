@@ -40,7 +40,8 @@ DEFINITIONS: dict[str, str] = {
     "stability": "each point is run --trials times; a point is unstable when (max - min) / median "
     "of req/s or output tok/s exceeds 10 %",
     "client-bound": "the load generator limited the run (CPU >= 90 % of a core, event-loop lag "
-    "p99 > 20 ms, send slip p99 > 20 ms or less than 95 % of the target concurrency in flight); "
+    "p99 > 20 ms, send slip p99 > 20 ms or less than 95 % of the target concurrency in flight, the "
+    "last read only when at most 1 % of the requests failed); "
     "its throughput is not the server's",
 }
 
@@ -356,19 +357,27 @@ def judge_point(point, max_error_rate: float = DEFAULT_MAX_ERROR_RATE) -> None:
 CPU_BOUND_FRAC = 0.90
 LAG_BOUND_MS = 20.0
 IN_FLIGHT_FRAC = 0.95
+#: Failed share of a trial's requests above which its in-flight reading says nothing of the client.
+IN_FLIGHT_FAILED_FRAC = 0.01
 
 
-def judge_client(h: ClientHealth) -> ClientHealth:
+def judge_client(h: ClientHealth, records: list[RequestRecord] | None = None) -> ClientHealth:
     """Set ``client_bound`` and ``reasons`` from the health readings (thresholds in
-    :data:`DEFINITIONS`; a 20 ms delay is above the inter-token latency of every GPU server)."""
+    :data:`DEFINITIONS`; a 20 ms delay is above the inter-token latency of every GPU server).
+
+    The in-flight reading is not used when more than :data:`IN_FLIGHT_FAILED_FRAC` of ``records``
+    failed: a refused or cut request ends early whatever the client does (a server that died in
+    the middle of a point was called a client limit)."""
     reasons = []
+    failed = sum(1 for r in records or () if r.error is not None)
+    fails = bool(records) and failed > IN_FLIGHT_FAILED_FRAC * len(records)
     if h.cpu_frac >= CPU_BOUND_FRAC:
         reasons.append(f"client CPU {h.cpu_frac * 100:.0f} % of a core")
     if h.loop_lag_ms.p99 is not None and h.loop_lag_ms.p99 > LAG_BOUND_MS:
         reasons.append(f"event-loop lag p99 {h.loop_lag_ms.p99:.1f} ms")
     if h.send_slip_ms.p99 is not None and h.send_slip_ms.p99 > LAG_BOUND_MS:
         reasons.append(f"send slip p99 {h.send_slip_ms.p99:.1f} ms")
-    if h.target_in_flight and h.mean_in_flight < IN_FLIGHT_FRAC * h.target_in_flight:
+    if h.target_in_flight and h.mean_in_flight < IN_FLIGHT_FRAC * h.target_in_flight and not fails:
         reasons.append(f"only {h.mean_in_flight:.1f} of {h.target_in_flight} requests in flight")
     h.reasons = reasons
     h.client_bound = bool(reasons)

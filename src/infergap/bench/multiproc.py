@@ -212,10 +212,10 @@ class MultiTrial:
             return TrialRun([], (now, now), merge_health([], self.spec), stopped=True)
         window = (min(tr.window[0] for tr in trs), max(tr.window[1] for tr in trs))
         stopped = self.interrupted or bool(errors) or any(tr.stopped for tr in trs)
-        return TrialRun(records, window, merge_health([tr.health for tr in trs], self.spec), stopped=stopped)
+        return TrialRun(records, window, merge_health([tr.health for tr in trs], self.spec, records), stopped=stopped)
 
 
-def merge_health(hs: list, spec):
+def merge_health(hs: list, spec, records: list | None = None):
     """Client health of a trial from its workers' (see the module docstring)."""
     from infergap.bench.metrics import judge_client
     from infergap.bench.models import ClientHealth
@@ -229,7 +229,7 @@ def merge_health(hs: list, spec):
     health = ClientHealth(loop_lag_ms=worst("loop_lag_ms"), send_slip_ms=worst("send_slip_ms"),
                           cpu_frac=max(h.cpu_frac for h in hs), mean_in_flight=sum(h.mean_in_flight for h in hs),
                           max_in_flight=sum(h.max_in_flight for h in hs), target_in_flight=target)
-    return judge_client(health)
+    return judge_client(health, records)
 
 
 def run_trial(args: ClientArgs, spec, prompts: list, procs: int, duration_s: float | None = None, seed: int = 0,

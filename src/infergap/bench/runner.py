@@ -193,7 +193,7 @@ class Runner:
         health = _client_health(st, lag.lags_ms, cpu, t1, target)
         started = [r for r in st.records if r.start]
         window = (min((r.start for r in started), default=t0), max((r.end for r in started), default=t1))
-        return TrialRun(st.records, window, judge_client(health), stopped=self.stopping, server_dead=self.dead)
+        return TrialRun(st.records, window, judge_client(health, st.records), stopped=self.stopping, server_dead=self.dead)
 
     async def _closed_loop(self, st: _Trial) -> int | None:
         """``spec.concurrency`` workers, each sending its next request when the previous one ended

@@ -81,12 +81,17 @@ def parse_targets(text: str) -> list[SLOTarget]:
     """``ttft_p99=2s,tpot_p99=80ms`` → targets. Plain ``ttft=2s`` keys are not targets (they are
     per-request goodput bounds, :func:`infergap.cli.bench.parse_slo`). Raises UserError naming the
     bad part."""
-    out = []
+    out: list[SLOTarget] = []
     for part in filter(None, (p.strip() for p in text.split(","))):
         k, _, v = part.partition("=")
-        m = _KEY.match(k.strip().lower())
+        key = k.strip().lower()
+        m = _KEY.match(key)
         if m is None:
+            if re.match(r"^(ttft|tpot|itl|e2e)_p", key):
+                raise UserError(f"--slo {text!r}: {key!r} is not a percentile bound (p50, p90, p95 or p99)")
             continue
+        if any(t.name == key for t in out):
+            raise UserError(f"--slo {text!r}: {key} is given twice")
         out.append(SLOTarget(metric=m.group(1), pct=int(m.group(2)), bound_ms=parse_duration_ms(v, f"--slo {k.strip()}")))
     return out
 
@@ -126,9 +131,12 @@ class Capacity(BaseModel):
         bounds = ", ".join(f"{t.name} ≤ {t.bound_ms:g} ms" for t in self.targets)
         if self.capacity is None:
             return f"SLO capacity: no load tried met {bounds} ({self.detail})"
+        if self.binding == PROBE_LENGTH:  # the load above was not failed: it could not be judged
+            return (f"SLO capacity: at least {self.capacity:g}{unit} meets {bounds}; at {self.upper:g} the probes "
+                    f"were too short to judge, so the search is bound by the {PROBE_LENGTH}, not by an SLO; "
+                    f"confidence {self.confidence} ({self.detail})")
         up = f", fails at {self.upper:g}" if self.upper is not None else ", no failing load found"
-        bind = (f"; bound by the {PROBE_LENGTH}, not by an SLO" if self.binding == PROBE_LENGTH
-                else f"; binding SLO: {self.binding}" if self.binding else "")
+        bind = f"; binding SLO: {self.binding}" if self.binding else ""
         return (f"SLO capacity: {self.capacity:g}{unit} meets {bounds}{up}{bind}; "
                 f"confidence {self.confidence} ({self.detail})")
 
@@ -192,7 +200,7 @@ def _too_short(point, targets: list[SLOTarget]) -> str | None:
                    else f"{MIN_SPAN_REQUESTS:g} median request times ({e2e_med_s:.2g} s each)")
             return (f"too short to judge: {tr.requests} requests at {rate:g}/s arrive within {span:.3g} s, "
                     f"less than {why}; a queue cannot show in that time (raise --num-prompts to "
-                    f"≥ {math.ceil(need * rate)} or use --duration)")
+                    f"≥ {math.ceil(need * rate)} or use --duration; a trace replay needs a trace of that many requests)")
     return None
 
 

@@ -283,7 +283,7 @@ async def multi_turn_trial(runner, spec: DatasetSpec, convs: list[Conversation],
                           mean_in_flight=busy / max(t1 - t0, 1e-9),
                           max_in_flight=min(concurrency, len(convs)), target_in_flight=None)
     window = (min((r.start for r in started), default=t0), max((r.end for r in started), default=t1))
-    return TrialRun(records, window, judge_client(health), stopped=runner.stopping, server_dead=runner.dead)
+    return TrialRun(records, window, judge_client(health, records), stopped=runner.stopping, server_dead=runner.dead)
 
 
 # ----------------------------------------------------------------------------- per-point statistics

@@ -17,6 +17,9 @@ from infergap.errors import UserError
 MAX_PROMPTS = 100_000
 #: Requests in flight at most.
 MAX_CONCURRENCY = 100_000
+#: Lowest open-loop rate, req/s: one request every ~17 minutes; below it a point's default 32
+#: requests would take days (1e-9 req/s was accepted and the bench sat silent).
+MIN_RATE = 0.001
 
 
 def parse_slo(text: str):
@@ -25,13 +28,18 @@ def parse_slo(text: str):
     from infergap.bench.models import SLO
 
     vals = {}
+    seen: set[str] = set()
     for part in filter(None, (p.strip() for p in text.split(","))):
         k, _, v = part.partition("=")
         k = k.strip().lower()
         base, _, pct = k.partition("_p")
         if base not in ("ttft", "tpot", "e2e", "itl") or not v or (pct and pct not in ("50", "90", "95", "99")) \
                 or (base == "itl" and not pct):
-            raise UserError(f"--slo {text!r}: expected ttft=2s,tpot=50ms[,e2e=10s] or ttft_p99=2s,tpot_p99=80ms")
+            raise UserError(f"--slo {text!r}: {part!r} is not a bound; expected ttft=2s,tpot=50ms[,e2e=10s] or "
+                            "ttft_p99=2s,tpot_p99=80ms (percentiles p50, p90, p95, p99)")
+        if k in seen:
+            raise UserError(f"--slo {text!r}: {k} is given twice")
+        seen.add(k)
         if base != "itl":
             vals[f"{base}_ms"] = parse_duration_ms(v, f"--slo {k}")
     if not vals:
@@ -93,7 +101,7 @@ def bench(
     concurrency: Optional[list] = typer.Option(None, "--concurrency", metavar="N,N,...", parser=v.number_list(
         integer=True, ge=1, le=MAX_CONCURRENCY), help="Closed-loop levels, e.g. 1,2,4,8 (default 1,2,4,8,16,32,64); with --request-rate: one cap on requests in flight."),
     request_rate: Optional[list] = typer.Option(None, "--request-rate", metavar="R,R,...", parser=v.number_list(
-        gt=0, le=1e6), help="Open-loop request rates in req/s, e.g. 1,2,4."),
+        ge=MIN_RATE, le=1e6), help="Open-loop request rates in req/s, e.g. 1,2,4."),
     arrival: str = typer.Option("poisson", "--arrival", parser=v.choice("poisson", "constant"), metavar="poisson|constant", help="poisson or constant inter-arrival times (rate mode)."),
     num_prompts: Optional[int] = typer.Option(None, "--num-prompts", metavar="N", parser=v.number(
         integer=True, ge=1, le=MAX_PROMPTS, cap_reason="every prompt is built before the run; use --duration for longer runs"),

@@ -101,7 +101,10 @@ def number_list(*, integer: bool = False, gt: float | None = None, ge: float | N
         if isinstance(value, (list, tuple)):
             parts = list(value)
         else:
-            parts = [p.strip() for p in str(value).split(",") if p.strip()]
+            parts = [p.strip() for p in str(value).split(",")]
+            if any(not p for p in parts) and any(parts):
+                raise ValueError(f"{value!s}: an empty value between commas")
+            parts = [p for p in parts if p]
         if not parts:
             raise ValueError(f"{value!s}: expected comma-separated numbers")
         if len(parts) > max_items:
