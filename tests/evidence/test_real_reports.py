@@ -101,7 +101,8 @@ def test_shm_expected_across_sockets(tmp_path):
 
 @pytest.mark.parametrize("name,kind", [("collect-env-tp3d66.txt", "collect_env"), ("dmesg-gpuburn1-xid79.txt", "dmesg"),
                                        ("lspci-torchipc17-plx.txt", "lspci"), ("lspci-tree-club3090-859.txt", "lspci_tree"),
-                                       ("nvcc-risc0-2449.txt", "nvcc"), ("nvsmi-libc6shim14-rtx5070.txt", "nvsmi")])
+                                       ("nvcc-risc0-2449.txt", "nvcc"), ("nvsmi-libc6shim14-rtx5070.txt", "nvsmi"),
+                                       ("lspci-jan183-lnksta-downgraded.txt", "lspci_vvv")])
 def test_real_outputs_recognised(name, kind):
     snap = EvidenceSnapshot(None, [FIX / name])
     assert [p.kind for p in snap.parts] == [kind] and not snap.unrecognized()

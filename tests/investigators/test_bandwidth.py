@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tests.investigators.memsnap import MemorySnapshot, audit_ids, host_cmds, host_probe, one, statuses
+from tests.investigators.memsnap import MemorySnapshot, audit_ids, host_cmds, host_probe, one, pasted, statuses
 
 H2 = "h200-2gpu-collect"
 
@@ -91,5 +91,12 @@ def test_probe_that_did_not_run_or_is_malformed() -> None:
     assert "h2d_pinned_GBps" in found["active.probes"][0].impact
 
 
-def test_no_active_probe_no_finding() -> None:
-    assert audit_ids(MemorySnapshot({}, cmds=host_cmds(H2, "nvsmi_q")), "bandwidth") == {}
+def test_no_active_probe_on_a_gpu_host_is_unknown_with_the_command() -> None:
+    f = one(audit_ids(MemorySnapshot({}, cmds=host_cmds(H2, "nvsmi_q")), "bandwidth"), "active.probes")
+    assert f.status == "unknown" and "infergap audit --active" in (f.impact or "")
+
+
+def test_no_active_probe_without_a_known_gpu_is_silent() -> None:
+    # A pasted NCCL log names no GPU inventory: gpu.present reports that, the measurements do not apply.
+    assert audit_ids(MemorySnapshot({}), "bandwidth") == {}
+    assert audit_ids(pasted("nccl-1817-shm-8gpu.log"), "bandwidth") == {}

@@ -3,7 +3,7 @@ host's /proc/driver/nvidia/version, nvidia-smi -q -x and torch probe, and public
 
 from __future__ import annotations
 
-from tests.investigators.memsnap import MemorySnapshot, audit_ids, host_cmds, host_files, one, pasted, replaced, statuses
+from tests.investigators.memsnap import MemorySnapshot, audit_ids, host_cmds, host_files, one, pasted, pasted_text, replaced, statuses
 
 SEED = "seed-8x-rtxpro6000"
 NVVER = "/proc/driver/nvidia/version"
@@ -35,9 +35,22 @@ def test_stack_cuda_unknown_is_unknown_with_the_command() -> None:
 
 
 def test_driver_not_captured_is_unknown() -> None:
-    found = audit_ids(MemorySnapshot({}, cmds=host_cmds(SEED, "nvsmi_q", "torch")), "driver")
+    found = audit_ids(MemorySnapshot({}, cmds=host_cmds(SEED, "nvsmi", "torch")), "driver")
     f = one(found, "driver.cuda_compat")
     assert f.status == "unknown" and "/sys/module/nvidia/version" in (f.impact or "")
+
+
+def test_driver_and_cuda_version_from_nvidia_smi_q_text() -> None:
+    f = one(audit_ids(MemorySnapshot({}, cmds=host_cmds(SEED, "nvsmi_q", "torch")), "driver"), "driver.cuda_compat")
+    assert f.status == "ok" and f.title == "Driver 580.95.05 supports the stack's CUDA 13.0"
+    assert [(e.source, e.value) for e in f.evidence][:2] == [("cmds/nvsmi_q.out", "580.95.05"), ("cmds/nvsmi_q.out", "13.0")]
+
+
+def test_pasted_nvidia_smi_q_text_names_the_driver(tmp_path) -> None:
+    snap = pasted_text(tmp_path, "nvidia-smi-q.txt", host_cmds("h200-1gpu", "nvsmi_q")["nvsmi_q"])
+    f = one(audit_ids(snap, "driver"), "driver.cuda_compat")
+    assert f.evidence[0].value == "580.159.04" and f.evidence[1].value == "13.0"
+    assert f.evidence[0].source.startswith("evidence/nvidia-smi-q.txt")
 
 
 def test_driver_version_checked_against_known_issues() -> None:

@@ -146,3 +146,9 @@ def test_filtered_pasted_lspci_without_gpu_is_unknown() -> None:
     f = one(audit_ids(pasted("lspci-torchipc17-plx.txt"), "gpu_health"), "gpu.present")
     assert f.status == "unknown" and "may be filtered" in f.title
     assert f.evidence[0].value == "11 PCI functions, none an NVIDIA GPU"
+
+
+def test_pasted_link_lines_without_any_device_are_no_pci_list() -> None:
+    # LnkCap/LnkSta lines alone (janhq/jan#183) name no PCI function: the inventory is not captured, not "filtered".
+    f = one(audit_ids(pasted("lspci-jan183-lnksta-downgraded.txt"), "gpu_health"), "gpu.present")
+    assert f.status == "unknown" and f.title == "GPU inventory not captured"

@@ -154,3 +154,9 @@ def test_plx_switch_ports_are_named_not_taken_for_nvswitches() -> None:
     f = one(audit_ids(pasted("lspci-torchipc17-plx.txt"), "interconnect"), "pci.unidentified")
     assert f.status == "ok" and f.title.endswith("Broadcom/PLX PCIe switch ports, not NVSwitches")
     assert any(e.value == "11 PCI functions" for e in f.evidence)
+
+
+def test_topology_pasted_with_single_spaces_names_both_gpus() -> None:
+    # noonghunna/club-3090#1125: the header's "GPU0 GPU1" is one space apart; the matrix still counts.
+    f = one(audit_ids(pasted("topo-club3090-1125-single-space.txt"), "interconnect"), "nvlink.topology")
+    assert f.status == "unknown" and "No NVLink between the 2 GPUs" in f.title

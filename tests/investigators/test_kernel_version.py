@@ -34,7 +34,15 @@ def test_installed_kernels_missing_is_unknown_and_nothing_is_unknown() -> None:
     assert f.status == "unknown" and "/lib/modules" in (f.impact or "")
     found = audit_ids(MemorySnapshot({}), "kernel_version")
     assert one(found, "kernel.pending_reboot").status == "unknown"
-    assert "kernel.version" not in found and "kernel.cmdline" not in found  # never ok without the release or command line
+    # never ok, never silent without the release or the command line: unknown with the command
+    assert one(found, "kernel.version").status == "unknown" and "uname -r" in (one(found, "kernel.version").impact or "")
+    assert one(found, "kernel.cmdline").status == "unknown" and "cat /proc/cmdline" in (one(found, "kernel.cmdline").impact or "")
+
+
+def test_unreadable_kernel_release_is_unknown() -> None:
+    snap = MemorySnapshot({"/proc/sys/kernel/osrelease": "not-a-release\n"})
+    f = one(audit_ids(snap, "kernel_version"), "kernel.version")
+    assert f.status == "unknown" and "'not-a-release' is not a kernel release" in (f.impact or "")
 
 
 def test_kernel_version_lists_feature_gates() -> None:

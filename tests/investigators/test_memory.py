@@ -57,8 +57,11 @@ def test_host_memory_against_gpu_memory() -> None:
     assert f.details["host_B"] == 536870912 * 1024 and f.details["gpu_B"] > 8 * 90 * 2**30
 
 
-def test_host_memory_never_ok_without_meminfo() -> None:
-    assert "mem.host" not in audit_ids(MemorySnapshot({}), "memory")
+def test_host_memory_without_meminfo_is_unknown_with_the_command() -> None:
+    f = one(audit_ids(MemorySnapshot({}), "memory"), "mem.host")
+    assert f.status == "unknown" and "cat /proc/meminfo" in (f.impact or "")
+    f = one(audit_ids(MemorySnapshot({"/proc/meminfo": "HugePages_Total:       0\n"}), "memory"), "mem.host")
+    assert f.status == "unknown" and "no MemTotal" in (f.impact or "")
 
 
 def test_host_memory_never_invents_a_swap_size() -> None:

@@ -3,7 +3,7 @@ from the seed host's sysfs and config space (registers changed one at a time) an
 
 from __future__ import annotations
 
-from tests.investigators.memsnap import (MemorySnapshot, audit_ids, config_word, host_cmds, host_files, one, pasted,
+from tests.investigators.memsnap import (MemorySnapshot, audit_ids, config_word, host_cmds, host_files, one, pasted, pasted_text,
                                          statuses, with_config_word)
 
 SEED = "seed-8x-rtxpro6000"
@@ -177,3 +177,28 @@ def test_iommu_pasted_cmdline_with_pt_is_ok_and_a_silent_one_unknown() -> None:
     f = one(audit_ids(MemorySnapshot(host_files(H1, "/proc/cmdline")), "pcie"), "iommu.mode")
     assert f.status == "unknown" and "iommu_groups" in f.impact
     assert one(audit_ids(MemorySnapshot({}), "pcie"), "iommu.mode").status == "unknown"
+
+
+def test_pasted_lnksta_lines_without_their_device_report_the_slow_link() -> None:
+    # janhq/jan#183: LnkCap and LnkSta of an RTX 4090 behind a riser, copied out of lspci -vv without the device line.
+    f = one(audit_ids(pasted("lspci-jan183-lnksta-downgraded.txt"), "pcie"), "pcie.link")
+    assert f.status == "unknown" and f.subject == "evidence/lspci-jan183-lnksta-downgraded.txt LnkSta"
+    assert "PCIe link at 2.5 GT/s below 16 GT/s; whether the GPU was idle is not captured" in f.title
+    assert f.evidence[0].value == "current 2.5 GT/s x16 (lspci: speed downgraded, width ok)"
+    assert f.evidence[1].value == "maximum 16 GT/s x16"
+
+
+def test_width_downgraded_note_is_actionable_without_the_capability_line(tmp_path) -> None:
+    # geerlingguy/raspberry-pi-pcie-devices#480: a Quadro RTX 8000 in a Raspberry Pi's x1 slot (lines of its block).
+    snap = pasted_text(tmp_path, "lnk.txt", "\t\tLnkCtl:\tASPM Disabled; RCB 64 bytes, Disabled- CommClk+\n"
+                                            "\t\t\tExtSynch- ClockPM- AutWidDis- BWInt- AutBWInt-\n"
+                                            "\t\tLnkSta:\tSpeed 5GT/s (downgraded), Width x1 (downgraded)\n")
+    f = one(audit_ids(snap, "pcie"), "pcie.link")
+    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P0", "hardware")
+    assert f.title.endswith("PCIe link width x1 below its maximum (lspci: downgraded)")
+
+
+def test_lnksta_without_capability_or_notes_is_unknown_not_ok(tmp_path) -> None:
+    seed_line = next(l for l in host_cmds(SEED, "lspci_vvv")["lspci_vvv"].splitlines() if "LnkSta:" in l)
+    f = one(audit_ids(pasted_text(tmp_path, "lnk.txt", seed_line + "\n"), "pcie"), "pcie.link")
+    assert f.status == "unknown" and "maximum is not captured" in f.title and "LnkCap" in (f.impact or "")

@@ -7,13 +7,14 @@ from infergap.parsers.nvsmi import (
     csv_to_gpus,
     parse_nvlink_status,
     parse_nvsmi_q_text,
+    parse_nvsmi_q_versions,
     parse_nvsmi_table,
     parse_nvsmi_xml,
     parse_p2p,
     parse_query_csv,
     parse_topo,
 )
-from tests.parsers.inputs import h200, h200x2
+from tests.parsers.inputs import EVIDENCE, h200, h200x2
 
 
 def test_topology_of_two_nvlinked_h200():
@@ -26,6 +27,20 @@ def test_topology_of_two_nvlinked_h200():
 def test_topology_of_one_gpu():
     topo = parse_topo(h200("cmds/nvsmi_topo.out"))
     assert topo.gpus == ["GPU0"] and topo.cpu_affinity == {"GPU0": "0-15"}
+
+
+def test_topology_whose_tabs_became_single_spaces():
+    # A paste through a web form keeps one space of each tab: the same matrix must come out.
+    tabs = h200x2("cmds/nvsmi_topo.out")
+    spaced = parse_topo(tabs.replace("\t", " "))
+    assert spaced == parse_topo(tabs) and spaced.link("GPU0", "GPU1") == "NV18" and spaced.numa_affinity == {"GPU0": "0", "GPU1": "0"}
+
+
+def test_topology_pasted_with_single_spaces_in_the_header():
+    # noonghunna/club-3090#1125: "GPU0 GPU1" one space apart, the rest padded by runs of spaces.
+    topo = parse_topo((EVIDENCE / "topo-club3090-1125-single-space.txt").read_text(encoding="utf-8"))
+    assert topo.gpus == ["GPU0", "GPU1"] and topo.link("GPU1", "GPU0") == "NODE" and topo.link("GPU0", "GPU0") == "X"
+    assert topo.cpu_affinity == {"GPU0": "0-15", "GPU1": "0-15"} and topo.numa_affinity == {"GPU0": "0", "GPU1": "0"}
 
 
 def test_p2p_matrix():
@@ -57,6 +72,11 @@ def test_q_text_agrees_with_the_xml():
     (q,) = parse_nvsmi_q_text(h200("cmds/nvsmi_q.out"))
     (x,) = parse_nvsmi_xml(h200("cmds/nvsmi_qx.out")).gpus
     assert (q.bdf, q.name, q.memory_total_B) == (x.bdf, x.name, x.memory_total_B) == ("0000:00:06.0", "NVIDIA H200", 150754820096)
+
+
+def test_q_text_header_versions():
+    assert parse_nvsmi_q_versions(h200("cmds/nvsmi_q.out")) == ("580.159.04", "13.0")
+    assert parse_nvsmi_q_versions(h200("cmds/nvsmi.out")) == (None, None)  # the table is another format
 
 
 def test_default_table():

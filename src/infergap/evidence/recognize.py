@@ -83,6 +83,8 @@ _START: list[tuple[str, re.Pattern[str]]] = [
     ("nvsmi_csv", re.compile(r"^(?:index, )?(?:name|pci\.bus_id|uuid|driver_version|index)(?:, [\w.]+(?: \[[^\]]*\])?){2,}")),
     ("lspci", re.compile(r"^(?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7] [A-Za-z][^:]*(?: \[[0-9a-f]{4}\])?: \S")),
     ("lspci_tree", re.compile(r"^(?:-\+-|-|\+-|\\-)\[[0-9a-f]{4}:[0-9a-f]{2}\]-")),
+    # link registers copied out of an lspci -vv block without its header (lspci -vv | grep Lnk)
+    ("lspci_vvv", re.compile(r"^Lnk(?:Cap|Sta):\s+(?:Port #\d+, )?Speed ")),
     ("numactl", re.compile(r"^available: \d+ nodes? \(")),
     ("lscpu", re.compile(r"^Architecture:\s+\S")),
     ("sysctl_all", re.compile(r"^[a-z][a-z0-9_]*(?:\.[\w\-/*:@+]+)+ = ")),
@@ -448,6 +450,9 @@ class _Splitter:
         """A start marker of kind ``sk``: it continues the current segment or begins a new one."""
         cur = self.seg.kind
         same = cur is not None and (sk == cur and sk in _REPEATING or sk in _CONTINUES.get(cur, ()) or (cur == "lspci" and sk == "lspci"))
+        if sk == "lspci_vvv" and cur in ("lspci", "lspci_vvv"):  # a link register inside a device block
+            same = True
+            self.seg.vvv += 1
         if cur == "collect_env" and sk in ("pip_freeze", "sysctl_all", "env"):
             same = True
         if cur == "nvsmi_qx" and sk == "nvsmi_qx" and not s.startswith("<?xml"):

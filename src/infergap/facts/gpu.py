@@ -28,6 +28,7 @@ from infergap.parsers.nvsmi import (
     normalize_bdf,
     nvml_to_gpus,
     parse_nvsmi_q_text,
+    parse_nvsmi_q_versions,
     parse_nvsmi_table,
     parse_nvsmi_xml,
     parse_p2p,
@@ -238,7 +239,8 @@ class GpuDomain(FactsBase):
 
     @memo
     def driver_version(self) -> Value | None:
-        """The NVIDIA kernel driver version (``/sys/module/nvidia/version``, NVML, nvidia-smi)."""
+        """The NVIDIA kernel driver version (``/sys/module/nvidia/version``, NVML, ``nvidia-smi -q -x``,
+        ``nvidia-smi -q`` text, ``/proc/driver/nvidia/version``)."""
         v = self.value("/sys/module/nvidia/version")
         if v:
             return v
@@ -248,6 +250,9 @@ class GpuDomain(FactsBase):
         x = self.nvsmi_xml()
         if x and x.driver_version:
             return Value(x.driver_version, self.src("nvsmi_qx"))
+        q = self._q_versions()
+        if q[0]:
+            return Value(q[0], self.src("nvsmi_q"))
         pv = self.value("/proc/driver/nvidia/version")
         if pv:
             m = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", pv.value)
@@ -257,7 +262,8 @@ class GpuDomain(FactsBase):
 
     @memo
     def cuda_driver_version(self) -> Value | None:
-        """Highest CUDA version the driver supports (``13.0``), from NVML or nvidia-smi."""
+        """Highest CUDA version the driver supports (``13.0``), from NVML, ``nvidia-smi -q -x`` or
+        ``nvidia-smi -q`` text."""
         n = self.nvml()
         if n and n.get("cuda_driver_version"):
             c = int(n["cuda_driver_version"])
@@ -265,7 +271,16 @@ class GpuDomain(FactsBase):
         x = self.nvsmi_xml()
         if x and x.cuda_version:
             return Value(x.cuda_version, self.src("nvsmi_qx"))
+        q = self._q_versions()
+        if q[1]:
+            return Value(q[1], self.src("nvsmi_q"))
         return None
+
+    @memo
+    def _q_versions(self) -> tuple[str | None, str | None]:
+        """(driver, CUDA) versions of the header of ``nvidia-smi -q`` text, (None, None) without it."""
+        r = self.cmd_ok("nvsmi_q")
+        return parse_nvsmi_q_versions(r.stdout) if r else (None, None)
 
     @memo
     def nccl_runs(self) -> list[tuple[str, Any]]:

@@ -25,6 +25,7 @@ from infergap.parsers.pci import (
     parse_lspci_vvv,
     parse_od_hex,
     system_pci_ids,
+    unaddressed_links,
 )
 
 NVIDIA = 0x10DE
@@ -205,6 +206,13 @@ class PciDomain(FactsBase):
         if self.snap.listdir(_SYSFS):
             return True
         return any(r is not None and not r.source.startswith("evidence/") for r in (self.cmd_ok("lspci_vvv"), self.cmd_ok("lspci")))
+
+    @memo
+    def unaddressed_links(self) -> list[LspciDevice]:
+        """Link registers of a pasted ``lspci -vv`` excerpt without its device header lines
+        (:func:`infergap.parsers.pci.unaddressed_links`); the device they belong to is not named."""
+        r = self.cmd_ok("lspci_vvv")
+        return unaddressed_links(r.stdout) if r else []
 
     def pci_pasted(self) -> str | None:
         """The evidence source of a pasted lspci listing, or None."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 from infergap import checks
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status
 from infergap.gpudata import datasheet_bandwidth_TBps, pcie_link_GBps
-from infergap.investigators.base import Context, evidence, finding
+from infergap.investigators.base import Context, evidence, finding, unknown
 
 NAME = "bandwidth"
 H2D_OK = checks.threshold("pcie.h2d_bandwidth", "min_fraction_of_link")
@@ -24,11 +24,17 @@ MEM_OK = checks.threshold("gpu.memory_bandwidth", "min_fraction_of_datasheet")
 
 
 def investigate(ctx: Context) -> list[Finding]:
-    """pcie.h2d_bandwidth and gpu.memory_bandwidth per GPU, nccl.allreduce_bandwidth; nothing
-    unless active probes were run. A malformed probe file gives one unknown finding."""
+    """pcie.h2d_bandwidth and gpu.memory_bandwidth per GPU, nccl.allreduce_bandwidth from the
+    active probes. Without them, one unknown ``active.probes`` naming the command that measures
+    (nothing when no GPU is known: ``gpu.present`` reports that). A malformed probe file gives one
+    unknown finding."""
     data = ctx.snap.probe("active")
     if data is None:
-        return []
+        if not ctx.facts.gpus():
+            return []
+        return [unknown("active.probes", "Active measurements not run",
+                        "Copy, memory and NCCL all-reduce bandwidth were not measured, so none of them is known to be good: "
+                        "run infergap audit --active (or infergap collect --active) on the host.")]
     if not isinstance(data, dict):
         return [finding("active.probes", Status.unknown, "Active measurements unreadable", impact="probes/active.json is not a JSON object.")]
     if not data.get("available"):

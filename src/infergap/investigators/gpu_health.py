@@ -171,7 +171,7 @@ def investigate(ctx: Context) -> list[Finding]:
     """gpu.present (only when absent), and per GPU gpu.ecc, gpu.clocks, gpu.power_limit,
     gpu.throttle, gpu.thermals, gpu.mig, gpu.compute_mode."""
     gpus = ctx.facts.gpus()
-    if not gpus and not ctx.facts.pci_inventory_captured() and ctx.facts.nvml() is None and ctx.facts.pci_pasted():
+    if not gpus and not ctx.facts.pci_inventory_captured() and ctx.facts.nvml() is None and ctx.facts.pci_pasted() and ctx.facts.pci_functions():
         return [unknown("gpu.present", "No NVIDIA GPU in the pasted PCI list, which may be filtered",
                         "A pasted lspci is often a part of the list (lspci | grep …); whether the host has NVIDIA GPUs needs the whole list (lspci -nn) or nvidia-smi.",
                         evidence_=evidence((ctx.facts.pci_pasted(), f"{len(ctx.facts.pci_functions())} PCI functions, none an NVIDIA GPU")))]

@@ -44,13 +44,13 @@ def _pending_reboot(ctx: Context) -> Finding:
     return finding(cid, Status.ok, f"Running the newest installed kernel ({kr.value})", evidence_=evs)
 
 
-def _version(ctx: Context) -> Finding | None:
+def _version(ctx: Context) -> Finding:
     kr = ctx.facts.kernel_release()
     if kr is None:
-        return None
+        return unknown("kernel.version", "Running kernel: not captured", "Needs uname -r or /proc/sys/kernel/osrelease.")
     kv = KernelVersion.parse(kr.value)
     if kv is None:
-        return None
+        return unknown("kernel.version", "Running kernel version unreadable", f"{kr.value!r} is not a kernel release; needs uname -r.", evidence_=evidence(kr))
     gates = {
         "amd_pstate passive (6.1)": kv.at_least(6, 1),
         "amd_pstate active/EPP (6.3)": kv.at_least(6, 3),
@@ -62,10 +62,10 @@ def _version(ctx: Context) -> Finding | None:
                    impact="Feature gates available: " + (", ".join(avail) if avail else "none of the tracked ones"), details={"feature_gates": gates})
 
 
-def _cmdline(ctx: Context) -> Finding | None:
+def _cmdline(ctx: Context) -> Finding:
     cl = ctx.facts.cmdline()
     if cl is None:
-        return None
+        return unknown("kernel.cmdline", "Kernel command line: not captured", "Needs cat /proc/cmdline.")
     bad = []
     for tok in cl.value.split():
         if tok.startswith("pci="):
@@ -83,4 +83,4 @@ def _cmdline(ctx: Context) -> Finding | None:
 
 def investigate(ctx: Context) -> list[Finding]:
     """kernel.pending_reboot, kernel.version, kernel.cmdline."""
-    return [f for f in (_pending_reboot(ctx), _version(ctx), _cmdline(ctx)) if f is not None]
+    return [_pending_reboot(ctx), _version(ctx), _cmdline(ctx)]

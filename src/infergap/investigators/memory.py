@@ -43,14 +43,15 @@ def _thp(ctx: Context) -> Finding:
                    impact="Reported only: public guidance for inference hosts conflicts (madvise vs never), and engines allocate GPU memory outside THP.")
 
 
-def _host_mem(ctx: Context) -> Finding | None:
+def _host_mem(ctx: Context) -> Finding:
     t = ctx.snap.read("/proc/meminfo")
     if not t:
-        return None
+        return unknown("mem.host", "Host memory: not captured", "Needs cat /proc/meminfo.")
     m = parse_meminfo(t)
     tot = m.get("MemTotal")
     if not tot:
-        return None
+        return unknown("mem.host", "Host memory unreadable", "/proc/meminfo has no MemTotal line; needs cat /proc/meminfo.",
+                       evidence_=evidence(("files/proc/meminfo", f"{len(m)} fields, no MemTotal")))
     gpu_mem = sum(g.memory_total_B or 0 for g in ctx.facts.gpus())
     txt = f"{tot / 2**30:.0f} GiB host memory" + (f" for {gpu_mem / 2**30:.0f} GiB of GPU memory" if gpu_mem else "")
     return finding("mem.host", Status.ok, txt, evidence_=evidence(("files/proc/meminfo", f"MemTotal {tot // 1024} kB, " + (f"SwapTotal {m['SwapTotal'] // 1024} kB" if "SwapTotal" in m else "no SwapTotal line"))),
@@ -61,8 +62,4 @@ def investigate(ctx: Context) -> list[Finding]:
     """pcie.bar1 per GPU, mem.thp, mem.host."""
     gpus = ctx.facts.gpus()
     out = [bar1(ctx, g, len(gpus)) for g in gpus]
-    out.append(_thp(ctx))
-    h = _host_mem(ctx)
-    if h:
-        out.append(h)
-    return out
+    return out + [_thp(ctx), _host_mem(ctx)]

@@ -43,48 +43,73 @@ def _gpu_label(ctx: Context, f: PciFunction) -> str:
     return f"{f.bdf} ({g.name})" if g and g.name else f.bdf
 
 
-def _link(ctx: Context, f: PciFunction, g: GpuFacts | None) -> Finding:
-    cid = "pcie.link"
+def _link_reading(ctx: Context, f: PciFunction, g: GpuFacts | None) -> tuple[float | None, int | None, float | None, int | None, str]:
+    """(current GT/s, width, maximum GT/s, width, source) of a function's link: sysfs, else lspci
+    -vvv, else nvidia-smi / NVML (which report generations, not GT/s)."""
     cur_s, max_s = _gts(f.cur_speed), _gts(f.max_speed)
     cur_w, max_w = f.cur_width, f.max_width
     src = f.source
-    evs = []
     if cur_s is None and f.lspci and f.lspci.link_sta:
         cur_s, cur_w = f.lspci.link_sta
         max_s, max_w = f.lspci.link_cap or (None, None)
         src = ctx.facts.src("lspci_vvv")
     if cur_s is None and g is not None and g.pcie_gen is not None:
-        # nvidia-smi / NVML report generations, not GT/s.
         cur_s, max_s = pcie_gts(g.pcie_gen), pcie_gts(g.pcie_gen_max)
         cur_w, max_w = g.pcie_width, g.pcie_width_max
         src = g.sources[-1] if g.sources else "nvidia-smi"
+    return cur_s, cur_w, max_s, max_w, src
+
+
+def _link(ctx: Context, f: PciFunction, g: GpuFacts | None, who: str | None = None) -> Finding:
+    """pcie.link of one function (``who`` names it in titles; ``GPU <bdf>`` by default). Below the
+    maximum means below the capability (LnkCap, max_link_*), or lspci's ``(downgraded)`` note on
+    LnkSta when the capability is not in the paste; no maximum at all is unknown, never ok."""
+    cid = "pcie.link"
+    who = who or f"GPU {f.bdf}"
+    cur_s, cur_w, max_s, max_w, src = _link_reading(ctx, f, g)
     if cur_s is None or cur_w is None:
         return unknown(cid, "PCIe link: not captured", "Needs sysfs current/max_link_speed and width, lspci -vvv, or nvidia-smi.", subject=f.bdf)
-    evs = evidence((src, f"current {cur_s:g} GT/s x{cur_w}"), (src, f"maximum {max_s:g} GT/s x{max_w}" if max_s else "maximum unknown"))
+    note = (f.lspci.speed_downgraded, f.lspci.width_downgraded) if f.lspci is not None and f.lspci.link_sta else (None, None)
+    notes = ", ".join(f"{k} {'downgraded' if v else 'ok'}" for k, v in zip(("speed", "width"), note) if v is not None)
+    evs = evidence((src, f"current {cur_s:g} GT/s x{cur_w}" + (f" (lspci: {notes})" if notes else "")),
+                   (src, f"maximum {max_s:g} GT/s x{max_w}" if max_s else "maximum unknown"))
     label = f"gen{pcie_gen_of_gts(cur_s) or '?'} x{cur_w}"
-    if max_w and cur_w < max_w:
-        return finding(cid, Status.actionable, f"GPU {f.bdf}: PCIe link width x{cur_w} below its maximum x{max_w}",
-                       subject=f.bdf, evidence_=evs, expected_value=f"x{max_w}",
+    max_w_txt = f"x{max_w}" if max_w else "(lspci: downgraded)"
+    max_s_txt = f"{max_s:g} GT/s" if max_s else "its maximum (lspci: downgraded)"
+    if (max_w and cur_w < max_w) or (not max_w and note[1]):
+        return finding(cid, Status.actionable, f"{who}: PCIe link width x{cur_w} below its maximum {max_w_txt}",
+                       subject=f.bdf, evidence_=evs, expected_value=f"x{max_w}" if max_w else "the width of LnkCap",
                        impact="A narrower link divides host<->device and peer bandwidth (weights loading, KV offload, PCIe all-reduce); width does not drop at idle, so this is a seating, riser or slot problem.",
                        remedy=Remedy(commands=[], note="Reseat the GPU or riser, try another slot, check the slot's bifurcation / lane settings in the BIOS."),
                        references=["PCIe Base Specification: Link Status register"])
-    if max_s and cur_s < max_s:
-        idle = g is not None and ("gpu_idle" in g.throttle_active or (g.pstate or "").upper() in ("P8", "P12"))
-        load_known = g is not None and (g.throttle_captured or g.pstate is not None or g.utilization_pct is not None)
-        if idle:
-            return finding(cid, Status.expected, f"GPU {f.bdf}: PCIe link at {cur_s:g} GT/s below {max_s:g} GT/s while idle",
-                           subject=f.bdf, evidence_=evs, expected_value=f"{max_s:g} GT/s under load",
-                           impact="GPUs lower the link speed when idle to save power and raise it under load; sample again while the server is busy before calling it a fault.")
-        if not load_known:
-            return unknown(cid, f"GPU {f.bdf}: PCIe link at {cur_s:g} GT/s below {max_s:g} GT/s; whether the GPU was idle is not captured",
-                           "Idle GPUs lower the link speed, busy ones must not: sample nvidia-smi -q -d PERFORMANCE (or --query-gpu=pstate,clocks_event_reasons.active) "
-                           "with the link speed while the server is under load.", subject=f.bdf, evidence_=evs)
-        return finding(cid, Status.actionable, f"GPU {f.bdf}: PCIe link at {cur_s:g} GT/s below {max_s:g} GT/s while busy",
-                       fix_kind=FixKind.bios, subject=f.bdf, evidence_=evs, expected_value=f"{max_s:g} GT/s",
-                       impact="A downtrained link under load halves (or worse) host<->device and peer bandwidth.",
-                       remedy=Remedy(note="Set the slot's PCIe generation to Auto/Gen5 in the BIOS, reseat, check risers and retimers."),
-                       references=["PCIe Base Specification: Link Status register"])
-    return finding(cid, Status.ok, f"GPU {f.bdf}: PCIe {label} at its maximum", subject=f.bdf, evidence_=evs, expected_value=f"{max_s:g} GT/s x{max_w}" if max_s else None)
+    if (max_s and cur_s < max_s) or (not max_s and note[0]):
+        return _slow_link(f, g, who, f"{cur_s:g} GT/s", max_s_txt, evs)
+    if not max_s and not max_w and note != (False, False):
+        return unknown(cid, f"{who}: PCIe {label}; its maximum is not captured",
+                       "Whether the link runs below what the card and slot can do needs the capability: lspci -vvv (LnkCap) or "
+                       "/sys/bus/pci/devices/<bdf>/max_link_speed and max_link_width.", subject=f.bdf, evidence_=evs)
+    return finding(cid, Status.ok, f"{who}: PCIe {label} at its maximum", subject=f.bdf, evidence_=evs, expected_value=f"{max_s:g} GT/s x{max_w}" if max_s else None)
+
+
+def _slow_link(f: PciFunction, g: GpuFacts | None, who: str, cur: str, top: str, evs: list) -> Finding:
+    """pcie.link of a link below its maximum speed: expected while the GPU idles, actionable while
+    it is busy, unknown when nothing says which."""
+    cid = "pcie.link"
+    idle = g is not None and ("gpu_idle" in g.throttle_active or (g.pstate or "").upper() in ("P8", "P12"))
+    load_known = g is not None and (g.throttle_captured or g.pstate is not None or g.utilization_pct is not None)
+    if idle:
+        return finding(cid, Status.expected, f"{who}: PCIe link at {cur} below {top} while idle",
+                       subject=f.bdf, evidence_=evs, expected_value=f"{top} under load",
+                       impact="GPUs lower the link speed when idle to save power and raise it under load; sample again while the server is busy before calling it a fault.")
+    if not load_known:
+        return unknown(cid, f"{who}: PCIe link at {cur} below {top}; whether the GPU was idle is not captured",
+                       "Idle GPUs lower the link speed, busy ones must not: sample nvidia-smi -q -d PERFORMANCE (or --query-gpu=pstate,clocks_event_reasons.active) "
+                       "with the link speed while the server is under load.", subject=f.bdf, evidence_=evs)
+    return finding(cid, Status.actionable, f"{who}: PCIe link at {cur} below {top} while busy",
+                   fix_kind=FixKind.bios, subject=f.bdf, evidence_=evs, expected_value=top,
+                   impact="A downtrained link under load halves (or worse) host<->device and peer bandwidth.",
+                   remedy=Remedy(note="Set the slot's PCIe generation to Auto/Gen5 in the BIOS, reseat, check risers and retimers."),
+                   references=["PCIe Base Specification: Link Status register"])
 
 
 def _caps(f: PciFunction) -> tuple[dict[str, int | None], str] | None:
@@ -332,13 +357,15 @@ def _iommu(ctx: Context, gpus: list[PciFunction]) -> Finding:
 
 
 def investigate(ctx: Context) -> list[Finding]:
-    """pcie.link, pcie.max_read_request, pcie.max_payload, pcie.rcb per GPU; pcie.acs; iommu.mode."""
+    """pcie.link, pcie.max_read_request, pcie.max_payload, pcie.rcb per GPU; pcie.acs; iommu.mode;
+    pcie.link of link registers pasted without their device line."""
     funcs = ctx.facts.gpu_functions()
     gpus = ctx.facts.gpus()
     by_bdf = {g.bdf: g for g in gpus}
     out: list[Finding] = []
+    loose = _unaddressed_links(ctx)
     if not funcs and not gpus:  # gpu_health reports the absence once
-        return [_iommu(ctx, [])]
+        return loose + [_iommu(ctx, [])]
     if not funcs:  # GPUs known only from nvidia-smi / NVML
         funcs = [PciFunction(bdf=g.bdf) for g in gpus]
     for f in funcs:
@@ -349,4 +376,16 @@ def investigate(ctx: Context) -> list[Finding]:
         out.append(_rcb(ctx, f))
     out.extend(_acs(ctx, funcs))
     out.append(_iommu(ctx, funcs))
+    return out + loose
+
+
+def _unaddressed_links(ctx: Context) -> list[Finding]:
+    """pcie.link of link registers pasted without their device's header line (which device they
+    belong to is not in the paste; the subject names the paste and the line's order in it)."""
+    links = ctx.facts.unaddressed_links()
+    src = ctx.facts.src("lspci_vvv")
+    out = []
+    for i, dev in enumerate(links, 1):
+        name = f"{src} LnkSta #{i}" if len(links) > 1 else f"{src} LnkSta"
+        out.append(_link(ctx, PciFunction(bdf=name, lspci=dev), None, who="The device of the pasted LnkSta line"))
     return out

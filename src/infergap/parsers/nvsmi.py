@@ -242,6 +242,27 @@ class Topology:
         return int(m.group(1)) if m else 0
 
 
+#: The named columns after the device columns of ``nvidia-smi topo -m`` (each name holds spaces).
+TOPO_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+
+
+def _topo_header(line: str) -> tuple[list[str], list[str]]:
+    """(device columns, named columns) of a ``topo -m`` header, whatever whitespace separates them:
+    tabs as printed, runs of spaces, or the single spaces a web form leaves of a tab.
+
+    >>> _topo_header("          GPU0 GPU1    CPU Affinity    NUMA Affinity   GPU NUMA ID")  # club-3090#1125
+    (['GPU0', 'GPU1'], ['CPU Affinity', 'NUMA Affinity', 'GPU NUMA ID'])
+    """
+    toks = line.split()
+    devs: list[str] = []
+    for t in toks:
+        if not re.fullmatch(r"GPU\d+|NIC\d+|mlx\w+", t):
+            break
+        devs.append(t)
+    rest = " ".join(toks[len(devs):])
+    return devs, sorted((c for c in TOPO_COLUMNS if c in rest), key=rest.index)
+
+
 def parse_topo(text: str) -> Topology:
     """Parse ``nvidia-smi topo -m``. Raises NvsmiParseError when no GPU header line is found.
 
@@ -261,9 +282,7 @@ def parse_topo(text: str) -> Topology:
             break
     if header_idx is None:
         raise NvsmiParseError("no 'GPU0 …' header line in nvidia-smi topo -m output")
-    header = [h.strip() for h in re.split(r"\t+|\s{2,}", lines[header_idx].strip()) if h.strip()]
-    devs = [h for h in header if re.fullmatch(r"(GPU|NIC|mlx\w*)\d*", h)]
-    extra = header[len(devs) :]
+    devs, extra = _topo_header(lines[header_idx])
     topo = Topology(devices=devs, matrix={}, cpu_affinity={}, numa_affinity={}, nic_names={})
     for l in lines[header_idx + 1 :]:
         s = l.strip()
@@ -271,8 +290,7 @@ def parse_topo(text: str) -> Topology:
             continue
         if s.startswith("Legend"):
             break
-        cells = [c.strip() for c in re.split(r"\t+|\s{2,}|\s(?=\S)", s)]
-        cells = [c for c in re.split(r"\t", l.strip())] if "\t" in l else s.split()
+        cells = re.split(r"\t", l.strip()) if "\t" in l else s.split()
         cells = [c.strip() for c in cells]
         row = cells[0]
         if row not in devs:
@@ -431,6 +449,24 @@ def parse_nvlink_status(text: str) -> dict[int, dict[int, float | None]]:
             v = re.match(r"([\d.]+)\s*GB/s", m.group(2))
             out[cur][int(m.group(1))] = float(v.group(1)) if v else None
     return out
+
+
+def parse_nvsmi_q_versions(text: str) -> tuple[str | None, str | None]:
+    """(driver version, CUDA version) from the header of ``nvidia-smi -q`` text, the unindented
+    ``Driver Version : 535.104.05`` and ``CUDA Version : 12.2`` lines above the first GPU; None for
+    a line that is absent or ``N/A``.
+
+    >>> parse_nvsmi_q_versions("==============NVSMI LOG==============\\nDriver Version    : 580.159.04\\nCUDA Version      : 13.0\\n")
+    ('580.159.04', '13.0')
+    """
+    found: dict[str, str] = {}
+    for line in strip_ansi(text).splitlines():
+        if re.match(r"^\s*GPU [0-9A-Fa-f]{4,8}:", line):
+            break
+        m = re.match(r"^\s*(Driver|CUDA) Version\s*:\s*(\d+\.\d+(?:\.\d+)*)\s*$", line)
+        if m:
+            found.setdefault(m.group(1), m.group(2))
+    return found.get("Driver"), found.get("CUDA")
 
 
 def parse_nvsmi_q_text(text: str) -> list[NvsmiGpu]:

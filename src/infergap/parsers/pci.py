@@ -218,6 +218,10 @@ class LspciDevice:
     link_cap: tuple[float, int] | None = None
     link_sta: tuple[float, int] | None = None
     link_downgraded: bool = False
+    #: the ``(downgraded)`` / ``(ok)`` notes newer pciutils print after LnkSta's speed and width
+    #: (None without a note): lspci's own comparison with the link's capability
+    speed_downgraded: bool | None = None
+    width_downgraded: bool | None = None
     rcb_B: int | None = None
     acs_ctl: dict[str, bool] | None = None
     rebar: bool = False
@@ -254,6 +258,57 @@ def lspci_parents(devices: dict[str, LspciDevice]) -> dict[str, str]:
                 best = b
         if best is not None:
             out[d.bdf] = best.bdf
+    return out
+
+
+_SPEED_WIDTH = re.compile(r"Speed ([\d.]+)GT/s(?: \((ok|downgraded)\))?,? .*?Width x(\d+)(?: \((ok|downgraded)\))?")
+
+
+def _speed_width(s: str) -> tuple[float, int] | None:
+    mm = _SPEED_WIDTH.search(s)
+    return (float(mm.group(1)), int(mm.group(3))) if mm else None
+
+
+def _link_status(dev: LspciDevice, s: str) -> None:
+    """Read one ``LnkSta:`` line into ``dev``: speed and width, and lspci's notes on each.
+
+    >>> d = LspciDevice(bdf="", description="")
+    >>> _link_status(d, "LnkSta: Speed 2.5GT/s (downgraded), Width x16 (ok)")  # janhq/jan#183
+    >>> d.link_sta, d.speed_downgraded, d.width_downgraded, d.link_downgraded
+    ((2.5, 16), True, False, True)
+    """
+    mm = _SPEED_WIDTH.search(s)
+    if mm:
+        dev.link_sta = (float(mm.group(1)), int(mm.group(3)))
+        dev.speed_downgraded = None if mm.group(2) is None else mm.group(2) == "downgraded"
+        dev.width_downgraded = None if mm.group(4) is None else mm.group(4) == "downgraded"
+    dev.link_downgraded = "downgraded" in s
+
+
+def unaddressed_links(text: str) -> list[LspciDevice]:
+    """Link registers pasted without their device's header line (``lspci -vv | grep Lnk``, or the
+    two lines copied out of a block): one :class:`LspciDevice` with an empty ``bdf`` per
+    ``LnkSta:`` line above the first device header, with the ``LnkCap:`` line before it.
+
+    >>> (d,) = unaddressed_links("    LnkCap: Port #0, Speed 16GT/s, Width x16, ASPM L1, Exit Latency L1 <16us\\n"
+    ...                          "    LnkSta: Speed 2.5GT/s (downgraded), Width x16 (ok)\\n")  # janhq/jan#183
+    >>> d.link_cap, d.link_sta, d.speed_downgraded
+    ((16.0, 16), (2.5, 16), True)
+    """
+    out: list[LspciDevice] = []
+    cur = LspciDevice(bdf="", description="")
+    for line in text.splitlines():
+        if _LSPCI_HEAD.match(line) and not line[:1].isspace():
+            break
+        s = line.strip()
+        if s.startswith("LnkCap:"):
+            cur.link_cap = _speed_width(s)
+        elif s.startswith("LnkSta:"):
+            _link_status(cur, s)
+            cur.lines.append(s)
+            if cur.link_sta is not None:
+                out.append(cur)
+            cur = LspciDevice(bdf="", description="")
     return out
 
 
@@ -298,18 +353,13 @@ def parse_lspci_vvv(text: str) -> dict[str, LspciDevice]:
             if mm:
                 cur.mps_B, cur.mrrs_B = int(mm.group(1)), int(mm.group(2))
         elif s.startswith("LnkCap:"):
-            mm = re.search(r"Speed ([\d.]+)GT/s.*?Width x(\d+)", s)
-            if mm:
-                cur.link_cap = (float(mm.group(1)), int(mm.group(2)))
+            cur.link_cap = _speed_width(s)
         elif s.startswith("LnkCtl:"):
             mm = re.search(r"RCB (\d+) bytes", s)
             if mm:
                 cur.rcb_B = int(mm.group(1))
         elif s.startswith("LnkSta:"):
-            mm = re.search(r"Speed ([\d.]+)GT/s.*?Width x(\d+)", s)
-            if mm:
-                cur.link_sta = (float(mm.group(1)), int(mm.group(2)))
-            cur.link_downgraded = "downgraded" in s
+            _link_status(cur, s)
         elif s.startswith("ACSCtl:"):
             cur.acs_ctl = {k: v == "+" for k, v in re.findall(r"(\w{1,32})([+-])", s[len("ACSCtl:") :])}
         elif "Resizable BAR" in s:
