@@ -131,3 +131,45 @@ def test_amd_vi_page_faults_of_the_gpu_are_iommu_fault_p0() -> None:
     f = one(audit_ids(pasted("cudasamples-48-amdvi-page-fault.txt"), "evidence"), "iommu.fault")
     assert (f.status, f.severity, f.fix_kind) == ("actionable", "P0", "reboot")
     assert len(f.evidence) >= 3 and all("IO_PAGE_FAULT" in e.value for e in f.evidence[:3])
+
+
+# -- the audited host's own kernel log (cmds/kernel_log) ------------------------------------------
+
+SEED = "seed-8x-rtxpro6000"
+
+
+def _host(kernel_log=None, gpus: bool = True) -> MemorySnapshot:
+    from tests.investigators.memsnap import host_cmds
+
+    cmds = host_cmds(SEED, "nvsmi_qx") if gpus else {}
+    if kernel_log is not None:
+        cmds["kernel_log"] = kernel_log
+    return MemorySnapshot({}, cmds=cmds)
+
+
+def test_a_hosts_own_kernel_log_gives_its_xid() -> None:
+    """A live audit never read the kernel log: a GPU that fell off the bus went unreported unless
+    the log was pasted. The host's own GPU/PCIe lines (gpu-burn#1's, as `dmesg | grep` keeps them)
+    give the same P0 as the paste, citing cmds/kernel_log.out."""
+    f = one(audit_ids(_host(evidence_text(DMESG)), "evidence"), "gpu.xid")
+    assert (f.status, f.severity) == ("actionable", "P0") and f.details["xids"] == [79]
+    assert f.evidence[0].source == "cmds/kernel_log.out"
+    assert one(audit_ids(_host(evidence_text(DMESG)), "evidence"), "pcie.aer").severity == "P0"
+
+
+def test_a_kernel_log_without_xid_is_ok_citing_what_was_read() -> None:
+    lines = [ln for ln in evidence_text(DMESG).splitlines() if "Xid" not in ln and "AER" not in ln and "Bus Error" not in ln]
+    f = one(audit_ids(_host("\n".join(lines) + "\n"), "evidence"), "gpu.xid")
+    assert f.status == "ok" and f.evidence[0].source == "cmds/kernel_log.out"
+    assert f"{len(lines)} GPU/PCIe/IOMMU line(s)" in f.evidence[0].value
+
+
+def test_an_unreadable_or_missing_kernel_log_is_unknown_and_no_gpu_no_finding() -> None:
+    from infergap.snapshot.core import CmdResult
+
+    denied = CmdResult(name="kernel_log", stderr="dmesg: read kernel buffer failed: Operation not permitted\n", rc=1)
+    f = one(audit_ids(_host(denied), "evidence"), "gpu.xid")
+    assert f.status == "unknown" and "Operation not permitted" in f.impact and "dmesg_restrict" in f.impact
+    f = one(audit_ids(_host(), "evidence"), "gpu.xid")
+    assert f.status == "unknown" and f.title == "Kernel log: not captured" and "sudo dmesg" in f.impact
+    assert "gpu.xid" not in audit_ids(_host(evidence_text(DMESG), gpus=False), "evidence")

@@ -2,6 +2,9 @@
 ``evidence.unrecognized`` finding with status unknown, so the report says what was ignored; every
 recognised part is matched against the catalog of failure signatures
 (``infergap/data/signatures.yaml``), and a pasted kernel log gives ``gpu.xid`` and ``pcie.aer``.
+A host audited itself (live or a snapshot), with an NVIDIA GPU and no pasted kernel log, has its
+own kernel log's GPU and PCIe lines read the same way (``cmds/kernel_log``); ``gpu.xid`` is ok only
+over lines that were read, and unknown when the log was not captured or could not be read.
 
 Severity model: each signature's finding carries the severity, fix kind, fix and revert of its
 catalog entry, with the entry's public sources as references. Xid events are grouped by kind
@@ -20,7 +23,7 @@ import re
 from typing import Any
 
 from infergap import checks
-from infergap.checks import finding
+from infergap.checks import finding, unknown
 from infergap.evidence.common import _memo, nccl_logs
 from infergap.evidence.recognize import KINDS
 from infergap.parsers.dmesg import MAX_TALLIES, DmesgFacts, XidTally, parse_dmesg
@@ -212,13 +215,40 @@ def _kernel_log(label: str, f: DmesgFacts) -> list[Finding]:
     return out
 
 
+def _host_kernel_log(ctx: object) -> list[Finding]:
+    """Kernel-log findings of the audited host itself (``cmds/kernel_log``: its GPU, PCIe and IOMMU
+    lines), for a host with an NVIDIA GPU: the Xid and AER findings, ``gpu.xid`` ok citing the
+    lines read when none is an Xid (errors since the ring buffer's oldest line), unknown with the
+    command to run when the log was not captured or cannot be read (``dmesg_restrict``)."""
+    snap = ctx.snap  # type: ignore[attr-defined]
+    facts = getattr(ctx, "facts", None)
+    if facts is None or not facts.gpus():
+        return []
+    cmd = "sudo dmesg -T | grep -E 'NVRM|Xid'"
+    res = snap.cmd("kernel_log")
+    if res is None:
+        return [unknown("gpu.xid", "Kernel log: not captured",
+                        f"Xid errors are only in the kernel log; run `{cmd}` and pass it with --evidence.")]
+    if not res.ok:
+        why = (res.stderr or res.error or f"exit status {res.rc}").strip().splitlines()[-1][:160]
+        return [unknown("gpu.xid", "Kernel log: not readable", f"{why}. Run `{cmd}` (reading it needs root when "
+                        "kernel.dmesg_restrict is 1) and pass it with --evidence.", evidence_=[ev(res.source, why)])]
+    lines = res.stdout.splitlines()
+    log = parse_dmesg(lines)
+    out = _kernel_log(res.source, log)
+    if not log.xid_count:
+        out.append(finding("gpu.xid", Status.ok, subject=res.source, title="No NVIDIA Xid in the kernel log",
+                           evidence_=[ev(res.source, f"{len(lines)} GPU/PCIe/IOMMU line(s) of the kernel log, no Xid")]))
+    return out
+
+
 def investigate(ctx: object) -> list[Finding]:
     """Findings of the failure-signature catalog over every evidence part, kernel-log findings,
     and ``evidence.unrecognized`` per unusable evidence file; none without evidence."""
     snap = ctx.snap  # type: ignore[attr-defined]
     getter = getattr(snap, "unrecognized", None)
     if getter is None:
-        return []
+        return _host_kernel_log(ctx)
     cat = catalog()
     merged: dict[tuple[str, str], Finding] = {}
     with_xids: set[str] = set()
@@ -240,6 +270,8 @@ def investigate(ctx: object) -> list[Finding]:
                 continue
             _merge(merged, _finding(sig, part.label, hit.examples, hit.count))
     out = list(merged.values())
+    if not snap.evidence_parts("dmesg") and getattr(snap, "base", None) is not None:
+        out += _host_kernel_log(ctx)  # the host the evidence came with, when no kernel log was pasted
     for u in getter():
         where = f"evidence/{u.path.name}" + (f"#L{u.first_line}" if u.first_line else "")
         out.append(finding("evidence.unrecognized", Status.unknown, subject=where,

@@ -41,6 +41,13 @@ print(json.dumps(d))
 """
 
 
+#: The kernel log's GPU, PCIe and IOMMU lines (Xid, NVRM, AER, DMAR), the newest 5,000: all the
+#: audit reads of it, and nothing else of a log that names devices, addresses and users. Exit 1
+#: with dmesg's own message when the log cannot be read (``kernel.dmesg_restrict`` without root).
+KERNEL_LOG = ("out=$(dmesg 2>&1) || { printf '%s\\n' \"$out\" >&2; exit 1; }; "
+              "printf '%s\\n' \"$out\" | grep -E 'NVRM|Xid|nvidia|AER|pcieport|DMAR|IOMMU|iommu' | tail -n 5000; exit 0")
+
+
 @dataclass(frozen=True)
 class Command:
     """A named command: argv, its timeout in seconds, and whether live audits run it.
@@ -85,6 +92,7 @@ COMMANDS: dict[str, Command] = {
         Command("boot_ls", ("ls", "-1", "/boot")),
         Command("nvcc", ("nvcc", "--version")),
         Command("cpupower", ("cpupower", "idle-info")),
+        Command("kernel_log", ("bash", "-c", KERNEL_LOG), 20),
     ]
 }
 
