@@ -22,27 +22,29 @@ The stub (benchmarks/stub_server.py: 128 tokens per response, one SSE chunk per 
 ``--burn N`` keeps N busy-loop processes on the client's cores throughout (a busy machine). The
 script exits 1 when any request failed or guidellm, when asked for, did not run.
 
-Measured 2026-11-30 on an idle 16-core x86-64 host (``--stub-workers 8 --stub-cores 8-15
---client-cores 0-7 --procs 2,4 --levels 512,4096 --requests 8000``; stub-counted tok/s):
+Measured 2026-11-30 on an idle 16-core x86-64 host, one thread per core (``--stub-workers 12
+--stub-cores 4-15 --client-cores 0-3 --procs 2,4 --levels 512,4096 --requests 40000
+--ab-rounds 0``; stub-counted tok/s):
 
     c      1 process   2 processes   4 processes
-    512    280,209     466,330       584,971 (2.09×; 2.96× and 2.18× in two earlier runs)
-    4096   257,906     466,502       701,880 (2.72×)
-    (8,000 requests per figure; with 40,000 and the stub on 12 cores, --client-cores 0-3:
-     c=512 175,791 / 294,098 / 539,300 for 1 / 2 / 4 processes = 3.07×)
-    hot path: 235,161 → 275,048 tok/s per client CPU-second (+17 %; +28 % and +31 % before)
-    in flight at the paced stub: c=512 −1.7 % (1 process), −0.7 % (4);
-                                 c=4096 −17.3 % (1 process, client-bound), −3.9 % (4)
+    512    197,646     334,406       753,802 (3.81×; 2.93×, 3.31×, 2.88× in three other runs)
+    4096   195,864     395,964       942,090 (4.81×)
+    in flight at the paced stub (ramp-up excluded): c=512 −1.4 % (1 process), −0.2 % (4);
+                                                     c=4096 −2.2 % (1 process), −0.4 % (4)
 
-On an otherwise idle 2-core machine with ``--burn 1`` (``--levels 512 --requests 4096 --procs 2
---ab-rounds 0``), c=512: one process 79,854 tok/s (154,536 per client CPU-second), two 91,002,
-guidellm 0.8.1 8,220; in flight at the paced stub −6.7 % / −3.7 %: the 100k target is not met.
-On the shared 2-core machine (load average 13-15, ``--burn 1``, the client got 3-6 % of a core),
-c=512: one process 4,606 tok/s (72,000-88,000 tok/s per client CPU-second), two 4,749, guidellm
-0.8.1 2,053 on the same core. The target of 100,000 tok/s at c=512 on a loaded 2-core machine is
-not met: it needs a whole free core and then about 10 µs of client CPU per token at most.
+Four processes give 180-190k tok/s each; the one-process figure moves between 158k and 246k
+from run to run, and with it the ratio. The whole-buffer read (:func:`infergap.bench.client._drain`)
+against aiohttp's ``readany()``, an earlier run on the same host: 235,161 → 275,048 tok/s per
+client CPU-second (+17 %).
 
-    python benchmarks/bench_client.py --procs 2 --burn 1 --guidellm /work/benchvenv/bin/guidellm
+On a 2-core virtual machine with ``--burn 1`` (``--levels 512,4096 --requests 4096 --procs
+2,4 --ab-rounds 0``), c=512: 79,394 / 80,093 / 93,736 tok/s for 1 / 2 / 4 processes, guidellm
+0.8.1 8,130 in the same run; an earlier run in an idle moment gave 102,526 (one process) and
+113,434 (two), the one-core stub's own ceiling being about 114,000. In flight at the paced stub:
+−2.4 % (4 processes, c=512), −4.0 % (c=4096). The 100,000 tok/s and ±2 % targets are met on
+two shared cores only in some runs.
+
+    python benchmarks/bench_client.py --procs 2 --burn 1 --guidellm PATH/TO/guidellm
 """
 
 from __future__ import annotations
