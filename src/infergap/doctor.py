@@ -312,7 +312,13 @@ def _load_spec(model: str | None, cfg: Any) -> Any:
             return load_model(n, _gguf_overrides(cfg, n))
         except UserError as e:
             errs.append(str(e))
-    raise UserError("model unknown: pass --model CONFIG|NAME" + (f" ({errs[0]})" if errs else " (the server did not report one)"))
+    if model:
+        raise UserError(f"model unknown: pass --model CONFIG|NAME ({errs[0]})")
+    if not names:
+        raise UserError("model unknown: pass --model CONFIG|NAME (the server did not report one)")
+    served = getattr(cfg, "model", None) or getattr(cfg, "served_model_name", None) or names[0]
+    raise UserError(f"model unknown: the server serves {served!r}, which is neither a model directory here "
+                    "nor a built-in model; pass --model CONFIG|NAME")
 
 
 def _roofline_stage(run: _Run, cfg: Any, snap: Any, snapshot: str | None, settings: dict[str, Any],

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -204,3 +205,12 @@ def test_only_digit_remnants_are_stripped(s):
     if not re.search(r"\[\d[\d;]*m", s):
         assert out == s
     assert len(out) <= len(s)
+
+
+def test_a_link_loop_is_named_as_such(tmp_path):
+    from infergap.errors import UserError
+
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    with pytest.raises(UserError, match="leads nowhere"):
+        open_with_evidence(None, [tmp_path / "a"], host=False)

@@ -153,3 +153,20 @@ def test_plan_reads_a_live_server(llama_server):
     assert plan["facts"]["engine.name"]["value"] == "llama.cpp" and plan["facts"]["engine.name"]["source"].startswith("GET ")
     assert plan["unknowns"] and all(u["command"].startswith("infergap ") or "--evidence" in u["command"] for u in plan["unknowns"])
     assert not any("infergap plan --url" in u["command"] for u in plan["unknowns"])  # never asks for what it was given
+
+
+def test_roofline_skip_names_the_servers_model_not_a_model_option():
+    """Without --model the roofline tries the names the server reports; their failure read
+    "--model stub: no such file", an option the user never gave."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from infergap.doctor import _load_spec
+    from infergap.errors import UserError
+
+    with pytest.raises(UserError) as e:
+        _load_spec(None, SimpleNamespace(model="stub", served_model_name=None))
+    assert "the server serves 'stub'" in str(e.value) and "--model stub" not in str(e.value)
+    with pytest.raises(UserError, match=r"--model nothing-here: no such file"):
+        _load_spec("nothing-here", None)

@@ -333,6 +333,8 @@ def open_with_evidence(snapshot: str | os.PathLike[str] | None, evidence: list[s
     paths = [Path(p) for p in evidence or []]
     for p in paths:
         if str(p) != STDIN and not p.exists():
+            if p.is_symlink():
+                raise UserError(f"--evidence {p}: a symbolic link that leads nowhere (dangling, or a loop of links)")
             raise UserError(f"--evidence {p}: no such file or directory")
     base = open_snapshot(snapshot, active=active) if (snapshot is not None or host) else None
     extra = base.evidence_files() if base is not None and hasattr(base, "evidence_files") else []
