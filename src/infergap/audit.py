@@ -96,7 +96,8 @@ def run_audit(
     if denied:
         reasons = sorted({r for _p, r in denied})
         findings.append(unknown(
-            "evidence.unreadable", f"{len(denied)} file(s) could not be read ({', '.join(reasons)})",
+            "evidence.unreadable", f"{len(denied)} file(s) could not be read ({', '.join(reasons)}): "
+            + ", ".join(p for p, _r in denied[:3]) + (" …" if len(denied) > 3 else ""),
             check("evidence.unreadable").text("denied"),
             subject="files", evidence_=[Evidence(source=p, value=r) for p, r in denied[:5]]))
     try:

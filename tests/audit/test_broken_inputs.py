@@ -212,3 +212,16 @@ def test_lspci_alone_lists_the_gpus(tmp_path):
     with open_snapshot(tmp_path) as snap:
         r = run_audit(snap)
     assert len(r.host["gpus"]) == 8 and not r.get("gpu.present")
+
+
+def test_unreadable_files_are_named_in_the_title():
+    """The text report shows a finding's title: "1 file(s) could not be read (permission denied)"
+    did not say which file (only the JSON's evidence did). A container denies /proc/1/environ even
+    to root without CAP_SYS_PTRACE; as root here no file can be made unreadable, so the snapshot's
+    record of it is set directly."""
+    from tests.investigators.memsnap import MemorySnapshot
+
+    snap = MemorySnapshot({})
+    snap.unreadable = {"/proc/1/environ": "permission denied"}
+    (f,) = [f for f in run_audit(snap, parallel=False).findings if f.id == "evidence.unreadable"]
+    assert f.title == "1 file(s) could not be read (permission denied): /proc/1/environ"
