@@ -51,6 +51,20 @@ def test_ecc_disabled_is_p2_reboot() -> None:
     assert (f.status, f.severity, f.fix_kind) == ("actionable", "P2", "reboot") and f.remedy.revert == [f"nvidia-smi -i {BDF} -e 0"]
 
 
+def test_the_plain_tables_ecc_column_is_read() -> None:
+    """A pasted `nvidia-smi` table whose "Volatile Uncorr. ECC" column reads 0 said "ECC state not
+    captured"; it shows ECC on with no volatile uncorrectable error (pending repairs still unknown),
+    a count above 0 is P0, and "N/A" (ECC off or not supported) stays not captured."""
+    table = host_text("h200-1gpu", "cmds/nvsmi.out")
+    f = one(audit_ids(MemorySnapshot({}, cmds={"nvsmi": table}), "gpu_health"), "gpu.ecc")
+    assert f.status == "unknown" and f.title.endswith("ECC on; uncorrectable error counts or pending repairs not captured")
+    bad = replaced(table, "Off |                    0 |", "Off |                    2 |")
+    f = one(audit_ids(MemorySnapshot({}, cmds={"nvsmi": bad}), "gpu_health"), "gpu.ecc")
+    assert (f.status, f.severity) == ("actionable", "P0")
+    f = one(audit_ids(pasted("nvsmi-libc6shim14-rtx5070.txt"), "gpu_health"), "gpu.ecc")
+    assert f.status == "unknown" and "ECC state not captured" in f.title
+
+
 def test_csv_without_error_counts_or_slowdown_threshold_is_unknown() -> None:
     found = audit_ids(MemorySnapshot({}, cmds=host_cmds(H200, "nvsmi_csv")), "gpu_health")
     assert one(found, "gpu.ecc").status == "unknown" and "ROW_REMAPPER" in one(found, "gpu.ecc").impact

@@ -560,7 +560,14 @@ def _gpu_from_q(bdf: str, f: dict[str, str]) -> NvsmiGpu:
 
 def parse_nvsmi_table(text: str) -> list[NvsmiGpu]:
     """GPU index, name, persistence, bus id, temperature, power and memory from the plain
-    ``nvidia-smi`` table (rows ``|   0  NVIDIA H200   On  |   00000000:00:06.0 Off |``)."""
+    ``nvidia-smi`` table (rows ``|   0  NVIDIA H200   On  |   00000000:00:06.0 Off |    0 |``), and
+    ECC on with its volatile uncorrectable count when the last column holds a number.
+
+    >>> g = parse_nvsmi_table("|   0  NVIDIA H200                    On  |   00000000:00:06.0 Off |                    0 |")[0]
+    >>> (g.ecc_current, g.ecc_volatile_uncorrected)
+    (True, 0)
+    >>> parse_nvsmi_table("|   0  NVIDIA GeForce RTX 5070      Off |   00000000:01:00.0  On |                  N/A |")[0].ecc_current
+    """
     out: list[NvsmiGpu] = []
     lines = strip_ansi(text).splitlines()
     for i, line in enumerate(lines):
@@ -568,6 +575,9 @@ def parse_nvsmi_table(text: str) -> list[NvsmiGpu]:
         if not m:
             continue
         g = NvsmiGpu(bdf=normalize_bdf(m.group(4)), name=m.group(2).strip(), persistence_mode=m.group(3) == "On")
+        ecc = re.match(r"\s{0,16}\S{1,8}\s{0,16}\|\s{0,32}(\d{1,9})\s{0,16}\|", line[m.end():])
+        if ecc:  # "Volatile Uncorr. ECC" is a count only with ECC on ("N/A": off or not supported, not told apart)
+            g.ecc_current, g.ecc_volatile_uncorrected = True, int(ecc.group(1))
         if i + 1 < len(lines):
             n = re.search(r"(\d{1,4})C\s{1,16}(P\d{1,2})\s{1,16}(\d{1,6})W\s{0,16}/\s{0,16}(\d{1,6})W\s{0,16}\|\s{0,16}(\d{1,9})MiB\s{0,16}/\s{0,16}(\d{1,9})MiB\s{0,16}\|\s{0,16}(\d{1,3})%\s{1,16}(\S+)", lines[i + 1])
             if n:
