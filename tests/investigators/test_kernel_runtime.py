@@ -62,6 +62,16 @@ def test_socket_buffers_kernel_default_is_p2_without_nccl_log() -> None:
     assert "sysctl -w net.core.wmem_max=16777216" in f.remedy.commands
 
 
+def test_socket_buffers_on_a_host_without_gpu_do_not_apply() -> None:
+    """A live audit of a machine without GPUs listed a P2 to raise buffers that only NCCL between GPU
+    nodes uses. The seed host's whole lspci with its NVIDIA functions taken out is such a host."""
+    lspci = "".join(ln for ln in host_cmds(SEED, "lspci")["lspci"].splitlines(True) if "NVIDIA" not in ln)
+    snap = _seed()
+    snap.cmds.update(MemorySnapshot({}, cmds={"lspci": lspci}).cmds)
+    f = one(audit_ids(snap, "kernel_runtime"), "net.socket_buffers")
+    assert f.status == "not_applicable" and "no NVIDIA GPU" in f.title
+
+
 def test_socket_buffers_raised_is_ok() -> None:
     big = "16777216\n"
     f = one(audit_ids(_seed(**{SYS + "net/core/rmem_max": big, SYS + "net/core/wmem_max": big}), "kernel_runtime"), "net.socket_buffers")

@@ -84,6 +84,10 @@ def _socket_buffers(ctx: Context) -> Finding:
     if r >= SOCKET_BUF_GOOD_B and w >= SOCKET_BUF_GOOD_B:
         return finding(cid, Status.ok, "Socket buffer maxima are raised", evidence_=evs, expected_value=f">= {SOCKET_BUF_GOOD_B}")
     net, nsrc = ctx.facts.collective_network()
+    if net is None and not ctx.facts.gpus() and ctx.facts.pci_inventory_captured():
+        return not_applicable(cid, f"Socket buffer maxima below 16 MiB (rmem_max {r}, wmem_max {w} bytes), but this host "
+                              "has no NVIDIA GPU", "These maxima matter for NCCL's socket transport between GPU nodes; "
+                              "no NCCL runs on a host without GPUs.", evidence_=evs)
     if net in ("local", "rdma"):
         how = "within one node (P2P, SHM or NVLink)" if net == "local" else "over RDMA (NET/IB), not TCP"
         return not_applicable(cid, f"Socket buffer maxima below 16 MiB (rmem_max {r}, wmem_max {w} bytes), but NCCL moves data {how}",
