@@ -536,7 +536,9 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
                 break
             point = await sweep.point(k, spec)
             result.points.append(point)
-            progress.point_end(point)
+            progress.point_end(point)  # a terminal shows it; with -v the log says it too (a piped run was silent for minutes)
+            log.info("point %s: %d request(s), %d failed, %d trial(s)%s", point.label, point.requests, point.failed,
+                     len(point.trials), f" ({point.error})" if point.error else "")
             if on_partial is not None:
                 on_partial(result)
             if point.error and not runner.stopping:
