@@ -68,13 +68,18 @@ class GpuDomain(FactsBase):
     @memo
     def nvsmi_xml(self) -> Any:
         """Parsed ``nvidia-smi -q -x`` (NvsmiLog) or None; a parse problem goes to :attr:`problems`."""
-        r = self.cmd_ok("nvsmi_qx")
+        return self._parsed_nvsmi("nvsmi_qx", parse_nvsmi_xml)
+
+    def _parsed_nvsmi(self, name: str, parse: Any) -> Any:
+        """``parse`` of command ``name``'s output, or None when it did not run; an
+        :class:`NvsmiParseError` is recorded in :attr:`problems` under the command's source."""
+        r = self.cmd_ok(name)
         if not r:
             return None
         try:
-            return parse_nvsmi_xml(r.stdout)
+            return parse(r.stdout)
         except NvsmiParseError as e:
-            self.problems[self.src("nvsmi_qx")] = str(e)
+            self.problems[self.src(name)] = str(e)
             return None
 
     @memo
@@ -156,15 +161,8 @@ class GpuDomain(FactsBase):
 
     @memo
     def topology(self) -> Topology | None:
-        """Parsed ``nvidia-smi topo -m`` or None."""
-        r = self.cmd_ok("nvsmi_topo")
-        if not r:
-            return None
-        try:
-            return parse_topo(r.stdout)
-        except NvsmiParseError as e:
-            self.problems[self.src("nvsmi_topo")] = str(e)
-            return None
+        """Parsed ``nvidia-smi topo -m`` or None; a parse problem goes to :attr:`problems`."""
+        return self._parsed_nvsmi("nvsmi_topo", parse_topo)
 
     def nvlink_between_gpus(self) -> bool | None:
         """True when some GPU pair of ``topo -m`` has an NVLink cell (``NV#``), False when the
