@@ -450,19 +450,23 @@ class Ledger:
         ``kind``: one of :data:`KINDS`. ``payload_json``: the run's JSON document, as text or as a
         parsed object (stored as compact JSON). ``host``: a :class:`HostId`, a report's ``host``
         object (fingerprinted by :func:`host_fingerprint`), a fingerprint string, or ``None`` for
-        the machine this process runs on. Raises :class:`LedgerError` for an unknown kind or
+        the machine this process runs on. ``status``: given, or for a bench run
+        :func:`bench_status` of its payload. Raises :class:`LedgerError` for an unknown kind or
         payload text that is not JSON.
         """
         if kind not in KINDS:
             raise LedgerError(f"ledger: unknown run kind {kind!r} (one of {', '.join(KINDS)})")
         if isinstance(payload_json, str):
             try:
-                json.loads(payload_json)
+                doc = json.loads(payload_json)
             except ValueError as e:
                 raise LedgerError(f"ledger: {kind} payload is not JSON ({e})") from None
             text = payload_json
         else:
+            doc = payload_json
             text = json.dumps(cap_values(payload_json), separators=(",", ":"), default=str, allow_nan=False)
+        if status is None and kind == "bench":
+            status = bench_status(doc)
         hid = _as_host(host)
         host_json = json.dumps(dict(host), default=str) if isinstance(host, Mapping) else None
         cur = self._write(
@@ -568,15 +572,11 @@ class Ledger:
 
 
 
-def bench_status(payload: str | Mapping[str, Any]) -> str | None:
-    """The ledger status of a bench run: ``failed`` when it stopped on an error (the server stopped
-    answering) or a point is invalid (failures above the budget), ``interrupted`` when stopped by
-    the user, ``None`` otherwise — so ``history`` never lists a failed benchmark as a plain one."""
-    if isinstance(payload, str):
-        try:
-            payload = json.loads(payload)
-        except ValueError:
-            return None
+def bench_status(payload: Any) -> str | None:
+    """The ledger status of a bench run (its parsed JSON): ``failed`` when it stopped on an error
+    (the server stopped answering) or a point is invalid (failures above the budget),
+    ``interrupted`` when stopped by the user, ``None`` otherwise — so ``history`` never lists a
+    failed benchmark as a plain one. :meth:`Ledger.record` sets it for every bench run."""
     if not isinstance(payload, Mapping):
         return None
     pts = [p for p in payload.get("points") or [] if isinstance(p, Mapping)]
@@ -593,7 +593,7 @@ def try_record(kind: str, payload: str | Mapping[str, Any], host: HostId | Mappi
     ``host`` object for one computed from a snapshot."""
     try:
         with Ledger(db) as led:
-            return led.record(kind, payload, host, status=bench_status(payload) if kind == "bench" else None)
+            return led.record(kind, payload, host)
     except LedgerError as e:
         log.warning("run not recorded in the ledger: %s", e)
         return None
