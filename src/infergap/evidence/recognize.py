@@ -76,7 +76,8 @@ LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "llamacpp_log", "dmesg", "tra
 _START: list[tuple[str, re.Pattern[str]]] = [
     ("nvsmi_q", re.compile(r"^=+\s*NVSMI LOG\s*=+")),
     ("nvsmi_qx", re.compile(r"^(<\?xml version|<!DOCTYPE nvidia_smi_log|<nvidia_smi_log>)")),
-    ("nvsmi", re.compile(r"^\|\s*NVIDIA-SMI \d")),
+    # the table, or its header line quoted alone (inside backticks, or without the table's "|")
+    ("nvsmi", re.compile(r"^(?:\|\s*NVIDIA-SMI \d|`?\|?\s*NVIDIA-SMI \S+\s+Driver Version:)")),
     ("nvsmi_topo", re.compile(r"^GPU0(?:\s+(?:GPU\d+|NIC\d+|mlx\S+|\S+_\d+))*\s+CPU Affinity")),
     ("nvsmi_p2p", re.compile(r"^GPU0(?:\s+GPU\d+)*\s*$")),
     ("nvsmi_nvlink", re.compile(r"^GPU \d+: .*\((?:UUID|uuid): ")),

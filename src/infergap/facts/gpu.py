@@ -24,12 +24,14 @@ from infergap.parsers.nvsmi import (
     NvsmiGpu,
     NvsmiParseError,
     Topology,
+    csv_driver_version,
     csv_to_gpus,
     normalize_bdf,
     nvml_to_gpus,
     parse_nvsmi_q_text,
     parse_nvsmi_q_versions,
     parse_nvsmi_table,
+    parse_nvsmi_table_versions,
     parse_nvsmi_xml,
     parse_p2p,
     parse_query_csv,
@@ -238,7 +240,8 @@ class GpuDomain(FactsBase):
     @memo
     def driver_version(self) -> Value | None:
         """The NVIDIA kernel driver version (``/sys/module/nvidia/version``, NVML, ``nvidia-smi -q -x``,
-        ``nvidia-smi -q`` text, ``/proc/driver/nvidia/version``)."""
+        ``nvidia-smi -q`` text, the header of the plain ``nvidia-smi`` table, the ``driver_version``
+        column of ``--query-gpu`` CSV, ``/proc/driver/nvidia/version``)."""
         v = self.value("/sys/module/nvidia/version")
         if v:
             return v
@@ -251,6 +254,13 @@ class GpuDomain(FactsBase):
         q = self._q_versions()
         if q[0]:
             return Value(q[0], self.src("nvsmi_q"))
+        t = self._table_versions()
+        if t[0]:
+            return Value(t[0], self.src("nvsmi"))
+        r = self.cmd_ok("nvsmi_csv")
+        c = csv_driver_version(parse_query_csv(r.stdout)) if r else None
+        if c:
+            return Value(c, self.src("nvsmi_csv"))
         pv = self.value("/proc/driver/nvidia/version")
         if pv:
             m = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", pv.value)
@@ -260,8 +270,8 @@ class GpuDomain(FactsBase):
 
     @memo
     def cuda_driver_version(self) -> Value | None:
-        """Highest CUDA version the driver supports (``13.0``), from NVML, ``nvidia-smi -q -x`` or
-        ``nvidia-smi -q`` text."""
+        """Highest CUDA version the driver supports (``13.0``), from NVML, ``nvidia-smi -q -x``,
+        ``nvidia-smi -q`` text or the header of the plain ``nvidia-smi`` table."""
         n = self.nvml()
         if n and n.get("cuda_driver_version"):
             c = int(n["cuda_driver_version"])
@@ -272,7 +282,16 @@ class GpuDomain(FactsBase):
         q = self._q_versions()
         if q[1]:
             return Value(q[1], self.src("nvsmi_q"))
+        t = self._table_versions()
+        if t[1]:
+            return Value(t[1], self.src("nvsmi"))
         return None
+
+    @memo
+    def _table_versions(self) -> tuple[str | None, str | None]:
+        """(driver, CUDA) versions of the plain ``nvidia-smi`` table's header, (None, None) without it."""
+        r = self.cmd_ok("nvsmi")
+        return parse_nvsmi_table_versions(r.stdout) if r else (None, None)
 
     @memo
     def _q_versions(self) -> tuple[str | None, str | None]:

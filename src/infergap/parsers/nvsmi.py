@@ -469,6 +469,38 @@ def parse_nvsmi_q_versions(text: str) -> tuple[str | None, str | None]:
     return found.get("Driver"), found.get("CUDA")
 
 
+#: The header line of the plain ``nvidia-smi`` table: ``| NVIDIA-SMI 535.104.05   Driver Version:
+#: 535.104.05   CUDA Version: 12.2 |`` (old drivers print no CUDA field; a container without the
+#: CUDA user-space library prints ``CUDA Version: N/A``).
+_TABLE_HEADER = re.compile(r"NVIDIA-SMI\s+\S+\s+Driver Version:\s*(\d+\.\d+(?:\.\d+)*)(?:\s+CUDA Version:\s*(\d+\.\d+))?")
+
+
+def parse_nvsmi_table_versions(text: str) -> tuple[str | None, str | None]:
+    """(driver version, CUDA version) from the header line of the plain ``nvidia-smi`` table, also
+    when the line was pasted alone or inside backticks; None for a field that is absent or ``N/A``.
+
+    >>> parse_nvsmi_table_versions("| NVIDIA-SMI 525.85.12    Driver Version: 525.85.12    CUDA Version: 12.0     |")
+    ('525.85.12', '12.0')
+    >>> parse_nvsmi_table_versions("| NVIDIA-SMI 575.64.03              Driver Version: 575.64.03      CUDA Version: N/A      |")
+    ('575.64.03', None)
+    """
+    for line in strip_ansi(text).splitlines():
+        m = _TABLE_HEADER.search(line)
+        if m:
+            return m.group(1), m.group(2)
+    return None, None
+
+
+def csv_driver_version(rows: list[dict[str, str]]) -> str | None:
+    """The ``driver_version`` column of ``--query-gpu`` CSV rows (the same on every GPU of a host),
+    None without that column or with ``[N/A]``."""
+    for r in rows:
+        v = (r.get("driver_version") or "").strip()
+        if re.fullmatch(r"\d+\.\d+(?:\.\d+)*", v):
+            return v
+    return None
+
+
 def parse_nvsmi_q_text(text: str) -> list[NvsmiGpu]:
     """GPUs from ``nvidia-smi -q`` text: a ``GPU 00000000:00:06.0`` header per GPU, then indented
     ``Key : Value`` lines in nested sections (``MIG Mode`` / ``Current``, ``Clocks`` / ``SM`` …).
