@@ -80,3 +80,15 @@ def test_telemetry_without_gpu_is_unavailable_not_an_error():
         assert summ.gpus and summ.gpus[0].power_limit_W
     else:
         assert summ.available is False and summ.reason
+
+
+def test_answers_shorter_than_asked_are_said_in_the_notes(stub_server, tmp_path):
+    """A server that stops every answer at 8 tokens while 32 were asked: the throughput is real but
+    describes shorter answers than the settings line says, and the text report says so."""
+    s = stub_server("--tokens", "8")
+    r = run_bench("--url", s.url, "--concurrency", "1", "--num-prompts", "8", "--trials", "1", "--warmup", "0",
+                  "--output-len", "32", timeout=120)
+    assert r.returncode == 0, r.stderr
+    note = next((ln for ln in r.stdout.splitlines() if "ended before their max_tokens" in ln), None)
+    assert note is not None, r.stdout
+    assert "8 of 8 completed requests" in note and "mean 8.0 output tokens" in note and "32 asked" in note
