@@ -422,6 +422,12 @@ def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, serve
         if server is None and log_cfgs:
             plan.stages[-1] = Stage(name="server", status="from log", detail=", ".join(lab for lab, _ in engine_logs or []))
     plan.gap = build_gap(r, bench)
+    present = facts.get("finding.gpu.present")
+    if r and plan.gap.summary and present is not None and present.value == "not_applicable":
+        hw = r.get("hardware") or {}
+        plan.gap.summary += (f" — but the audit found no NVIDIA GPU on the audited host: the bound is for "
+                             f"{hw.get('count', '?')} × {hw.get('label') or hw.get('gpu') or 'the GPU named with --gpu'}, "
+                             "so if the server runs there, this ratio is not its efficiency")
     eff = facts.get("regime.batch1_eff_measured_bw")
     bw = facts.get("gpu.measured_bw_GBps")
     if eff is not None and bw is not None and plan.gap.summary:
