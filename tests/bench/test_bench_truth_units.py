@@ -262,3 +262,25 @@ def test_failed_requests_do_not_make_the_client_the_limit():
     assert judge_client(health(), ok).client_bound  # the client alone left slots empty
     h = judge_client(health(), ok[:3] + dead[:3])
     assert not h.client_bound and h.reasons == []
+
+
+def test_cut_streams_neither_kill_the_server_nor_hide_its_death():
+    """A server killed mid-run cuts the streams in flight, then refuses connections: it is dead
+    after three refusals whatever the cuts among them. A server that only cuts streams (and
+    answers every new request) is never taken for dead."""
+    from infergap.bench.client import StreamClient
+    from infergap.bench.runner import DEAD_REFUSED, Runner
+
+    def rec(kind):
+        detail = "ClientConnectorError: Cannot connect" if kind == "refused" else None
+        return RequestRecord(intended=0.0, error="connection" if kind == "refused" else kind, error_detail=detail)
+
+    r = Runner(StreamClient("http://127.0.0.1:9", "m"))
+    r.watch_reset()
+    for k in ["cut", "refused", "cut", "refused", "cut"] + ["refused"] * (DEAD_REFUSED - 2):
+        r.watch(rec(k), 8)
+    assert r.dead and "connections refused" in r.dead
+    r.watch_reset()
+    for _ in range(100):
+        r.watch(rec("cut"), 8)
+    assert r.dead is None
