@@ -327,7 +327,7 @@ def _client_health(st: _Trial, lags_ms: list[float], cpu: float, t1: float, targ
             area += b - a
     span = max(steady_end - st.t0, 1e-9)
     return ClientHealth(loop_lag_ms=stats(lags_ms), send_slip_ms=stats(st.slips),
-                        cpu_frac=cpu / max(t1 - st.t0, 1e-9), mean_in_flight=area / span,
+                        cpu_frac=cpu / max(t1 - st.t0, 1e-9), mean_in_flight=area / span, issue_s=round(span, 4),
                         max_in_flight=st.infl.peak, target_in_flight=target)
 
 
