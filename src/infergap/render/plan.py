@@ -53,8 +53,9 @@ def render_text(plan: Plan, color: bool = False, width: int | None = None) -> st
             c.print(escape(f" {i}. {a}"))
     else:
         c.print("[bold]TOP ACTIONS[/]: none selected by " + escape(_no_actions_why(plan)))
-    if plan.url_note:
-        c.print(escape(f"  note: {plan.url_note}"))
+    for note in (plan.url_note, plan.log_note):
+        if note:
+            c.print(escape(f"  note: {note}"))
     c.print()
     _text_host_fixes(c, plan)
     for tier in ("flag_flip", "small_change", "engineering"):
@@ -163,8 +164,9 @@ def render_markdown(plan: Plan) -> str:
                 if p.bound_tok_s and p.ratio else f"| {p.concurrency} | {p.measured_tok_s:.2f} | – | – | – | {_md_escape(p.note or '')} |" for p in g.points]
     out += ["", "## Top actions", ""] + ([f"{i}. {_md_escape(a)}" for i, a in enumerate(plan.top_actions, 1)]
                                          or [_md_escape("None selected by " + _no_actions_why(plan))])
-    if plan.url_note:
-        out += ["", f"Note: {_md_escape(plan.url_note)}."]
+    for note in (plan.url_note, plan.log_note):
+        if note:
+            out += ["", f"Note: {_md_escape(note)}."]
     out += ["", "## Host fixes (runtime first, P0 first)", ""]
     for h in plan.host_fixes:
         out.append(f"- **{h.severity} {h.fix_kind}** `{h.id}` — {h.title}" + (f"  \n  fix: `{h.commands[0]}`" if h.commands else "")
