@@ -308,3 +308,39 @@ def test_streams_cut_mid_way_are_their_own_kind_and_do_not_make_the_server_dead(
 
     text = to_text(res)
     assert "cut ×20" in text and "in the middle of an answer" in text
+
+
+def _busy_slots(url: str) -> int:
+    import urllib.request
+
+    with urllib.request.urlopen(url + "/slots", timeout=5) as r:
+        return sum(1 for s in json.loads(r.read()) if s.get("is_processing"))
+
+
+def test_llama_server_killed_mid_stream(llama_cpp, tmp_path):
+    """llama.cpp's server killed while it streams: the streams in flight are cut (their own kind,
+    with the tokens they had), the requests after them are refused, and the point stops as a dead
+    server's, keeping what was measured."""
+    s = llama_cpp("-c", "2048", "--parallel", "2")
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen(bench_cmd("--url", s.url, "--concurrency", "2", "--num-prompts", "400", "--trials", "1",
+                                      "--warmup", "0", "--input-len", "32", "--output-len", "256", "--timeout", "60", "--format", "json",
+                                      "--output", out), env=bench_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+    def kill_while_streaming() -> None:
+        deadline = time.monotonic() + 120
+        while _busy_slots(s.url) < 2:  # both slots generating: two streams in flight
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the bench never had two streams in flight"
+            time.sleep(0.05)
+        time.sleep(0.3)  # well into the streams' tokens
+        s.proc.kill()
+
+    err = _then_wait(proc, kill_while_streaming, timeout=120)
+    assert proc.returncode == 1, err
+    assert "connections refused with no answer between them" in err and "stopped early after" in err
+    [t] = load_result(out).points[0].trials
+    assert t.errors.get("cut", 0) >= 1 and t.errors.get("connection", 0) >= 3, t.errors
+    assert set(t.errors) <= {"cut", "connection", "cancelled"}, t.errors
+    assert any("token chunk(s)" in e for e in t.error_examples), t.error_examples
