@@ -90,7 +90,7 @@ def test_custom_allreduce_lines() -> None:
     f = one(_log("vllm-13719-custom-ar.log"), "allreduce.custom")
     assert f.status == "expected" and f.severity is None
     f = one(_log("vllm-4770-custom-ar-no-p2p.log"), "allreduce.custom")
-    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P1", "bios")
+    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P1", "runtime")  # the log does not say why P2P failed
     assert f.evidence[0].value.startswith("Custom allreduce is disabled because")
 
 
