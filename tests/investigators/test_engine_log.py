@@ -99,3 +99,19 @@ def test_out_of_memory_is_p1_with_the_line() -> None:
     assert (f.status, f.severity, f.fix_kind) == ("actionable", "P1", "runtime") and f.title == "Out-of-memory reported 1 time(s)"
     assert "CUDA out of memory. Tried to allocate 128.00 MiB" in f.evidence[0].value
     assert "engine.oom" not in _log("sglang-26248-kv-full.log")  # no OOM line: never an ok
+
+
+def test_pasted_launch_command_gives_the_judged_flags() -> None:
+    # dphnAI/sonar#1114: the command line is the only place the paste says --enforce-eager.
+    f = one(_log("aphrodite-1114-enforce-eager.log"), "engine.cuda_graph")
+    assert (f.status, f.severity) == ("actionable", "P1") and f.evidence[0].value == "enforce_eager=True"
+    cfg = one(_log("aphrodite-1114-enforce-eager.log"), "engine.config")
+    assert cfg.details["args"]["tensor_parallel_size"] == 2 and "served_model_name" not in cfg.details["args"]
+
+
+def test_old_vllm_stats_line_gives_kv_usage() -> None:
+    from infergap.parsers.engine_log import parse_engine_log
+
+    f = parse_engine_log(["INFO:     Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 31.4 tokens/s, Running: 1 reqs, "
+                          "Swapped: 0 reqs, Pending: 3 reqs, GPU KV cache usage: 96.5%, CPU KV cache usage: 0.0%."])
+    assert (f.max_running, f.max_queue, f.max_token_usage) == (1, 3, 0.965)

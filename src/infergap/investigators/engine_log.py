@@ -15,7 +15,7 @@ from infergap.checks import finding
 from infergap.evidence.common import engine_logs
 from infergap.findings import Finding, Remedy, Severity, Status, ev
 from infergap.investigators.interconnect import allreduce_from_engine_log
-from infergap.parsers.engine_log import EngineLogFacts
+from infergap.parsers.engine_log import JUDGED_ARGS, EngineLogFacts
 
 NAME = "engine_log"
 
@@ -29,12 +29,7 @@ def _next_pow2(n: int) -> int:
 
 def _config(label: str, f: EngineLogFacts) -> Finding | None:
     a = f.args
-    keys = ("tp_size", "tensor_parallel_size", "dp_size", "data_parallel_size", "ep_size", "pp_size", "pipeline_parallel_size",
-            "attention_backend", "cuda_graph_max_bs", "disable_cuda_graph", "enforce_eager", "max_running_requests", "max_num_seqs",
-            "chunked_prefill_size", "max_num_batched_tokens", "mem_fraction_static", "gpu_memory_utilization", "kv_cache_dtype",
-            "quantization", "moe_runner_backend", "moe_a2a_backend", "disable_custom_all_reduce", "speculative_algorithm",
-            # llama.cpp (infergap.parsers.llamacpp_log)
-            "offloaded_layers", "model_layers", "n_slots", "n_ctx_slot", "n_ctx", "kv_unified", "flash_attn", "type_k", "type_v")
+    keys = JUDGED_ARGS
     shown = {k: a[k] for k in keys if k in a}
     if f.cuda_graph_bs:
         shown["cuda_graph_bs_captured"] = f"{min(f.cuda_graph_bs)}..{max(f.cuda_graph_bs)} ({len(f.cuda_graph_bs)} sizes)"
