@@ -37,12 +37,17 @@ from run to run, and with it the ratio. The whole-buffer read (:func:`infergap.b
 against aiohttp's ``readany()``, an earlier run on the same host: 235,161 → 275,048 tok/s per
 client CPU-second (+17 %).
 
-On a 2-core virtual machine with ``--burn 1`` (``--levels 512,4096 --requests 4096 --procs
-2,4 --ab-rounds 0``), c=512: 79,394 / 80,093 / 93,736 tok/s for 1 / 2 / 4 processes, guidellm
-0.8.1 8,130 in the same run; an earlier run in an idle moment gave 102,526 (one process) and
-113,434 (two), the one-core stub's own ceiling being about 114,000. In flight at the paced stub:
-−2.4 % (4 processes, c=512), −4.0 % (c=4096). The 100,000 tok/s and ±2 % targets are met on
-two shared cores only in some runs.
+On this project's 2-core virtual machine with ``--burn 1`` (one busy-loop process on the client's
+core; ``--levels 512,4096 --requests 4096 --procs 2,4 --ab-rounds 0 --guidellm …``), 2026-11-30,
+one run: c=512 111,971 / 113,277 / 158,096 tok/s for 1 / 2 / 4 processes, guidellm 0.8.1 8,334
+beside it; c=4096 75,156 / 93,148 / 102,182. In flight at the paced stub (response lengths spread
+over 64-128 tokens, ramp-up excluded): c=512 −0.8 % (1 process), −0.2 % (4); c=4096 −2.3 % (1),
+−0.2 % (4). Before the stub's decode loop (:class:`stub_server.Steps`) the stub wrote each token
+through aiohttp's response writer and one core of it topped out near 114,000 tok/s: in the same
+setting the client figure was 64,366 (1 process) and 85,249 (2), capped by the stub, not the
+client. With one fixed response length the paced stub's requests all end in the same step and the
+client answers them in one burst: −4.0 % (1 process) and −2.7 % (2) at c=512 on this machine
+under the same load; real responses end at varied lengths, so the paced stub spreads them.
 
     python benchmarks/bench_client.py --procs 2 --burn 1 --guidellm PATH/TO/guidellm
 """
@@ -308,12 +313,13 @@ def main() -> None:
     finally:
         proc.terminate()
     # In flight as the server sees it, where the server is the limit (as a GPU server is): a
-    # paced stub holds each request 128 × ITL, so any slot the client leaves empty shows.
+    # paced stub holds each request 64-128 × ITL (lengths spread, as end-of-sequence spreads them:
+    # with one length every request ends in the same step), so any slot the client leaves empty shows.
     # The stub's token rate is kept at 512 / --paced-itl-ms whatever c (ITL × c / 512), so the stub is never the
     # limit; the window runs from the c-th arrival (the client's ramp-up excluded) to the last start.
     for c in levels:
         itl = a.paced_itl_ms * max(1.0, c / 512)
-        proc, url = start_stub(stub_cores, "--workers", str(a.stub_workers), "--itl-ms", str(itl))
+        proc, url = start_stub(stub_cores, "--workers", str(a.stub_workers), "--itl-ms", str(itl), "--spread", "0.5")
         try:
             n = 3 * c
             for k in [1] + procs_list[-1:]:

@@ -1,13 +1,17 @@
 """Minimal OpenAI-compatible streaming stub used to measure the bench client's own ceiling.
 
-Each request streams ``--tokens`` chunks (default 128; one SSE ``data:`` event per token, the
-event loop yielded between tokens as a real server's would be), then a usage chunk and
+Each request streams ``--tokens`` chunks (default 128; one SSE ``data:`` event per token, one
+HTTP chunk and one socket write each, written by a decode loop that gives every stream in flight
+one token per step, as an engine's decode step does; see :class:`Steps`), then a usage chunk and
 ``data: [DONE]``. ``--itl-ms`` adds a delay between tokens (a slower server); ``--slots N`` serves at
 most N streams at once, the others wait (queued, not yet answered) for a free slot, so a stub
 with N slots, T tokens and an ITL of d has a known service rate of N / (T × d) requests/s.
 ``--workers N`` runs N server processes on the same port (SO_REUSEPORT), counting into shared
 memory, for clients faster than one core of server (peak in flight is then the sum of the workers'
-peaks). ``--close-after-stream`` closes the
+peaks). ``--spread F`` ends each response at a length drawn uniformly from ``(1 − F)`` × ``max_tokens`` to
+``max_tokens``, as end-of-sequence ends real responses (with one fixed length, a closed loop's
+requests all end in the same decode step and the client answers them in one burst: an artefact of
+the experiment, not a property of a client or a workload). ``--close-after-stream`` closes the
 connection after each streamed response although the
 response was sent as keep-alive (what llama.cpp's ``llama-server`` does). The stub counts
 requests, tokens and the time-weighted number of requests in flight, from the arrival of their
@@ -33,6 +37,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
+import random
 import re
 import time
 
@@ -133,6 +139,55 @@ class Stats:
                 "faults": dict(self.faults)}
 
 
+def _chunked(payload: bytes) -> bytes:
+    """``payload`` as one HTTP/1.1 chunk (RFC 9112 §7.1: size in hex, CRLF, data, CRLF)."""
+    return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+class Steps:
+    """The stub's decode loop, shared by all streams of a process, as an engine's decode step is:
+    each step writes one token event to every stream in flight, then waits ``delay`` seconds (0:
+    one event-loop turn, so that new requests are read between steps). A stream's events go
+    straight to its transport as ready-made HTTP chunks: the per-token cost is one ``write``, so
+    one stub core outruns a client core (through aiohttp's per-write path it did not: about
+    114,000 tok/s per core, below the client's ceiling on the same machine)."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.active: list[list] = []  # [transport, frame, tokens left, tokens sent, future]
+        self.task: asyncio.Task | None = None
+
+    def stream(self, transport, frame: bytes, n: int) -> asyncio.Future:
+        """Write ``frame`` ``n`` times, one per step, to ``transport``; the future gives the number
+        written (fewer when the connection closed first)."""
+        fut = asyncio.get_running_loop().create_future()
+        if n <= 0 or transport is None:
+            fut.set_result(0)
+            return fut
+        self.active.append([transport, frame, n, 0, fut])
+        if self.task is None or self.task.done():
+            self.task = asyncio.ensure_future(self._run())
+        return fut
+
+    async def _run(self) -> None:
+        while self.active:
+            keep = []
+            for s in self.active:  # no await in here: arrivals join during the sleep below
+                if s[0].is_closing() or s[4].done():  # the client went away (or its handler was cancelled)
+                    if not s[4].done():
+                        s[4].set_result(s[3])
+                    continue
+                s[0].write(s[1])
+                s[2] -= 1
+                s[3] += 1
+                if s[2]:
+                    keep.append(s)
+                else:
+                    s[4].set_result(s[3])
+            self.active = keep
+            await asyncio.sleep(self.delay)
+
+
 _INDEX = re.compile(r"(\d+):")
 
 
@@ -145,8 +200,10 @@ def prompt_index(d: dict) -> int | None:
 
 
 def make_app(tokens: int, itl_ms: float, slots: int = 0, close_after_stream: bool = False,
-             faults: dict[str, int] | None = None, shared=None, worker: int = 0, workers: int = 1) -> web.Application:
+             faults: dict[str, int] | None = None, shared=None, worker: int = 0, workers: int = 1,
+             spread: float = 0.0) -> web.Application:
     st = Stats(shared, worker, workers)
+    rng = random.Random(worker)
     faults = {k: v for k, v in (faults or {}).items() if v}
     seen: dict[int, object] = {}  # connections that served a request (the object kept: ids stay unique)
 
@@ -159,7 +216,7 @@ def make_app(tokens: int, itl_ms: float, slots: int = 0, close_after_stream: boo
     comp_chunk = (b'data: {"id":"x","object":"text_completion","created":0,"model":"stub",'
                   b'"choices":[{"index":0,"text":" tok","finish_reason":null}]}\n\n')
     role = b'data: {"id":"x","object":"chat.completion.chunk","created":0,"model":"stub","choices":[{"index":0,"delta":{"role":"assistant"},"finish_reason":null}]}\n\n'
-    delay = itl_ms / 1000.0
+    steps = Steps(itl_ms / 1000.0)
 
     async def models(_req):
         return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
@@ -175,6 +232,8 @@ def make_app(tokens: int, itl_ms: float, slots: int = 0, close_after_stream: boo
         body = await req.read()
         d = json.loads(body)
         n = min(int(d.get("max_tokens") or tokens), tokens)
+        if spread:
+            n = rng.randint(max(1, math.ceil(n * (1 - spread))), n)
         chat = req.path.endswith("chat/completions")
         chunk = chat_chunk if chat else comp_chunk
         if faults:
@@ -201,24 +260,22 @@ def make_app(tokens: int, itl_ms: float, slots: int = 0, close_after_stream: boo
 
     async def stream(req, d, n, chat, chunk):
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(req)
+        await resp.prepare(req)  # a StreamResponse sends its headers here: later raw writes follow them
         st.add("requests", 1)
         if chat:
             await resp.write(role)
-        for k in range(n):
-            if k == 2 and (d.get("_cut") or d.get("_error")):
-                st.faults["cut" if d.get("_cut") else "error"] += 1
-                if d.get("_error"):
-                    await resp.write(b'data: {"error": {"message": "stub: error event on purpose"}}\n\n')
-                    await resp.write_eof()
-                    return resp
-                req.transport.close()  # in the middle of the chunked body
+        bad = d.get("_cut") or d.get("_error")
+        sent = await steps.stream(req.transport, _chunked(chunk), min(n, 2) if bad else n)
+        if sent < (min(n, 2) if bad else n):
+            return resp  # the client went away
+        if bad:
+            st.faults["cut" if d.get("_cut") else "error"] += 1
+            if d.get("_error"):
+                await resp.write(b'data: {"error": {"message": "stub: error event on purpose"}}\n\n')
+                await resp.write_eof()
                 return resp
-            await resp.write(chunk)
-            if delay:
-                await asyncio.sleep(delay)
-            else:
-                await asyncio.sleep(0)
+            req.transport.close()  # in the middle of the chunked body
+            return resp
         st.add("tokens", n)
         prompt = len(str(d.get("messages") or d.get("prompt") or "").split())
         fin = {"id": "x", "object": "chat.completion.chunk", "model": MODEL,
@@ -258,7 +315,7 @@ def serve(a: argparse.Namespace, shared=None, worker: int = 0) -> None:
     except ImportError:
         pass
     faults = {"fail": a.fail_every, "error": a.error_every, "cut": a.cut_every, "drop": a.drop_every}
-    web.run_app(make_app(a.tokens, a.itl_ms, a.slots, a.close_after_stream, faults, shared, worker, a.workers), host="127.0.0.1",
+    web.run_app(make_app(a.tokens, a.itl_ms, a.slots, a.close_after_stream, faults, shared, worker, a.workers, a.spread), host="127.0.0.1",
                 port=a.port, access_log=None, print=None, backlog=4096, reuse_port=shared is not None)
 
 
@@ -269,6 +326,8 @@ def main() -> None:
     ap.add_argument("--itl-ms", type=float, default=0.0)
     ap.add_argument("--slots", type=int, default=0, help="streams served at once (0: no limit)")
     ap.add_argument("--close-after-stream", action="store_true")
+    ap.add_argument("--spread", type=float, default=0.0, metavar="F",
+                    help="each response ends after a length drawn uniformly from [(1 - F) × its max_tokens, max_tokens]")
     ap.add_argument("--workers", type=int, default=1,
                     help="server processes sharing the port (SO_REUSEPORT) and the counters; --slots is per process")
     for kind, what in (("fail", "HTTP 503"), ("error", "an error event after 2 tokens"),
