@@ -118,7 +118,8 @@ def _inputs() -> list[tuple[str, object]]:
 @pytest.mark.parametrize("label,make", _inputs(), ids=[i[0] for i in _inputs()])
 def test_emitted_ids_match_the_catalog(label: str, make) -> None:
     cat = checks.load()
-    report = run_audit(make(), parallel=False)
+    with make() as snap:  # an archive's unpacked copy is removed here, not left to the end of the session
+        report = run_audit(snap, parallel=False)
     assert report.findings, f"{label}: the audit produced no finding at all"
     for f in report.findings:
         if f.id.endswith(".error") and f.investigator == f.id.split(".")[0]:

@@ -105,4 +105,4 @@ def run_audit(
     except Exception as e:  # bad evidence must not cost the report (same rule as investigators)
         log.warning("host summary failed: %s: %s", type(e).__name__, e)
         host = {"snapshot": {"kind": snap.kind, "label": snap.label}, "error": f"{type(e).__name__}: {e}"}
-    return synthesize(findings, runs, host=host, duration_s=time.perf_counter() - t0)
+    return synthesize(findings, runs, host=host, duration_s=time.perf_counter() - t0, read_s=snap.read_s)

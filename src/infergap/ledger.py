@@ -640,7 +640,10 @@ def compare_runs(a: Run, b: Run) -> Any:
     whose payload is not the expected document.
     """
     if a.kind != b.kind:
-        raise LedgerError(f"compare: run {a.id} is a {a.kind} run and run {b.id} a {b.kind} run; compare runs of one kind")
+        def article(kind: str) -> str:
+            return "an" if kind[:1] in "aeiou" else "a"
+        raise LedgerError(f"compare: run {a.id} is {article(a.kind)} {a.kind} run and run {b.id} {article(b.kind)} {b.kind} run; "
+                          "compare runs of one kind")
     if not isinstance(a.payload, dict) or not isinstance(b.payload, dict):
         raise LedgerError(f"compare: run {a.id if not isinstance(a.payload, dict) else b.id} has no JSON object payload")
     if a.kind == "audit":

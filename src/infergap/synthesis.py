@@ -70,8 +70,12 @@ def rank_key(f: Finding) -> tuple[int, int, str, str]:
 _STATUS_ORDER = {Status.actionable: 0, Status.expected: 1, Status.unknown: 2, Status.ok: 3, Status.not_applicable: 4}
 
 
-def synthesize(findings: list[Finding], runs: list[InvestigatorRun], host: dict[str, Any], duration_s: float = 0.0) -> AuditReport:
-    """Order findings and compute the summary counts (per status, per severity, per fix kind)."""
+def synthesize(findings: list[Finding], runs: list[InvestigatorRun], host: dict[str, Any], duration_s: float = 0.0,
+               read_s: float | None = None) -> AuditReport:
+    """Order findings and compute the summary counts (per status, per severity, per fix kind).
+    ``duration_s``: seconds the investigators and the synthesis took; ``read_s``: seconds spent
+    reading the snapshot and evidence before them (``summary.read_s``; None when nothing was read
+    up front)."""
     ordered = sorted(findings, key=lambda f: (_STATUS_ORDER[f.status], *rank_key(f)))
     counts = {s.value: sum(1 for f in findings if f.status == s) for s in Status}
     act = [f for f in findings if f.status == Status.actionable]
@@ -89,6 +93,8 @@ def synthesize(findings: list[Finding], runs: list[InvestigatorRun], host: dict[
         "evidence_unmatched": sum(1 for f in findings if f.id == "evidence.unmatched"),
         "duration_s": round(duration_s, 4),
     }
+    if read_s is not None:
+        summary["read_s"] = round(read_s, 4)
     return AuditReport(
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         host=host,

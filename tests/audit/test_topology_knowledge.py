@@ -102,7 +102,8 @@ def test_custom_allreduce_needs_p2p_between_the_pair():
 
 
 def test_custom_allreduce_usable_on_the_h200_pair(h200x2):
-    r = run_audit(open_snapshot(h200x2))
+    with open_snapshot(h200x2) as snap:
+        r = run_audit(snap)
     f = one(r, "allreduce.custom")
     assert f.status == Status.ok and "P2P" in f.title
     assert one(r, "gpu.p2p").title == "P2P supported between the 2 GPUs"

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bench_helpers import ROOT, _start, _stop, free_port, server_factory
+from bench_helpers import ROOT, _start, _stop, free_port, llama_server_bin, server_factory
 
 
 def _llama(tmp_path_factory, name: str, *options: str):
@@ -61,6 +61,31 @@ def tf_server(tmp_path_factory):
     s.model_path = model
     yield s
     _stop(s)
+
+
+@pytest.fixture(scope="module")
+def llama_bin():
+    """llama.cpp's ``llama-server`` (see :func:`bench_helpers.llama_server_bin`); skips without one."""
+    exe = llama_server_bin()
+    if exe is None:
+        pytest.skip("no llama-server binary (.ci/run builds it; or set INFERGAP_LLAMA_SERVER)")
+    return exe
+
+
+@pytest.fixture(scope="module")
+def tiny_gguf(tmp_path_factory):
+    pytest.importorskip("gguf")
+    from bench_tiny_models import write_llama_gguf
+
+    return write_llama_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf")
+
+
+@pytest.fixture
+def llama_cpp(llama_bin, tiny_gguf, tmp_path):
+    """Start llama-server on the tiny GGUF with ``--metrics`` and extra args."""
+    yield from server_factory(tmp_path, "llama", lambda port, args: [
+        str(llama_bin), "-m", str(tiny_gguf), "--host", "127.0.0.1", "--port", str(port), "--metrics", "-t", "1",
+        "--no-warmup", *args])
 
 
 @pytest.fixture

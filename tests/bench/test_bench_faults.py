@@ -158,7 +158,7 @@ def test_http_errors_and_timeouts_are_counted_and_the_run_goes_on(tmp_path):
     probe_ok = res.environment.probe_requests  # the probe's requests were served "ok"
     assert t.requests == 12 and t.completed == served["ok"] - probe_ok
     assert t.errors == {"http_500": served["http500"], "timeout": served["hang"], "stream_error": served["error_event"],
-                        "connection": served["cut"], "http_429": served["http429"]}
+                        "cut": served["cut"], "http_429": served["http429"]}
     assert t.failed == 12 - t.completed
     assert t.error_examples and t.ttft_ms.n == t.completed  # failed requests contribute no TTFT
 
@@ -287,3 +287,60 @@ def test_hung_server_stops_the_point_without_waiting_every_timeout(stub_server, 
     # the 2 s timeout before the stop, so 15 completed is the floor of what was measured and kept.
     assert t.requests < 400 and t.errors.get("timeout", 0) >= 8 and t.completed >= 15
     assert t.failed == t.requests - t.completed
+
+
+def test_streams_cut_mid_way_are_their_own_kind_and_do_not_make_the_server_dead(stub_server, tmp_path):
+    """The stub closes every stream after 2 tokens (``--cut-every 1``) but accepts every new
+    request: each failure is a cut answer, counted and named as such in the breakdown (not a
+    connection that could not be made), and the server, which answers, is not taken for dead."""
+    s = stub_server("--tokens", "16", "--cut-every", "1")
+    out = tmp_path / "r.json"
+    r = run_bench("--url", s.url, "--concurrency", "2", "--num-prompts", "20", "--trials", "1", "--warmup", "0",
+                  "--output-len", "16", "--timeout", "10", "--format", "json",
+                  "--output", out, timeout=120)
+    assert r.returncode == 1, r.stderr  # every request failed: above the failure budget
+    assert "server stopped answering" not in r.stderr + r.stdout
+    res = load_result(out)
+    [t] = res.points[0].trials
+    assert t.requests == 20 and t.errors == {"cut": 20}, t.errors
+    assert "closed after 2 token chunk(s)" in t.error_examples[0]
+    from infergap.render.bench import to_text
+
+    text = to_text(res)
+    assert "cut ×20" in text and "in the middle of an answer" in text
+
+
+def _busy_slots(url: str) -> int:
+    import urllib.request
+
+    with urllib.request.urlopen(url + "/slots", timeout=5) as r:
+        return sum(1 for s in json.loads(r.read()) if s.get("is_processing"))
+
+
+def test_llama_server_killed_mid_stream(llama_cpp, tmp_path):
+    """llama.cpp's server killed while it streams: the streams in flight are cut (their own kind,
+    with the tokens they had), the requests after them are refused, and the point stops as a dead
+    server's, keeping what was measured."""
+    s = llama_cpp("-c", "2048", "--parallel", "2")
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen(bench_cmd("--url", s.url, "--concurrency", "2", "--num-prompts", "400", "--trials", "1",
+                                      "--warmup", "0", "--input-len", "32", "--output-len", "256", "--timeout", "60", "--format", "json",
+                                      "--output", out), env=bench_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+    def kill_while_streaming() -> None:
+        deadline = time.monotonic() + 120
+        while _busy_slots(s.url) < 2:  # both slots generating: two streams in flight
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the bench never had two streams in flight"
+            time.sleep(0.05)
+        time.sleep(0.3)  # well into the streams' tokens
+        s.proc.kill()
+
+    err = _then_wait(proc, kill_while_streaming, timeout=120)
+    assert proc.returncode == 1, err
+    assert "connections refused with no answer between them" in err and "stopped early after" in err
+    [t] = load_result(out).points[0].trials
+    assert t.errors.get("cut", 0) >= 1 and t.errors.get("connection", 0) >= 3, t.errors
+    assert set(t.errors) <= {"cut", "connection", "cancelled"}, t.errors
+    assert any("token chunk(s)" in e for e in t.error_examples), t.error_examples

@@ -262,3 +262,50 @@ def test_failed_requests_do_not_make_the_client_the_limit():
     assert judge_client(health(), ok).client_bound  # the client alone left slots empty
     h = judge_client(health(), ok[:3] + dead[:3])
     assert not h.client_bound and h.reasons == []
+
+
+def test_cut_streams_neither_kill_the_server_nor_hide_its_death():
+    """A server killed mid-run cuts the streams in flight, then refuses connections: it is dead
+    after three refusals whatever the cuts among them. A server that only cuts streams (and
+    answers every new request) is never taken for dead."""
+    from infergap.bench.client import StreamClient
+    from infergap.bench.runner import DEAD_REFUSED, Runner
+
+    def rec(kind):
+        detail = "ClientConnectorError: Cannot connect" if kind == "refused" else None
+        return RequestRecord(intended=0.0, error="connection" if kind == "refused" else kind, error_detail=detail)
+
+    r = Runner(StreamClient("http://127.0.0.1:9", "m"))
+    r.watch_reset()
+    for k in ["cut", "refused", "cut", "refused", "cut"] + ["refused"] * (DEAD_REFUSED - 2):
+        r.watch(rec(k), 8)
+    assert r.dead and "connections refused" in r.dead
+    r.watch_reset()
+    for _ in range(100):
+        r.watch(rec("cut"), 8)
+    assert r.dead is None
+
+
+def test_reports_without_a_roofline_compare_nothing_with_a_bound():
+    """The roofline was skipped (a model it does not know): the report's throughput plot, its
+    caption and the plan's gap table show what was measured, with no claim of a bound."""
+    from infergap.plan import build_plan
+    from infergap.render.plan import render_markdown, render_text
+    from infergap.render.report import render_html
+
+    points = [_point(c, [_trial(1, 40, {})]) for c in (1, 2)]
+    for p in points:
+        judge_point(p, 0.01)
+    plan = build_plan(bench=_result(points))
+    html = render_html(plan, bench=_result(points))
+    caption = html[html.index('id="plot-throughput"'):].split("<figcaption>")[1].split("</figcaption>")[0]
+    assert "no roofline bound" in caption and "against the roofline" not in caption and "bounds" not in caption
+    assert "against the roofline" not in html
+    text, md = render_text(plan), render_markdown(plan)
+    assert "measured tok/s" in text and "bound tok/s" not in text and "efficiency" not in text.split("EFFICIENCY GAP")[1]
+    assert "| concurrency | measured tok/s | note |" in md and "bound tok/s" not in md
+    assert "no roofline" in plan.gap.summary and all(g.bound_tok_s is None and g.ratio is None for g in plan.gap.points)
+    from infergap.render.plots import throughput_caption
+
+    with_rl = throughput_caption({"batched": [{"batch": 1, "tok_s": 10.0, "bound": "memory"}], "single_stream": []})
+    assert "against the roofline's batched bound" in with_rl and "batch-1" not in with_rl

@@ -17,33 +17,9 @@ import urllib.request
 
 import pytest
 
-from bench_helpers import llama_server_bin, run_bench, server_factory
+from bench_helpers import run_bench
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def llama_bin():
-    exe = llama_server_bin()
-    if exe is None:
-        pytest.skip("no llama-server binary (.ci/run builds it; or set INFERGAP_LLAMA_SERVER)")
-    return exe
-
-
-@pytest.fixture(scope="module")
-def tiny_gguf(tmp_path_factory):
-    pytest.importorskip("gguf")
-    from bench_tiny_models import write_llama_gguf
-
-    return write_llama_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf")
-
-
-@pytest.fixture
-def llama_cpp(llama_bin, tiny_gguf, tmp_path):
-    """Start llama-server on the tiny GGUF with ``--metrics`` and extra args."""
-    yield from server_factory(tmp_path, "llama", lambda port, args: [
-        str(llama_bin), "-m", str(tiny_gguf), "--host", "127.0.0.1", "--port", str(port), "--metrics", "-t", "1",
-        "--no-warmup", *args])
 
 
 def _get(url: str, path: str, body: dict | None = None):

@@ -32,7 +32,7 @@ def _expected() -> tuple[dict[str, int], int]:
     """Error kinds and retries the stub's faults must produce for prompts 0..N-1."""
     errors: dict[str, int] = {}
     for i in range(N):
-        kind = "http_503" if i % 7 == 6 else "connection" if i % 40 == 39 else "stream_error" if i % 11 == 10 else None
+        kind = "http_503" if i % 7 == 6 else "cut" if i % 40 == 39 else "stream_error" if i % 11 == 10 else None
         if kind:
             errors[kind] = errors.get(kind, 0) + 1
     return errors, sum(1 for i in range(N) if i % 20 == 19)

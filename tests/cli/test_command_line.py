@@ -155,3 +155,15 @@ def test_plan_never_asks_for_what_it_was_given(db, seed_audit):
     commands = [u["command"] for u in json.loads(r.stdout)["unknowns"]]
     assert commands and not any("infergap plan --url" in c for c in commands)
     assert not any(c.startswith("infergap audit") for c in commands)
+
+
+@pytest.mark.parametrize("command", ["roofline", "doctor"])
+def test_model_help_names_every_kind_of_model_it_takes(command):
+    """--model takes a GGUF file too (its header gives each tensor's type): the help says so."""
+    import typer
+
+    from infergap.cli import app
+
+    cmd = typer.main.get_command(app).commands[command]
+    (opt,) = [p for p in cmd.params if "--model" in p.opts]
+    assert all(w in opt.help for w in ("config.json", "GGUF", "built-in")), opt.help

@@ -214,3 +214,27 @@ def test_a_link_loop_is_named_as_such(tmp_path):
     (tmp_path / "b").symlink_to(tmp_path / "a")
     with pytest.raises(UserError, match="leads nowhere"):
         open_with_evidence(None, [tmp_path / "a"], host=False)
+
+
+def test_audit_header_counts_the_time_spent_reading_the_evidence():
+    """Reading a large evidence folder takes longer than the investigators; the header once showed
+    only the investigators' time. A slow read (here each file waits 0.1 s, as on a slow disk)
+    must show in the report, next to the investigators' time."""
+    import time
+
+    from infergap.audit import run_audit
+    from infergap.render.audit import render_text
+
+    files = sorted(FIX.glob("*.txt"))[:4]
+    snap = open_with_evidence(None, files, host=False, on_file=lambda path, k: time.sleep(0.1))
+    try:
+        report = run_audit(snap)
+    finally:
+        snap.close()
+    assert report.summary["read_s"] >= 0.4
+    head = render_text(report, color=False).splitlines()
+    line = next(x for x in head if "investigators in" in x)
+    assert re.search(r"input read in (\d+\.\d\d) s, \d+ investigators in \d+\.\d\d s", line), line
+    assert float(re.search(r"input read in (\d+\.\d\d) s", line).group(1)) >= 0.4
+    r = _audit("-e", str(FIX / "nccl-1664-ib-status12.log"))
+    assert r.returncode == 0 and json.loads(r.stdout)["summary"]["read_s"] >= 0, r.stderr.decode()

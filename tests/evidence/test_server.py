@@ -144,6 +144,19 @@ def test_nothing_listening():
     assert f.id == "server.config" and f.status.value == "unknown"
 
 
+def test_unidentified_engine_says_what_was_read_and_how_to_find_out():
+    """A server answering only /v1/models (a plain OpenAI-compatible endpoint): the engine is
+    unknown, and the finding says so with the endpoints tried and the startup log to pass."""
+    async def models(request):
+        return web.json_response({"object": "list", "data": [{"id": "stub", "object": "model"}]})
+
+    with AppServer({"/v1/models": models}) as s:
+        cfg = introspect(s.url, timeout_s=5)
+    (f,) = server_config.investigate(SimpleNamespace(snap=EvidenceSnapshot(None, []), server=cfg))
+    assert (f.id, f.status.value, f.title) == ("server.config", "unknown", "Unknown engine serving stub")
+    assert "/server_info" in f.impact and "/props" in f.impact and "--evidence" in f.impact
+
+
 def test_bad_url():
     with pytest.raises(ValueError, match="not an http"):
         introspect("ftp://example")

@@ -59,9 +59,10 @@ def test_total_bytes_cap(tmp_path, monkeypatch):
             info.size = 1000
             tf.addfile(info, io.BytesIO(bytes(1000)))
     monkeypatch.setattr(core, "ARCHIVE_MAX_BYTES", 2500)
+    before = set(core._TEMP_DIRS)  # archives other code of this process holds open are not this one's
     with pytest.raises(core.SnapshotError, match="more than 2500 bytes"):
         core.ArchiveSnapshot(arch)
-    assert not core._TEMP_DIRS
+    assert core._TEMP_DIRS == before
 
 
 def test_sigterm_while_unpacking_leaves_no_temporary_directory(tmp_path):

@@ -35,9 +35,31 @@ def test_stack_cuda_unknown_is_unknown_with_the_command() -> None:
 
 
 def test_driver_not_captured_is_unknown() -> None:
-    found = audit_ids(MemorySnapshot({}, cmds=host_cmds(SEED, "nvsmi", "torch")), "driver")
+    found = audit_ids(MemorySnapshot({}, cmds=host_cmds(SEED, "nvsmi_csv", "torch")), "driver")
     f = one(found, "driver.cuda_compat")
     assert f.status == "unknown" and "/sys/module/nvidia/version" in (f.impact or "")
+
+
+def test_driver_and_cuda_version_from_the_nvidia_smi_table_header() -> None:
+    # The plain `nvidia-smi` table names both in its header: "Driver Version: 580.95.05  CUDA Version: 13.0".
+    f = one(audit_ids(MemorySnapshot({}, cmds=host_cmds(SEED, "nvsmi", "torch")), "driver"), "driver.cuda_compat")
+    assert f.status == "ok" and f.title == "Driver 580.95.05 supports the stack's CUDA 13.0"
+    assert [(e.source, e.value) for e in f.evidence][:2] == [("cmds/nvsmi.out", "580.95.05"), ("cmds/nvsmi.out", "13.0")]
+
+
+def test_pasted_nvidia_smi_table_driver_is_checked_against_known_issues(tmp_path) -> None:
+    # The table is the paste most bug reports carry; a known-bad driver in its header must not go unseen.
+    table = replaced(host_cmds(SEED, "nvsmi")["nvsmi"], "580.95.05", "525.85.12")
+    found = audit_ids(pasted_text(tmp_path, "nvidia-smi.txt", table), "driver")
+    f = one(found, "driver.version")
+    assert (f.status, f.severity) == ("actionable", "P1") and "525.85.12" in f.title
+    assert f.evidence[0].source.startswith("evidence/nvidia-smi.txt")
+    assert one(found, "driver.cuda_compat").evidence[0].value == "525.85.12"
+
+
+def test_pasted_nvidia_smi_table_with_cuda_na_still_names_the_driver() -> None:
+    f = one(audit_ids(pasted("nvsmi-libc6shim14-rtx5070.txt"), "driver"), "driver.cuda_compat")
+    assert [e.value for e in f.evidence] == ["575.64.03"] and f.title.startswith("Driver 575.64.03")
 
 
 def test_driver_and_cuda_version_from_nvidia_smi_q_text() -> None:

@@ -115,6 +115,7 @@ def test_compare_cli_on_recorded_runs(tmp_path, bench_pair):
     assert "~ kernel.numa_balancing: actionable P1 → ok" in r.stdout
     r = _cli("compare", str(a), str(c), "--db", str(db))
     assert r.returncode == 2 and "compare runs of one kind" in r.stderr
+    assert f"run {a} is a bench run and run {c} an audit run" in r.stderr  # "an audit", not "a audit"
     r = _cli("history", "--kind", "bench", "--db", str(db))
     assert r.returncode == 0 and [ln.split()[0] for ln in r.stdout.splitlines()[1:]] == [str(a2), str(b), str(a)]
 

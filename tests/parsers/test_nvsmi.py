@@ -76,7 +76,7 @@ def test_q_text_agrees_with_the_xml():
 
 def test_q_text_header_versions():
     assert parse_nvsmi_q_versions(h200("cmds/nvsmi_q.out")) == ("580.159.04", "13.0")
-    assert parse_nvsmi_q_versions(h200("cmds/nvsmi.out")) == (None, None)  # the table is another format
+    assert parse_nvsmi_q_versions(h200("cmds/nvsmi.out")) == ("580.159.04", "13.0")  # the table's header row
 
 
 def test_default_table():

@@ -62,3 +62,21 @@ def test_real_audit_still_accepted():
 def test_plan_binary_input(random_bytes, opt):
     one_line_error(infergap("plan", opt, str(random_bytes)), "bin.dat")
 
+
+
+def test_a_gpu_bound_against_a_host_without_gpus_says_so():
+    """The audit found no NVIDIA GPU (a CPU llama-server on this machine), the roofline is for the
+    GPU named with --gpu: the efficiency is not this server's, and the summary says so."""
+    from plan_support import constructed_bench
+
+    from infergap.plan import build_plan
+    from infergap.roofline import Parallel, Workload, bounds, load_hardware, load_model
+
+    audit = {"schema": "infergap.audit/1", "host": {"gpus": []},
+             "findings": [{"id": "gpu.present", "status": "not_applicable", "title": "No NVIDIA GPU",
+                           "evidence": [{"source": "files/sys/bus/pci/devices", "value": "no NVIDIA display-class function"}]}]}
+    rl = bounds(load_model("llama-3.1-8b"), load_hardware("h200", 1), Parallel(tp=1), Workload(batches=[1, 8]))
+    bench = constructed_bench([(1, 20.0, None), (8, 100.0, None)], gpus=0)
+    summary = build_plan(audit=audit, roofline=rl, bench=bench).gap.summary
+    assert summary.startswith("batch 1: 20.00 tok/s is 6.3% of the aggregate bound")
+    assert "the audit found no NVIDIA GPU" in summary and "NVIDIA H200" in summary

@@ -91,3 +91,37 @@ def test_plan_command_with_another_hosts_audit_and_a_loopback_bench_url(seed_inp
     assert verifies and all(f"--url {URL_PLACEHOLDER} " in v for v in verifies), verifies
     assert not [t for t in verifies + plan["top_actions"] if "127.0.0.1" in t]
     assert "http://127.0.0.1:30000" in plan["url_note"] and "the audit given is of another machine" in plan["url_note"]
+
+
+def test_engine_logs_say_where_they_were_written(seed_inputs):
+    """``plan --url <this machine> --evidence <log>``: a vLLM log whose Ray prefix names its worker's
+    address (vLLM#4770, 192.0.2.191: never this machine's) is another server's, and the verify
+    commands do not name the server here; a log that names no host (the seed SGLang log) is read
+    as the server's, and the plan says that this is not known."""
+    from infergap.plan.inputs import engine_logs_from_files
+    from infergap.render.plan import render_markdown, render_text
+
+    audit, logs, rl, bench = seed_inputs
+    other = engine_logs_from_files([ROOT / "tests" / "fixtures" / "evidence" / "vllm-4770-custom-ar-no-p2p.log"])
+    assert other[0][1].hosts == ["192.0.2.191"]
+    plan = build_plan(audit=audit, roofline=rl, bench=bench, engine_logs=other)
+    assert "written on 192.0.2.191" in plan.log_note and "another host than this machine" in plan.log_note
+    assert "192.0.2.191" in plan.url_note and all(f"--url {URL_PLACEHOLDER} " in v for v in _verifies(plan))
+    assert plan.log_note in render_text(plan) and plan.log_note in render_markdown(plan)
+
+    plan = build_plan(audit=audit, roofline=rl, bench=bench, engine_logs=logs)
+    assert "do not name the host they were written on" in plan.log_note and logs[0][0] in plan.log_note
+    assert plan.url_note is None and all("--url http://127.0.0.1:30000 " in v for v in _verifies(plan))
+    # The same log with a remote URL that is its host: nothing to say.
+    remote = constructed_bench(SEED_POINTS, url="http://192.0.2.191:8000")
+    assert build_plan(audit=audit, roofline=rl, bench=remote, engine_logs=other).log_note is None
+
+
+def test_nccl_and_ray_prefixes_name_the_logs_hosts():
+    from infergap.parsers.engine_log import parse_engine_log
+
+    # NCCL's prefix as printed in NCCL#1232 (tests/fixtures/evidence/nccl-1232-two-nodes.log), inside a Ray worker's line.
+    lines = (ROOT / "tests" / "fixtures" / "evidence" / "nccl-1232-two-nodes.log").read_text().splitlines()
+    f = parse_engine_log(["(RayWorkerWrapper pid=4152, ip=10.1.2.3) " + x for x in lines])
+    assert f.hosts[0] == "10.1.2.3" and "host-a" in f.hosts and "host-b" in f.hosts
+    assert parse_engine_log(["INFO 05-13 08:48:35 llm_engine.py:100] Initializing an LLM engine"]).hosts == []

@@ -87,3 +87,17 @@ def test_apply_refuses_an_audit_of_another_machine(tmp_path):
     assert r.returncode == 2
     assert "the audit describes another machine" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "etc").exists()
+
+
+@pytest.mark.skipif(not FIXTURE.is_dir(), reason="the shared H200 capture is not in this checkout")
+def test_dry_run_flag_is_the_default_made_explicit(tmp_path):
+    """``--dry-run`` (what other tools call it) shows the same changes; with --apply it is refused."""
+    env = {**os.environ, "PYTHONPATH": str(SRC), "PYTHONWARNINGS": "ignore", "INFERGAP_ETC": str(tmp_path / "etc")}
+    base = [sys.executable, "-m", "infergap", "fix", "--snapshot", str(FIXTURE), "--db", str(tmp_path / "db")]
+    plain = subprocess.run(base, capture_output=True, text=True, timeout=120, env=env)
+    dry = subprocess.run(base + ["--dry-run"], capture_output=True, text=True, timeout=120, env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout == plain.stdout and "command  sysctl -w vm.swappiness=10" in dry.stdout
+    both = subprocess.run(base + ["--dry-run", "--apply", "--yes"], capture_output=True, text=True, timeout=120, env=env)
+    assert both.returncode == 2 and both.stderr.strip() == "infergap: error: --dry-run and --apply: give one of them"
+    assert not (tmp_path / "etc").exists()

@@ -204,9 +204,12 @@ class StreamClient:
 
     async def request(self, p: Prompt, rec: RequestRecord) -> RequestRecord:
         """Send ``p`` and record timings and counts into ``rec`` (never raises for server faults:
-        they become ``rec.error`` = ``http_<status>``, ``timeout``, ``connection``,
-        ``stream_error``, ``bad_chunk``, ``incomplete_stream`` or ``cancelled``)."""
+        they become ``rec.error`` = ``http_<status>``, ``timeout``, ``connection`` (no response:
+        refused, reset or closed before the status line), ``cut`` (the connection closed after a
+        successful status line, before the end of the response), ``stream_error``, ``bad_chunk``,
+        ``incomplete_stream`` or ``cancelled``)."""
         data = self.body(p)
+        began = False  # a 2xx/3xx status line arrived: a connection lost from here on cut an answer
         if self.count_tokens is not None or rec.keep_reply:
             rec.text = []
         rec.start = perf_counter()
@@ -224,8 +227,10 @@ class StreamClient:
                             rec.error = f"http_{resp.status}"
                             rec.error_detail = f"HTTP {resp.status}: {detail}"
                         elif self.stream:
+                            began = True
                             await self._consume(resp, rec)
                         else:
+                            began = True
                             await self._whole(resp, rec)
                     if rec.reused:
                         self.reused += 1
@@ -249,7 +254,12 @@ class StreamClient:
         except asyncio.CancelledError:
             rec.error, rec.error_detail = "cancelled", "interrupted"
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientConnectionError) as e:
-            rec.error, rec.error_detail = "connection", f"{type(e).__name__}: {e}"[:200]
+            if began:
+                what = (f"after {len(rec.chunk_times)} token chunk(s), before finish_reason or [DONE]" if self.stream
+                        else "before the end of the response body")
+                rec.error, rec.error_detail = "cut", f"the connection closed {what} ({type(e).__name__}: {e})"[:200]
+            else:
+                rec.error, rec.error_detail = "connection", f"{type(e).__name__}: {e}"[:200]
         except aiohttp.ClientError as e:
             rec.error, rec.error_detail = "client_error", f"{type(e).__name__}: {e}"[:200]
         if not rec.end:

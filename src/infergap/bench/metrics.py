@@ -304,8 +304,10 @@ ERROR_CAUSES: dict[str, str] = {
     "http_429": "the server (or a proxy in front of it) rate-limits: raise its limit or lower the load",
     "timeout": "requests waited longer than --timeout: the server queues more requests than it has slots for "
                "(raise its slots/batch size, lower the concurrency, or raise --timeout)",
-    "connection": "connections were refused, reset or closed mid-response: a connection limit (ulimit -n, a proxy's "
-                  "max connections), a server that closes connections, or a server that crashed (see its log)",
+    "connection": "connections were refused, reset or closed before any answer: a connection limit (ulimit -n, a "
+                  "proxy's max connections), a server that closes connections, or a server that is down (see its log)",
+    "cut": "the server (or a proxy) closed the connection in the middle of an answer, without an error event: a "
+           "server that crashed or restarted, or a proxy's read timeout or response size limit (see their logs)",
     "incomplete_stream": "streams stopped before their end without an error: a proxy timeout or a server that drops "
                          "requests under load (see its log)",
     "stream_error": "the server reported an error inside the stream (see its log: often out of KV cache or context)",

@@ -89,6 +89,9 @@ class ClientHealth(BaseModel):
     every timestamp it takes). ``send_slip_ms``: actual send time minus intended send time.
     ``cpu_frac``: client process CPU seconds per wall second (1.0 = one core saturated).
     ``mean_in_flight``: time-weighted mean of requests in flight while the load was being issued.
+    ``issue_s``: seconds from the trial's start until it stopped issuing requests (with
+    ``--duration``, at or past the duration by construction; the measured window, from the first
+    send to the last response byte, may be a little shorter or longer).
     ``client_bound``: the client, not the server, limited this trial; ``reasons`` says why.
     """
 
@@ -96,6 +99,7 @@ class ClientHealth(BaseModel):
     send_slip_ms: Stats = Field(default_factory=Stats)
     cpu_frac: float = 0.0
     mean_in_flight: float = 0.0
+    issue_s: float | None = None
     max_in_flight: int = 0
     target_in_flight: int | None = None
     client_bound: bool = False

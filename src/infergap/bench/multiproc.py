@@ -228,7 +228,8 @@ def merge_health(hs: list, spec, records: list | None = None):
         return ClientHealth(target_in_flight=target)
     health = ClientHealth(loop_lag_ms=worst("loop_lag_ms"), send_slip_ms=worst("send_slip_ms"),
                           cpu_frac=max(h.cpu_frac for h in hs), mean_in_flight=sum(h.mean_in_flight for h in hs),
-                          max_in_flight=sum(h.max_in_flight for h in hs), target_in_flight=target)
+                          max_in_flight=sum(h.max_in_flight for h in hs), target_in_flight=target,
+                          issue_s=max((h.issue_s for h in hs if h.issue_s is not None), default=None))
     return judge_client(health, records)
 
 

@@ -160,7 +160,9 @@ class Runner:
                 self.dead = f"{what}; last: {rec.error_detail or rec.error}"
                 for t in list(self._tasks):
                     t.cancel()
-        elif rec.error != "cancelled":  # any answer, even an HTTP error, shows the server is there
+        elif rec.error not in ("cancelled", "cut"):  # any answer, even an HTTP error, shows the server is there
+            # (a cut stream neither: the streams in flight when a server dies are cut, and a
+            # server that cuts streams but answers new requests is alive, not dead)
             self._failed_run = self._refused_run = 0
 
     async def trial(self, spec: LoadSpec, get_prompt: Callable[[int], Prompt], n: int | None,
@@ -325,7 +327,7 @@ def _client_health(st: _Trial, lags_ms: list[float], cpu: float, t1: float, targ
             area += b - a
     span = max(steady_end - st.t0, 1e-9)
     return ClientHealth(loop_lag_ms=stats(lags_ms), send_slip_ms=stats(st.slips),
-                        cpu_frac=cpu / max(t1 - st.t0, 1e-9), mean_in_flight=area / span,
+                        cpu_frac=cpu / max(t1 - st.t0, 1e-9), mean_in_flight=area / span, issue_s=round(span, 4),
                         max_in_flight=st.infl.peak, target_in_flight=target)
 
 
@@ -572,8 +574,9 @@ def _explain(points: list[PointResult]) -> None:
 
 
 def _server_gone(tm: TrialMetrics) -> bool:
-    """Every request of the trial failed on the connection: the server is down, stop the sweep."""
-    return tm.requests > 0 and tm.completed == 0 and set(tm.errors) <= {"connection", "cancelled"} \
+    """Every request of the trial failed on the connection (refused, or its stream cut), with at
+    least one refused or reset before any answer: the server is down, stop the sweep."""
+    return tm.requests > 0 and tm.completed == 0 and set(tm.errors) <= {"connection", "cut", "cancelled"} \
         and tm.errors.get("connection", 0) > 0
 
 

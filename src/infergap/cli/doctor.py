@@ -30,7 +30,7 @@ def _record(files: dict[str, str], db: Path | None) -> None:
 @app.command()
 def doctor(
     url: str = url_option(True, "Server base URL, e.g. http://127.0.0.1:8000."),
-    model: str | None = typer.Option(None, "--model", "-m", help="config.json path or built-in name for the roofline (default: what the server reports)."),
+    model: str | None = typer.Option(None, "--model", "-m", help="config.json path, its directory, a GGUF file or a built-in name for the roofline (default: what the server reports)."),
     quick: bool = typer.Option(False, "--quick", help="Three concurrencies, one trial, short requests (under two minutes on a small model)."),
     output_dir: Path = typer.Option(Path("infergap-report"), "--output-dir", "-o", help="Where to write the report and the JSON of every stage."),
     evidence: list[Path] | None = typer.Option(None, "--evidence", "-e", help="Engine/NCCL logs and pasted outputs for the audit and the plan; more files may follow; - reads standard input."),

@@ -84,6 +84,7 @@ def fix(
     severity: str = typer.Option(None, "--severity", help="Only findings at this severity or more severe: P0, P1, P2."),
     kind: str = typer.Option("runtime", "--fix-kind", help="Fix kind to list: runtime (applied), or reboot, bios, hardware, software, all (explained only)."),
     apply: bool = typer.Option(False, "--apply", help="Make the changes (default: dry run)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only show the changes: the default without --apply, made explicit."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before each change."),
     persist: bool = typer.Option(False, "--persist", help="Also write the persistent form (sysctl.d, modules-load.d, udev rule)."),
     revert: bool = typer.Option(False, "--revert", help="Restore every value and file of fix run RUN (default: the last one)."),
@@ -102,6 +103,8 @@ def fix(
     from infergap.remedy import apply_plan, load_report, plan_fix, revert_run
     from infergap.remedy.engine import ChangeState
 
+    if dry_run and (apply or revert):
+        raise UserError(f"--dry-run and {'--apply' if apply else '--revert'}: give one of them")
     if run is not None and not revert:
         raise UserError(f"unexpected argument {run!r}: a run id is given only with --revert")
     if revert:

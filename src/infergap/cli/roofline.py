@@ -20,7 +20,7 @@ class Ceiling(str, Enum):
 
 @app.command()
 def roofline(
-    model: str = typer.Option(..., "--model", "-m", help="config.json path, its directory, or a built-in name (glm-5, glm-5-nvfp4, deepseek-v3, llama-3.1-8b, ...)."),
+    model: str = typer.Option(..., "--model", "-m", help="config.json path, its directory, a GGUF file (its header gives each tensor's type), or a built-in name (glm-5, glm-5-nvfp4, deepseek-v3, llama-3.1-8b, ...)."),
     gpu: str = typer.Option("auto", "--gpu", help="GPU name or alias (h200, rtx-pro-6000-server, a100-80gb, ...) or 'auto' for the host's GPUs."),
     gpus: int = typer.Option(None, "--gpus", parser=v.gpu_count, metavar="N", help="Number of GPUs (default: the host's count with --gpu auto, else --tp)."),
     tp: int = typer.Option(None, "--tp", parser=v.gpu_count, metavar="N", help="Tensor-parallel size (default: all GPUs)."),

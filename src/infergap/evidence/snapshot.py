@@ -16,6 +16,7 @@ import logging
 import os
 import stat
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -323,12 +324,20 @@ def open_with_evidence(snapshot: str | os.PathLike[str] | None, evidence: list[s
     files and a snapshot directory's ``evidence/`` folder; ``-`` is standard input (read once,
     spooled under the same cap as a pipe). Without any evidence the base snapshot is returned as
     it is. ``on_file`` is told of each evidence file before it is read (see :class:`EvidenceSnapshot`).
+    The snapshot returned carries ``read_s``: the seconds spent opening and reading all of it
+    (left None for the live host without evidence, which is read while the audit runs).
 
     Raises :class:`infergap.errors.UserError` for an evidence path that does not exist (one line
     naming it), :class:`infergap.snapshot.SnapshotError` for a bad snapshot.
     """
     from infergap.errors import UserError
     from infergap.snapshot import open_snapshot
+
+    t0 = time.perf_counter()
+
+    def read(snap: Snapshot) -> Snapshot:
+        snap.read_s = time.perf_counter() - t0
+        return snap
 
     paths = [Path(p) for p in evidence or []]
     for p in paths:
@@ -343,7 +352,7 @@ def open_with_evidence(snapshot: str | os.PathLike[str] | None, evidence: list[s
     if not paths and not extra:
         if base is None:
             raise UserError("nothing to audit: --no-host needs --snapshot or --evidence")
-        return base
+        return base if snapshot is None else read(base)
     merged = EvidenceSnapshot(base, paths, on_file=on_file)
     if base is not None and paths:
         from infergap.facts import other_host
@@ -354,5 +363,5 @@ def open_with_evidence(snapshot: str | os.PathLike[str] | None, evidence: list[s
             pasted.label += f" — audited as its own host, not merged with {base.label or 'this machine'}: {why}"
             pasted.other_host = why
             base.close()
-            return pasted
-    return merged
+            return read(pasted)
+    return read(merged)

@@ -238,7 +238,7 @@ class GpuDomain(FactsBase):
     @memo
     def driver_version(self) -> Value | None:
         """The NVIDIA kernel driver version (``/sys/module/nvidia/version``, NVML, ``nvidia-smi -q -x``,
-        ``nvidia-smi -q`` text, ``/proc/driver/nvidia/version``)."""
+        ``nvidia-smi -q`` text, the ``nvidia-smi`` table's header, ``/proc/driver/nvidia/version``)."""
         v = self.value("/sys/module/nvidia/version")
         if v:
             return v
@@ -248,9 +248,9 @@ class GpuDomain(FactsBase):
         x = self.nvsmi_xml()
         if x and x.driver_version:
             return Value(x.driver_version, self.src("nvsmi_qx"))
-        q = self._q_versions()
-        if q[0]:
-            return Value(q[0], self.src("nvsmi_q"))
+        for name, (driver, _cuda) in self._smi_versions():
+            if driver:
+                return Value(driver, self.src(name))
         pv = self.value("/proc/driver/nvidia/version")
         if pv:
             m = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", pv.value)
@@ -260,8 +260,8 @@ class GpuDomain(FactsBase):
 
     @memo
     def cuda_driver_version(self) -> Value | None:
-        """Highest CUDA version the driver supports (``13.0``), from NVML, ``nvidia-smi -q -x`` or
-        ``nvidia-smi -q`` text."""
+        """Highest CUDA version the driver supports (``13.0``), from NVML, ``nvidia-smi -q -x``,
+        ``nvidia-smi -q`` text or the ``nvidia-smi`` table's header."""
         n = self.nvml()
         if n and n.get("cuda_driver_version"):
             c = int(n["cuda_driver_version"])
@@ -269,16 +269,21 @@ class GpuDomain(FactsBase):
         x = self.nvsmi_xml()
         if x and x.cuda_version:
             return Value(x.cuda_version, self.src("nvsmi_qx"))
-        q = self._q_versions()
-        if q[1]:
-            return Value(q[1], self.src("nvsmi_q"))
+        for name, (_driver, cuda) in self._smi_versions():
+            if cuda:
+                return Value(cuda, self.src(name))
         return None
 
     @memo
-    def _q_versions(self) -> tuple[str | None, str | None]:
-        """(driver, CUDA) versions of the header of ``nvidia-smi -q`` text, (None, None) without it."""
-        r = self.cmd_ok("nvsmi_q")
-        return parse_nvsmi_q_versions(r.stdout) if r else (None, None)
+    def _smi_versions(self) -> list[tuple[str, tuple[str | None, str | None]]]:
+        """(command, (driver, CUDA)) from the header of ``nvidia-smi -q`` text, then of the plain
+        ``nvidia-smi`` table; only the commands that ran."""
+        out = []
+        for name in ("nvsmi_q", "nvsmi"):
+            r = self.cmd_ok(name)
+            if r:
+                out.append((name, parse_nvsmi_q_versions(r.stdout)))
+        return out
 
     @memo
     def nccl_runs(self) -> list[tuple[str, Any]]:

@@ -37,7 +37,11 @@ def _summary(cfg: ServerConfig, subject: str) -> Finding:
     title = f"{cfg.engine or 'Unknown engine'} {cfg.version or ''}".strip() + (f" serving {cfg.model or cfg.served_model_name}" if (cfg.model or cfg.served_model_name) else "")
     evidence = [ev(_src(cfg, k), f"{k}={getattr(cfg, k)}") for k in fields[:14]]
     evidence += [ev(cfg.url or "server", e) for e in cfg.errors[:4]]
-    return finding("server.config", status, subject=subject, title=title, evidence_=evidence,
+    impact = None if fields else (
+        "The server answered, but none of the configuration endpoints read (SGLang /server_info, vLLM /version and "
+        "/metrics, llama.cpp /props and /slots) named its engine or settings, so the checks of the engine's "
+        "configuration did not run. Pass the engine's startup log with --evidence (or its admin key with --api-key).")
+    return finding("server.config", status, subject=subject, title=title, evidence_=evidence, impact=impact,
                    details=cfg.model_dump(mode="json", exclude={"raw"}, exclude_none=True))
 
 

@@ -116,6 +116,10 @@ class EngineLogFacts(BaseModel):
     oom_lines: int = 0
     oom_examples: list[str] = Field(default_factory=list)
     first_no_graph_line: str | None = None
+    #: Hosts the log names as its own, as printed (up to :data:`MAX_HOSTS`): the host name in
+    #: NCCL's line prefix (``host:pid:tid [dev] NCCL INFO``) and the address in Ray's
+    #: (``(RayWorkerWrapper pid=…, ip=A.B.C.D)``). Empty: the log does not say where it was written.
+    hosts: list[str] = Field(default_factory=list)
 
 
 @dataclass
@@ -286,8 +290,23 @@ def _capture_sizes_from_paste(st: _State, body: str) -> None:
             f.cuda_graph_bs = sorted(sizes)
 
 
+#: Distinct hosts kept per log (a multi-node log names one per node).
+MAX_HOSTS = 8
+#: NCCL's line prefix: ``hostname:pid:tid [cudaDev] NCCL INFO`` (NCCL's debug.cc prints the host name first).
+_NCCL_HOST = re.compile(r"(?:^|[\s)\]])([A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] NCCL (?:INFO|WARN)")
+#: Ray's prefix on a worker's or a task's lines: ``(RayWorkerWrapper pid=3040, ip=192.0.2.191)``.
+_RAY_IP = re.compile(r"\bpid=\d+, ip=([0-9A-Fa-f.:]+)\)")
+
+
+def _add_host(f: EngineLogFacts, host: str) -> None:
+    if host not in f.hosts and len(f.hosts) < MAX_HOSTS:
+        f.hosts.append(host)
+
+
 def _skip(st: _State, m: re.Match[str] | None, line: str) -> None:
-    """NCCL lines interleaved in an engine log: nothing for this parser."""
+    """NCCL lines interleaved in an engine log: only the host name of their prefix is kept."""
+    if m is not None:
+        _add_host(st.f, m.group(1))
 
 
 def _vllm_version(st: _State, m: re.Match[str] | None, line: str) -> None:
@@ -434,7 +453,7 @@ RULES: tuple[Rule, ...] = (
     Rule(None, _server_args, words=("server_args=ServerArgs(",)),
     Rule(_LAUNCH, _launch, words=("vllm serve", "vllm.entrypoints", "sglang.launch_server", "aphrodite run")),
     Rule(re.compile(r"Initializing a V(\d) LLM engine \(v?([^)]+)\) with config: (.*)$"), _vllm_engine, words=("LLM engine",)),
-    Rule(None, _skip, words=("NCCL INFO",)),
+    Rule(_NCCL_HOST, _skip, words=("NCCL INFO", "NCCL WARN"), always=True),
     Rule(re.compile(r"vLLM API server version (\S+)"), _vllm_version, words=("vLLM API",)),
     Rule(re.compile(r"non-default args: (\{.*\})\s*$"), _non_default, words=("non-default",)),
     Rule(re.compile(r"\bargs: Namespace\((.*)\)\s*$"), _namespace, words=("Namespace(",)),
@@ -502,5 +521,9 @@ def parse_engine_log(lines: Iterable[str]) -> EngineLogFacts:
     st = _State(lines)
     for line in st.it:
         st.lines += 1
+        if "ip=" in line:  # a Ray prefix may lead any line, which a rule below then reads
+            m = _RAY_IP.search(line)
+            if m is not None:
+                _add_host(st.f, m.group(1))
         apply_first(RULES, st, line)
     return _finish(st)

@@ -451,18 +451,30 @@ def parse_nvlink_status(text: str) -> dict[int, dict[int, float | None]]:
     return out
 
 
+_TABLE_HEADER = re.compile(r"NVIDIA-SMI\s+\S+\s+Driver Version:\s*(\d+\.\d+(?:\.\d+)*)(?:\s+CUDA Version:\s*(\d+\.\d+))?")
+
+
 def parse_nvsmi_q_versions(text: str) -> tuple[str | None, str | None]:
     """(driver version, CUDA version) from the header of ``nvidia-smi -q`` text, the unindented
-    ``Driver Version : 535.104.05`` and ``CUDA Version : 12.2`` lines above the first GPU; None for
-    a line that is absent or ``N/A``.
+    ``Driver Version : 535.104.05`` and ``CUDA Version : 12.2`` lines above the first GPU, or from
+    the header row of the plain ``nvidia-smi`` table (``| NVIDIA-SMI 550.54.15  Driver Version:
+    550.54.15  CUDA Version: 12.4 |``); None for a version that is absent or ``N/A``.
 
     >>> parse_nvsmi_q_versions("==============NVSMI LOG==============\\nDriver Version    : 580.159.04\\nCUDA Version      : 13.0\\n")
     ('580.159.04', '13.0')
+    >>> parse_nvsmi_q_versions("| NVIDIA-SMI 575.64.03     Driver Version: 575.64.03      CUDA Version: N/A      |")
+    ('575.64.03', None)
     """
     found: dict[str, str] = {}
     for line in strip_ansi(text).splitlines():
-        if re.match(r"^\s*GPU [0-9A-Fa-f]{4,8}:", line):
+        if re.match(r"^\s*GPU [0-9A-Fa-f]{4,8}:", line) or re.match(r"^\|\s+\d+\s+\S", line):
             break
+        t = _TABLE_HEADER.search(line)
+        if t:
+            found.setdefault("Driver", t.group(1))
+            if t.group(2):
+                found.setdefault("CUDA", t.group(2))
+            continue
         m = re.match(r"^\s*(Driver|CUDA) Version\s*:\s*(\d+\.\d+(?:\.\d+)*)\s*$", line)
         if m:
             found.setdefault(m.group(1), m.group(2))

@@ -161,6 +161,9 @@ class Plan(BaseModel):
     #: Why the verify commands do not name the server this run reached (None when they do, or
     #: when no server was reached).
     url_note: str | None = None
+    #: Where the engine logs given were written, when that is not known to be the server the
+    #: plan names (None: no log, no server URL, or every log names that server's host).
+    log_note: str | None = None
     ranking: str = RANKING
 
     model_config = {"populate_by_name": True}
@@ -321,6 +324,68 @@ def is_local_url(url: str) -> bool:
         return False
 
 
+def this_machine() -> set[str]:
+    """Names of this machine, lower case: its host name (and the name's first label) and the
+    addresses the kernel's routing table marks local (``/proc/net/fib_trie``, ``/32 host LOCAL``;
+    nothing when that file cannot be read). No name lookup: nothing here can wait on a network."""
+    import socket
+
+    name = socket.gethostname().lower()
+    out = {name, name.split(".")[0], "localhost", "127.0.0.1", "::1"}
+    try:
+        from pathlib import Path
+
+        lines = Path("/proc/net/fib_trie").read_text(errors="replace").splitlines()
+    except OSError:
+        return out
+    for prev, line in zip(lines, lines[1:]):
+        if line.strip() == "/32 host LOCAL":
+            out.add(prev.strip().removeprefix("|-- ").strip())
+    return out
+
+
+def log_hosts(engine_logs: list[tuple[str, Any]] | None, url: str | None) -> tuple[str | None, str | None]:
+    """Whether the engine logs come from the server at ``url``: ``(note, elsewhere)``.
+
+    A log names its host through NCCL's or Ray's line prefixes
+    (:attr:`~infergap.parsers.engine_log.EngineLogFacts.hosts`). A log whose hosts include the
+    URL's host (this machine's names and addresses, :func:`this_machine`, for a local URL) is that
+    server's; a log that names only other hosts is another machine's: the note says so and, for a
+    local URL, ``elsewhere`` is the reason :func:`verify_url` takes. A log that names no host is
+    read as the server's, as before, and the note says that this is not known. ``(None, None)``
+    without logs or without a URL."""
+    if not engine_logs or not url:
+        return None, None
+    from urllib.parse import urlsplit
+
+    try:
+        uh = (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return None, None
+    local = is_local_url(url)
+    targets = this_machine() if local else {uh}
+    short = {t.split(".")[0] for t in targets if not t.replace(".", "").isdigit() and ":" not in t}
+    unknown, other = [], []
+    for label, f in engine_logs:
+        hosts = list(getattr(f, "hosts", None) or [])
+        if not hosts:
+            unknown.append(label)
+        elif not any(h.lower() in targets or h.lower().split(".")[0] in short for h in hosts):
+            other.append(f"{label} (written on {', '.join(hosts)})")
+    notes, elsewhere = [], None
+    if other:
+        where = "this machine" if local else uh
+        notes.append(f"the engine log(s) {'; '.join(other)} name another host than {where}: their flags and counters "
+                     f"describe another server than the one at {url} (a container has a host name and address of its "
+                     "own: check which server wrote them before acting on them)")
+        if local:
+            elsewhere = f"the engine log(s) {'; '.join(other)} name another host"
+    if unknown:
+        notes.append(f"the engine log(s) {', '.join(unknown)} do not name the host they were written on: their flags and "
+                     f"counters are read as those of the server at {url}, which holds only if they come from it")
+    return ("; ".join(notes) or None), elsewhere
+
+
 def verify_url(server: Any, bench: Any, elsewhere: str | None) -> tuple[str | None, str | None]:
     """The server URL the verify commands name, and why it is not the one this run reached (or
     None). The URL is the live ``server``'s, else the ``bench`` result's (a bench file names the
@@ -413,15 +478,24 @@ def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, serve
     if facts is None:
         facts = gather(audit=a, roofline=r, bench=bench, server=server, log_configs=log_cfgs, engine_logs=engine_logs)
     catalog = catalog if catalog is not None else load_catalog()
-    url, url_note = verify_url(server, bench, elsewhere)
+    log_note, log_elsewhere = log_hosts(engine_logs, server.url if server is not None and getattr(server, "url", None)
+                                        else (bench.environment.url if bench is not None else None))
+    url, url_note = verify_url(server, bench, elsewhere or log_elsewhere)
     params = _params(facts, url)
-    plan = Plan(created=datetime.now(timezone.utc).isoformat(timespec="seconds"), facts=facts, stages=list(stages or []), url_note=url_note)
+    plan = Plan(created=datetime.now(timezone.utc).isoformat(timespec="seconds"), facts=facts, stages=list(stages or []),
+                url_note=url_note, log_note=log_note)
     if not stages:
         plan.stages = [Stage(name=n, status="given" if x is not None else "missing")
                        for n, x in (("audit", a), ("roofline", r), ("bench", bench), ("server", server or (log_cfgs or None)))]
         if server is None and log_cfgs:
             plan.stages[-1] = Stage(name="server", status="from log", detail=", ".join(lab for lab, _ in engine_logs or []))
     plan.gap = build_gap(r, bench)
+    present = facts.get("finding.gpu.present")
+    if r and plan.gap.summary and present is not None and present.value == "not_applicable":
+        hw = r.get("hardware") or {}
+        plan.gap.summary += (f" — but the audit found no NVIDIA GPU on the audited host: the bound is for "
+                             f"{hw.get('count', '?')} × {hw.get('label') or hw.get('gpu') or 'the GPU named with --gpu'}, "
+                             "so if the server runs there, this ratio is not its efficiency")
     eff = facts.get("regime.batch1_eff_measured_bw")
     bw = facts.get("gpu.measured_bw_GBps")
     if eff is not None and bw is not None and plan.gap.summary:

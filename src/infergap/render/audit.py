@@ -42,7 +42,9 @@ def summary_line(r: AuditReport, grouped: bool = False) -> str:
     if r.summary.get("evidence_unmatched"):
         parts[2] += f" ({r.summary['evidence_unmatched']} pasted part(s) with no known cause)"
     errs = r.summary.get("investigator_errors") or []
-    line = " · ".join(parts) + f" — {len(r.investigators)} investigators in {r.summary['duration_s']:.2f} s"
+    read = r.summary.get("read_s")
+    line = " · ".join(parts) + " — " + (f"input read in {read:.2f} s, " if isinstance(read, (int, float)) else "") \
+        + f"{len(r.investigators)} investigators in {r.summary['duration_s']:.2f} s"
     if errs:
         line += f" ({len(errs)} failed: {', '.join(errs)})"
     return line

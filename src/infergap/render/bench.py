@@ -178,6 +178,27 @@ def _length_words(st) -> str:
     return f"input {st.input_len}, output {st.output_len} tokens{spread}"
 
 
+def _short_answers(result: BenchResult) -> list[str]:
+    """One note when completed requests produced fewer output tokens than their ``max_tokens``
+    (``truncated``): the throughput and TPOT then describe shorter answers than the settings say."""
+    trials = [t for p in result.points for t in p.trials]
+    cut = sum(t.truncated for t in trials)
+    done = sum(t.completed for t in trials)
+    if not cut or not done:
+        return []
+    mean = sum(t.output_tokens for t in trials) / done
+    reasons: dict[str, int] = {}
+    for t in trials:
+        for k, v in t.finish_reasons.items():
+            reasons[k] = reasons.get(k, 0) + v
+    kind = result.settings.dataset.partition(":")[0].strip().lower()
+    asked = "each its own max_tokens" if kind in ("mooncake", "azure") else f"{result.settings.output_len} asked"
+    why = (" (finish reasons: " + ", ".join(f"{k} ×{v}" for k, v in sorted(reasons.items())) + ")") if reasons else ""
+    return [f"{cut} of {done} completed requests ended before their max_tokens (mean {mean:.1f} output tokens, {asked}){why}: "
+            "output tok/s and TPOT describe shorter answers than asked (an end-of-sequence the server does not let "
+            "ignore_eos override, or its own output limit)"]
+
+
 def _notes(result: BenchResult) -> list[str]:
     env = result.environment
     lc = env.length_control
@@ -207,6 +228,7 @@ def _notes(result: BenchResult) -> list[str]:
         notes.append("output tokens counted as streamed chunks (no usage from the server): undercounts if chunks bundle tokens")
     if disagree:
         notes.append(f"{disagree} request(s) where the token counts of two sources disagree")
+    notes += _short_answers(result)
     few = [p.label for p in result.points if p.few_samples]
     if few:
         notes.append(f"{', '.join(few)}: fewer than {MIN_TAIL_SAMPLES} completed requests in a trial; their p99 cells "

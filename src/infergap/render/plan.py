@@ -53,8 +53,9 @@ def render_text(plan: Plan, color: bool = False, width: int | None = None) -> st
             c.print(escape(f" {i}. {a}"))
     else:
         c.print("[bold]TOP ACTIONS[/]: none selected by " + escape(_no_actions_why(plan)))
-    if plan.url_note:
-        c.print(escape(f"  note: {plan.url_note}"))
+    for note in (plan.url_note, plan.log_note):
+        if note:
+            c.print(escape(f"  note: {note}"))
     c.print()
     _text_host_fixes(c, plan)
     for tier in ("flag_flip", "small_change", "engineering"):
@@ -101,12 +102,16 @@ def _text_gap(c: Any, plan: Plan) -> None:
         for h in g.headline:
             c.print(escape(f"    {h['label']:<28} {h['bound_tok_s']:>9.1f} tok/s   measured {h['measured_tok_s']:.2f} = {h['ratio']:.2%}"))
     if g.points:
+        bounded = any(p.bound_tok_s for p in g.points)  # without any bound, only what was measured
+        cols = ("concurrency", "measured tok/s", "bound tok/s", "bound", "binds", "efficiency", "note") if bounded \
+            else ("concurrency", "measured tok/s", "note")
         t = Table(show_edge=False, pad_edge=False, box=None)
-        for col in ("concurrency", "measured tok/s", "bound tok/s", "bound", "binds", "efficiency", "note"):
+        for col in cols:
             t.add_column(col, justify="right" if col in ("concurrency", "measured tok/s", "bound tok/s", "efficiency") else "left")
         for p in g.points:
-            t.add_row(*map(escape, [str(p.concurrency), f"{p.measured_tok_s:.2f}", f"{p.bound_tok_s:.1f}" if p.bound_tok_s else "–", p.bound or "–",
-                      p.binds or "–", f"{p.ratio:.1%}" if p.ratio else "–", p.note or ""]))
+            row = [str(p.concurrency), f"{p.measured_tok_s:.2f}", f"{p.bound_tok_s:.1f}" if p.bound_tok_s else "–", p.bound or "–",
+                   p.binds or "–", f"{p.ratio:.1%}" if p.ratio else "–", p.note or ""]
+            t.add_row(*map(escape, row if bounded else row[:2] + row[-1:]))
         c.print(t)
     if not g.points and not g.headline:
         given = {s.name for s in plan.stages if s.status not in ("missing", "failed")}
@@ -150,14 +155,18 @@ def render_markdown(plan: Plan) -> str:
     if g.headline:
         out += ["", "| bound | tok/s | measured | efficiency |", "|---|---:|---:|---:|"]
         out += [f"| {h['label']} | {h['bound_tok_s']:.1f} | {h['measured_tok_s']:.2f} | {h['ratio']:.2%} |" for h in g.headline]
-    if g.points:
+    if g.points and not any(p.bound_tok_s for p in g.points):  # without any bound, only what was measured
+        out += ["", "| concurrency | measured tok/s | note |", "|---:|---:|---|"]
+        out += [f"| {p.concurrency} | {p.measured_tok_s:.2f} | {_md_escape(p.note or '')} |" for p in g.points]
+    elif g.points:
         out += ["", "| concurrency | measured tok/s | bound tok/s | binds | efficiency | note |", "|---:|---:|---:|---|---:|---|"]
         out += [f"| {p.concurrency} | {p.measured_tok_s:.2f} | {p.bound_tok_s:.1f} | {p.binds or '–'} | {p.ratio:.1%} | {_md_escape(p.note or '')} |"
                 if p.bound_tok_s and p.ratio else f"| {p.concurrency} | {p.measured_tok_s:.2f} | – | – | – | {_md_escape(p.note or '')} |" for p in g.points]
     out += ["", "## Top actions", ""] + ([f"{i}. {_md_escape(a)}" for i, a in enumerate(plan.top_actions, 1)]
                                          or [_md_escape("None selected by " + _no_actions_why(plan))])
-    if plan.url_note:
-        out += ["", f"Note: {_md_escape(plan.url_note)}."]
+    for note in (plan.url_note, plan.log_note):
+        if note:
+            out += ["", f"Note: {_md_escape(note)}."]
     out += ["", "## Host fixes (runtime first, P0 first)", ""]
     for h in plan.host_fixes:
         out.append(f"- **{h.severity} {h.fix_kind}** `{h.id}` — {h.title}" + (f"  \n  fix: `{h.commands[0]}`" if h.commands else "")

@@ -33,6 +33,24 @@ def _pts(bench: Any) -> list[Any]:
                    and p.summary["output_throughput_tps"].median is not None], key=lambda p: p.concurrency)
 
 
+def throughput_bounds(roofline: dict[str, Any] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The roofline bounds :func:`throughput_plot` draws: the batched decode bounds (by batch) and
+    the batch-1 single-stream bounds; both empty when the roofline did not run or computed none."""
+    if not roofline:
+        return [], []
+    return sorted(roofline.get("batched") or [], key=lambda q: q["batch"]), list(roofline.get("single_stream") or [])
+
+
+def throughput_caption(roofline: dict[str, Any] | None) -> str:
+    """The caption of :func:`throughput_plot`: names only the lines the plot has."""
+    batched, single = throughput_bounds(roofline)
+    bounds = [w for w, have in (("the roofline's batched bound", batched), ("the batch-1 bounds", single)) if have]
+    s = "Measured output tok/s (median, min–max over trials) against concurrency"
+    if bounds:
+        return f"{s}, against {' and '.join(bounds)}."
+    return f"{s}; no roofline bound to compare with (the roofline did not run or computed none)."
+
+
 def throughput_plot(bench: Any, roofline: dict[str, Any] | None) -> str | None:
     """Output tok/s against concurrency (median, min–max over trials), with the roofline's batched
     bound and the batch-1 single-stream bounds."""
@@ -45,19 +63,18 @@ def throughput_plot(bench: Any, roofline: dict[str, Any] | None) -> str | None:
     ys = [x.median for x in s]
     err = [[y - (x.min if x.min is not None else y) for x, y in zip(s, ys)], [(x.max if x.max is not None else y) - y for x, y in zip(s, ys)]]
     ax.errorbar(xs, ys, yerr=err, marker="o", color="#1f77b4", label="measured output tok/s", capsize=3)
-    if roofline:
-        b = sorted(roofline.get("batched") or [], key=lambda q: q["batch"])
-        if b:
-            ax.plot([q["batch"] for q in b], [q["tok_s"] for q in b], "--", color="#d62728", label="roofline (batched decode)")
-        for q in roofline.get("single_stream") or []:
-            ax.plot([1], [q["tok_s"]], marker="_", markersize=18, mew=2, linestyle="none",
-                    color={"aggregate": "#ff7f0e", "per_gpu_memory": "#9467bd", "per_gpu": "#2ca02c"}.get(q["name"], "#7f7f7f"),
-                    label=f"batch-1 {q['label']}")
+    batched, single = throughput_bounds(roofline)
+    if batched:
+        ax.plot([q["batch"] for q in batched], [q["tok_s"] for q in batched], "--", color="#d62728", label="roofline (batched decode)")
+    for q in single:
+        ax.plot([1], [q["tok_s"]], marker="_", markersize=18, mew=2, linestyle="none",
+                color={"aggregate": "#ff7f0e", "per_gpu_memory": "#9467bd", "per_gpu": "#2ca02c"}.get(q["name"], "#7f7f7f"),
+                label=f"batch-1 {q['label']}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("concurrency (requests in flight)")
     ax.set_ylabel("output tokens / s")
-    ax.set_title("Throughput vs concurrency, against the roofline")
+    ax.set_title("Throughput vs concurrency" + (", against the roofline" if batched or single else " (no roofline bound)"))
     ax.legend(fontsize=7, loc="best")
     return _svg(fig)
 

@@ -83,7 +83,8 @@ def render_html(plan: Plan, *, audit: Any = None, roofline: Any = None, bench: A
         sweep=_sweep_rows(bench), engine_rows=_engine_rows(bench),
         capacity=bench.capacity.line() if bench is not None and bench.capacity is not None else None,
         engine_reason=next((p.engine.reason for p in (bench.points if bench else []) if p.engine and not p.engine.available), None),
-        plot_tput=plots.throughput_plot(bench, rl), plot_lat=plots.latency_plot(bench),
+        plot_tput=plots.throughput_plot(bench, rl), tput_caption=plots.throughput_caption(rl),
+        plot_lat=plots.latency_plot(bench),
         plot_gpu=plots.gpu_plot(bench),
         telemetry_reason=next((p.telemetry.reason for p in (bench.points if bench else []) if p.telemetry and not p.telemetry.available), None),
     )

@@ -95,6 +95,10 @@ class Snapshot:
 
     kind: str = "abstract"
     label: str = ""
+    #: Seconds spent opening the snapshot and reading the evidence given with it before the audit
+    #: (set by :func:`infergap.evidence.snapshot.open_with_evidence`; None: nothing read up front,
+    #: as on a live host, whose files are read while the investigators run).
+    read_s: float | None = None
     #: Paths that exist but could not be read (permission denied, I/O error) → the reason. Such a
     #: path is unknown, not absent: see :meth:`unreadable_under`.
     unreadable: dict[str, str]
