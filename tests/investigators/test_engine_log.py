@@ -115,3 +115,14 @@ def test_old_vllm_stats_line_gives_kv_usage() -> None:
     f = parse_engine_log(["INFO:     Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 31.4 tokens/s, Running: 1 reqs, "
                           "Swapped: 0 reqs, Pending: 3 reqs, GPU KV cache usage: 96.5%, CPU KV cache usage: 0.0%."])
     assert (f.max_running, f.max_queue, f.max_token_usage) == (1, 3, 0.965)
+
+
+def test_llamacpp_layers_on_the_cpu_are_actionable_and_all_on_the_gpu_ok() -> None:
+    f = one(_log("llmllamacpp-19-one-layer.log"), "engine.offload")
+    assert (f.status, f.severity) == ("actionable", "P1") and f.evidence[0].value == "offloaded 1/35 layers to GPU"
+    assert any("-ngl 999" in c for c in f.remedy.commands)
+    f = one(_log("llamacpp-6787-offload-none.log"), "engine.offload")
+    assert f.title.startswith("33 of 33 layers run on the CPU")
+    assert [e.value for e in f.evidence[1:]] == ["model buffers: 5460 MiB in host memory, 0 MiB on the GPU", "GPU: NVIDIA H800"]
+    ok = one(_log("llamacpp-12171-offload-all.log"), "engine.offload")
+    assert ok.status == "ok" and ok.evidence[0].value == "offloaded 49/49 layers to GPU"
