@@ -36,7 +36,8 @@ def test_xid_kinds_on_several_gpus_are_separate_findings_with_their_own_severity
     assert (nvl.severity, nvl.fix_kind, nvl.details["xids"]) == ("P0", "hardware", [145, 149])
     assert nvl.details["gpus"] == {"0019:01:00": {"149": 1}, "0000:00:00": {"149": 1}, "0018:01:00": {"145": 1}}
     assert nvl.details["reset_gpus"] == ["0000:00:00", "0019:01:00"]  # not the GPU with the non-fatal 145
-    assert "0018:01:00: Xid 145 ×1, Nonfatal" in [e.value for e in nvl.evidence]
+    assert "0018:01:00: Xid 145 ×1, RLW_RXPIPE Nonfatal" in [e.value for e in nvl.evidence]  # the sub-unit the line names
+    assert "0019:01:00: Xid 149 ×1, NETIR Fatal" in [e.value for e in nvl.evidence]
     assert (mem.severity, mem.details["xids"], mem.details["gpus"]) == ("P1", [94], {"0000:9b:00": {"94": 1}})
     assert mem.details["reset_gpus"] == [] and "149" not in mem.title + (mem.impact or "")
     assert "docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html" in " ".join(nvl.references + mem.references)

@@ -163,7 +163,8 @@ _GPU_LINES, _XID_EXAMPLES = 8, 3
 
 
 def _tally_text(t: XidTally) -> str:
-    how = f", named by Xid {t.named_by}" if t.named_by is not None else {True: ", Fatal", False: ", Nonfatal", None: ""}[t.fatal]
+    unit = f" {t.unit}" if t.unit else ""
+    how = f", named by Xid {t.named_by}" if t.named_by is not None else {True: f",{unit} Fatal", False: f",{unit} Nonfatal", None: ""}[t.fatal]
     how += f", to {t.recovery}" if t.recovery else ""
     return f"Xid {t.code} ×{t.count}{how}"
 
