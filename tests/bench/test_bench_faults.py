@@ -206,7 +206,10 @@ def test_server_killed_mid_sweep_keeps_what_was_measured(stub_server, tmp_path):
     assert not any("in flight" in r for t in res.points[-1].trials for r in t.client.reasons)
 
 
-def test_sigint_writes_partial_results(stub_server, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_writes_partial_results(stub_server, tmp_path, sig):
+    """Ctrl-C and a plain ``kill``/``timeout`` (SIGTERM) both stop the sweep with what it measured
+    (SIGTERM used to end the process with nothing written)."""
     s = stub_server("--itl-ms", "5", "--tokens", "16")
     out = tmp_path / "r.json"
     proc = subprocess.Popen(bench_cmd("--url", s.url, "--concurrency", "1,2,4,8,16", "--num-prompts", "8", "--trials",
@@ -214,7 +217,7 @@ def test_sigint_writes_partial_results(stub_server, tmp_path):
                             env=bench_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _wait_points(out, 1, proc)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -224,6 +227,50 @@ def test_sigint_writes_partial_results(stub_server, tmp_path):
     assert res.interrupted and 1 <= len(res.points) < 5
     assert res.points[0].trials[0].completed == 8
     assert "Traceback" not in err
+
+
+def test_sigterm_during_search_keeps_the_capacity_proven(stub_server, tmp_path):
+    """A capacity search stopped after its first probe still says what it proved and why it
+    stopped (it printed "SLO capacity: no load tried met … ()" with the reason empty)."""
+    s = stub_server("--itl-ms", "5", "--tokens", "16")
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen(bench_cmd("--url", s.url, "--search", "rate", "--slo", "ttft_p99=5s,tpot_p99=1s",
+                                      "--request-rate", "2", "--num-prompts", "8", "--trials", "1", "--warmup", "0",
+                                      "--output-len", "16", "--format", "json", "--output", out),
+                            env=bench_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_points(out, 1, proc)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    res = load_result(out)
+    assert res.interrupted and res.capacity is not None and res.capacity.probes
+    line = res.capacity.line()
+    assert "interrupted" in line and "()" not in line, line
+    assert res.capacity.detail.endswith("interrupted")  # after what the probes showed (too short here)
+
+
+def test_cancelled_requests_are_not_called_failed_in_the_report(tmp_path):
+    """Requests cancelled when a run stops are left out of the error rate; the report's line said
+    "15 of 26 requests failed (0.0 %, within budget)" (cancelled counted in one figure, not the other)."""
+    from pathlib import Path
+
+    from infergap.bench.metrics import judge_point
+    from infergap.bench.models import PointResult, TrialMetrics
+    from infergap.render.bench import failure_summary
+
+    res = load_result(Path(__file__).parents[1] / "fixtures" / "real-gpu" / "h200-transformers" / "bench.json")
+    tm = TrialMetrics(trial=1, requests=26, completed=10, failed=16, errors={"cancelled": 15, "timeout": 1},
+                      duration_s=10.0, truncated=0)
+    p = PointResult(label="r=1/s", mode="rate", request_rate=1.0, trials=[tm])
+    judge_point(p, 0.2)
+    res.points = [p]
+    [line] = [x for x in failure_summary(res) if x.startswith("r=1/s")]
+    assert line.startswith("r=1/s: 1 of 11 requests failed (9.1 %, within budget), 15 more cancelled when the run "
+                           "stopped (not counted)"), line
 
 
 def _stub_requests(url: str) -> int:

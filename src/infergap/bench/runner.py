@@ -483,7 +483,7 @@ class _Sweep:
                 point.workload.scheduled = len(spec.offsets or [])
                 point.workload.ideal_hit_rate = workloads.traces.shared_prefix_fraction(self.trace)
         if runner.stopping:
-            point.error = point.error or "interrupted (SIGINT)"
+            point.error = point.error or "interrupted (SIGINT/SIGTERM)"
         return point
 
 
@@ -523,13 +523,18 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
         search = slo.Search(settings.search, settings.slo_targets, result.points, start=first,
                             make_spec=(lambda r: workloads.rate_spec(r, cap, settings, trace)) if settings.search == "rate"
                             else (lambda c: LoadSpec("concurrency", int(c))))
-        specs = search
+        specs = iter(search)
     sweep = _Sweep(settings, info, extra, runner, progress, tokenizer, wl, trace, engine, sampler)
     loop = asyncio.get_running_loop()
+    # SIGTERM (``timeout``, ``kill``, a service manager) stops the sweep as Ctrl-C does: the points
+    # measured so far are reported and recorded. The handlers in place before (the CLI's) return after.
+    stop_sigs = (signal.SIGINT, signal.SIGTERM)
+    before = {s: signal.getsignal(s) for s in stop_sigs}
     try:
-        loop.add_signal_handler(signal.SIGINT, runner.stop)
+        for s in stop_sigs:
+            loop.add_signal_handler(s, runner.stop)
         sig = True
-    except (NotImplementedError, RuntimeError):
+    except (NotImplementedError, RuntimeError, ValueError):
         sig = False
     await client.open()
     try:
@@ -549,7 +554,12 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
     finally:
         await client.close()
         if sig:
-            loop.remove_signal_handler(signal.SIGINT)
+            for s in stop_sigs:
+                loop.remove_signal_handler(s)
+                signal.signal(s, before[s] if before[s] is not None else signal.SIG_DFL)
+        if search is not None:  # a search left early (interrupt, dead server) still says where it stood
+            search.stopped_by = "interrupted" if runner.stopping else (result.error or "stopped early")
+            specs.close()
     result.connections = ConnectionHealth(reused=client.reused, reuse_failures=client.reuse_failures,
                                           retry_failures=client.retry_failures,
                                           fresh_per_request=client.fresh_per_request, note=client.connection_note)

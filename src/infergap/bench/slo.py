@@ -224,6 +224,8 @@ class Search:
         self.start = max(1.0, start) if self.integer else start
         self.max_load = max_load or (65536 if self.integer else 1e6)
         self.result = Capacity(mode=mode, targets=targets)
+        #: Why the caller closed the iteration before it ended (set before ``close()``).
+        self.stopped_by = "stopped early"
 
     def _round(self, x: float) -> float:
         return float(max(1, round(x))) if self.integer else float(f"{x:.3g}")
@@ -257,7 +259,11 @@ class Search:
         steps = 0
         while load is not None and len(self.result.probes) < MAX_PROBES and steps < MAX_PROBES + 2 * MAX_DOUBLINGS:
             steps += 1
-            pr = yield from self._probe(load)
+            try:
+                pr = yield from self._probe(load)
+            except GeneratorExit:  # the caller stopped the search: the capacity is what was proven so far
+                self._finish(lo, hi, lo_probe, hi_probe, self.stopped_by)
+                raise
             if pr is None:
                 return self._finish(lo, hi, lo_probe, hi_probe, "interrupted")
             if pr.passed and (lo is None or load > lo):

@@ -130,9 +130,12 @@ def failure_summary(result: BenchResult) -> list[str]:
             kinds = ", ".join(f"{k} ×{v}" for k, v in sorted(p.errors.items(), key=lambda kv: -kv[1]))
             ex = next((t.error_examples[0] for t in p.trials if t.error_examples), None)
             verdict = "INVALID" if not p.valid else "within budget"
-            out.append(f"{p.label}: {p.failed} of {p.requests} requests failed "
-                       + (f"({p.error_rate * 100:.1f} %, {verdict}): " if p.error_rate is not None else ": ") + kinds
-                       + (f"; e.g. {ex}" if ex else ""))
+            cancelled = p.errors.get("cancelled", 0)  # stopped by the run's end or an interrupt: not sent to the end
+            failed, sent = p.failed - cancelled, p.requests - cancelled
+            out.append(f"{p.label}: {failed} of {sent} requests failed"
+                       + (f" ({p.error_rate * 100:.1f} %, {verdict})" if p.error_rate is not None else "")
+                       + (f", {cancelled} more cancelled when the run stopped (not counted)" if cancelled else "")
+                       + f": {kinds}" + (f"; e.g. {ex}" if ex else ""))
     errors: dict[str, int] = {}
     for p in result.points:
         for k, v in p.errors.items():
