@@ -22,20 +22,21 @@ The stub (benchmarks/stub_server.py: 128 tokens per response, one SSE chunk per 
 ``--burn N`` keeps N busy-loop processes on the client's cores throughout (a busy machine). The
 script exits 1 when any request failed or guidellm, when asked for, did not run.
 
-Measured 2026-11-30 on an idle 16-core x86-64 host, one thread per core (``--stub-workers 12
---stub-cores 4-15 --client-cores 0-3 --procs 2,4 --levels 512,4096 --requests 40000
---ab-rounds 0``; stub-counted tok/s):
+Measured 2026-11-30 on a 16-core x86-64 virtual host, one thread per core (``--stub-workers 12
+--stub-cores 4-15 --client-cores 0-3 --procs 2,4 --levels 512,4096 --requests 20000
+--ab-rounds 0 --scaling-rounds 5``; stub-counted tok/s):
 
     c      1 process   2 processes   4 processes
-    512    197,646     334,406       753,802 (3.81×; 2.93×, 3.31×, 2.88× in three other runs)
-    4096   195,864     395,964       942,090 (4.81×)
-    in flight at the paced stub (ramp-up excluded): c=512 −1.4 % (1 process), −0.2 % (4);
-                                                     c=4096 −2.2 % (1 process), −0.4 % (4)
+    512    204,999     568,350       871,380
+    4096   290,819     573,551       967,465
+    scaling, medians of 5 alternated rounds: 955,745 / 290,585 = 3.29× (rounds 2.26-3.49×;
+    an earlier run's medians 2.83×, single pairs in five other runs 2.84-5.08×)
+    in flight at the paced stub (ramp-up excluded): −0.0 % (c=512), −0.2 % / −0.0 % (c=4096)
 
-Four processes give 180-190k tok/s each; the one-process figure moves between 158k and 246k
-from run to run, and with it the ratio. The whole-buffer read (:func:`infergap.bench.client._drain`)
-against aiohttp's ``readany()``, an earlier run on the same host: 235,161 → 275,048 tok/s per
-client CPU-second (+17 %).
+The one-process figure moves between 155k and 301k from run to run on that host (its neighbours,
+not the client: alternated rounds minutes apart differ as much), hence ``--scaling-rounds``. The
+whole-buffer read (:func:`infergap.bench.client._drain`) against aiohttp's ``readany()``, an
+earlier run on the same host: 235,161 → 275,048 tok/s per client CPU-second (+17 %).
 
 On this project's 2-core virtual machine with ``--burn 1`` (one busy-loop process on the client's
 core; ``--levels 512,4096 --requests 4096 --procs 2,4 --ab-rounds 0 --guidellm …``), 2026-11-30,

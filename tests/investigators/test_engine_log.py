@@ -90,7 +90,7 @@ def test_custom_allreduce_lines() -> None:
     f = one(_log("vllm-13719-custom-ar.log"), "allreduce.custom")
     assert f.status == "expected" and f.severity is None
     f = one(_log("vllm-4770-custom-ar-no-p2p.log"), "allreduce.custom")
-    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P1", "bios")
+    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P1", "runtime")  # the log does not say why P2P failed
     assert f.evidence[0].value.startswith("Custom allreduce is disabled because")
 
 
@@ -99,3 +99,30 @@ def test_out_of_memory_is_p1_with_the_line() -> None:
     assert (f.status, f.severity, f.fix_kind) == ("actionable", "P1", "runtime") and f.title == "Out-of-memory reported 1 time(s)"
     assert "CUDA out of memory. Tried to allocate 128.00 MiB" in f.evidence[0].value
     assert "engine.oom" not in _log("sglang-26248-kv-full.log")  # no OOM line: never an ok
+
+
+def test_pasted_launch_command_gives_the_judged_flags() -> None:
+    # dphnAI/sonar#1114: the command line is the only place the paste says --enforce-eager.
+    f = one(_log("aphrodite-1114-enforce-eager.log"), "engine.cuda_graph")
+    assert (f.status, f.severity) == ("actionable", "P1") and f.evidence[0].value == "enforce_eager=True"
+    cfg = one(_log("aphrodite-1114-enforce-eager.log"), "engine.config")
+    assert cfg.details["args"]["tensor_parallel_size"] == 2 and "served_model_name" not in cfg.details["args"]
+
+
+def test_old_vllm_stats_line_gives_kv_usage() -> None:
+    from infergap.parsers.engine_log import parse_engine_log
+
+    f = parse_engine_log(["INFO:     Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 31.4 tokens/s, Running: 1 reqs, "
+                          "Swapped: 0 reqs, Pending: 3 reqs, GPU KV cache usage: 96.5%, CPU KV cache usage: 0.0%."])
+    assert (f.max_running, f.max_queue, f.max_token_usage) == (1, 3, 0.965)
+
+
+def test_llamacpp_layers_on_the_cpu_are_actionable_and_all_on_the_gpu_ok() -> None:
+    f = one(_log("llmllamacpp-19-one-layer.log"), "engine.offload")
+    assert (f.status, f.severity) == ("actionable", "P1") and f.evidence[0].value == "offloaded 1/35 layers to GPU"
+    assert any("-ngl 999" in c for c in f.remedy.commands)
+    f = one(_log("llamacpp-6787-offload-none.log"), "engine.offload")
+    assert f.title.startswith("33 of 33 layers run on the CPU")
+    assert [e.value for e in f.evidence[1:]] == ["model buffers: 5460 MiB in host memory, 0 MiB on the GPU", "GPU: NVIDIA H800"]
+    ok = one(_log("llamacpp-12171-offload-all.log"), "engine.offload")
+    assert ok.status == "ok" and ok.evidence[0].value == "offloaded 49/49 layers to GPU"

@@ -55,8 +55,19 @@ def test_ib_disable_without_ib_devices_is_not_flagged() -> None:
 
 def test_shm_between_gpus_of_one_host_is_p1() -> None:
     f = one(audit_ids(pasted("nccl-1817-shm-8gpu.log"), "nccl_log"), "nccl.transport")
-    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P1", "bios")
+    # The log alone does not say why P2P is not used: the remedy is the commands that tell, not a firmware change.
+    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P1", "runtime")
     assert f.evidence[0].value == "0[0] -> 4[4] via SHM/direct/direct (2 channel(s))"
+    assert "does not say why" in f.remedy.note
+
+
+def test_shm_with_p2p_reported_ok_points_at_the_pcie_path() -> None:
+    # The driver reports every pair peer-capable (topo -p2p r: OK) and NCCL still uses SHM: ACS or the IOMMU (firmware).
+    rows = ["\tGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tGPU6\tGPU7"] + [
+        f"GPU{i}" + "".join("\tX" if i == j else "\tOK" for j in range(8)) for i in range(8)]
+    base = MemorySnapshot({}, cmds={"nvsmi_p2p": "\n".join(rows) + "\n"})
+    f = one(audit_ids(pasted("nccl-1817-shm-8gpu.log", base=base), "nccl_log"), "nccl.transport")
+    assert (f.status, f.fix_kind) == ("actionable", "bios") and "peer-capable" in f.remedy.note
 
 
 def test_shm_across_cpu_sockets_or_without_p2p_is_expected() -> None:
@@ -83,7 +94,9 @@ def test_gdr_disabled_is_p0_between_nodes_and_p1_otherwise() -> None:
 
 def test_p2p_disabled_is_p1_and_expected_where_the_driver_reports_none() -> None:
     f = one(audit_ids(pasted("nccl-2225-p2p-disabled.log"), "nccl_log"), "nccl.p2p")
-    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P1", "bios") and "6 GPU pair(s)" in f.title
+    # The log names no GPU model and no P2P matrix: find out first (runtime commands), no firmware change.
+    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P1", "runtime") and "6 GPU pair(s)" in f.title
+    assert not any("setpci" in c for c in f.remedy.commands)
     f = one(audit_ids(pasted("nccl-2225-p2p-disabled.log", base=_no_p2p_seed()), "nccl_log"), "nccl.p2p")
     assert f.status == "expected" and f.evidence[-1].value == "NS"
 

@@ -25,7 +25,7 @@ line = st.one_of(
 def test_nccl_parser_total(lines):
     f = parse_nccl_log(lines)
     assert f.lines == len(lines)
-    assert sum(f.transports.values()) <= sum("Channel" in ln and " via " in ln for ln in lines)
+    assert sum(f.transports.values()) <= sum(("Channel" in ln or "Ring" in ln) and " via " in ln for ln in lines)  # NCCL < 2.6 logs "Ring NN : …"
     assert sum(lk.channels for lk in f.links) == sum(f.transports.values())
     assert len(f.warnings) <= 20
 

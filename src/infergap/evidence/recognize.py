@@ -122,7 +122,10 @@ _SGLANG_SCHED = re.compile(r"\[scheduler\w*\.py:\d+\] (?:Decode|Prefill) batch")
 _VLLM = re.compile(
     r"(?:^|\) +)(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\]"
 )
-_VLLM_WORDS = ("vLLM API server version", "LLM engine (v")
+#: vLLM's version and engine lines, a pasted launch command (vLLM, or its fork Aphrodite), the
+#: stats line of vLLM before 0.6 ("Avg prompt throughput: …, Running: 1 reqs, Swapped: 0 reqs").
+_VLLM_WORDS = ("vLLM API server version", "LLM engine (v", "vllm serve ", "vllm.entrypoints.", "aphrodite run ",
+               "Avg prompt throughput:")
 _DMESG = re.compile(r"^\[\s*\d+\.\d{3,6}\] |^\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ kernel: |^kernel: ")
 #: Kernel messages pasted without a timestamp (``NVRM: Xid …``, ``AMD-Vi: Event logged …``), or
 #: behind another prefix (``kern: warning: [2026-…]: NVRM: …``).

@@ -15,7 +15,7 @@ from infergap.checks import finding
 from infergap.evidence.common import engine_logs
 from infergap.findings import Finding, Remedy, Severity, Status, ev
 from infergap.investigators.interconnect import allreduce_from_engine_log
-from infergap.parsers.engine_log import EngineLogFacts
+from infergap.parsers.engine_log import JUDGED_ARGS, EngineLogFacts
 
 NAME = "engine_log"
 
@@ -29,12 +29,7 @@ def _next_pow2(n: int) -> int:
 
 def _config(label: str, f: EngineLogFacts) -> Finding | None:
     a = f.args
-    keys = ("tp_size", "tensor_parallel_size", "dp_size", "data_parallel_size", "ep_size", "pp_size", "pipeline_parallel_size",
-            "attention_backend", "cuda_graph_max_bs", "disable_cuda_graph", "enforce_eager", "max_running_requests", "max_num_seqs",
-            "chunked_prefill_size", "max_num_batched_tokens", "mem_fraction_static", "gpu_memory_utilization", "kv_cache_dtype",
-            "quantization", "moe_runner_backend", "moe_a2a_backend", "disable_custom_all_reduce", "speculative_algorithm",
-            # llama.cpp (infergap.parsers.llamacpp_log)
-            "offloaded_layers", "model_layers", "n_slots", "n_ctx_slot", "n_ctx", "kv_unified", "flash_attn", "type_k", "type_v")
+    keys = JUDGED_ARGS
     shown = {k: a[k] for k in keys if k in a}
     if f.cuda_graph_bs:
         shown["cuda_graph_bs_captured"] = f"{min(f.cuda_graph_bs)}..{max(f.cuda_graph_bs)} ({len(f.cuda_graph_bs)} sizes)"
@@ -137,12 +132,41 @@ def _oom(label: str, f: EngineLogFacts) -> Finding | None:
                    remedy=Remedy(commands=["lower --mem-fraction-static / --gpu-memory-utilization, --cuda-graph-max-bs or --chunked-prefill-size"]))
 
 
+def _offload(label: str, f: EngineLogFacts) -> Finding | None:
+    """``engine.offload`` from a llama.cpp log's ``offloaded N/M layers to GPU``: every layer on the
+    GPU is ok; layers left on the CPU are actionable (P1): each decode step reads their weights at
+    host-memory bandwidth, an order of magnitude below the GPU's. Whether the rest would fit in
+    VRAM is in the log only as its weight buffers; the GPU's memory is the host's to tell."""
+    a = f.args
+    off, total = a.get("offloaded_layers"), a.get("model_layers")
+    if not isinstance(off, int) or not isinstance(total, int) or total <= 0:
+        return None  # only llama.cpp's parser sets these
+    line = ev(label, f"offloaded {off}/{total} layers to GPU")
+    if off >= total:
+        return finding("engine.offload", Status.ok, subject=label, title=f"All {total} layers run on the GPU", evidence_=[line])
+    cpu_mib, gpu_mib = a.get("weights_cpu_mib"), a.get("weights_gpu_mib")
+    bufs = [ev(label, f"model buffers: {cpu_mib or 0:.0f} MiB in host memory, {gpu_mib or 0:.0f} MiB on the GPU")] if cpu_mib or gpu_mib else []
+    gpu = [ev(label, f"GPU: {a['gpu_name']}")] if a.get("gpu_name") else []
+    return finding("engine.offload", Status.actionable, subject=label, severity=Severity.P1,
+                   title=f"{total - off} of {total} layers run on the CPU (llama.cpp offloaded {off})",
+                   evidence_=[line] + bufs + gpu, expected_value=f"offloaded {total}/{total} layers to GPU",
+                   impact="Layers left on the CPU are computed there: every decode step reads their weights from host memory, "
+                          "an order of magnitude slower than GPU memory, and the GPU waits. Unless the model is larger than the "
+                          "GPU's memory, this is the first thing to change.",
+                   remedy=Remedy(commands=["restart llama-server with -ngl 999 (--n-gpu-layers: every layer on the GPU)",
+                                           "nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv   # room for the weights and the KV cache"],
+                                 note="If the weights do not fit, keep the layer count the GPU holds and shrink the rest (a smaller quantization, "
+                                      "a shorter context) rather than leaving most layers on the CPU."),
+                   references=["https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md", "https://github.com/simonw/llm-llama-cpp/issues/19"],
+                   details={"offloaded_layers": off, "model_layers": total, "weights_cpu_mib": cpu_mib, "weights_gpu_mib": gpu_mib})
+
+
 def investigate(ctx: object) -> list[Finding]:
     """Findings from every SGLang or vLLM log in the snapshot's evidence."""
     out: list[Finding] = []
     for part, f in engine_logs(ctx.snap):  # type: ignore[attr-defined]
         label = part.label
-        for fn in (_config, allreduce_from_engine_log, _cuda_graph, _moe, _kv, _oom):
+        for fn in (_config, allreduce_from_engine_log, _cuda_graph, _moe, _kv, _oom, _offload):
             x = fn(label, f)
             if x:
                 out.append(x)

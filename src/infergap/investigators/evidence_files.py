@@ -28,6 +28,7 @@ from infergap.evidence.common import _memo, nccl_logs
 from infergap.evidence.recognize import KINDS
 from infergap.parsers.dmesg import MAX_TALLIES, DmesgFacts, XidTally, parse_dmesg
 from infergap.evidence.signatures import Signature, SignatureHit, XidCode, catalog, scan_lines, xid_code
+from infergap.investigators.interconnect import p2p_product_limit
 from infergap.findings import SEVERITY_ORDER, Finding, FixKind, Remedy, Severity, Status, ev
 
 NAME = "evidence"
@@ -108,6 +109,8 @@ def _condition(sig: Signature, snap: Any, part: Any, hits: dict[str, SignatureHi
                 return True
         return False
     return False
+
+
 
 
 #: NVIDIA's Xid catalog, cited by an Xid the signature catalog does not classify.
@@ -268,7 +271,8 @@ def investigate(ctx: object) -> list[Finding]:
                 continue  # the message is an Xid line's own text ("79, GPU has fallen off the bus"): its Xid finding reports it
             if not _condition(sig, snap, part, hits, ctx):
                 continue
-            _merge(merged, _finding(sig, part.label, hit.examples, hit.count))
+            limit = p2p_product_limit(sig, part)
+            _merge(merged, limit or _finding(sig, part.label, hit.examples, hit.count))
     out = list(merged.values())
     if not snap.evidence_parts("dmesg") and getattr(snap, "base", None) is not None:
         out += _host_kernel_log(ctx)  # the host the evidence came with, when no kernel log was pasted

@@ -165,6 +165,10 @@ def _nvlink(ctx: Context) -> list[Finding]:
                     references=["NVIDIA Fabric Manager user guide"])]
 
 
+#: Why a P2P refusal on GPUs without P2P by product design is expected, not a fault.
+PRODUCT_LIMIT = ("This is a product limit of the GPU, not a BIOS, ACS or IOMMU setting: NCCL uses shared memory (SHM) between these GPUs "
+                 "and engines keep custom all-reduce off. Do not change firmware settings for it.")
+
 def _unordered(pairs: dict[tuple[str, str], str]) -> set[frozenset[str]]:
     return {frozenset(p) for p in pairs if p[0] != p[1]}
 
@@ -193,13 +197,41 @@ def _p2p(ctx: Context) -> Finding | None:
     if set(kinds) <= {"GNS", "NS"} and consumer:
         entry = ss[0]
         return finding(cid, Status.expected, f"P2P not supported ({', '.join(kinds)}): {entry.label} offers no PCIe peer-to-peer", evidence_=evs + evidence(("infergap gpus.yaml", f"{entry.label}: p2p not_supported")),
-                       impact="This is a product limit of the GPU, not a BIOS, ACS or IOMMU setting: NCCL uses shared memory (SHM) between these GPUs and engines keep custom all-reduce off. "
-                              "Do not change firmware settings for it.", references=[entry.source])
+                       impact=PRODUCT_LIMIT, references=[entry.source])
     if set(kinds) <= {"CNS"} and vm:
         return finding(cid, Status.expected, "P2P not supported (CNS) in this virtual machine", evidence_=evs + evidence(vm),
                        impact="A VM's emulated chipset does not offer peer-to-peer between passed-through GPUs; NCCL uses shared memory instead.")
     return finding(cid, Status.actionable, f"P2P unavailable between {n_bad} GPU pair(s): {', '.join(kinds)}", evidence_=evs, expected_value="OK", impact="Without P2P, NCCL stages every transfer through host memory (SHM): all-reduce latency and bandwidth suffer.",
                    remedy=Remedy(note="Check IOMMU mode, ACS on the bridges, and BIOS settings for PCIe peer-to-peer; DR means a driver registry key disabled it."))
+
+
+def _capability_report(sig: Any) -> bool:
+    """Whether the entry reports what the GPUs can do (the answer of a P2P query pasted as a
+    fragment: cudaDeviceCanAccessPeer, p2pBandwidthLatencyTest), not an engine failure: on GPUs
+    that lack P2P by product design (data/gpus.yaml) that answer is expected."""
+    return sig.finding is not None and sig.finding.id == "gpu.p2p" and sig.kind == "fragment"
+
+
+#: GPU names as CUDA samples and nvidia-smi print them in a paste ("Device: 0, NVIDIA GeForce RTX 2080 Ti, pciBusID: 4").
+_GPU_NAME = re.compile(r"\b(NVIDIA (?:GeForce |RTX |Quadro |Tesla )?[A-Za-z0-9][\w -]{1,40}?)(?=,|\s{2}|\s*\(|\s*$)")
+
+
+def p2p_product_limit(sig: Any, part: Any) -> Finding | None:
+    """``gpu.p2p`` expected when every GPU the part names lacks PCIe P2P by product design
+    (``p2p: not_supported`` in data/gpus.yaml), for a signature entry that reports P2P capability;
+    None otherwise, when a named GPU is unknown or has P2P, or when the part names none (the
+    signature's actionable finding stands)."""
+    if not _capability_report(sig):
+        return None
+    names = sorted({m.group(1).strip() for line in part.iter_lines() for m in _GPU_NAME.finditer(line)})
+    skus = [sku(n) for n in names]
+    if not names or any(s is None or s.p2p != "not_supported" for s in skus):
+        return None
+    return finding(sig.finding.id, Status.expected, subject=part.label,
+                   title=f"No P2P between the GPUs: {skus[0].label} offers no PCIe peer-to-peer (a product limit)",
+                   evidence_=[ev(part.label, n) for n in names[:4]] + [ev("infergap gpus.yaml", f"{skus[0].label}: p2p not_supported")],
+                   impact=PRODUCT_LIMIT,
+                   references=[skus[0].source] + list(sig.sources), details={"signatures": [sig.id], "gpus": names})
 
 
 def _peermem(ctx: Context) -> Finding | None:
@@ -357,12 +389,16 @@ def allreduce_from_engine_log(label: str, f: Any) -> Finding | None:
                                   "tensor-parallel all-reduce goes to NCCL. No stock flag re-enables it; what to do instead "
                                   "(DP replicas, PP, an opt-in PCIe all-reduce) is the plan's call.")
         return finding("allreduce.custom", Status.actionable, subject=label,
-                       severity=Severity.P1, fix_kind=FixKind.bios,
+                       severity=Severity.P1, fix_kind=FixKind.runtime,
                        title="Custom all-reduce off because GPU P2P is unavailable", evidence_=ev_,
                        expected_value="custom all-reduce on (P2P between the tensor-parallel GPUs)",
                        impact="The engine's P2P test failed, so every all-reduce goes to NCCL, which on the same host then "
                               "also lacks P2P. On datacenter GPUs look at ACS and IOMMU (pcie.acs, iommu.mode).",
-                       remedy=Remedy(commands=["nvidia-smi topo -p2p r", "lspci -vvv | grep -i acsctl"]))
+                       remedy=Remedy(commands=["nvidia-smi topo -p2p r   # which pairs the driver offers P2P between",
+                                               "nvidia-smi -L   # GeForce GPUs have no PCIe P2P by product design",
+                                               "lspci -vvv | grep -i acsctl   # datacenter GPUs reported peer-capable: ACS redirect on the path"],
+                                     note="The engine's log does not say why P2P failed; change firmware settings only after these show ACS redirect "
+                                          "or a translating IOMMU on GPUs that support P2P."))
     if f.args.get("disable_custom_all_reduce") is True and isinstance(tp, int) and tp > 1:
         return finding("allreduce.custom", Status.actionable, subject=label,
                        severity=Severity.P2,

@@ -60,6 +60,48 @@ def _p2p_set_up_failed(label: str, f: NcclLogFacts, intra: list, evidence: list,
     return None
 
 
+def _gpu_models(facts: Facts) -> tuple[list[str], bool | None]:
+    """The GPU product names the evidence holds, and whether every one of them lacks PCIe P2P by
+    product design (``p2p: not_supported`` in data/gpus.yaml); None when a model is not known."""
+    from infergap.gpudata import sku
+
+    try:
+        names = [g.name for g in facts.gpus() if g.name and g.name != "unknown device"]
+    except Exception:
+        return [], None
+    skus = [sku(n) for n in names]
+    if not names or any(s is None or s.p2p is None for s in skus):
+        return names, None
+    return names, all(s.p2p == "not_supported" for s in skus if s)
+
+
+def _p2p_cause(f: NcclLogFacts, facts: Facts, p2p_cells: set[str]) -> tuple[FixKind, list[str], str]:
+    """How a missing P2P path is fixed, from what the evidence shows: (fix kind, commands, note).
+
+    The NCCL_* environment in the log switching P2P or SHM off is a runtime fix; the driver
+    reporting the pairs peer-capable (``OK`` in ``nvidia-smi topo -p2p r``) while NCCL still does
+    not use P2P points at the PCIe path (ACS redirect, a translating IOMMU: firmware or kernel
+    command line, NCCL's troubleshooting guide). Without either, the evidence does not say why;
+    the remedy then is the commands that tell, never a firmware change."""
+    env_off = f.env.get("NCCL_P2P_DISABLE") == "1" or f.env.get("NCCL_P2P_LEVEL") in ("LOC", "0") or f.env.get("NCCL_SHM_DISABLE") == "1"
+    look = ["nvidia-smi topo -p2p r   # P2P support per GPU pair (NS/CNS/GNS: the GPUs or platform offer none)",
+            "nvidia-smi -L   # the GPU model: GeForce cards have no PCIe P2P by product design"]
+    if env_off:
+        return (FixKind.runtime,
+                ["unset NCCL_P2P_DISABLE NCCL_SHM_DISABLE NCCL_P2P_LEVEL  # in the server's environment, then restart it"] + look[:1],
+                "The log's own NCCL_* settings switch the path off; nothing on the host needs to change.")
+    if p2p_cells and p2p_cells <= {"OK"}:
+        return (FixKind.bios,
+                ["lspci -vvv | grep -i acsctl   # ACS redirect on bridges forces peer traffic through the root complex",
+                 "cat /proc/cmdline   # iommu=pt / intel_iommu= / amd_iommu="],
+                "The driver reports these pairs peer-capable, yet NCCL does not use P2P: ACS redirect on the bridges "
+                "(BIOS, or setpci) and a translating IOMMU (iommu=pt on the kernel command line) are the usual causes.")
+    return (FixKind.runtime, look + ["lspci -vvv | grep -i acsctl   # only on datacenter GPUs that report P2P support"],
+            "The evidence does not say why P2P is not used: no GPU model, no P2P matrix, no NCCL_* setting that switches it off. "
+            "Capture the commands' output before changing anything; GeForce GPUs and many VMs offer no P2P at all, "
+            "and no firmware setting adds it.")
+
+
 def _transport(label: str, f: NcclLogFacts, facts: Facts) -> Finding:
     intra = f.intra_host_links()
     src = label
@@ -75,6 +117,7 @@ def _transport(label: str, f: NcclLogFacts, facts: Facts) -> Finding:
     links = topo.matrix if topo is not None else {}
     p2p, _ = facts.p2p_status()
     env_p2p_off = f.env.get("NCCL_P2P_DISABLE") == "1" or f.env.get("NCCL_P2P_LEVEL") in ("LOC", "0")
+    names, consumer = _gpu_models(facts)
     expected, actionable = [], []
     for lk in bad:
         a, b = _dev_index(lk.src_dev), _dev_index(lk.dst_dev)
@@ -85,6 +128,8 @@ def _transport(label: str, f: NcclLogFacts, facts: Facts) -> Finding:
             expected.append((lk, f"nvidia-smi topo -p2p reports {pcell} for GPU{a}-GPU{b}"))
         elif lk.transport == "SHM" and cell == "SYS" and not env_p2p_off:
             expected.append((lk, f"GPU{a} and GPU{b} are on different CPU sockets (SYS): NCCL uses SHM there by default"))
+        elif lk.transport == "SHM" and consumer and not env_p2p_off:
+            expected.append((lk, f"{names[0]} offers no PCIe P2P (a product limit, data/gpus.yaml): NCCL uses SHM between these GPUs"))
         else:
             actionable.append(lk)
     evidence = [ev(src, f"{lk.src}[{lk.src_dev}] -> {lk.dst}[{lk.dst_dev}] via {lk.via} ({lk.channels} channel(s))") for lk in (actionable or [x for x, _ in expected] or intra)[:8]]
@@ -98,20 +143,18 @@ def _transport(label: str, f: NcclLogFacts, facts: Facts) -> Finding:
             why.append("shared memory is switched off by NCCL_SHM_DISABLE=1")
         if f.p2p_disabled_pairs:
             why.append("NCCL found P2P disabled between " + ", ".join(f"GPU{a}-GPU{b}" for a, b in f.p2p_disabled_pairs[:6]))
-        commands = []
-        if env_p2p_off or f.env.get("NCCL_SHM_DISABLE") == "1":
-            commands.append("unset NCCL_P2P_DISABLE NCCL_SHM_DISABLE NCCL_P2P_LEVEL  # in the server's environment, then restart it")
-        commands.append("nvidia-smi topo -p2p r   # P2P support per GPU pair")
-        commands.append("lspci -vvv | grep -i acsctl   # ACS redirect on bridges forces peer traffic through the root complex")
+        kind, commands, note = _p2p_cause(f, facts, {p2p[(f"GPU{_dev_index(lk.src_dev)}", f"GPU{_dev_index(lk.dst_dev)}")] for lk in actionable
+                                                    if _dev_index(lk.src_dev) is not None and _dev_index(lk.dst_dev) is not None
+                                                    and (f"GPU{_dev_index(lk.src_dev)}", f"GPU{_dev_index(lk.dst_dev)}") in p2p})
         return finding("nccl.transport", Status.actionable, subject=label,
-            severity=Severity.P0 if sock else Severity.P1, fix_kind=FixKind.runtime if (env_p2p_off or f.env.get("NCCL_SHM_DISABLE") == "1") else FixKind.bios,
+            severity=Severity.P0 if sock else Severity.P1, fix_kind=kind,
             title=("GPUs on one host exchange data over " + ("TCP sockets (NET/Socket)" if sock else "host shared memory (SHM)") + " instead of P2P"),
             evidence_=evidence, expected_value="P2P (P2P/CUMEM, P2P/IPC, P2P/direct) or NVLink between GPUs of one host",
             impact=("Tensor-parallel all-reduce between these GPUs goes through "
                     + ("the kernel's TCP stack: tens of times slower than P2P, and it dominates decode latency." if sock else
                        "pinned host memory: about half the bandwidth of P2P and extra latency on every all-reduce."))
                    + (" Cause seen in the log: " + "; ".join(why) + "." if why else ""),
-            remedy=Remedy(commands=commands, note="P2P refused by the driver on GeForce GPUs or in a VM without peer support is a hardware limit; ACS and IOMMU settings are fixed in the BIOS or on the kernel command line."),
+            remedy=Remedy(commands=commands, note=note),
             references=["https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#pci-access-control-services-acs"],
             details=details)
     if expected:
@@ -171,12 +214,19 @@ def _p2p(label: str, f: NcclLogFacts, facts: Facts) -> Finding | None:
                        title="NCCL found P2P disabled between GPUs that do not support it",
                        evidence_=evidence + [ev("cmds/nvsmi_p2p.out", ", ".join(sorted(c for c in cells if c)))],
                        impact="The driver reports no peer access for these pairs (GeForce GPUs, or a VM chipset); NCCL falls back to SHM.")
+    names, consumer = _gpu_models(facts)
+    if consumer:
+        return finding("nccl.p2p", Status.expected, subject=label,
+                       title=f"NCCL found P2P disabled between GPUs that offer none ({names[0]})",
+                       evidence_=evidence + [ev("infergap gpus.yaml", f"{names[0]}: p2p not_supported")],
+                       impact="These GPUs have no PCIe peer-to-peer by product design; NCCL falls back to SHM. No firmware setting changes that.")
+    kind, commands, note = _p2p_cause(f, facts, {c for c in cells if c})
     return finding("nccl.p2p", Status.actionable, subject=label, title=f"NCCL found P2P disabled between {len(f.p2p_disabled_pairs)} GPU pair(s)",
         evidence_=evidence, expected_value="P2P enabled between the GPUs of a tensor-parallel group",
+        fix_kind=kind,
         impact="CUDA reports no peer access between these GPUs, so NCCL and the engines' custom all-reduce fall back to host memory. "
                "On datacenter GPUs this points at ACS redirection or IOMMU translation on the PCIe path; on GeForce GPUs and in VMs it is a platform limit.",
-        remedy=Remedy(commands=["nvidia-smi topo -p2p r", "lspci -vvv | grep -i acsctl", "cat /proc/cmdline   # iommu= / intel_iommu= / amd_iommu="],
-                      note="Disable ACS redirect on the bridges between the GPUs (setpci ECAP_ACS+6.w=0000, or BIOS) and use iommu=pt; see pcie.acs and iommu.mode."),
+        remedy=Remedy(commands=commands, note=note),
         references=["https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#pci-access-control-services-acs"])
 
 

@@ -15,6 +15,7 @@ tokens``. Both print ``Custom allreduce is disabled because …``
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -175,6 +176,79 @@ def _server_args(st: _State, m: re.Match[str] | None, line: str) -> None:
             break
         body += nxt.strip("\r\n")
     st.f.args.update(parse_kv_repr(body.rsplit(")", 1)[0] if body.count(")") >= body.count("(") + 1 else body))
+
+
+#: Launch commands pasted with a log: the engine each names (the flags that follow are its arguments).
+_LAUNCH = re.compile(r"(?:^|[\s`$])(?:python3? -m )?(vllm serve|vllm\.entrypoints\.\S+|sglang\.launch_server|aphrodite run)\b(.*)$")
+#: Short flags of the launch commands, per engine (vLLM's and SGLang's ``--help``).
+_SHORT_FLAGS = {"vllm": {"tp": "tensor_parallel_size", "pp": "pipeline_parallel_size", "dp": "data_parallel_size", "q": "quantization"},
+                "sglang": {"tp": "tp_size", "dp": "dp_size", "ep": "ep_size", "pp": "pp_size"}}
+
+
+def _flag_value(v: str) -> Any:
+    """A command-line value as the engines parse it: int, float, else the string."""
+    for cast in (int, float):
+        try:
+            return cast(v)
+        except ValueError:
+            pass
+    return v
+
+
+def parse_launch_flags(cmd: str, engine: str) -> dict[str, Any]:
+    """The ``--flag value`` / ``--flag=value`` / bare ``--flag`` (True) arguments of a pasted
+    launch command, keyed as the engine logs them (dashes to underscores, ``-tp`` to
+    ``tensor_parallel_size`` for vLLM or ``tp_size`` for SGLang). A quote the paste cut is read
+    as whitespace-separated words.
+
+    >>> parse_launch_flags("Qwen/Qwen2.5-7B --max-model-len 5000 --enforce-eager -tp 2", "vllm")
+    {'max_model_len': 5000, 'enforce_eager': True, 'tensor_parallel_size': 2}
+    """
+    try:
+        toks = shlex.split(cmd.replace("`", " "))
+    except ValueError:
+        toks = cmd.replace("`", " ").split()
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(toks):
+        t = toks[i]
+        i += 1
+        if not t.startswith("-") or t in ("-", "--") or re.fullmatch(r"-\d[\d.]*", t):
+            continue
+        name, eq, val = t.lstrip("-").partition("=")
+        key = _SHORT_FLAGS.get(engine, {}).get(name) if not t.startswith("--") else None
+        if key is None and not t.startswith("--"):
+            continue  # an unknown short flag: its meaning is not known here
+        key = key or name.replace("-", "_")
+        if eq:
+            out[key] = _flag_value(val)
+        elif i < len(toks) and not (toks[i].startswith("-") and not re.fullmatch(r"-\d[\d.]*", toks[i])):
+            out[key] = _flag_value(toks[i])
+            i += 1
+        else:
+            out[key] = True
+    return out
+
+
+#: The engine arguments the checks judge (engine.config, engine.cuda_graph, allreduce.custom):
+#: SGLang and vLLM names, and llama.cpp's (infergap.parsers.llamacpp_log).
+JUDGED_ARGS = ("tp_size", "tensor_parallel_size", "dp_size", "data_parallel_size", "ep_size", "pp_size", "pipeline_parallel_size",
+               "attention_backend", "cuda_graph_max_bs", "disable_cuda_graph", "enforce_eager", "max_running_requests", "max_num_seqs",
+               "chunked_prefill_size", "max_num_batched_tokens", "mem_fraction_static", "gpu_memory_utilization", "kv_cache_dtype",
+               "quantization", "moe_runner_backend", "moe_a2a_backend", "disable_custom_all_reduce", "speculative_algorithm",
+               "offloaded_layers", "model_layers", "n_slots", "n_ctx_slot", "n_ctx", "kv_unified", "flash_attn", "type_k", "type_v")
+
+
+def _launch(st: _State, m: re.Match[str] | None, line: str) -> None:
+    """A pasted launch command (``vllm serve …``, ``python -m sglang.launch_server …``): the judged
+    flags (:data:`JUDGED_ARGS`) where the log itself does not say (the engine's own config lines
+    win). Other flags are left out: a paste wraps or cuts a command anywhere (``--node-r``)."""
+    assert m is not None
+    engine = "sglang" if m.group(1).startswith("sglang") else "vllm"
+    _set_engine(st.f, engine)
+    for k, v in parse_launch_flags(m.group(2), engine).items():
+        if k in JUDGED_ARGS:
+            st.f.args.setdefault(k, v)
 
 
 def _vllm_engine(st: _State, m: re.Match[str] | None, line: str) -> None:
@@ -377,6 +451,7 @@ def _sgl_version(st: _State, m: re.Match[str] | None, line: str) -> None:
 #: Each row: the pattern, its handler, the words a line needs before the pattern is tried.
 RULES: tuple[Rule, ...] = (
     Rule(None, _server_args, words=("server_args=ServerArgs(",)),
+    Rule(_LAUNCH, _launch, words=("vllm serve", "vllm.entrypoints", "sglang.launch_server", "aphrodite run")),
     Rule(re.compile(r"Initializing a V(\d) LLM engine \(v?([^)]+)\) with config: (.*)$"), _vllm_engine, words=("LLM engine",)),
     Rule(_NCCL_HOST, _skip, words=("NCCL INFO", "NCCL WARN"), always=True),
     Rule(re.compile(r"vLLM API server version (\S+)"), _vllm_version, words=("vLLM API",)),
@@ -399,7 +474,8 @@ RULES: tuple[Rule, ...] = (
          _retract, words=("Retract", "Decode out of memory")),
     Rule(re.compile(r"is preempted by PreemptionMode|preempted by .*? because there is not enough KV cache space"), _preempt,
          words=("preempt",)),
-    Rule(re.compile(r"Running: (\d+) reqs?, Waiting: (\d+) reqs?.*?(?:GPU KV cache usage|KV cache usage): ([\d.]+)%"), _vllm_stats,
+    # vLLM's stats line; before 0.6 (and in forks) "Running: N reqs, Swapped: N reqs, Pending: N reqs"
+    Rule(re.compile(r"Running: (\d+) reqs?, (?:Swapped: \d+ reqs?, )?(?:Waiting|Pending): (\d+) reqs?.*?(?:GPU KV cache usage|KV cache usage): ([\d.]+)%"), _vllm_stats,
          words=("Running: ",)),
     Rule(re.compile(r"CUDA out of memory|OutOfMemoryError|out of memory", re.I), _oom, words=("emory",)),
     Rule(re.compile(r"Using (\w[\w ]*?) (?:attention )?backend\b"), _attention, words=("backend",), always=True),

@@ -38,6 +38,10 @@ _GRAPHS = re.compile(r"graphs reused =\s*(\d+)")
 _EVAL = re.compile(r"(?<!prompt )eval time =.*?([\d.]+) tokens per second")
 _BUILD = re.compile(r"^(?:main: )?build: (\d+) \(([0-9a-f]+)\)|build_info: (b\S+)")
 _MODEL = re.compile(r"loading model '([^']+)'")
+#: Model weight buffers per backend ("CPU buffer size = 5459.93 MiB", "CUDA0 model buffer size = …",
+#: "CPU_Mapped model buffer size = …"), and the GPU ggml_cuda_init found ("Device 0: NVIDIA H800, compute capability 9.0").
+_BUFFER = re.compile(r"^(?:llm_)?load_tensors: +(\w+?)(?:_Mapped)?(?: model)? buffer size = +([\d.]+) MiB")
+_DEVICE = re.compile(r"^Device \d+: (NVIDIA [^,]+), compute capability")
 
 
 def is_llamacpp_line(line: str) -> bool:
@@ -57,7 +61,9 @@ def parse_llamacpp_log(lines: Iterable[str]) -> EngineLogFacts:
     ``offloaded_layers``/``model_layers`` (the offload line), ``n_slots``, ``n_ctx_slot``,
     ``n_ctx`` (all slots), ``kv_unified``, ``flash_attn``, ``type_k``/``type_v``,
     ``graphs_reused_max``, ``eval_tok_s_median`` (decode speed of the requests it timed),
-    ``ctx_rounded_to`` and ``model``. A key is absent when the log does not say it.
+    ``ctx_rounded_to``, ``model``, ``weights_cpu_mib``/``weights_gpu_mib`` (model buffers in host
+    and GPU memory, MiB) and ``gpu_name`` (the first CUDA device). A key is absent when the log
+    does not say it.
 
     Lines of llama.cpp#12171 (``tests/fixtures/evidence/llamacpp-12171-offload-all.log``):
 
@@ -103,6 +109,11 @@ def parse_llamacpp_log(lines: Iterable[str]) -> EngineLogFacts:
             f.version = m.group(3) or f"b{m.group(1)}-{m.group(2)}"
         if m := _MODEL.search(s):
             a["model"] = m.group(1)
+        if "buffer size" in s and (m := _BUFFER.match(s)):
+            key = "weights_cpu_mib" if m.group(1).upper().startswith("CPU") else "weights_gpu_mib"
+            a[key] = round(a.get(key, 0.0) + float(m.group(2)), 2)
+        if "compute capability" in s and (m := _DEVICE.match(s.strip())):
+            a.setdefault("gpu_name", m.group(1).strip())
     if evals:
         evals.sort()
         a["eval_tok_s_median"] = evals[len(evals) // 2]
