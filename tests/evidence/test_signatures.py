@@ -302,3 +302,25 @@ def test_kv_too_small_for_max_model_len_and_capture_errors_match_their_kind():
     assert hits["vllm.max_model_len_exceeds_kv"].count == 3
     assert hits["cuda.graph_capture_collective_failed"].count == 2
     assert catalog().by_id("vllm.max_model_len_exceeds_kv").finding.id == "engine.kv_pressure"
+
+
+def test_xid_codes_the_catalog_documents_are_not_unknown():
+    """Codes NVIDIA's Xid catalog documents for Ampere and newer are classified with its immediate
+    action: the media engines' exceptions (RESTART_APP) stop an application, not the GPU; test and
+    injected events and the InfoROM wear limit (IGNORE) are informational; a confidential-computing
+    key rotation error (RESTART_VM) stops the GPU until the VM restarts; codes the catalog gives no
+    action for stay below P0."""
+    from infergap.evidence.signatures import xid_code
+
+    want = {14: ("xid.informational", "P2", False), 106: ("xid.informational", "P2", False), 107: ("xid.informational", "P2", False),
+            93: ("xid.informational", "P2", False), 44: ("xid.application", "P2", False), 78: ("xid.vgpu_cc", "P1", False),
+            151: ("xid.vgpu_cc", "P0", True), 166: ("xid.vgpu_cc", "P1", False), 170: ("xid.vgpu_cc", "P1", False),
+            60: ("xid.media_engines", "P1", False), 68: ("xid.media_engines", "P1", False), 142: ("xid.media_engines", "P1", False)}
+    want |= {c: ("xid.media_engines", "P1", False) for c in (82, 83, 84, 86, 88, 89, *range(96, 106), 139)}
+    want |= {c: ("xid.application", "P1", False) for c in range(126, 136)}
+    for code, (kind, sev, reset) in want.items():
+        hit = xid_code(code)
+        assert hit is not None, code
+        assert (hit[0].id, hit[1].severity.value, hit[1].reset) == (kind, sev, reset), code
+    # the catalog's unused codes (a display-engine timeout, a reserved code) stay unknown
+    assert xid_code(15) is None and xid_code(91) is None

@@ -35,7 +35,7 @@ def test_stack_cuda_unknown_is_unknown_with_the_command() -> None:
 
 
 def test_driver_not_captured_is_unknown() -> None:
-    found = audit_ids(MemorySnapshot({}, cmds=host_cmds(SEED, "nvsmi_csv", "torch")), "driver")
+    found = audit_ids(MemorySnapshot({}, cmds=host_cmds(SEED, "lspci", "torch")), "driver")
     f = one(found, "driver.cuda_compat")
     assert f.status == "unknown" and "/sys/module/nvidia/version" in (f.impact or "")
 
@@ -108,3 +108,32 @@ def test_pasted_nvidia_smi_with_persistence_off() -> None:
     found = audit_ids(pasted("nvsmi-libc6shim14-rtx5070.txt"), "driver")
     f = one(found, "gpu.persistence_mode")
     assert (f.status, f.severity) == ("actionable", "P1") and f.evidence[0].value == "Disabled"
+
+
+def test_real_pasted_table_of_a_525_driver_before_the_gsp_fix_is_p1() -> None:
+    # open-gpu-kernel-modules#446: the plain nvidia-smi table of a host on 525.85.12, a 525 driver
+    # before the GSP RPC timeout fix of 525.105.17; only the table's header names the driver.
+    found = audit_ids(pasted("open-gpu-446-nvsmi-525-85.txt"), "driver")
+    f = one(found, "driver.version")
+    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P1", "software")
+    assert "525.105.17" in f.title and f.evidence[0].value == "NVIDIA driver 525.85.12"
+    assert one(found, "driver.cuda_compat").title.startswith("Driver 525.85.12 (CUDA 12.0):")
+
+
+def test_cuda_version_of_the_table_header_and_a_header_quoted_alone() -> None:
+    from infergap.facts import Facts
+
+    facts = Facts(pasted("open-gpu-446-nvsmi-525-85.txt"))
+    assert (facts.driver_version().value, facts.cuda_driver_version().value) == ("525.85.12", "12.0")
+    # faster-whisper#1278: the header line alone, inside backticks, below the traceback
+    facts = Facts(pasted("fasterwhisper-1278-driver-old.txt"))
+    assert (facts.driver_version().value, facts.cuda_driver_version().value) == ("535.183.01", "12.2")
+    f = one(audit_ids(pasted("fasterwhisper-1278-driver-old.txt"), "driver"), "driver.version")
+    assert (f.status, f.severity) == ("actionable", "P2")
+
+
+def test_driver_version_from_the_query_gpu_csv() -> None:
+    from infergap.facts import Facts
+
+    dv = Facts(MemorySnapshot({}, cmds=host_cmds("h200-1gpu", "nvsmi_csv"))).driver_version()
+    assert (dv.value, dv.source) == ("580.159.04", "cmds/nvsmi_csv.out")

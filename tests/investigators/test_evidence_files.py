@@ -36,7 +36,8 @@ def test_xid_kinds_on_several_gpus_are_separate_findings_with_their_own_severity
     assert (nvl.severity, nvl.fix_kind, nvl.details["xids"]) == ("P0", "hardware", [145, 149])
     assert nvl.details["gpus"] == {"0019:01:00": {"149": 1}, "0000:00:00": {"149": 1}, "0018:01:00": {"145": 1}}
     assert nvl.details["reset_gpus"] == ["0000:00:00", "0019:01:00"]  # not the GPU with the non-fatal 145
-    assert "0018:01:00: Xid 145 ×1, Nonfatal" in [e.value for e in nvl.evidence]
+    assert "0018:01:00: Xid 145 ×1, RLW_RXPIPE Nonfatal" in [e.value for e in nvl.evidence]  # the sub-unit the line names
+    assert "0019:01:00: Xid 149 ×1, NETIR Fatal" in [e.value for e in nvl.evidence]
     assert (mem.severity, mem.details["xids"], mem.details["gpus"]) == ("P1", [94], {"0000:9b:00": {"94": 1}})
     assert mem.details["reset_gpus"] == [] and "149" not in mem.title + (mem.impact or "")
     assert "docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html" in " ".join(nvl.references + mem.references)
@@ -66,12 +67,18 @@ def test_xid_94_and_application_faults_on_other_gpus(tmp_path: Path) -> None:
 
 def test_xid_154_takes_the_severity_of_the_recovery_action_it_names(tmp_path: Path) -> None:
     """open-gpu-kernel-modules#446: the action changed to GPU Reset Required is P0; the same line
-    changing it back to None (recovery done) is P2, never P0."""
-    f = _xid_kinds(audit_ids(pasted("open-gpu-446-gsp-rpc-talos.log"), "evidence"))["xid.reset_required"]
-    assert (f.severity, f.details["reset_gpus"]) == ("P0", ["0000:0b:00"]) and "to GPU Reset Required" in f.evidence[0].value
+    changing it back to None (recovery done) is P2, never P0. (The Xid 154 follows the GSP RPC
+    timeouts of the same log, so it is reported as a consequence inside the gpu.gsp finding.)"""
+    def xid154(found: dict) -> dict:
+        (c,) = [c for c in one(found, "gpu.gsp").details["consequences"] if c["xids"] == [154]]
+        return c
+
+    found = audit_ids(pasted("open-gpu-446-gsp-rpc-talos.log"), "evidence")
+    c = xid154(found)
+    assert (c["severity"], c["reset_gpus"]) == ("P0", ["0000:0b:00"]) and "to GPU Reset Required" in " ".join(e.value for e in one(found, "gpu.gsp").evidence)
     text = replaced(evidence_text("open-gpu-446-gsp-rpc-talos.log"), "to 0x1 (GPU Reset Required)", "to 0x0 (None)")
-    f = _xid_kinds(audit_ids(pasted_text(tmp_path, "dmesg.log", text), "evidence"))["xid.reset_required"]
-    assert (f.severity, f.details["reset_gpus"]) == ("P2", [])
+    c = xid154(audit_ids(pasted_text(tmp_path, "dmesg.log", text), "evidence"))
+    assert (c["severity"], c["reset_gpus"]) == ("P2", [])
 
 
 def test_double_bit_ecc_error_is_p0_with_a_reset() -> None:
@@ -173,3 +180,29 @@ def test_an_unreadable_or_missing_kernel_log_is_unknown_and_no_gpu_no_finding() 
     f = one(audit_ids(_host(), "evidence"), "gpu.xid")
     assert f.status == "unknown" and f.title == "Kernel log: not captured" and "sudo dmesg" in f.impact
     assert "gpu.xid" not in audit_ids(_host(evidence_text(DMESG), gpus=False), "evidence")
+
+
+def test_one_gsp_incident_reads_as_one_cause_with_its_consequences() -> None:
+    """open-gpu-kernel-modules#1125: the GSP heartbeat timed out on resume; the GSP error (Xid 120),
+    the reset-required status and the recovery action (Xid 154) in the same log are that incident,
+    reported inside the gpu.gsp finding with their counts, not as three more causes."""
+    found = audit_ids(pasted("open-gpu-1125-gsp-resume.log"), "evidence")
+    assert sorted(found) == ["gpu.gsp"]
+    f = one(found, "gpu.gsp")
+    assert (f.status, f.severity) == ("actionable", "P0")
+    cons = f.details["consequences"]
+    assert [c["xids"] for c in cons if c["xids"]] == [[120], [154]] and len(cons) == 3
+    assert any("NV_ERR_RESET_REQUIRED" in c["title"] for c in cons)
+    values = [e.value for e in f.evidence]
+    assert "0000:01:00: Xid 120 ×1" in values and "0000:01:00: Xid 154 ×1, to PF FLR" in values
+    assert "Xid 154" in (f.impact or "")
+
+
+def test_an_xid_the_gsp_fault_does_not_explain_stays_a_cause_of_its_own(tmp_path: Path) -> None:
+    # the #1125 log with the Xid 79 line of wilicc/gpu-burn#1 after it: the GPU falling off the bus
+    # is not a consequence of the GSP stall and keeps its own finding
+    xid79 = next(ln for ln in evidence_text(DMESG).splitlines() if ": 79," in ln)
+    text = evidence_text("open-gpu-1125-gsp-resume.log") + xid79 + "\n"
+    found = audit_ids(pasted_text(tmp_path, "dmesg.txt", text), "evidence")
+    assert one(found, "gpu.gsp").details["consequences"]
+    assert [f.details["xids"] for f in found["gpu.xid"]] == [[79]]

@@ -160,3 +160,19 @@ def test_topology_pasted_with_single_spaces_names_both_gpus() -> None:
     # noonghunna/club-3090#1125: the header's "GPU0 GPU1" is one space apart; the matrix still counts.
     f = one(audit_ids(pasted("topo-club3090-1125-single-space.txt"), "interconnect"), "nvlink.topology")
     assert f.status == "unknown" and "No NVLink between the 2 GPUs" in f.title
+
+
+def test_topology_with_device_names_printed_without_a_tab_is_read() -> None:
+    # vllm-project/vllm#13855: a DGX's topo -m with "NIC8NIC9" in the header and "NODENODE" /
+    # "NODEPXB" in the rows of GPU4-7; the paste was not recognised and the CPU affinity column
+    # was read one column early ("SYS") before.
+    from infergap.facts import Facts
+
+    snap = pasted("topo-vllm13855-glued-nic.txt")
+    f = one(audit_ids(snap, "interconnect"), "nvlink.topology")
+    assert f.status == "ok" and "NV18" in f.title
+    topo = Facts(snap).topology()
+    assert len(topo.devices) == 20 and topo.devices[16:18] == ["NIC8", "NIC9"]
+    assert topo.cpu_affinity["GPU0"] == "0-55,112-167" and topo.cpu_affinity["GPU4"] == "56-111,168-223"
+    assert topo.numa_affinity["GPU7"] == "1"
+    assert (topo.link("GPU4", "NIC8"), topo.link("GPU5", "NIC9"), topo.link("GPU7", "NIC11")) == ("NODE", "PXB", "PXB")

@@ -76,8 +76,10 @@ LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "llamacpp_log", "dmesg", "tra
 _START: list[tuple[str, re.Pattern[str]]] = [
     ("nvsmi_q", re.compile(r"^=+\s*NVSMI LOG\s*=+")),
     ("nvsmi_qx", re.compile(r"^(<\?xml version|<!DOCTYPE nvidia_smi_log|<nvidia_smi_log>)")),
-    ("nvsmi", re.compile(r"^\|\s*NVIDIA-SMI \d")),
-    ("nvsmi_topo", re.compile(r"^GPU0(?:\s+(?:GPU\d+|NIC\d+|mlx\S+|\S+_\d+))*\s+CPU Affinity")),
+    # the table, or its header line quoted alone (inside backticks, or without the table's "|")
+    ("nvsmi", re.compile(r"^(?:\|\s*NVIDIA-SMI \d|`?\|?\s*NVIDIA-SMI \S+\s+Driver Version:)")),
+    # device names are sometimes printed without the tab between them ("NIC8NIC9", vllm#13855)
+    ("nvsmi_topo", re.compile(r"^GPU0(?:\s+(?:(?:GPU\d+|NIC\d+)+|mlx\S+|\S+_\d+))*\s+CPU Affinity")),
     ("nvsmi_p2p", re.compile(r"^GPU0(?:\s+GPU\d+)*\s*$")),
     ("nvsmi_nvlink", re.compile(r"^GPU \d+: .*\((?:UUID|uuid): ")),
     ("nvsmi_csv", re.compile(r"^(?:index, )?(?:name|pci\.bus_id|uuid|driver_version|index)(?:, [\w.]+(?: \[[^\]]*\])?){2,}")),

@@ -147,6 +147,17 @@ class VersionMatch(BaseModel):
     gpu_sm: list[int] = Field(default_factory=list)
 
 
+class Explains(BaseModel):
+    """What follows from a signature's fault in the same evidence (one incident): the Xid codes and
+    the other entries whose findings are its consequences, and the public document that says so."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    xid: list[int] = Field(default_factory=list)
+    signatures: list[str] = Field(default_factory=list)
+    source: str
+
+
 class Signature(BaseModel):
     """One catalog entry (field meanings in the header of ``signatures.yaml``)."""
 
@@ -162,6 +173,7 @@ class Signature(BaseModel):
     #: A hit is itself evidence of this (``rdma_device``: an RDMA NIC exists), for ``when`` of other entries.
     shows: Literal["rdma_device"] | None = None
     read_by: Literal["engine_log", "nccl_log"] | None = None
+    explains: Explains | None = None
     finding: SignatureFinding
     why: str
     sources: list[str] = Field(min_length=1)
@@ -175,7 +187,7 @@ class Signature(BaseModel):
             re.compile(self.pattern)
         if self.version:
             in_range("0", self.version.range)  # validates the range syntax
-        for s in self.sources + [x.source for x in self.xid]:
+        for s in self.sources + [x.source for x in self.xid] + ([self.explains.source] if self.explains else []):
             if not s.startswith("https://"):
                 raise ValueError(f"signature {self.id}: source {s!r} is not a public https URL")
         if self.xid:

@@ -24,6 +24,7 @@ from infergap.parsers.nvsmi import (
     NvsmiGpu,
     NvsmiParseError,
     Topology,
+    csv_driver_version,
     csv_to_gpus,
     normalize_bdf,
     nvml_to_gpus,
@@ -238,7 +239,8 @@ class GpuDomain(FactsBase):
     @memo
     def driver_version(self) -> Value | None:
         """The NVIDIA kernel driver version (``/sys/module/nvidia/version``, NVML, ``nvidia-smi -q -x``,
-        ``nvidia-smi -q`` text, the ``nvidia-smi`` table's header, ``/proc/driver/nvidia/version``)."""
+        ``nvidia-smi -q`` text, the ``nvidia-smi`` table's header, the ``driver_version`` column of
+        ``--query-gpu`` CSV, ``/proc/driver/nvidia/version``)."""
         v = self.value("/sys/module/nvidia/version")
         if v:
             return v
@@ -251,6 +253,10 @@ class GpuDomain(FactsBase):
         for name, (driver, _cuda) in self._smi_versions():
             if driver:
                 return Value(driver, self.src(name))
+        r = self.cmd_ok("nvsmi_csv")
+        c = csv_driver_version(parse_query_csv(r.stdout)) if r else None
+        if c:
+            return Value(c, self.src("nvsmi_csv"))
         pv = self.value("/proc/driver/nvidia/version")
         if pv:
             m = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", pv.value)

@@ -68,6 +68,49 @@ def _merge(into: dict[tuple[str, str], Finding], new: Finding) -> None:
     into[key] = merged
 
 
+def _explained_by(root: Finding) -> Any:
+    """The ``explains`` of the first catalog entry behind ``root`` that has one, else None."""
+    cat = catalog()
+    for sid in root.details.get("signatures", []):
+        try:
+            e = cat.by_id(sid).explains
+        except KeyError:
+            continue
+        if e is not None:
+            return e
+    return None
+
+
+def _fold_consequences(merged: dict[tuple[str, str], Finding]) -> None:
+    """One incident, one cause: a ``gpu.xid`` finding of the same evidence file whose Xid codes
+    all follow from a root finding's fault (its entry's ``explains``: the GSP stalled, then Xid 120
+    and 154 and the reset-required status) is reported inside the root finding as a consequence,
+    with its title and counts kept as evidence, instead of as a cause of its own. A finding with
+    any code the root does not explain stays separate."""
+    for root in list(merged.values()):
+        exp = _explained_by(root)
+        if exp is None or root.key() not in merged:
+            continue
+        label = root.subject or ""
+        for key, g in list(merged.items()):
+            if g is root or g.id != "gpu.xid" or (g.subject or "").split(": ")[0] != label:
+                continue
+            xids, sigs = set(g.details.get("xids", [])), set(g.details.get("signatures", []))
+            if not (xids <= set(exp.xid) if xids else bool(sigs) and sigs <= set(exp.signatures)):
+                continue
+            del merged[key]
+            if SEVERITY_ORDER[g.severity] < SEVERITY_ORDER[root.severity]:  # type: ignore[index]
+                root.severity = g.severity
+            root.evidence += [ev(g.subject or label, f"then: {g.title}")] + [e for e in g.evidence if e.value.startswith(("0000", "Xid"))][:2]
+            root.details.setdefault("consequences", []).append(
+                {"id": g.id, "subject": g.subject, "title": g.title, "severity": g.severity.value if g.severity else None,
+                 "xids": sorted(xids), "events": g.details.get("events"), "reset_gpus": g.details.get("reset_gpus", [])})
+            root.references += [r for r in g.references + [exp.source] if r not in root.references]
+        if root.details.get("consequences"):
+            then = "; ".join(c["title"] for c in root.details["consequences"])
+            root.impact = f"{root.impact or ''} In this log the same incident then shows as: {then}.".strip()
+
+
 def _read_elsewhere(sig: Signature, snap: Any, part: Any) -> bool:
     """Whether the investigator named by ``read_by`` reads this part (and so reports the line)."""
     if not sig.read_by or not part.kinds & _READER_KINDS[sig.read_by]:
@@ -120,7 +163,8 @@ _GPU_LINES, _XID_EXAMPLES = 8, 3
 
 
 def _tally_text(t: XidTally) -> str:
-    how = f", named by Xid {t.named_by}" if t.named_by is not None else {True: ", Fatal", False: ", Nonfatal", None: ""}[t.fatal]
+    unit = f" {t.unit}" if t.unit else ""
+    how = f", named by Xid {t.named_by}" if t.named_by is not None else {True: f",{unit} Fatal", False: f",{unit} Nonfatal", None: ""}[t.fatal]
     how += f", to {t.recovery}" if t.recovery else ""
     return f"Xid {t.code} ×{t.count}{how}"
 
@@ -273,6 +317,7 @@ def investigate(ctx: object) -> list[Finding]:
                 continue
             limit = p2p_product_limit(sig, part)
             _merge(merged, limit or _finding(sig, part.label, hit.examples, hit.count))
+    _fold_consequences(merged)
     out = list(merged.values())
     if not snap.evidence_parts("dmesg") and getattr(snap, "base", None) is not None:
         out += _host_kernel_log(ctx)  # the host the evidence came with, when no kernel log was pasted

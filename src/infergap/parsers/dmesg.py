@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 _CAUSED_BY = re.compile(r"caused by previous Xid (\d+)")
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)\): (\d+)(?:, pid=\S+)?(?:, name=\S+)?,?\s*(.*)$")
 #: ``<sub-unit> Fatal|Nonfatal`` at the start of an NVLink Xid message (144-150, R565 and later).
-_FATAL_WORD = re.compile(r"^\S+ (Fatal|Nonfatal)\b")
+_FATAL_WORD = re.compile(r"^(\S+) (Fatal|Nonfatal)\b")
 #: The recovery action an Xid 154 line changed to (NVIDIA's catalog lists None, Drain P2P, Drain
 #: and Reset, GPU Reset Required, Node Reboot Required).
 _RECOVERY = re.compile(r"recovery action changed from .{0,80}? to 0x[0-9a-fA-F]+ \(([^)]{1,60})\)")
@@ -40,11 +40,14 @@ class XidTally(BaseModel):
     what the message says (True ``Fatal``, False ``Nonfatal``, None when it says neither),
     ``recovery`` the recovery action an Xid 154 line changed to (``GPU Reset Required``, ``None``),
     ``named_by`` the code of the follow-up Xid (45) whose lines named this one as their cause
-    (None for the code's own lines), ``count`` the lines, ``example`` the first line's message."""
+    (None for the code's own lines), ``unit`` the NVLink sub-unit an Xid 144-150 line names before
+    its Fatal/Nonfatal word (``RLW_RXPIPE``, ``NETIR_LINK_EVT``; NVIDIA's decode table gives the
+    action per sub-unit), ``count`` the lines, ``example`` the first line's message."""
 
     gpu: str
     code: int
     fatal: bool | None = None
+    unit: str | None = None
     recovery: str | None = None
     named_by: int | None = None
     count: int = 0
@@ -85,7 +88,7 @@ def parse_dmesg(lines: Iterable[str]) -> DmesgFacts:
     ('0000:dc:00', 149, 45, 1)
     """
     f = DmesgFacts()
-    index: dict[tuple[str, int, bool | None, str | None, int | None], XidTally] = {}
+    index: dict[tuple[str, int, bool | None, str | None, int | None, str | None], XidTally] = {}
     for line in lines:
         f.lines += 1
         if "Xid" in line:
@@ -111,19 +114,19 @@ def parse_dmesg(lines: Iterable[str]) -> DmesgFacts:
     return f
 
 
-def _tally(f: DmesgFacts, index: dict[tuple[str, int, bool | None, str | None, int | None], XidTally], gpu: str, code: int,
+def _tally(f: DmesgFacts, index: dict[tuple[str, int, bool | None, str | None, int | None, str | None], XidTally], gpu: str, code: int,
            msg: str, caused: re.Match[str] | None) -> None:
-    """Count one Xid line under its (GPU, code, fatal, recovery, named_by) key; a line naming its
-    cause counts under the cause."""
+    """Count one Xid line under its (GPU, code, fatal, recovery, named_by, sub-unit) key; a line
+    naming its cause counts under the cause."""
     fw = _FATAL_WORD.match(msg)
-    fatal = None if fw is None else fw.group(1) == "Fatal"
+    fatal = None if fw is None else fw.group(2) == "Fatal"
     rm = _RECOVERY.search(msg)
     recovery = rm.group(1).strip() if rm else None
-    key = (gpu, int(caused.group(1)), None, None, code) if caused else (gpu, code, fatal, recovery, None)
+    key = (gpu, int(caused.group(1)), None, None, code, None) if caused else (gpu, code, fatal, recovery, None, fw.group(1) if fw else None)
     t = index.get(key)
     if t is None:
         if len(index) >= MAX_TALLIES:
             return
-        t = index[key] = XidTally(gpu=key[0], code=key[1], fatal=key[2], recovery=key[3], named_by=key[4], example=msg)
+        t = index[key] = XidTally(gpu=key[0], code=key[1], fatal=key[2], recovery=key[3], named_by=key[4], unit=key[5], example=msg)
         f.xid_tallies.append(t)
     t.count += 1

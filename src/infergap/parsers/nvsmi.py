@@ -252,15 +252,45 @@ def _topo_header(line: str) -> tuple[list[str], list[str]]:
 
     >>> _topo_header("          GPU0 GPU1    CPU Affinity    NUMA Affinity   GPU NUMA ID")  # club-3090#1125
     (['GPU0', 'GPU1'], ['CPU Affinity', 'NUMA Affinity', 'GPU NUMA ID'])
+    >>> _topo_header("\tGPU0\tNIC7\tNIC8NIC9\tNIC10\tCPU Affinity")[0]  # vllm#13855: two names without the tab between
+    ['GPU0', 'NIC7', 'NIC8', 'NIC9', 'NIC10']
     """
     toks = line.split()
     devs: list[str] = []
+    used = 0
     for t in toks:
-        if not re.fullmatch(r"GPU\d+|NIC\d+|mlx\w+", t):
+        if re.fullmatch(r"(?:(?:GPU|NIC)\d+)+", t):  # "NIC8NIC9": nvidia-smi left out the tab (vllm#13855)
+            devs += re.findall(r"(?:GPU|NIC)\d+", t)
+        elif re.fullmatch(r"mlx\w+", t):
+            devs.append(t)
+        else:
             break
-        devs.append(t)
-    rest = " ".join(toks[len(devs):])
+        used += 1
+    rest = " ".join(toks[used:])
     return devs, sorted((c for c in TOPO_COLUMNS if c in rest), key=rest.index)
+
+
+#: One cell of the ``topo -m`` matrix (its legend: X, SYS, NODE, PHB, PXB, PIX, NV#).
+_TOPO_CELL = r"X|SYS|NODE|PHB|PXB|PIX|NV\d+"
+
+
+def _unglue_cells(vals: list[str], n_devs: int) -> list[str]:
+    """The row's cells with two matrix cells printed without the tab between them split again
+    (``NODENODE``, ``NODEPXB``: nvidia-smi drops a tab in wide matrices, vllm#13855); only the first
+    ``n_devs`` cells are matrix cells, the affinity columns after them are kept as they are.
+
+    >>> _unglue_cells(["PXB", "NODENODE", "NODE", "56-111,168-223", "1"], 4)
+    ['PXB', 'NODE', 'NODE', 'NODE', '56-111,168-223', '1']
+    """
+    out: list[str] = []
+    for i, v in enumerate(vals):
+        if len(out) < n_devs and len(v) > 3 and re.fullmatch(f"(?:{_TOPO_CELL})+", v) and not re.fullmatch(_TOPO_CELL, v):
+            out += re.findall(_TOPO_CELL, v)
+        else:
+            out.append(v)
+        if len(out) >= n_devs:
+            return out + vals[i + 1:]
+    return out
 
 
 def parse_topo(text: str) -> Topology:
@@ -295,7 +325,7 @@ def parse_topo(text: str) -> Topology:
         row = cells[0]
         if row not in devs:
             continue
-        vals = cells[1:]
+        vals = _unglue_cells(cells[1:], len(devs))
         for d, v in zip(devs, vals):
             topo.matrix[(row, d)] = v
         rest = vals[len(devs) :]
@@ -479,6 +509,16 @@ def parse_nvsmi_q_versions(text: str) -> tuple[str | None, str | None]:
         if m:
             found.setdefault(m.group(1), m.group(2))
     return found.get("Driver"), found.get("CUDA")
+
+
+def csv_driver_version(rows: list[dict[str, str]]) -> str | None:
+    """The ``driver_version`` column of ``--query-gpu`` CSV rows (the same on every GPU of a host),
+    None without that column or with ``[N/A]``."""
+    for r in rows:
+        v = (r.get("driver_version") or "").strip()
+        if re.fullmatch(r"\d+\.\d+(?:\.\d+)*", v):
+            return v
+    return None
 
 
 def parse_nvsmi_q_text(text: str) -> list[NvsmiGpu]:
