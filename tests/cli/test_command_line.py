@@ -167,3 +167,19 @@ def test_model_help_names_every_kind_of_model_it_takes(command):
     cmd = typer.main.get_command(app).commands[command]
     (opt,) = [p for p in cmd.params if "--model" in p.opts]
     assert all(w in opt.help for w in ("config.json", "GGUF", "built-in")), opt.help
+
+
+def test_help_shows_no_value_placeholder_on_flags():
+    """``--apply <bool>`` reads as if the flag took true/false; flags show no placeholder, and
+    evidence options name what they take."""
+    import typer
+
+    from infergap.cli import app
+
+    group = typer.main.get_command(app)
+    names = [[]] + [[n] for n in group.commands if n != "fleet"] + [["fleet", "audit"]]
+    for name in names:
+        r = run_cli(*name, "--help", env={"COLUMNS": "200"})
+        assert r.returncode == 0, (name, r.stderr)
+        assert "<bool>" not in r.stdout and "list[Path]" not in r.stdout and "more_evidence" not in r.stdout, (name, r.stdout)
+    assert "--evidence  -e      FILE" in run_cli("plan", "--help", env={"COLUMNS": "200"}).stdout

@@ -47,3 +47,18 @@ def test_check_env_answers_pip_list():
 
     snap = EvidenceSnapshot(None, [FIX / "sglang-1148-check-env-a800.txt"])
     assert parse_pip_list(snap.cmd("pip_list").stdout) == {"torch": "2.4.0+cu121", "sglang": "0.2.12", "flashinfer": "0.1.4+"}
+
+
+def test_engine_log_version_is_checked_against_known_issues(tmp_path):
+    """A vLLM server log names its version on its second line; that version is checked like one
+    from pip: the real log of vllm#24162 is ok after the check, and the same log saying 0.6.1
+    (with its TP 2) meets the known 0.6.1 regression."""
+    from tests.investigators.memsnap import audit_ids, one, pasted_text, replaced
+
+    sv = stack_versions(EvidenceSnapshot(None, [FIX / "vllm-24162-nondefault.log"]))
+    assert sv.versions["vllm"] == ("0.10.2.dev378+g4d7fe40fc.d20250829", "evidence/vllm-24162-nondefault.log")
+    f = one(audit_ids(EvidenceSnapshot(None, [FIX / "vllm-24162-nondefault.log"]), "runtime"), "runtime.versions")
+    assert f.status.value == "ok" and "vLLM 0.10.2" in f.title and "known-issue entries" in f.title
+    old = replaced((FIX / "vllm-24162-nondefault.log").read_text(), "version 0.10.2.dev378+g4d7fe40fc.d20250829", "version 0.6.1")
+    f = one(audit_ids(pasted_text(tmp_path, "vllm.log", old), "runtime"), "runtime.versions")
+    assert (f.status.value, f.severity.value) == ("actionable", "P1") and "vLLM 0.6.1" in f.title

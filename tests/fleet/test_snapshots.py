@@ -59,7 +59,16 @@ def test_classes_split_by_hardware_and_a_lone_node_is_not_compared(tmp_path):
     r = run_cli("fleet", "audit", "--snapshots", str(tmp_path / "*.tar.gz"))
     assert r.returncode == 0, r.stderr
     assert "2 hardware classes" in r.stdout and "one node: no peers to compare" in r.stdout
-    assert "none: within every class, every node matches the others" in r.stdout
+    assert "none: within every class of two or more nodes, every node matches the others; 1 node(s) alone in their class not compared" in r.stdout
+
+
+def test_a_single_node_is_not_called_matching(tmp_path):
+    """One snapshot: nothing was compared, so the report does not say every node matches."""
+    (tmp_path / "one-gpu.tar.gz").write_bytes(to_targz(load("h200-1gpu-collect.tar.gz")))
+    for fmt in ("text", "md", "html"):
+        r = run_cli("fleet", "audit", "--snapshots", str(tmp_path / "*.tar.gz"), "-f", fmt)
+        assert r.returncode == 0, r.stderr
+        assert "nothing was compared" in r.stdout and "every node matches the others" not in r.stdout, (fmt, r.stdout)
 
 
 def test_formats_fail_on_ledger_and_compare(tmp_path):

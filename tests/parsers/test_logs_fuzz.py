@@ -51,3 +51,9 @@ def test_dmesg_parser_total(lines):
 def test_kv_repr_never_raises(text):
     out = parse_kv_repr(text)
     assert all(isinstance(k, str) and k.isidentifier() for k in out)
+
+
+def test_nccl_channel_cut_after_its_transport_slash():
+    """A channel line cut right after ``via P2P/`` (a truncated paste): read, not a crash."""
+    f = parse_nccl_log(["0:0:0 [0] NCCL INFOChannel 0: 0[0] -> 0[0] via P2P/"])
+    assert f is not None

@@ -61,10 +61,33 @@ def usage_line(e: Exception, command: str | None = None) -> str:
     return where + (msg[:1].lower() + msg[1:] if msg[:2] != msg[:2].upper() else msg)
 
 
+def _plain_flags(cmd: Any) -> None:
+    """Show on/off options in ``--help`` without a value placeholder: Typer labels a flag
+    ``<bool>``, which reads as if ``--apply`` took ``true``/``false``. Walks nested groups."""
+    for p in getattr(cmd, "params", []):
+        if getattr(p, "is_flag", False) and getattr(p, "metavar", None) is None:
+            p.metavar = ""
+    made = cmd.get_help_option  # --help itself is made per context
+
+    def get_help_option(ctx: Any) -> Any:
+        opt = made(ctx)
+        if opt is not None and opt.metavar is None:
+            opt.metavar = ""
+        return opt
+
+    cmd.get_help_option = get_help_option
+    for sub in (getattr(cmd, "commands", None) or {}).values():
+        _plain_flags(sub)
+
+
 class _Group(TyperGroup):
     """The ``infergap`` group: rewrites deprecated option spellings of the command invoked (one
     warning line each) and turns usage errors and bad input into one line and exit status 2,
     also when the app is invoked directly (tests) rather than through :func:`main`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _plain_flags(self)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         name, cmd, rest = super().resolve_command(ctx, args)

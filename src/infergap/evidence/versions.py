@@ -1,7 +1,7 @@
 """Versions of the serving stack and the GPUs' architectures, from every source an audit has:
 the host's facts (driver, pip list, torch probe) and pasted evidence (``python -m sglang.check_env``,
-PyTorch's ``collect_env``, ``pip`` listings, NCCL's ``NCCL version 2.x.y+cudaX.Y`` line, device
-names in nccl-tests' headers and ``nvidia-smi``).
+PyTorch's ``collect_env``, ``pip`` listings, NCCL's ``NCCL version 2.x.y+cudaX.Y`` line, the
+version a vLLM or SGLang server log states, device names in nccl-tests' headers and ``nvidia-smi``).
 
 The versions are checked against the catalog of known issues
 (:mod:`infergap.evidence.signatures`). GPU architectures are only what the input says: a compute
@@ -125,7 +125,18 @@ def stack_versions(snap: Any, facts: Any = None) -> StackVersions:
                 if id(part) not in seen:
                     seen.add(id(part))
                     _from_text(sv, part.text(limit_bytes=2 * 1024 * 1024), part.label)
+        _from_engine_logs(sv, snap)
     return sv
+
+
+def _from_engine_logs(sv: StackVersions, snap: Any) -> None:
+    """The version a vLLM or SGLang server log states (``vLLM API server version 0.6.1``,
+    ``sglang==0.4.6``), read by the engine-log parser: checked like one from ``pip``."""
+    from infergap.evidence.common import engine_logs
+
+    for part, f in engine_logs(snap):
+        if getattr(f, "engine", None) in ("vllm", "sglang") and getattr(f, "version", None):
+            sv.add(f.engine, str(f.version).lstrip("v"), part.label)
 
 
 def memo_versions(snap: Any, facts: Any = None) -> StackVersions:

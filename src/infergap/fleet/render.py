@@ -82,6 +82,21 @@ def _nodes_text(names: list[str], n: int = 8) -> str:
     return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
+def no_drift_line(report: FleetReport) -> str:
+    """What an empty drift list means: no node audited, no class with peers to compare (a lone
+    node is never 'matching the others'), or every compared class uniform with the lone nodes named."""
+    if not report.audited():
+        return "none (no node audited)"
+    lone = [names[0] for names in report.classes.values() if len(names) == 1]
+    if len(lone) == len(report.classes):
+        return (f"none found, but nothing was compared: every hardware class has a single node ({_nodes_text(lone)}); "
+                "drift needs two or more nodes of one class")
+    if lone:
+        return (f"none: within every class of two or more nodes, every node matches the others; "
+                f"{len(lone)} node(s) alone in their class not compared ({_nodes_text(lone)})")
+    return "none: within every class, every node matches the others"
+
+
 def render_text(report: FleetReport) -> str:
     """Plain-text fleet report: summary, classes, ranked drift with values and fixes, nodes that
     could not be audited, and one line per node with drift or P0/P1 findings."""
@@ -95,7 +110,7 @@ def render_text(report: FleetReport) -> str:
         out.append(f"  {len(names):>5} node(s)  {k}{note}")
     out += ["", "Drift (ranked: severity, then nodes touched)"]
     if not report.drift:
-        out.append("  none: within every class, every node matches the others" if report.audited() else "  none (no node audited)")
+        out.append("  " + no_drift_line(report))
     for d in report.drift:
         maj = f"majority ({d.majority['count']} of {d.class_size}): {_short(d.majority['value'])}" if d.majority else \
             f"no majority: the {d.class_size} nodes are split"
@@ -166,7 +181,7 @@ def render_md(report: FleetReport) -> str:
             out.append(f"| {d.severity} | {d.kind} | `{_md(d.key)}` | {_md(_nodes_text(d.nodes))} | {_md(theirs)} | {_md(maj)} | "
                        f"{_md(' / '.join(_fix_lines(d)))} |")
     else:
-        out.append("No drift: within every class, every node matches the others.")
+        out.append("No drift: " + no_drift_line(report).removeprefix("none: ") + ".")
     if report.failed():
         out += ["", "## Nodes not audited", "", "| node | state | why |", "|---|---|---|"]
         out += [f"| {_md(n.node.name)} | {n.state} | {_md(n.error or '')} |" for n in report.failed()]
@@ -197,7 +212,7 @@ def render_html(report: FleetReport) -> str:
         if act or by_node.get(n.node.name):
             details.append({"node": n, "actionable": act, "drift": by_node.get(n.node.name, [])})
     return _env().from_string(text).render(r=report, s=report.summary(), m=matrix(report), details=details,
-                                           fix_lines=_fix_lines, order=CELL_ORDER)
+                                           fix_lines=_fix_lines, order=CELL_ORDER, no_drift=no_drift_line(report))
 
 
 def node_line(n: NodeDigest) -> str:

@@ -129,7 +129,7 @@ VERSION_COMPONENTS = ("torch", "cuda", "vllm", "sglang", "nvidia-nccl-cu11", "nc
 
 def _known_versions(ctx: Context, skip: set[str] = frozenset()) -> list[Finding]:
     """The stack's versions (host pip list and torch probe, pasted ``pip``, ``collect_env``,
-    ``sglang.check_env``) checked against the known-bad versions of ``signatures.yaml``: one
+    ``sglang.check_env``, the version a vLLM or SGLang log states) checked against the known-bad versions of ``signatures.yaml``: one
     finding per finding id a matching entry yields (except ids in ``skip``, already decided from
     the host itself), and ``runtime.versions`` ok for the rest."""
     from infergap.evidence.common import nccl_logs

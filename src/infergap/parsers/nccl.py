@@ -59,7 +59,7 @@ def transport_family(via: str) -> str:
     parts = via.split("/")
     head = parts[0].upper()
     if head == "P2P":
-        sub = parts[1].split()[0] if len(parts) > 1 else ""
+        sub = next(iter(parts[1].split()), "") if len(parts) > 1 else ""
         return f"P2P/{sub}" if sub else "P2P"
     if head == "SHM":
         return "SHM"
