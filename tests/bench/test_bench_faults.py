@@ -206,15 +206,11 @@ def test_server_killed_mid_sweep_keeps_what_was_measured(stub_server, tmp_path):
     assert not any("in flight" in r for t in res.points[-1].trials for r in t.client.reasons)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_interrupt_writes_partial_results(stub_server, tmp_path, sig):
-    """Ctrl-C and a plain ``kill``/``timeout`` (SIGTERM) both stop the sweep with what it measured
-    (SIGTERM used to end the process with nothing written)."""
-    s = stub_server("--itl-ms", "5", "--tokens", "16")
-    out = tmp_path / "r.json"
-    proc = subprocess.Popen(bench_cmd("--url", s.url, "--concurrency", "1,2,4,8,16", "--num-prompts", "8", "--trials",
-                                      "2", "--warmup", "0", "--output-len", "16", "--format", "json", "--output", out),
-                            env=bench_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _signal_after_first_point(out, sig, *args):
+    """Run ``infergap bench *args`` writing JSON to ``out``; send ``sig`` once its first point is
+    written; return the ended process and its stderr."""
+    proc = subprocess.Popen(bench_cmd(*args, "--format", "json", "--output", out), env=bench_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _wait_points(out, 1, proc)
         proc.send_signal(sig)
@@ -222,6 +218,17 @@ def test_interrupt_writes_partial_results(stub_server, tmp_path, sig):
     finally:
         if proc.poll() is None:
             proc.kill()
+    return proc, err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_writes_partial_results(stub_server, tmp_path, sig):
+    """Ctrl-C and a plain ``kill``/``timeout`` (SIGTERM) both stop the sweep with what it measured
+    (SIGTERM used to end the process with nothing written)."""
+    s = stub_server("--itl-ms", "5", "--tokens", "16")
+    out = tmp_path / "r.json"
+    proc, err = _signal_after_first_point(out, sig, "--url", s.url, "--concurrency", "1,2,4,8,16", "--num-prompts", "8",
+                                          "--trials", "2", "--warmup", "0", "--output-len", "16")
     assert proc.returncode == 130, err
     res = load_result(out)
     assert res.interrupted and 1 <= len(res.points) < 5
@@ -234,17 +241,9 @@ def test_sigterm_during_search_keeps_the_capacity_proven(stub_server, tmp_path):
     stopped (it printed "SLO capacity: no load tried met … ()" with the reason empty)."""
     s = stub_server("--itl-ms", "5", "--tokens", "16")
     out = tmp_path / "r.json"
-    proc = subprocess.Popen(bench_cmd("--url", s.url, "--search", "rate", "--slo", "ttft_p99=5s,tpot_p99=1s",
-                                      "--request-rate", "2", "--num-prompts", "8", "--trials", "1", "--warmup", "0",
-                                      "--output-len", "16", "--format", "json", "--output", out),
-                            env=bench_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        _wait_points(out, 1, proc)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    proc, err = _signal_after_first_point(out, signal.SIGTERM, "--url", s.url, "--search", "rate", "--slo",
+                                          "ttft_p99=5s,tpot_p99=1s", "--request-rate", "2", "--num-prompts", "8",
+                                          "--trials", "1", "--warmup", "0", "--output-len", "16")
     assert proc.returncode == 130, err
     res = load_result(out)
     assert res.interrupted and res.capacity is not None and res.capacity.probes
