@@ -216,7 +216,10 @@ def test_interrupted_at_a_prompt_leaves_a_revertable_journal(netns, sandbox, tmp
     env = {**os.environ, "PYTHONPATH": str(SRC), "PYTHONWARNINGS": "ignore", **sandbox["env"]}
     p = subprocess.Popen(["ip", "netns", "exec", netns.name, sys.executable, "-m", "infergap", "fix", "--audit", str(rep),
                           "--db", str(sandbox["db"]), "--apply"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=env)
+                         stderr=subprocess.PIPE, env=env,
+                         # Ctrl-C's default, whatever the suite inherited: a shell without job control starts
+                         # background commands with SIGINT ignored, and an ignored SIGINT stays ignored in the child.
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen, deadline = b"", time.monotonic() + 60
     try:
         def wait_prompts(n: int) -> None:

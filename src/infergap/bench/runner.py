@@ -525,17 +525,7 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
                             else (lambda c: LoadSpec("concurrency", int(c))))
         specs = iter(search)
     sweep = _Sweep(settings, info, extra, runner, progress, tokenizer, wl, trace, engine, sampler)
-    loop = asyncio.get_running_loop()
-    # SIGTERM (``timeout``, ``kill``, a service manager) stops the sweep as Ctrl-C does: the points
-    # measured so far are reported and recorded. The handlers in place before (the CLI's) return after.
-    stop_sigs = (signal.SIGINT, signal.SIGTERM)
-    before = {s: signal.getsignal(s) for s in stop_sigs}
-    try:
-        for s in stop_sigs:
-            loop.add_signal_handler(s, runner.stop)
-        sig = True
-    except (NotImplementedError, RuntimeError, ValueError):
-        sig = False
+    restore = _stop_on_signals(runner.stop)
     await client.open()
     try:
         for k, spec in enumerate(specs):
@@ -553,10 +543,7 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
                 break
     finally:
         await client.close()
-        if sig:
-            for s in stop_sigs:
-                loop.remove_signal_handler(s)
-                signal.signal(s, before[s] if before[s] is not None else signal.SIG_DFL)
+        restore()
         if search is not None:  # a search left early (interrupt, dead server) still says where it stood
             search.stopped_by = "interrupted" if runner.stopping else (result.error or "stopped early")
             specs.close()
@@ -569,6 +556,27 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
     result.interrupted = runner.stopping
     result.finished_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return result
+
+
+def _stop_on_signals(stop: Callable[[], None]) -> Callable[[], None]:
+    """Make SIGINT and SIGTERM (``timeout``, ``kill``, a service manager) call ``stop`` on the
+    running loop, so a sweep ends with the points it measured reported and recorded; returns the
+    function that puts back the handlers in place before (the CLI's). Outside the main thread
+    (no signal handlers there) nothing is changed."""
+    loop = asyncio.get_running_loop()
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    before = {s: signal.getsignal(s) for s in sigs}
+    try:
+        for s in sigs:
+            loop.add_signal_handler(s, stop)
+    except (NotImplementedError, RuntimeError, ValueError):
+        return lambda: None
+
+    def restore() -> None:
+        for s in sigs:
+            loop.remove_signal_handler(s)
+            signal.signal(s, before[s] if before[s] is not None else signal.SIG_DFL)
+    return restore
 
 
 def _explain(points: list[PointResult]) -> None:
