@@ -78,6 +78,24 @@ def check_usage(rec: RequestRecord, u: object) -> None:
             rec.usage_prompt = v
         else:
             rec.usage_completion = v
+def check_usage_bounds(rec: RequestRecord, max_tokens: int, content: bool) -> None:
+    """Fail ``rec`` as ``bad_usage`` when its usage block claims what the answer cannot hold: more
+    completion tokens than the ``max_tokens`` the request asked for (OpenAI API: the server stops
+    at max_tokens), or completion tokens while no content (``content`` False) was sent. Such a
+    count taken as output would give throughputs of millions of tok/s and a TPOT of 0."""
+    n = rec.usage_completion
+    if n is None or n == 0:
+        return
+    if max_tokens and n > max_tokens:
+        rec.error = "bad_usage"
+        rec.error_detail = f"usage.completion_tokens = {n}: more than the request's max_tokens {max_tokens}"
+    elif not content:
+        rec.error = "bad_usage"
+        rec.error_detail = f"usage.completion_tokens = {n} with no content sent"
+    if rec.error == "bad_usage":
+        rec.usage_completion = None
+
+
 PROBE_TIMEOUT_S = 30.0
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
@@ -231,7 +249,7 @@ class StreamClient:
                             await self._consume(resp, rec)
                         else:
                             began = True
-                            await self._whole(resp, rec)
+                            await self._whole(resp, rec, p.output_tokens)
                     if rec.reused:
                         self.reused += 1
                     break
@@ -266,6 +284,8 @@ class StreamClient:
             rec.end = perf_counter()
         if rec.chunk_times:
             rec.first = rec.chunk_times[0]
+        if rec.error is None and self.stream:
+            check_usage_bounds(rec, rec.max_tokens or p.output_tokens, bool(rec.chunk_times))
         if rec.text is not None and rec.error is None and self.count_tokens is not None:
             rec.tokenizer_completion = self.count_tokens("".join(rec.text))
         if rec.keep_reply and rec.text is not None:
@@ -273,7 +293,7 @@ class StreamClient:
         rec.text = None
         return rec
 
-    async def _whole(self, resp, rec: RequestRecord) -> None:
+    async def _whole(self, resp, rec: RequestRecord, max_tokens: int) -> None:
         body = bytearray()
         while len(body) <= MAX_BODY_BYTES:
             b = await resp.content.readany()
@@ -303,6 +323,8 @@ class StreamClient:
         u = obj.get("usage")
         check_usage(rec, u)
         rec.usage_cached = cached_tokens(u) if type(u) is dict else None
+        if rec.error is None:
+            check_usage_bounds(rec, rec.max_tokens or max_tokens, bool(text))
         if rec.text is not None and text:
             rec.text.append(text if type(text) is str else str(text))
 
