@@ -35,7 +35,7 @@ STR_MAX = 300
 
 CLASSES = (
     "network_fallback", "p2p_refused", "memory_kv", "driver_cuda_mismatch", "device_not_visible",
-    "limit", "backend_fallback", "crash", "config", "informational",
+    "limit", "backend_fallback", "crash", "config", "internal", "informational",
 )
 LEVELS = ("fatal", "error", "warn", "info")
 STYLES = ("printf", "percent", "format", "slog", "literal")
@@ -236,25 +236,30 @@ def render_sample(template: str, style: str = "printf", attrs: Iterable[str] = (
 CLASS_RULES: tuple[tuple[str, str], ...] = (
     ("limit", r"ulimit|rlimit|open files|memlock|locked memory|/dev/shm|shared memory segment|"
               r"shm_open|\bshm\b.{0,40}(size|space|small|full|enough)|no space left|too many open|"
-              r"RLIMIT|resource temporarily unavailable"),
+              r"RLIMIT|resource temporarily unavailable|shared memory (file|segment)|extend .{0,20} to .{0,10} bytes"),
     ("driver_cuda_mismatch", r"driver version|insufficient driver|driver.{0,30}(too old|older|newer|"
                              r"mismatch|not compatible|incompatib)|cuda version|compute capability|"
                              r"cuda driver|libcuda|libnvidia-ml|NVML.{0,40}(version|mismatch|not found)|"
-                             r"forward compat|unsupported (ptx|toolchain)|no kernel image|ptx"),
+                             r"forward compat|unsupported (ptx|toolchain)|no kernel image|ptx|cuda failure|PFN functions|"
+                             r"cudaArch|\bsm_?\d\d\b.{0,20}(capable|required|support)|version mismatch|"
+                             r"mismatched .{0,20}version|wrong version|dlsym|dlvsym|dlopen"),
     ("network_fallback", r"\bnet/|\bib\b|infiniband|roce|ibv_|verbs|\brdma\b|gdr|gpu ?direct|"
                          r"socket|interface|ncclnet|net plugin|collnet|bootstrap|\bnic\b|\bhca\b|"
-                         r"\bport\b|ethernet|tcp|connect(ion)? (refused|reset|timed out)"),
+                         r"\bport\b|ethernet|tcp|connect(ion)? (refused|reset|timed out)|connect to|address info|"
+                         r"\bnet\b|TOPO/NET|\bNICs?\b|sharp|listen ?sock|accept failed|\bpoll failed"),
     ("memory_kv", r"out of memory|\boom\b|kv[ _-]?cache|cache blocks|gpu_memory_utilization|"
                   r"\bvram\b|memory (usage|pressure|limit|fragment|leak|exhaust|estimate)|"
                   r"(cuda|device|host|gpu|pinned) memory|\balloc|cudaMalloc|cuMemAlloc|"
-                  r"insufficient memory|not enough memory|swap space|preempt"),
+                  r"insufficient memory|not enough memory|swap space|preempt|\bmalloc|calloc|mmap|munmap|"
+                  r"could not map|posix_memalign|out of room|register(ed)? (memory|buffer)|buffer registration"),
     ("p2p_refused", r"\bp2p\b|peer[- ]?to[- ]?peer|peer access|nvlink|cuda ?ipc|\bipc\b|cumem|"
-                    r"nvls|multicast|\bnvswitch\b|fabric manager|imex"),
+                    r"nvls|multicast|\bnvswitch\b|fabric manager|imex|peer with device"),
     ("device_not_visible", r"no (cuda|gpu|nvidia)[- ]?(capable )?(device|gpu)|no devices? (were |was )?found|"
                            r"CUDA_VISIBLE_DEVICES|invalid device|device (not|is not) (found|visible|"
                            r"available)|gpu.{0,30}(not (found|detected|visible)|lost|fallen off)|"
                            r"failed to (detect|discover|enumerate)|device.{0,20}unavailable|"
-                           r"nvidia-smi.{0,40}(fail|not found)|no gpus?\b"),
+                           r"nvidia-smi.{0,40}(fail|not found)|no gpus?\b|nvml\w*\(.{0,40}\) failed|duplicate gpu|"
+                           r"(set|create) cuda (device|context)|cuda context"),
     ("crash", r"watchdog|timed out|timeout|\bhang|abort|segmentation|sigsegv|core dump|illegal (memory|"
               r"address|instruction)|unhandled|fatal|terminat|crash|assert|exception|corrupt|"
               r"\bxid\b|\becc\b|uncorrectable|desync|\bnan\b|unrecoverable|killed"),
@@ -262,7 +267,12 @@ CLASS_RULES: tuple[tuple[str, str], ...] = (
                          r"is disabled|disabling|disabled because|unsupported|instead of|will be slow|"
                          r"performance (may|will|might)|slower|using .{0,40} instead|not (be )?used"),
     ("config", r"environment variable|\benv\b|invalid (value|argument|config|setting)|ignor(e|ing)|"
-               r"deprecated|config|setting|option|parameter|NCCL_[A-Z_]+|must be|should be|expected"),
+               r"deprecated|config|setting|option|parameter|NCCL_[A-Z_]+|must be|should be|expected|"
+               r"xml|topology file|tuning|unrecognized|profiler"),
+    ("internal", r"internal|unknown|invalid|not (a )?valid|already|nonexistent|mismatch|out of bounds|"
+                 r"too many|exceeds|garbage|improper|not allowed|must either|without a matching|\bnull\b|"
+                 r"not in a group|could ?n[o']t find|cannot find|not found|can't find|loop|failed|error|"
+                 r"could not|unable|cannot"),
 )
 _CLASS_RX = tuple((c, re.compile(rx, re.IGNORECASE)) for c, rx in CLASS_RULES)
 
@@ -285,6 +295,8 @@ _CLASS_MEANING = {
     "backend_fallback": "a faster path was not used: a backend, kernel or feature is disabled or fell back",
     "crash": "a fatal condition: a hang, timeout, abort or hardware error",
     "config": "a setting or environment variable is invalid, ignored or conflicting",
+    "internal": "an internal consistency check failed or the calling program misused the API (not a host setting; "
+                "an earlier warning or the caller's own error usually names the cause)",
     "informational": "a status report",
 }
 
@@ -453,7 +465,7 @@ def write_catalog(path: Path, header: dict[str, Any], entries: list[Entry]) -> N
     doc["messages"] = [e.to_dict() for e in entries]
     text = "# Written by %s: do not edit by hand (curated knowledge: tools/messages/curated/).\n" % (
         header.get("mined_by", "a mining script"))
-    text += yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100, default_flow_style=None)
+    text += yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100, default_flow_style=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
 
@@ -605,14 +617,18 @@ def c_unescape(s: str) -> str:
     return re.sub(r'\\(["\\\'nt])', lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), s)
 
 
-def c_string(expr: str) -> str | None:
+def c_string(expr: str, macro_args: bool = False) -> str | None:
     """The format string of a C expression made only of adjacent string literals and ``PRI*`` macros.
 
     ``"a %" PRIu64 " b"`` → ``a %lu b``. None when the expression holds anything else (a variable,
-    a call): such a call site has no fixed template.
+    a call): such a call site has no fixed template. With ``macro_args``, a bare identifier between
+    two literals (a macro parameter: ``"Call to " name " failed"``) counts as ``%s``.
     """
+    e = re.sub(r"\\\n", "", expr)  # backslash-newline: removed before anything else (C phase 2)
     e = _PRI.sub(lambda m: ("lu" if m.group(1) != "X" else "lX") if m.group(2) in ("64", "PTR", "MAX")
-                 else m.group(1), expr.strip())
+                 else m.group(1), e.strip())
+    if macro_args:
+        e = re.sub(r'(?<=")\s*\b[A-Za-z_]\w*\b\s*(?=")', ' "%s" ', e)
     rest = _C_STR.sub("", e)
     if rest.strip() or not _C_STR.search(e):
         return None

@@ -56,11 +56,9 @@ GPU_BUSY_PCT = 90.0
 @lru_cache(maxsize=1)
 def catalog() -> dict:
     """The engine → series table of ``data/engine_metrics.yaml``."""
-    from importlib.resources import files
+    from infergap import datafile
 
-    import yaml
-
-    return yaml.safe_load(files("infergap.data").joinpath("engine_metrics.yaml").read_text(encoding="utf-8"))["engines"]
+    return datafile.packaged("engine_metrics.yaml")["engines"]
 
 
 def parse(text: str) -> tuple[str | None, dict[str, float]]:
