@@ -62,7 +62,7 @@ _ARG_MAP: dict[str, str] = {
     "kv_cache_memory_bytes": "kv_cache_bytes",
     "mem_fraction_static": "mem_fraction", "gpu_memory_utilization": "mem_fraction",
     "kv_cache_dtype": "kv_cache_dtype", "cache_dtype": "kv_cache_dtype",
-    "quantization": "quantization", "dtype": "dtype", "device_config": "device", "device_type": "device",
+    "quantization": "quantization", "dtype": "dtype", "device_config": "device", "device": "device",
     "context_length": "context_length", "max_model_len": "context_length", "max_seq_len": "context_length",
     "max_total_num_tokens": "kv_tokens",
     "disable_custom_all_reduce": "disable_custom_all_reduce",

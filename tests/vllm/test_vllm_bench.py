@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import STARVED_MAX_LEN
+from vllm_support import STARVED_MAX_LEN
 
 from tests.bench.bench_helpers import run_bench
 
@@ -35,6 +35,17 @@ def _plan(s, res: dict):
     return build_plan(bench=BenchResult.model_validate(res), server=introspect(s.url, timeout_s=30), engine_logs=logs)
 
 
+def _probe_prompt_tokens(s) -> int:
+    """Prompt tokens of the bench's test request ("Say something." as one chat message), counted
+    by the server's own /tokenize with its chat template."""
+    import urllib.request
+
+    body = json.dumps({"model": str(s.model), "messages": [{"role": "user", "content": "Say something."}]}).encode()
+    req = urllib.request.Request(s.url + "/tokenize", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())["count"]
+
+
 def test_counts_are_exact_against_the_servers_counters(vllm_limited):
     s = vllm_limited
     before = s.metrics()
@@ -42,12 +53,15 @@ def test_counts_are_exact_against_the_servers_counters(vllm_limited):
     after = s.metrics()
     t = res["points"][0]["trials"][0]
     assert (t["requests"], t["completed"], t["failed"], t["retried"]) == (12, 12, 0, 0), t
-    # vLLM's own counters over the same requests (nothing else talks to this server meanwhile)
-    assert _delta(before, after, "vllm:request_success_total") == 12
-    assert _delta(before, after, "vllm:generation_tokens_total") == t["output_tokens"] == 12 * 16
-    assert _delta(before, after, "vllm:prompt_tokens_total") == t["input_tokens"]
     assert t["output_token_source"] == {"usage": 12} and t["count_disagreements"] == 0, t
     assert t["finish_reasons"] == {"length": 12}
+    # vLLM's own counters over the same requests (nothing else talks to this server meanwhile),
+    # with the bench's test request(s) before the load: 8 tokens each (min(--output-len, 8))
+    n_probe = res["environment"]["probe_requests"]
+    assert n_probe >= 1
+    assert _delta(before, after, "vllm:request_success_total") == 12 + n_probe
+    assert _delta(before, after, "vllm:generation_tokens_total") == t["output_tokens"] + 8 * n_probe == 12 * 16 + 8 * n_probe
+    assert _delta(before, after, "vllm:prompt_tokens_total") == t["input_tokens"] + n_probe * _probe_prompt_tokens(s)
 
 
 def test_running_limit_is_the_knee_and_max_num_seqs_the_lever(vllm_limited):
@@ -73,7 +87,9 @@ def test_prefix_cache_hit_rate_from_vllms_own_counters(vllm_limited):
     s = vllm_limited
     common = ("--concurrency", "1", "--num-prompts", "8", "--output-len", "4", "--api", "completions")
     rates = {}
-    for ds in (("--dataset", "random", "--input-len", "700"), ("--dataset", "shared-prefix:1x600+100")):
+    # the tiny model's tokenizer splits a synthetic word into about four tokens: 340 words stay
+    # inside --max-model-len 2048, and the 300 shared ones are several 128-token blocks
+    for ds in (("--dataset", "random", "--input-len", "340"), ("--dataset", "shared-prefix:1x300+40")):
         before = s.metrics()
         p = _bench(s.url, *ds, *common)["points"][0]
         after = s.metrics()
@@ -83,13 +99,13 @@ def test_prefix_cache_hit_rate_from_vllms_own_counters(vllm_limited):
         e = p["engine"]
         assert e["engine"] == "vllm" and e["prefix_hit_rate"] == pytest.approx(h / q, abs=0.02), (e, h, q)
         rates[ds[1]] = e["prefix_hit_rate"]
-    assert rates["random"] < 0.1 < 0.5 < rates["shared-prefix:1x600+100"], rates
+    assert rates["random"] < 0.1 < 0.5 < rates["shared-prefix:1x300+40"], rates
 
 
 def test_multi_turn_history_grows_and_hits_the_cache(vllm_limited):
     s = vllm_limited
     res = _bench(s.url, "--dataset", "multi-turn:turns=3,think=50ms", "--concurrency", "2", "--num-prompts", "6",
-                 "--input-len", "150", "--output-len", "8")
+                 "--input-len", "100", "--output-len", "8")
     p = res["points"][0]
     assert p["trials"][0]["completed"] == 6, p["trials"][0]
     turns = p["workload"]["turns"]
@@ -102,7 +118,9 @@ def test_multi_turn_history_grows_and_hits_the_cache(vllm_limited):
 def test_kv_cache_too_small_preempts_and_the_kv_lever_follows(vllm_starved):
     s = vllm_starved
     before = s.metrics()
-    res = _bench(s.url, "--concurrency", "1,8", "--num-prompts", "16", "--input-len", "40",
+    # about 80 prompt tokens (four per synthetic word) and 128 generated: one request fits in the
+    # 256-token limit, eight at once need 1,600 of the 1,024 tokens the cache holds
+    res = _bench(s.url, "--concurrency", "1,8", "--num-prompts", "16", "--input-len", "20",
                  "--output-len", str(STARVED_MAX_LEN // 2))
     after = s.metrics()
     by = {p["concurrency"]: p for p in res["points"]}
@@ -121,7 +139,7 @@ def test_kv_cache_too_small_preempts_and_the_kv_lever_follows(vllm_starved):
 
 def test_shared_prefix_with_caching_off_selects_enable_prefix_caching(vllm_starved):
     s = vllm_starved
-    res = _bench(s.url, "--dataset", "shared-prefix:1x60+20", "--concurrency", "1", "--num-prompts", "4", "--output-len", "4")
+    res = _bench(s.url, "--dataset", "shared-prefix:1x30+10", "--concurrency", "1", "--num-prompts", "4", "--output-len", "4")
     p = res["points"][0]
     assert p["trials"][0]["completed"] == 4 and not p["engine"]["prefix_hit_rate"], p["engine"]
     plan = _plan(s, res)

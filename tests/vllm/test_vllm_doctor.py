@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, VLLM_VERSION
+from vllm_support import ROOT, VLLM_VERSION
 
 from tests.plan import chromium
 

@@ -10,7 +10,7 @@ import json
 import re
 
 import pytest
-from conftest import STARVED_KV_BYTES, STARVED_MAX_LEN, VLLM_VERSION
+from vllm_support import STARVED_KV_BYTES, STARVED_MAX_LEN, VLLM_VERSION
 
 from tests.conftest import run_cli
 
@@ -66,7 +66,8 @@ def test_dev_mode_server_info_gives_the_scheduler_settings(vllm_starved):
     from infergap.server import introspect
 
     s = vllm_starved
-    vc = s.json("/server_info?config_format=json")["vllm_config"]
+    # the first answer runs vLLM's collect_env (seconds of subprocesses); it is cached after that
+    vc = s.json("/server_info?config_format=json", timeout=300)["vllm_config"]
     sched, cache = vc["scheduler_config"], vc["cache_config"]
     cfg = introspect(s.url, timeout_s=30)
     assert cfg.errors == [] and cfg.engine == "vllm" and cfg.version == VLLM_VERSION
