@@ -108,9 +108,9 @@ def test_enforce_eager_on_the_cpu_build_is_no_cuda_graph_finding(vllm_starved):
     assert not [f for f in findings if f["id"] in ("engine.cuda_graph", "server.cuda_graph_max_bs")], findings
 
 
-def test_the_ulimit_warning_is_never_silent(vllm_limited):
-    """vLLM raises its own open-file limit at start and warns when it cannot; the audit names that
-    line, beside the host's own limits.nofile finding when the host is audited too."""
+def test_the_ulimit_warning_joins_the_hosts_open_files_limit(vllm_limited):
+    """vLLM raises its own open-file limit at start and warns when it cannot; the audit of the host
+    with that log names the line in the host's own limits.nofile finding, beside the limit it read."""
     s = vllm_limited
     m = re.search(r"Found ulimit of (\d+) and failed to automatically increase", s.log.read_text(errors="replace"))
     if m is None:
@@ -118,7 +118,8 @@ def test_the_ulimit_warning_is_never_silent(vllm_limited):
     r = run_cli("audit", "--url", s.url, "--evidence", str(s.log), "--format", "json", timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     findings = json.loads(r.stdout)["findings"]
-    cited = [f for f in findings if any("Found ulimit of" in str(e.get("value", "")) for e in f["evidence"])
-             or "Found ulimit of" in f["title"]]
-    assert cited, [f["id"] for f in findings]
-    assert _one(findings, "limits.nofile")["status"] in ("ok", "actionable")  # the host's own limit, read beside it
+    nofile = _one(findings, "limits.nofile")
+    values = [e["value"] for e in nofile["evidence"]]
+    assert nofile["status"] == "actionable" and nofile["severity"] == "P2", nofile
+    assert m.group(1) in values and any(f"Found ulimit of {m.group(1)}" in v for v in values), values
+    assert not [f for f in findings if f["id"] == "evidence.unmatched" and "ulimit" in f["title"]]  # joined, not "no known cause"
