@@ -23,6 +23,7 @@ from pathlib import Path
 from infergap.parsers.llamacpp_log import is_llamacpp_line
 from infergap.evidence.signatures import line_kind
 from infergap.evidence.text import clean_line, decode
+from infergap.messages import catalog as message_catalog
 
 #: Longest line read at once; a longer line is read in pieces (bounded memory on a runaway line).
 MAX_LINE_BYTES = 64 * 1024
@@ -63,6 +64,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "traceback": ("Python traceback", "log"),
     "apt_history": ("/var/log/apt/history.log", "log"),
     "fragment": ("lines of a known failure signature (signatures.yaml)", "log"),
+    "messages": ("lines of known component messages (data/messages: NCCL, CUDA, NVML, engines …)", "log"),
     "dmesg": ("kernel log (dmesg)", "log"),
     "nccl_log": ("NCCL log (NCCL_DEBUG=INFO)", "log"),
     "sglang_log": ("SGLang server log", "log"),
@@ -70,7 +72,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "llamacpp_log": ("llama.cpp llama-server log", "log"),
 }
 
-LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "llamacpp_log", "dmesg", "traceback", "fragment")
+LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "llamacpp_log", "dmesg", "traceback", "fragment", "messages")
 
 # -- start markers (tested on the stripped line) ------------------------------------------------
 _START: list[tuple[str, re.Pattern[str]]] = [
@@ -365,6 +367,8 @@ def _close(seg: _Seg, end: int) -> tuple[str | None, frozenset[str]]:
             kind = "dmesg"
         elif logs.get("traceback") or logs.get("fragment"):
             kind = "traceback" if logs.get("traceback", 0) >= logs.get("fragment", 0) else "fragment"
+        elif logs.get("messages"):
+            kind = "messages"  # a log of no known format that carries catalog messages
         elif seg.hint and seg.content:
             kind = seg.hint
         elif seg.counts.get("_pkgver", 0) >= 2 and 2 * seg.counts["_pkgver"] >= seg.content:
@@ -446,6 +450,8 @@ class _Splitter:
             self._marker(sk, s, line_start, lineno)
         elif lk:
             self._log(lk, line_start, lineno)
+        elif self.seg.kind is None and message_catalog().match_line(s):
+            self._log(("messages",), line_start, lineno)  # a known message in a format of no known kind
         else:
             self._other(s, line, raw)
         self.seg.n += 1
