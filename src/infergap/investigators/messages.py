@@ -29,13 +29,8 @@ from infergap.checks import finding
 from infergap.evidence.common import _memo
 from infergap.findings import Finding, Remedy, Severity, Status, ev
 from infergap.investigators.evidence_files import MESSAGE_CHECK
-from infergap.messages import Message, MessageMatch, match_lines
+from infergap.messages import LABELS, Message, MessageMatch, match_lines
 
-#: Names of the components as a user knows them.
-LABELS = {"nccl": "NCCL", "cuda": "CUDA", "nvml": "NVML", "nvrm_xid": "NVIDIA driver", "nvidia_smi": "nvidia-smi",
-          "torch_distributed": "PyTorch distributed", "ray": "Ray", "k8s_device_plugin": "NVIDIA device plugin",
-          "gpu_operator": "NVIDIA GPU operator", "vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp",
-          "ollama": "ollama", "tensorrt_llm": "TensorRT-LLM"}
 #: Example lines kept per message and part.
 EXAMPLES = 3
 #: Messages without a check explained one finding each per part; beyond this, one summary.

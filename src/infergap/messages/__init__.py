@@ -30,12 +30,18 @@ import yaml
 
 from infergap.messages.template import LEVELS, MAX_LINE, key_words, longest_literal
 
-__all__ = ["Catalog", "Message", "MessageMatch", "catalog", "match_lines"]
+__all__ = ["LABELS", "Catalog", "Message", "MessageMatch", "catalog", "match_lines"]
 
 #: A message whose longest literal is shorter than this (characters) is too generic to match on
 #: its own (``%s: %s``); it stays in the catalog (and in the coverage figures) but never matches.
 MIN_LITERAL = 6
 _WORD = re.compile(r"[A-Za-z0-9_]+")
+#: Names of the components as a user knows them.
+LABELS = {"nccl": "NCCL", "cuda": "CUDA", "nvml": "NVML", "nvrm_xid": "NVIDIA driver", "nvidia_smi": "nvidia-smi",
+          "torch_distributed": "PyTorch distributed", "ray": "Ray", "k8s_device_plugin": "NVIDIA device plugin",
+          "gpu_operator": "NVIDIA GPU operator", "vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp",
+          "ollama": "ollama", "tensorrt_llm": "TensorRT-LLM"}
+
 
 
 @dataclass(frozen=True)
