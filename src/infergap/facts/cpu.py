@@ -45,9 +45,7 @@ class CpuDomain(FactsBase):
             return nodes
         r = self.cmd_ok("numactl")
         if r:
-            for m in re.finditer(r"^node (\d+) cpus:([\d ]*)$", r.stdout, flags=re.M):
-                nodes[int(m.group(1))] = [int(x) for x in m.group(2).split()]
-            return nodes or None
+            return hp.parse_numactl(r.stdout) or None
         return None
 
     @memo

@@ -50,10 +50,9 @@ class HostDomain(FactsBase):
         if v:
             return v
         r = self.cmd_ok("uname")
-        if r:
-            t = r.stdout.split()
-            if len(t) >= 3:
-                return Value(t[2], self.src("uname"))
+        release = hp.parse_uname(r.stdout) if r else None
+        if release:
+            return Value(release, self.src("uname"))
         pv = self.value("/proc/version")
         if pv:
             m = re.match(r"Linux version (\S+)", pv.value)
