@@ -58,6 +58,14 @@ class CpuDomain(FactsBase):
         return (v.group(1).strip() if v else None, m.group(1).strip() if m else None, int(fam.group(1)) if fam else None)
 
     @memo
+    def cpu_model_number(self) -> int | None:
+        """The ``model`` number of the first CPU in /proc/cpuinfo (with ``cpu family``, it names the
+        generation: AMD family 0x17 model >= 0x30 is Zen 2), or None."""
+        t = self.snap.read("/proc/cpuinfo") or ""
+        m = re.search(r"^model\s*:\s*(\d+)$", t, flags=re.M)
+        return int(m.group(1)) if m else None
+
+    @memo
     def idle_states(self) -> list[IdleState] | None:
         """cpuidle states aggregated over CPUs; None when the host exposes no cpuidle states."""
         paths = self.snap.glob("/sys/devices/system/cpu/cpu*/cpuidle/state*/name")
