@@ -88,11 +88,11 @@ def run_audit(
         runs.append(run)
         findings.extend(found)
     try:  # every catalog message on every pasted line joins its check's finding or is explained
-        findings = join_messages(snap, findings)
+        findings = join_messages(facts, findings)
     except Exception as e:
         log.warning("message catalog matching failed: %s: %s", type(e).__name__, e)
     try:  # a pasted part no finding accounts for is listed, never dropped
-        findings.extend(unmatched(snap, findings))
+        findings.extend(unmatched(facts, findings))
     except Exception as e:
         log.warning("evidence accounting failed: %s: %s", type(e).__name__, e)
     for src, msg in sorted(facts.problems.items()):

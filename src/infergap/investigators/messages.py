@@ -26,10 +26,9 @@ from typing import Any
 
 from infergap import checks
 from infergap.checks import finding
-from infergap.evidence.common import _memo
 from infergap.findings import Finding, Remedy, Severity, Status, ev
 from infergap.investigators.evidence_files import MESSAGE_CHECK
-from infergap.messages import LABELS, Message, MessageMatch, match_lines
+from infergap.messages import LABELS, Message, MessageMatch
 
 #: Example lines kept per message and part.
 EXAMPLES = 3
@@ -37,12 +36,6 @@ EXAMPLES = 3
 MAX_EXPLAINED = 40
 _LOUD = ("fatal", "error", "warn")
 _QUIET_CLASSES = ("informational", "internal")
-
-
-def part_matches(snap: Any, part: Any) -> list[MessageMatch]:
-    """Catalog matches on every line of one evidence part (memoized per snapshot and part)."""
-    return _memo(snap, ("messages", str(part.path), part.start, part.end),
-                 lambda: match_lines(part.iter_lines(), part.first_line))
 
 
 def _severity(m: Message) -> Severity:
@@ -54,12 +47,12 @@ def _severity(m: Message) -> Severity:
     return Severity.P1 if m.level in ("fatal", "error") else Severity.P2
 
 
-def _grouped(snap: Any) -> list[tuple[Any, Message, list[MessageMatch]]]:
+def _grouped(facts: Any) -> list[tuple[Any, Message, list[MessageMatch]]]:
     """(part, message, its matches) for every part, in part then first-line order."""
     out = []
-    for part in getattr(snap, "parts", None) or []:
+    for part, matches in facts.message_matches():
         by: dict[str, list[MessageMatch]] = defaultdict(list)
-        for mm in part_matches(snap, part):
+        for mm in matches:
             by[mm.message.id].append(mm)
         out += [(part, ms[0].message, ms) for ms in by.values()]
     return out
@@ -141,14 +134,14 @@ def _summary(part: Any, rest: list[tuple[Message, list[MessageMatch]]]) -> Findi
                    details={"messages": [_record(m, ms) for m, ms in rest]})
 
 
-def join_messages(snap: Any, findings: list[Finding]) -> list[Finding]:
+def join_messages(facts: Any, findings: list[Finding]) -> list[Finding]:
     """``findings`` with every catalog message of every evidence part joined in (see the module
     docstring); returns the new list (joined findings are changed in place). Run after every
     investigator, before the evidence accounting (:func:`~infergap.investigators.evidence_files.unmatched`)."""
     out = list(findings)
     explained: dict[str, list[tuple[Message, list[MessageMatch]]]] = defaultdict(list)
     parts = {}
-    for part, m, ms in _grouped(snap):
+    for part, m, ms in _grouped(facts):
         if m.check:
             new = _feed(out, part, m, ms)
             if new is not None:
