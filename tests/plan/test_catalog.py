@@ -45,7 +45,7 @@ def test_flag_names_follow_the_server_version():
 
 
 @pytest.mark.parametrize("text,msg", [
-    ("levers: [", "not YAML"),
+    ("levers: [", "not valid YAML"),
     ("other: 1", "top-level 'levers' list"),
     ("levers:\n- {id: a, title: t, tier: flag_flip, source: s}", "lever a: entry: Value error, missing gain"),
     ("levers:\n- {id: a, title: t, tier: wont_help, source: s, why: w, when: {fact: x, like: 1}}", "one operator"),

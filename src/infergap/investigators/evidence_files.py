@@ -44,7 +44,8 @@ def signature_hits(snap: Any, part: Any) -> dict[str, SignatureHit]:
     return _memo(snap, ("sig", str(part.path), part.start, part.end), lambda: scan_lines(part.iter_lines()))
 
 
-def _finding(sig: Signature, label: str, examples: list[str], count: int) -> Finding:
+def signature_finding(sig: Signature, label: str, examples: list[str], count: int) -> Finding:
+    """The actionable finding of one catalog entry matched in a part: its title, fix and sources."""
     f = sig.finding
     return finding(f.id, Status.actionable, subject=label, severity=f.severity, fix_kind=f.fix_kind,
         title=f.title.replace("{count}", str(count)), evidence_=[ev(label, x) for x in examples] + ([ev(label, f"{count} matching line(s)")] if count > len(examples) else []),
@@ -53,7 +54,7 @@ def _finding(sig: Signature, label: str, examples: list[str], count: int) -> Fin
         references=list(sig.sources), details={"signatures": [sig.id], "lines": count})
 
 
-def _merge(into: dict[tuple[str, str], Finding], new: Finding) -> None:
+def merge_finding(into: dict[tuple[str, str], Finding], new: Finding) -> None:
     """One finding per (check id, subject): the most severe entry's text, every entry's evidence."""
     key = new.key()
     old = into.get(key)
@@ -131,7 +132,8 @@ def _rdma_present(hits: dict[str, SignatureHit], ctx: Any, nccl: list[Any]) -> b
         return False
 
 
-def _condition(sig: Signature, snap: Any, part: Any, hits: dict[str, SignatureHit], ctx: Any) -> bool:
+def signature_applies(sig: Signature, snap: Any, part: Any, hits: dict[str, SignatureHit], ctx: Any) -> bool:
+    """Whether the entry's ``when`` holds for this part (multi-node, an RDMA NIC present ...)."""
     if sig.when is None:
         return True
     nccl = [f for p, f in nccl_logs(snap) if p is part]
@@ -304,7 +306,7 @@ def investigate(ctx: object) -> list[Finding]:
         if facts.xid_count:
             with_xids.add(part.label)
         for f in _kernel_log(part.label, facts):
-            _merge(merged, f)
+            merge_finding(merged, f)
     for part in getattr(snap, "parts", []):
         hits = signature_hits(snap, part)
         for sid, hit in hits.items():
@@ -313,10 +315,10 @@ def investigate(ctx: object) -> list[Finding]:
                 continue  # that investigator reads the line and reports it
             if sig.finding.id == "gpu.xid" and part.label in with_xids and all("NVRM: Xid" in x for x in hit.examples):
                 continue  # the message is an Xid line's own text ("79, GPU has fallen off the bus"): its Xid finding reports it
-            if not _condition(sig, snap, part, hits, ctx):
+            if not signature_applies(sig, snap, part, hits, ctx):
                 continue
             limit = p2p_product_limit(sig, part)
-            _merge(merged, limit or _finding(sig, part.label, hit.examples, hit.count))
+            merge_finding(merged, limit or signature_finding(sig, part.label, hit.examples, hit.count))
     _fold_consequences(merged)
     out = list(merged.values())
     if not snap.evidence_parts("dmesg") and getattr(snap, "base", None) is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from infergap.checks import finding
+from infergap.checks import finding, get, not_applicable, threshold
 from infergap.evidence.common import nccl_logs
 from infergap.facts import Facts
 from infergap.parsers.nccl import NcclLogFacts, summary
@@ -296,4 +296,152 @@ def investigate(ctx: object) -> list[Finding]:
         v = _version(label, f, snap, part, ctx)
         if v:
             out.append(v)
+        n = _net(label, f, facts, snap, part, ctx)
+        if n:
+            out.append(n)
     return out
+
+
+# -- nccl.net: the network path between hosts --------------------------------------------------
+
+def _inter_host(f: NcclLogFacts) -> list:
+    """Links between ranks of different hosts (the complement of the intra-host links); none
+    for a log of one host."""
+    if f.single_host:
+        return []
+    intra = {id(lk) for lk in f.intra_host_links()}
+    return [lk for lk in f.links if id(lk) not in intra]
+
+
+def _link_name(f: NcclLogFacts, lk) -> str:
+    """``IB``, ``RoCE`` or ``Socket`` for a network link, from the device list of the log."""
+    if lk.transport == "NET/Socket":
+        return "Socket"
+    if lk.transport != "NET/IB":
+        return lk.transport
+    links = {d.link for d in f.net_devs if not lk.net_devs or d.index in lk.net_devs}
+    return "RoCE" if links == {"RoCE"} else "IB" if links <= {"IB", ""} else "IB/RoCE"
+
+
+def _bound(f: NcclLogFacts, net: list) -> tuple[dict, str]:
+    """(details, sentence) of the bound the NICs give a ring all-reduce across nodes: NICs used
+    per node (distinct NET device indexes of the inter-host channels, else the devices listed)
+    × their line rate (the log's speed lines, Mbps), in GB/s; the measured busbw beside it."""
+    used = sorted({i for lk in net for i in lk.net_devs})
+    by_index = {d.index: d.name for d in f.net_devs}
+    names = [by_index[i] for i in used if i in by_index] if f.net_devs else [f.socket_ifaces[i] for i in used if i < len(f.socket_ifaces)]
+    names = names or [d.name for d in f.net_devs]
+    rates = [f.nic_speed_mbps.get(n) for n in names]
+    out: dict = {"nics": names, "rate_mbps": rates, "busbw_max_GBps": f.busbw_max_GBps, "busbw_avg_GBps": f.busbw_avg_GBps}
+    entry = get("nccl.net")
+    if not names or any(r is None for r in rates):
+        return out, entry.text("no_rate")
+    bound = sum(rates) / 1000 / threshold("nccl.net", "bits_per_byte")  # type: ignore[operator]
+    out["bound_GBps"] = round(bound, 1)
+    rate = "/".join(sorted({f"{r / 1000:g}" for r in rates}))  # type: ignore[operator]
+    text = entry.text("bound", nics=len(names), rate_gbps=rate, bound_GBps=f"{bound:.1f}")
+    if f.busbw_max_GBps is not None:
+        text += f" Measured in this paste: {f.busbw_max_GBps:g} GB/s busbw at best ({100 * f.busbw_max_GBps / bound:.0f} % of the bound)."
+    return out, text
+
+
+def _path_evidence(label: str, f: NcclLogFacts, net: list) -> list:
+    """What the log says about the path: devices, interfaces, GDR per HCA, GID, measured busbw."""
+    out = []
+    if f.net_devs:
+        out.append(ev(label, "NET/IB devices: " + ", ".join(f"[{d.index}]{d.name}:{d.port}/{d.link or '?'}" + ("/SHARP" if d.sharp else "") for d in f.net_devs[:8])
+                      + (f"; OOB {f.oob_iface}" if f.oob_iface else "")))
+    if f.ib_none:
+        out.append(ev(label, "NET/IB : No device found."))
+    if f.network:
+        out.append(ev(label, f"Using network {f.network}"))
+    if f.socket_ifaces:
+        out.append(ev(label, "socket interfaces: " + ", ".join(f.socket_ifaces[:8])))
+    if f.bootstrap_ifaces:
+        out.append(ev(label, "bootstrap interfaces: " + ", ".join(f.bootstrap_ifaces[:8])))
+    for hca, on in list(f.gdr_hca.items())[:8]:
+        why = f" ({f.gdr_why[hca]})" if hca in f.gdr_why else ""
+        out.append(ev(label, f"GPU Direct RDMA {'enabled' if on else 'disabled'} for {hca}{why}"))
+    chosen = {k: v for k, v in f.env.items() if k in ("NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_SOCKET_IFNAME", "NCCL_NET_GDR_LEVEL", "NCCL_IB_DISABLE", "NCCL_NET")}
+    if chosen or f.gid_index is not None:
+        out.append(ev(label, ", ".join(f"{k}={v}" for k, v in chosen.items()) + (f"; GID index {f.gid_index} in use" if f.gid_index is not None else "")))
+    for lk in net[:6]:
+        out.append(ev(label, f"{lk.src}[{lk.src_dev}] -> {lk.dst}[{lk.dst_dev}] via {lk.via} ({lk.channels} channel(s), {_link_name(f, lk)})"))
+    return out
+
+
+def _net_signatures(label: str, snap: object, part: object, ctx: object) -> Finding | None:
+    """The known network failures of signatures.yaml (entries of ``nccl.net``) matched in this
+    log whose condition holds, merged into one finding (the most severe entry's text)."""
+    from infergap.evidence.signatures import catalog
+    from infergap.investigators.evidence_files import merge_finding, signature_applies, signature_finding, signature_hits
+
+    cat = catalog()
+    hits = signature_hits(snap, part)
+    merged: dict = {}
+    for sid, hit in hits.items():
+        sig = cat.by_id(sid)
+        if sig.finding.id == "nccl.net" and signature_applies(sig, snap, part, hits, ctx):
+            merge_finding(merged, signature_finding(sig, label, hit.examples, hit.count))
+    return next(iter(merged.values()), None)
+
+
+def _rdma_seen(f: NcclLogFacts, facts: Facts) -> bool:
+    if f.net_devs or f.ib_devices or f.gdr_hca:
+        return True
+    try:
+        return bool(facts.rdma_devices())
+    except Exception:
+        return False
+
+
+def _net_status(label: str, f: NcclLogFacts, facts: Facts, net: list) -> tuple[Status, str, Severity | None, str | None]:
+    """(status, title, severity, impact) of the path the inter-host channels show."""
+    kinds = sorted({_link_name(f, lk) for lk in net})
+    socket = [lk for lk in net if lk.transport == "NET/Socket"]
+    if socket and _rdma_seen(f, facts):
+        return (Status.actionable, "Nodes exchange data over TCP sockets (NET/Socket) although an RDMA NIC is in the evidence", Severity.P0,
+                "All-reduce between the nodes goes through the kernel's TCP stack at a fraction of what the InfiniBand/RoCE NIC carries.")
+    if socket:
+        why = " NCCL found no InfiniBand/RoCE device (NET/IB : No device found)." if f.ib_none else ""
+        return (Status.unknown, "Nodes exchange data over TCP sockets (NET/Socket); whether they have an RDMA NIC is not in the evidence", None,
+                "Sockets are the only path between hosts without InfiniBand or RoCE; with such a NIC they are one to two orders of magnitude slower." + why)
+    staged = [lk for lk in net if lk.transport == "NET/IB" and not lk.gdr]
+    off = [h for h, on in f.gdr_hca.items() if not on]
+    if staged and off:
+        return (Status.actionable, f"Inter-node channels over {'/'.join(kinds)} are staged through host memory: GPU Direct RDMA is disabled for {', '.join(off[:4])}", Severity.P1,
+                "Without GPU Direct RDMA every transfer between the NIC and the GPU is copied through host memory (see nccl.gdr for why).")
+    if any(lk.gdr for lk in net) or (f.gdr_hca and all(f.gdr_hca.values())):
+        return Status.ok, f"Nodes exchange data over {'/'.join(kinds)} with GPU Direct RDMA", None, None
+    return (Status.unknown, f"Nodes exchange data over {'/'.join(kinds)}; no channel shows GPU Direct RDMA (/GDRDMA) and the log does not say why", None,
+            "Channels without /GDRDMA copy through host memory; NCCL_DEBUG_SUBSYS=INIT,NET prints 'GPU Direct RDMA Enabled|Disabled for HCA' with the reason.")
+
+
+def _net(label: str, f: NcclLogFacts, facts: Facts, snap: object, part: object, ctx: object) -> Finding | None:
+    """``nccl.net``: the network path between hosts (see the catalog entry's ``decides``)."""
+    net = [lk for lk in _inter_host(f) if lk.transport.startswith("NET")]
+    bound, bound_text = _bound(f, net)
+    details = {"transports": {f"{lk.src}->{lk.dst}": _link_name(f, lk) for lk in net[:32]}, "gdr_hca": f.gdr_hca, "gdr_why": f.gdr_why,
+               "socket_ifaces": f.socket_ifaces, "bootstrap_ifaces": f.bootstrap_ifaces, "oob_iface": f.oob_iface, "gid_index": f.gid_index, **bound}
+    evidence = _path_evidence(label, f, net)
+    sig = _net_signatures(label, snap, part, ctx)
+    if sig is not None:
+        sig.evidence += [e for e in evidence if e not in sig.evidence][:6]
+        sig.details.update(details)
+        return sig
+    if net:
+        status, title, sev, impact = _net_status(label, f, facts, net)
+        impact = f"{impact} {bound_text}" if impact else bound_text
+        return finding("nccl.net", status, subject=label, title=title, severity=sev, evidence_=evidence, impact=impact,
+                       remedy=Remedy(commands=["ibv_devinfo   # every HCA NCCL should use: PORT_ACTIVE, link_layer", "ibstat   # Rate of each port",
+                                               "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET   # the devices, GDR and channel lines"]) if status != Status.ok else None,
+                       details=details)
+    if f.nnodes == 1 or (f.single_host and not _rdma_seen(f, facts) and f.network in (None, "Socket")):
+        return not_applicable("nccl.net", "One host in this NCCL log: no network path between hosts",
+                              "Every rank of this log runs on one host, so no traffic crosses a network between hosts.", subject=label,
+                              evidence_=[ev(label, f"host {(f.hosts or ['(no host prefix)'])[0]}, {len(f.links)} link(s): " + ", ".join(sorted(f.transports)))])
+    if f.net_devs or f.network or f.socket_ifaces or f.ib_none or f.gdr_hca:
+        return finding("nccl.net", Status.unknown, subject=label, title="NCCL's network choice is logged, but no channel line between hosts shows the transport",
+                       evidence_=evidence, impact="Without 'Channel … via NET/…' lines between ranks of different hosts the path actually used is unknown; "
+                       "run with NCCL_DEBUG=INFO through the first collective. " + bound_text, details=details)
+    return None
