@@ -143,4 +143,6 @@ def test_patterns_are_linear_on_hostile_lines(name):
         dt = time.perf_counter() - t
         if dt > worst:
             worst, who = dt, m["id"]
-    assert worst < 0.05, (who, worst)
+    # catastrophic backtracking takes seconds to hours on 4096 characters; linear search takes
+    # well under a millisecond, so half a second leaves room for a loaded machine
+    assert worst < 0.5, (who, worst)
