@@ -21,7 +21,6 @@ names from ``tools/server/server-context.cpp``; all: ``GET /v1/models``. An admi
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import re
@@ -342,6 +341,8 @@ def _apply_models(cfg: ServerConfig, data: dict[str, Any], src: str) -> None:
 
 async def _fetch(client: Any, base: str, path: str, headers: dict[str, str], timeout_s: float) -> tuple[str, int | None, str, str | None]:
     """GET base+path: (path, status, body text, error). Body capped at 8 MiB."""
+    import asyncio  # here, not at the top: an audit reads server configs from logs without an event loop
+
     import aiohttp
 
     try:
@@ -371,6 +372,8 @@ async def introspect_async(url: str, api_key: str | None = None, timeout_s: floa
     ``ServerConfig.errors``; 404 means "not exposed" and is not an error. ``reachable`` is False
     when no endpoint answered at all. Raises ValueError for a URL that is not http(s).
     """
+    import asyncio
+
     import aiohttp
 
     base = url.rstrip("/")
@@ -449,6 +452,8 @@ def finish(cfg: ServerConfig) -> None:
 
 def introspect(url: str, api_key: str | None = None, timeout_s: float = 5.0) -> ServerConfig:
     """Synchronous :func:`introspect_async` (runs its own event loop)."""
+    import asyncio
+
     return asyncio.run(introspect_async(url, api_key=api_key, timeout_s=timeout_s))
 
 
