@@ -87,7 +87,7 @@ def run_audit(
         runs.append(run)
         findings.extend(found)
     try:  # a pasted part no finding accounts for is listed, never dropped
-        findings.extend(unmatched(snap, findings))
+        findings.extend(unmatched(facts, findings))
     except Exception as e:
         log.warning("evidence accounting failed: %s: %s", type(e).__name__, e)
     for src, msg in sorted(facts.problems.items()):
