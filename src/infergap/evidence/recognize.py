@@ -25,6 +25,7 @@ from pathlib import Path
 from infergap.parsers.llamacpp_log import is_llamacpp_line
 from infergap.evidence.signatures import line_kind
 from infergap.evidence.text import clean_line, decode
+from infergap.messages import catalog as message_catalog
 from infergap.snapshot.sources import RECORDS, SOURCES
 
 #: Longest line read at once; a longer line is read in pieces (bounded memory on a runaway line).
@@ -39,7 +40,7 @@ MAX_NUL_SKIP = 16 * 1024 * 1024
 #: ``file:<path>`` answers ``Snapshot.read(path)``; ``log`` is read with ``Snapshot.evidence_parts(kind)``.
 KINDS: dict[str, tuple[str, str]] = {s.kind: (s.what, s.serves) for s in SOURCES if s.start or s.sample}
 
-LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "llamacpp_log", "dmesg", "traceback", "fragment")
+LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "llamacpp_log", "dmesg", "traceback", "fragment", "messages")
 
 # -- start markers (tested on the stripped line), in the records' order ---------------------------
 _START: list[tuple[str, re.Pattern[str]]] = [(s.kind, re.compile(s.start)) for s in SOURCES if s.start]
@@ -286,6 +287,8 @@ def _close(seg: _Seg, end: int) -> tuple[str | None, frozenset[str]]:
             kind = "dmesg"
         elif logs.get("traceback") or logs.get("fragment"):
             kind = "traceback" if logs.get("traceback", 0) >= logs.get("fragment", 0) else "fragment"
+        elif logs.get("messages"):
+            kind = "messages"  # a log of no known format that carries catalog messages
         elif seg.hint and seg.content:
             kind = seg.hint
         elif seg.counts.get("_pkgver", 0) >= 2 and 2 * seg.counts["_pkgver"] >= seg.content:
@@ -367,6 +370,8 @@ class _Splitter:
             self._marker(sk, s, line_start, lineno)
         elif lk:
             self._log(lk, line_start, lineno)
+        elif self.seg.kind is None and message_catalog().match_line(s):
+            self._log(("messages",), line_start, lineno)  # a known message in a format of no known kind
         else:
             self._other(s, line, raw)
         self.seg.n += 1

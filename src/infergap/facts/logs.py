@@ -114,6 +114,15 @@ class LogDomain:
         """Whether pasted evidence comes with a host (a live host or a snapshot under it)."""
         return getattr(self.snap, "base", None) is not None
 
+    def message_matches(self) -> list[tuple[Any, list[Any]]]:
+        """(part, its :class:`~infergap.messages.MessageMatch` list) for every recognised evidence
+        part: the message catalogs (``data/messages``) matched on every line, once per part."""
+        from infergap.messages import match_lines
+
+        return [(p, memo_part(self.snap, ("messages", str(p.path), p.start, p.end),
+                              lambda p=p: match_lines(p.iter_lines(), p.first_line)))
+                for p in self.all_parts()]
+
     def memo(self, key: tuple, fn: Any) -> Any:
         """``fn()`` computed once per snapshot and ``key`` (shared by every reader of the input)."""
         return memo_part(self.snap, key, fn)

@@ -187,6 +187,8 @@ SOURCES: tuple[Source, ...] = (
     Source("traceback", "Python traceback", parser="infergap.evidence.signatures:scan_lines", sample="evidence/trtllm-1625-4090d-peer.txt"),
     Source("fragment", "lines of a known failure signature (signatures.yaml)", parser="infergap.evidence.signatures:scan_lines",
            sample="evidence/nccl-304-acs-plx.txt"),
+    Source("messages", "lines of known component messages (data/messages: NCCL, CUDA, NVML, engines …)",
+           parser="infergap.messages:match_lines", sample="messages/unknown-format.log"),
     Source("dmesg", "kernel log (dmesg)", prompt=r"\bdmesg\b|journalctl\s+-k", prompt_rank=19, lines=r"^\[\s*\d+\.\d{3,6}\] |^\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ kernel: |^kernel: ",
            parser=_P + "dmesg:parse_dmesg", sample="evidence/dmesg-gpuburn1-xid79.txt"),
     Source("nccl_log", "NCCL log (NCCL_DEBUG=INFO)", lines=r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b|^NCCL version \d|^\S+:\d+:\d+ \[\d+\] (?:INFO|WARN) ",
