@@ -147,6 +147,10 @@ class NcclLogFacts(BaseModel):
     single_host: bool | None = None
     multi_dev_ranks: bool = False
 
+    def summary(self) -> dict[str, Any]:
+        """A compact JSON-able summary for a finding's ``details`` (see :func:`summary`)."""
+        return summary(self)
+
     def intra_host_links(self) -> list[NcclLink]:
         """Links whose two ranks are on one host (all links of a single-host log).
 
