@@ -21,13 +21,12 @@ names from ``tools/server/server-context.cpp``; all: ``GET /v1/models``. An admi
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import re
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from infergap.errors import UserError
 from infergap.guard import loads
@@ -81,6 +80,8 @@ class ServerConfig(BaseModel):
     ``evidence/sglang.log``); ``errors`` lists endpoints that failed and why (one line each);
     ``raw`` keeps the engine's own argument names and values.
     """
+
+    model_config = ConfigDict(defer_build=True)  # schema built on first use, not at import (start time)
 
     url: str | None = None
     reachable: bool | None = None
@@ -363,6 +364,8 @@ async def _fetch(client: Any, base: str, path: str, headers: dict[str, str], tim
     """GET base+path (with its :data:`QUERIES` string): (path, status, body text, error). No
     redirect is followed (a 3xx is an error naming its target); the body is read under 8 MiB decompressed (more is an error);
     ``timeout_s`` bounds the whole request (:mod:`infergap.httpsafe`)."""
+    import asyncio  # here, not at the top: an audit reads server configs from logs without an event loop
+
     import aiohttp
 
     from infergap.httpsafe import MAX_JSON_BYTES, BodyTooLarge, read_body, redirect_error
@@ -390,6 +393,8 @@ async def introspect_async(url: str, api_key: str | None = None, timeout_s: floa
     ``ServerConfig.errors``; 404 means "not exposed" and is not an error. ``reachable`` is False
     when no endpoint answered at all. Raises ValueError for a URL that is not http(s).
     """
+    import asyncio
+
     import aiohttp
 
     base = url.rstrip("/")
@@ -468,6 +473,8 @@ def finish(cfg: ServerConfig) -> None:
 
 def introspect(url: str, api_key: str | None = None, timeout_s: float = 5.0) -> ServerConfig:
     """Synchronous :func:`introspect_async` (runs its own event loop)."""
+    import asyncio
+
     return asyncio.run(introspect_async(url, api_key=api_key, timeout_s=timeout_s))
 
 

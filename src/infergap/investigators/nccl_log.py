@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 
 from infergap.checks import finding, get, not_applicable, threshold
-from infergap.evidence.common import nccl_logs
+from infergap.investigators.base import facts_of
 from infergap.facts import Facts
-from infergap.parsers.nccl import NcclLogFacts, summary
+from infergap.parsers.nccl import NcclLogFacts
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status, ev
 from infergap.investigators.runtime import nccl_env_from_log
 
@@ -105,7 +105,7 @@ def _p2p_cause(f: NcclLogFacts, facts: Facts, p2p_cells: set[str]) -> tuple[FixK
 def _transport(label: str, f: NcclLogFacts, facts: Facts) -> Finding:
     intra = f.intra_host_links()
     src = label
-    details = summary(f)
+    details = f.summary()
     if not f.links:
         return finding("nccl.transport", Status.unknown, subject=label,
                        title="NCCL log has no channel lines (connection setup not logged)",
@@ -230,7 +230,7 @@ def _p2p(label: str, f: NcclLogFacts, facts: Facts) -> Finding | None:
         references=["https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#pci-access-control-services-acs"])
 
 
-def _version(label: str, f: NcclLogFacts, snap: object, part: object, ctx: object) -> Finding | None:
+def _version(label: str, f: NcclLogFacts, facts: Facts, part: object) -> Finding | None:
     """``nccl.version``: the log's NCCL version (and the CUDA it was built with) checked against the
     catalog of known issues, with the catalog's NCCL message signatures seen in this log."""
     from infergap.evidence.signatures import catalog
@@ -238,7 +238,7 @@ def _version(label: str, f: NcclLogFacts, snap: object, part: object, ctx: objec
     from infergap.investigators.evidence_files import signature_hits
 
     cat = catalog()
-    hits = signature_hits(snap, part)
+    hits = signature_hits(facts, part)
     extra = [cat.by_id(sid) for sid in hits if cat.by_id(sid).finding.id == "nccl.version"]
     lines = [x for sid in hits if cat.by_id(sid).finding.id == "nccl.version" for x in hits[sid].examples]
     if not f.version and not extra:
@@ -246,7 +246,7 @@ def _version(label: str, f: NcclLogFacts, snap: object, part: object, ctx: objec
     checks = [("nccl", f.version)] if f.version else []
     if f.cuda:
         checks.append(("nccl_cuda", f.cuda))
-    sv = memo_versions(snap, getattr(ctx, "facts", None))
+    sv = memo_versions(facts)
     out = version_finding("nccl.version", checks, label, label, sv.gpu_sm, extra, lines)
     out.details.update({"ring_channels": f.ring_channels, "tree_channels": f.tree_channels, "coll_channels": f.coll_channels,
                         "nvls_channels": f.nvls_channels, "collnet_channels": f.collnet_channels, "p2p_channels": f.p2p_channels,
@@ -262,11 +262,10 @@ def _warnings(label: str, f: NcclLogFacts) -> Finding | None:
                    impact="NCCL warnings mark failed connections, CUDA or network errors; a collective after one may hang or run on a fallback path.")
 
 
-def _env_from_evidence(snap: object) -> dict[str, str]:
+def _env_from_evidence(facts: Facts) -> dict[str, str]:
     """NCCL_* variables from pasted environment listings next to the log (``NCCL_X=Y`` lines)."""
     out: dict[str, str] = {}
-    getter = getattr(snap, "evidence_parts", None)
-    for part in getter("env") if getter else []:
+    for part in facts.evidence_parts("env"):
         for line in part.iter_lines():
             k, sep, v = line.strip().removeprefix("export ").partition("=")
             if sep and k.startswith("NCCL_"):
@@ -276,11 +275,10 @@ def _env_from_evidence(snap: object) -> dict[str, str]:
 
 def investigate(ctx: object) -> list[Finding]:
     """Findings from every NCCL log in the snapshot's evidence (none when there is no NCCL log)."""
-    snap = ctx.snap  # type: ignore[attr-defined]
-    facts = getattr(ctx, "facts", None) or Facts(snap)
+    facts = facts_of(ctx)
     out: list[Finding] = []
-    pasted_env = _env_from_evidence(snap)
-    for part, f in nccl_logs(snap):
+    pasted_env = _env_from_evidence(facts)
+    for part, f in facts.nccl_logs():
         label = part.label
         if pasted_env:
             f = f.model_copy(update={"env": {**pasted_env, **f.env}})
@@ -293,10 +291,10 @@ def investigate(ctx: object) -> list[Finding]:
             x = fn2(label, f)
             if x:
                 out.append(x)
-        v = _version(label, f, snap, part, ctx)
+        v = _version(label, f, facts, part)
         if v:
             out.append(v)
-        n = _net(label, f, facts, snap, part, ctx)
+        n = _net(label, f, facts, part)
         if n:
             out.append(n)
     return out
@@ -370,18 +368,18 @@ def _path_evidence(label: str, f: NcclLogFacts, net: list) -> list:
     return out
 
 
-def _net_signatures(label: str, snap: object, part: object, ctx: object) -> Finding | None:
+def _net_signatures(label: str, facts: Facts, part: object) -> Finding | None:
     """The known network failures of signatures.yaml (entries of ``nccl.net``) matched in this
     log whose condition holds, merged into one finding (the most severe entry's text)."""
     from infergap.evidence.signatures import catalog
     from infergap.investigators.evidence_files import merge_finding, signature_applies, signature_finding, signature_hits
 
     cat = catalog()
-    hits = signature_hits(snap, part)
+    hits = signature_hits(facts, part)
     merged: dict = {}
     for sid, hit in hits.items():
         sig = cat.by_id(sid)
-        if sig.finding.id == "nccl.net" and signature_applies(sig, snap, part, hits, ctx):
+        if sig.finding.id == "nccl.net" and signature_applies(sig, facts, part, hits):
             merge_finding(merged, signature_finding(sig, label, hit.examples, hit.count))
     return next(iter(merged.values()), None)
 
@@ -417,14 +415,14 @@ def _net_status(label: str, f: NcclLogFacts, facts: Facts, net: list) -> tuple[S
             "Channels without /GDRDMA copy through host memory; NCCL_DEBUG_SUBSYS=INIT,NET prints 'GPU Direct RDMA Enabled|Disabled for HCA' with the reason.")
 
 
-def _net(label: str, f: NcclLogFacts, facts: Facts, snap: object, part: object, ctx: object) -> Finding | None:
+def _net(label: str, f: NcclLogFacts, facts: Facts, part: object) -> Finding | None:
     """``nccl.net``: the network path between hosts (see the catalog entry's ``decides``)."""
     net = [lk for lk in _inter_host(f) if lk.transport.startswith("NET")]
     bound, bound_text = _bound(f, net)
     details = {"transports": {f"{lk.src}->{lk.dst}": _link_name(f, lk) for lk in net[:32]}, "gdr_hca": f.gdr_hca, "gdr_why": f.gdr_why,
                "socket_ifaces": f.socket_ifaces, "bootstrap_ifaces": f.bootstrap_ifaces, "oob_iface": f.oob_iface, "gid_index": f.gid_index, **bound}
     evidence = _path_evidence(label, f, net)
-    sig = _net_signatures(label, snap, part, ctx)
+    sig = _net_signatures(label, facts, part)
     if sig is not None:
         sig.evidence += [e for e in evidence if e not in sig.evidence][:6]
         sig.details.update(details)

@@ -55,6 +55,10 @@ class Lever(BaseModel):
     #: P0/P1 when the lever fixes a misconfiguration (the plan lists P0 levers first); None for tuning.
     priority: Literal["P0", "P1"] | None = None
     when: dict[str, Any] = Field(default_factory=dict)
+    #: Facts without which the lever is not weighed at all (no unknown is listed for it): a flag
+    #: only the serving process shows (``proc.read``), a measurement only some sweeps make. The
+    #: levers on the behaviour the flag causes stand for it when the fact is absent.
+    requires: list[str] = Field(default_factory=list)
     engines: dict[str, list[EngineVariant]] = Field(default_factory=dict)
     gain: tuple[float, float] | None = None
     metric: str | None = None
@@ -101,9 +105,9 @@ def _check_cond(c: Any) -> None:
             raise ValueError(f"condition {c!r}: one operator of {', '.join(OPS)}")
         return
     if len(c) != 1:
-        raise ValueError(f"condition {c!r}: one of fact, all, any, not")
+        raise ValueError(f"condition {c!r}: one of fact, all, any, not, unless")
     (k, v), = c.items()
-    if k == "not":
+    if k in ("not", "unless"):
         _check_cond(v)
     elif k in ("all", "any") and isinstance(v, list):
         for x in v:
