@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from infergap.parsers.rules import Rule, apply_first
 
@@ -74,6 +74,8 @@ def transport_family(via: str) -> str:
 class NcclLink(BaseModel):
     """Channels between two ranks over one transport (``via`` as NCCL printed it)."""
 
+    model_config = ConfigDict(defer_build=True)  # schema built on first use, not at import (start time)
+
     src: int
     dst: int
     src_dev: str
@@ -88,6 +90,8 @@ class NcclLink(BaseModel):
 class NcclNetDev(BaseModel):
     """A network device NCCL listed (``NET/IB : Using [0]mlx5_0:1/RoCE``): its index in channel
     lines (``via NET/IB/0``), name, port, link layer (``IB`` or ``RoCE``) and SHARP support."""
+
+    model_config = ConfigDict(defer_build=True)  # schema built on first use, not at import (start time)
 
     index: int
     name: str
@@ -104,6 +108,8 @@ class NcclLogFacts(BaseModel):
     sit on device 0 and the log is multi-node). ``intra_host_links`` are the links between ranks
     on one host.
     """
+
+    model_config = ConfigDict(defer_build=True)  # schema built on first use, not at import (start time)
 
     lines: int = 0
     nccl_lines: int = 0
