@@ -13,10 +13,8 @@ what the investigators emit.
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from infergap.errors import UserError
@@ -83,15 +81,14 @@ def load() -> dict[str, Check]:
     Raises :class:`~infergap.errors.UserError` when the packaged file is not valid (a damaged
     install) or holds an id twice.
     """
-    text = resources.files("infergap").joinpath("data/checks.yaml").read_text(encoding="utf-8")
+    from infergap import datafile
+
     try:
-        cat = _Catalog.model_validate(yaml.safe_load(text))
+        cat = _Catalog.model_validate(datafile.packaged("checks.yaml"))
     except ValidationError as e:
         err = e.errors()[0]
         where = ".".join(str(x) for x in err["loc"])
         raise UserError(f"check catalog data/checks.yaml is not valid: {where}: {err['msg']}") from None
-    except yaml.YAMLError as e:
-        raise UserError(f"check catalog data/checks.yaml is not valid: {str(e).splitlines()[0]}") from None
     out: dict[str, Check] = {}
     for c in cat.checks:
         if c.id in out:

@@ -21,13 +21,12 @@ names from ``tools/server/server-context.cpp``; all: ``GET /v1/models``. An admi
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import re
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from infergap.errors import UserError
 from infergap.guard import loads
@@ -74,6 +73,8 @@ class ServerConfig(BaseModel):
     ``evidence/sglang.log``); ``errors`` lists endpoints that failed and why (one line each);
     ``raw`` keeps the engine's own argument names and values.
     """
+
+    model_config = ConfigDict(defer_build=True)  # schema built on first use, not at import (start time)
 
     url: str | None = None
     reachable: bool | None = None
@@ -341,21 +342,23 @@ def _apply_models(cfg: ServerConfig, data: dict[str, Any], src: str) -> None:
 
 
 async def _fetch(client: Any, base: str, path: str, headers: dict[str, str], timeout_s: float) -> tuple[str, int | None, str, str | None]:
-    """GET base+path: (path, status, body text, error). Body capped at 8 MiB."""
+    """GET base+path: (path, status, body text, error). No redirect is followed (a 3xx is an
+    error naming its target); the body is read under 8 MiB decompressed (more is an error);
+    ``timeout_s`` bounds the whole request (:mod:`infergap.httpsafe`)."""
+    import asyncio  # here, not at the top: an audit reads server configs from logs without an event loop
+
     import aiohttp
+
+    from infergap.httpsafe import MAX_JSON_BYTES, BodyTooLarge, read_body, redirect_error
 
     try:
         async with client.get(base + path, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s), allow_redirects=False) as r:
-            # StreamReader.read(n) returns what has arrived so far, not n bytes: read to the end
-            # (or the cap), or a body split over several TCP segments is cut and is not JSON.
-            cap, chunks, total = 8 * 1024 * 1024, [], 0
-            while total < cap:
-                b = await r.content.read(min(1 << 16, cap - total))
-                if not b:
-                    break
-                chunks.append(b)
-                total += len(b)
-            return path, r.status, b"".join(chunks).decode("utf-8", "replace"), None
+            moved = redirect_error(r.status, r.headers.get("Location"), f"GET {path}")
+            if moved:
+                return path, None, "", moved.removeprefix(f"GET {path} ")
+            return path, r.status, (await read_body(r, MAX_JSON_BYTES, f"GET {path}")).decode("utf-8", "replace"), None
+    except BodyTooLarge as e:
+        return path, None, "", str(e).removeprefix(f"GET {path}: ")
     except asyncio.TimeoutError:
         return path, None, "", f"timed out after {timeout_s:g} s"
     except aiohttp.ClientError as e:
@@ -371,6 +374,8 @@ async def introspect_async(url: str, api_key: str | None = None, timeout_s: floa
     ``ServerConfig.errors``; 404 means "not exposed" and is not an error. ``reachable`` is False
     when no endpoint answered at all. Raises ValueError for a URL that is not http(s).
     """
+    import asyncio
+
     import aiohttp
 
     base = url.rstrip("/")
@@ -449,6 +454,8 @@ def finish(cfg: ServerConfig) -> None:
 
 def introspect(url: str, api_key: str | None = None, timeout_s: float = 5.0) -> ServerConfig:
     """Synchronous :func:`introspect_async` (runs its own event loop)."""
+    import asyncio
+
     return asyncio.run(introspect_async(url, api_key=api_key, timeout_s=timeout_s))
 
 
