@@ -15,6 +15,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "infergap"
 LAYERS = {
     "errors": 0, "findings": 0, "checks": 0, "gpudata": 0, "guard": 0, "datafile": 0, "httpsafe": 0,
     "snapshot": 1, "parsers": 1,
+    "messages": 1,
     "evidence": 2, "facts": 2,
     "investigators": 3, "roofline": 3, "bench": 3, "server": 3,
     "synthesis": 4, "audit": 4,

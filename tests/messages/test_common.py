@@ -24,12 +24,13 @@ from tools.messages import common as c
      "Channel 03 : 0[1000] -> 1[2000] via P2P/IPC", {"a1": "03", "a2": "0", "a3": "1000", "a4": "1"}),
     ("Requested {num} blocks, {free:.2f} GiB free", "format", "Requested 12 blocks, 3.25 GiB free",
      {"num": "12", "free": "3.25"}),
-    ("%(name)s is %(pct)d%% full", "percent", "shm is 93% full", {"name": "shm", "pct": "93"}),
+    ("%(name)s usage is %(pct)d%% full", "percent", "shm usage is 93% full", {"pct": "93"}),  # a leading value is left out
     ("cudaMalloc failed: out of memory", "literal", "E cudaMalloc  failed: out of memory", {}),
 ])
 def test_pattern_matches_real_shapes(template, style, line, caps):
     m = re.search(c.template_pattern(template, style), line)
     assert m, (template, line)
+    assert set(caps) <= set(m.groupdict())
     for k, v in caps.items():
         assert m.group(k) == v
 

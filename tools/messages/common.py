@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import re
 import subprocess
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,204 +29,13 @@ from typing import Any
 
 import yaml
 
-#: Longest line (characters) the runtime searches; patterns are timed on hostile lines of this size.
-MAX_LINE = 4096
-#: Bound of a string capture (characters).
-STR_MAX = 300
+if "infergap" not in sys.modules:  # run as a script: the package lives in src/
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-CLASSES = (
-    "network_fallback", "p2p_refused", "memory_kv", "driver_cuda_mismatch", "device_not_visible",
-    "limit", "backend_fallback", "crash", "config", "internal", "informational",
+from infergap.messages.template import (  # noqa: E402,F401  (the shared template parser)
+    CAPTURE, CLASSES, LEVELS, MAX_LINE, SAMPLE, STR_MAX, STYLES, Piece, key_words, longest_literal, parse_template,
+    pieces_pattern, render_sample, template_pattern, _matchable_line,
 )
-LEVELS = ("fatal", "error", "warn", "info")
-STYLES = ("printf", "percent", "format", "slog", "literal")
-
-# ------------------------------------------------------------------------------------------------
-# Template parsing
-
-_PRINTF = re.compile(
-    r"%(?:\((?P<name>\w+)\))?[-+ #0']*(?:\*|\d+)?(?:\.(?:\*|\d+))?"
-    r"(?:hh|h|ll|l|L|q|j|z|Z|t|I64|I32)?(?P<conv>[diouxXeEfFgGaAcsSpr%])"
-)
-_FORMAT = re.compile(r"\{\{|\}\}|\{(?P<field>[^{}]*)\}")
-_KIND_OF_CONV = {
-    "d": "int", "i": "int", "u": "int", "o": "int", "x": "hex", "X": "hex", "p": "ptr",
-    "e": "float", "E": "float", "f": "float", "F": "float", "g": "float", "G": "float",
-    "a": "float", "A": "float", "c": "char", "s": "str", "S": "str", "r": "str",
-}
-CAPTURE = {
-    "int": r"-?\d{1,20}",
-    "hex": r"(?:0[xX])?[0-9a-fA-F]{1,16}",
-    "float": r"(?:[-+]?[0-9][0-9.eE+-]{0,31}|[-+]?(?:inf|nan))",
-    "ptr": r"(?:0x[0-9a-fA-F]{1,16}|\(nil\)|[0-9a-fA-F]{1,16})",
-    "char": r".",
-}
-SAMPLE = {"int": "42", "hex": "0x1f", "float": "3.50", "ptr": "0x7f3a2c000000", "char": "x",
-          "str": "sample value"}
-
-
-@dataclass(frozen=True)
-class Piece:
-    """One piece of a parsed template: literal ``text``, or a placeholder of ``kind`` with ``name``."""
-
-    text: str = ""
-    kind: str = ""  # "" for literal text; int | hex | float | ptr | char | str
-    name: str = ""
-
-
-def _format_kind(spec: str) -> str:
-    conv = spec.rsplit(":", 1)[1][-1:] if ":" in spec else ""
-    return _KIND_OF_CONV.get(conv, "str") if conv not in ("s", "r", "") else "str"
-
-
-def _format_name(spec: str) -> str:
-    name = re.split(r"[!:]", spec, maxsplit=1)[0].strip()
-    return name if name.isidentifier() else ""
-
-
-def parse_template(template: str, style: str) -> list[Piece]:
-    """The template as literal and placeholder pieces (adjacent literals joined).
-
-    ``style`` printf / percent (``%`` conversions, ``%%`` literal), format (``{…}``, ``{{ }}``
-    literal), slog and literal (no placeholder). Raises ValueError for an unknown style.
-    """
-    if style not in STYLES:
-        raise ValueError(f"unknown template style {style!r}")
-    out: list[Piece] = []
-
-    def lit(t: str) -> None:
-        if not t:
-            return
-        if out and not out[-1].kind:
-            out[-1] = Piece(text=out[-1].text + t)
-        else:
-            out.append(Piece(text=t))
-
-    if style in ("slog", "literal"):
-        lit(template)
-        return out
-    rx = _PRINTF if style in ("printf", "percent") else _FORMAT
-    pos = 0
-    for m in rx.finditer(template):
-        lit(template[pos:m.start()])
-        pos = m.end()
-        tok = m.group(0)
-        if tok in ("%%", "{{", "}}"):
-            lit(tok[0])
-        elif rx is _PRINTF:
-            out.append(Piece(kind=_KIND_OF_CONV[m.group("conv")], name=m.group("name") or ""))
-        else:
-            spec = m.group("field")
-            out.append(Piece(kind=_format_kind(spec), name=_format_name(spec)))
-    lit(template[pos:])
-    return out
-
-
-def _matchable_line(template: str) -> str:
-    """The one line of a multi-line template that has the most literal text (lines are matched one by one)."""
-    parts = [p for p in re.split(r"\\n|\n", template) if p.strip()]
-    if not parts:
-        return template.strip()
-    return max(parts, key=lambda p: len(re.sub(r"%\w|\{[^{}]*\}", "", p))).strip()
-
-
-def _escape_literal(text: str) -> str:
-    return r"\s{1,8}".join(re.escape(w) for w in re.split(r"\s+", text))
-
-
-def _group_name(piece: Piece, used: set[str], n: int) -> str:
-    base = re.sub(r"\W", "_", piece.name) if piece.name else ""
-    if base and base[0].isdigit():
-        base = "_" + base
-    name = base if base and base not in used else f"a{n}"
-    used.add(name)
-    return name
-
-
-def _capture(piece: Piece, at_start: bool, at_end: bool) -> str:
-    if piece.kind != "str":
-        return CAPTURE[piece.kind]
-    if at_start:
-        return r"\S{1,%d}?" % STR_MAX
-    return r".{0,%d}" % STR_MAX if at_end else r".{0,%d}?" % STR_MAX
-
-
-def pieces_pattern(pieces: list[Piece]) -> str:
-    """Bounded regex of parsed pieces (see the README's "Patterns")."""
-    pieces = list(pieces)
-    while pieces and not pieces[0].kind and not pieces[0].text.strip():
-        pieces.pop(0)
-    if pieces and not pieces[0].kind:
-        pieces[0] = Piece(text=pieces[0].text.lstrip())
-    if pieces and not pieces[-1].kind:
-        pieces[-1] = Piece(text=pieces[-1].text.rstrip())
-    out: list[str] = []
-    used: set[str] = set()
-    i, n = 0, 0
-    while i < len(pieces):
-        p = pieces[i]
-        if not p.kind:
-            out.append(_escape_literal(p.text))
-            i += 1
-            continue
-        n += 1
-        nxt = pieces[i + 1] if i + 1 < len(pieces) else None
-        cap = f"(?P<{_group_name(p, used, n)}>{_capture(p, i == 0, nxt is None)})"
-        if nxt is not None and not nxt.kind:
-            out.append(f"(?>{cap}{_escape_literal(nxt.text)})")
-            i += 2
-        else:
-            out.append(f"(?>{cap})" if nxt is not None else cap)
-            i += 1
-    return "".join(out)
-
-
-def template_pattern(template: str, style: str = "printf", attrs: Iterable[str] = ()) -> str:
-    """Bounded, unanchored regex matching one line printed from ``template``.
-
-    Placeholders become named bounded captures (``a1``… or the placeholder's own name); each
-    capture and the literal after it form one atomic group, so matching is linear in the line
-    length. A multi-line template is matched on its line with the most literal text. ``slog``:
-    the message (bare or quoted after ``msg=``) then optional captures of ``attrs`` found on the
-    rest of the line. Raises ValueError for an unknown style.
-    """
-    if style == "slog":
-        msg = _escape_literal(template.strip())
-        caps = "".join(
-            r"(?:(?=.{0,2000}?\b%s=(?P<%s>\"[^\"]{0,%d}\"|\S{1,%d})))?"
-            % (re.escape(k), _slog_group(k), STR_MAX, STR_MAX)
-            for k in dict.fromkeys(attrs)
-        )
-        return f'(?:msg="?)?{msg}"?{caps}'
-    return pieces_pattern(parse_template(_matchable_line(template), style))
-
-
-def _slog_group(key: str) -> str:
-    g = re.sub(r"\W", "_", key)
-    return "k_" + g
-
-
-def longest_literal(template: str, style: str = "printf") -> str:
-    """The longest literal run (whitespace collapsed) of the matchable line of ``template``."""
-    if style == "slog":
-        return " ".join(template.split())
-    pieces = parse_template(_matchable_line(template), style)
-    lits = [" ".join(p.text.split()) for p in pieces if not p.kind]
-    return max(lits, key=len, default="")
-
-
-def render_sample(template: str, style: str = "printf", attrs: Iterable[str] = ()) -> str:
-    """A line as the component would print it, with sample values for every placeholder.
-
-    >>> render_sample("peer %d via %s", "printf")
-    'peer 42 via sample value'
-    """
-    if style == "slog":
-        tail = "".join(f" {k}=7" for k in attrs)
-        return f'time=2026-01-01T00:00:00Z level=WARN source=x.go:1 msg="{template.strip()}"{tail}'
-    pieces = parse_template(_matchable_line(template), style)
-    return "".join(p.text if not p.kind else SAMPLE[p.kind] for p in pieces)
-
 
 # ------------------------------------------------------------------------------------------------
 # Keyword classification
@@ -802,7 +612,7 @@ def go_messages(path: str, text: str) -> Iterator[GoMessage]:
     """``slog.Warn("msg", "k", v…)`` (and ``slog.WarnContext``, ``logger.Warn``), ``klog.Warningf``,
     ``log.Printf``, ``fmt.Errorf`` calls of Go ``text`` whose message is a string literal."""
     clean = strip_c_comments(text)
-    rx = re.compile(r"\b(slog|klog|log|logger|l|s\.log|fmt|logrus|errors)\.("
+    rx = re.compile(r"\b((?:\w+\.)?(?:slog|klog|log|Log|logger|Logger|\w+Logger|\w+Log|l|logrus|fmt|errors))\.("
                     r"Warn|Error|Info|Debug|Fatal|Warning|Errorf|Warnf|Warningf|Infof|Fatalf|Panicf|"
                     r"Printf|Println|Print|New|WarnContext|ErrorContext|InfoContext)\s*\(")
     for m in rx.finditer(clean):
@@ -816,6 +626,8 @@ def go_messages(path: str, text: str) -> Iterator[GoMessage]:
         if not args:
             continue
         lit = _go_literal(args[0])
+        if lit is None and name == "Error" and len(args) > 1:  # logr: Error(err, "msg", "k", v...)
+            lit, args = _go_literal(args[1]), args[1:]
         if lit is None:
             continue
         yield _go_message(m, name, lit, args, line_of(clean, m.start()))
@@ -829,7 +641,8 @@ def _go_message(m: re.Match[str], name: str, lit: str, args: list[str], line: in
         level = GO_LEVELS.get(name, "info")
     if pkg == "fmt" and name == "Errorf":
         level = "error"
-    if pkg in ("slog", "logger", "l", "s.log") and not name.endswith("f") and name not in ("Printf", "Println", "Print", "New"):
+    structured = pkg in ("slog", "l") or pkg.lower().endswith(("logger", "log")) and pkg not in ("log", "klog")
+    if structured and not name.endswith("f") and name not in ("Printf", "Println", "Print", "New"):
         attrs = [k for k in (_go_literal(a) for a in args[1::2]) if k]
         return GoMessage(line, level, lit, "slog", attrs, f"{pkg}.{m.group(2)}")
     style = "printf" if "%" in lit else "literal"

@@ -35,6 +35,9 @@ NAME = "evidence"
 #: Check ids the signature catalog may yield: the catalog entries marked ``signatures: true`` (a
 #: test keeps signatures.yaml within them); each is reported under its owner's name.
 SIGNATURE_CHECKS = tuple(c.id for c in checks.load().values() if c.signatures)
+#: Check of a component message without a check of its own (investigators/messages.py reports it
+#: after every investigator, with the catalog match that explains it).
+MESSAGE_CHECK = "evidence.message"
 #: Kinds of part whose investigator reads a signature marked ``read_by``.
 _READER_KINDS = {"engine_log": {"sglang_log", "vllm_log"}, "nccl_log": {"nccl_log"}}
 
