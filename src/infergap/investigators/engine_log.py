@@ -50,6 +50,8 @@ def _config(label: str, f: EngineLogFacts) -> Finding | None:
 
 
 def _cuda_graph(label: str, f: EngineLogFacts) -> Finding | None:
+    if str(f.args.get("device_config", "")).lower() == "cpu":
+        return None  # vLLM's CPU build (device_config=cpu in its engine config line): there are no CUDA graphs to capture
     off = f.args.get("disable_cuda_graph") is True or f.args.get("enforce_eager") is True
     if off:
         return finding("engine.cuda_graph", Status.actionable, subject=label, severity=Severity.P1, title="CUDA graphs are disabled",
