@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
-from infergap.checks import action_targets, sysctl_command
+from infergap.checks import action_targets, command
 from infergap.findings import Action
 from infergap.remedy.system import SystemPaths
 
@@ -190,10 +190,10 @@ class SysctlHandler(Handler):
         self._write(a, before)
 
     def command(self, a: Action) -> str:
-        return sysctl_command(a.target, normalize(a.value) or "")
+        return command(None, "sysctl_set", key=a.target, value=normalize(a.value) or "")
 
     def revert_command(self, a: Action, before: str) -> str:
-        return sysctl_command(a.target, before)
+        return command(None, "sysctl_set", key=a.target, value=normalize(before) or "")
 
     def host_owned(self, a: Action) -> bool:
         return a.target not in NETNS_SYSCTLS
@@ -233,10 +233,10 @@ class ModprobeHandler(Handler):
             _run(["modprobe", "-r", self._name(a)])
 
     def command(self, a: Action) -> str:
-        return f"modprobe {self._name(a)}"
+        return command(None, "modprobe_load", module=self._name(a))
 
     def revert_command(self, a: Action, before: str) -> str:
-        return f"modprobe -r {self._name(a)}" if before == "absent" else "(module was loaded before: nothing to do)"
+        return command(None, "modprobe_unload", module=self._name(a)) if before == "absent" else "(module was loaded before: nothing to do)"
 
     def persist_files(self, a: Action) -> list[PersistFile]:
         path = self.paths.etc / "modules-load.d/infergap.conf"
@@ -300,11 +300,14 @@ class SetpciHandler(Handler):
     def restore(self, a: Action, before: str) -> None:
         _run(["setpci", "-s", a.target, self._arg(a, before)])
 
+    def _cmd(self, a: Action, value: str) -> str:
+        return command(None, "setpci_write", bdf=a.target, reg=self._reg(a), value=f"{self._int(value):04x}", mask=f"{self._int(a.mask or '0'):04x}")
+
     def command(self, a: Action) -> str:
-        return f"setpci -s {a.target} {self._arg(a, a.value or '0')}"
+        return self._cmd(a, a.value or "0")
 
     def revert_command(self, a: Action, before: str) -> str:
-        return f"setpci -s {a.target} {self._arg(a, before)}"
+        return self._cmd(a, before)
 
     def persist_files(self, a: Action) -> list[PersistFile]:
         path = self.paths.etc / self.RULES
@@ -368,7 +371,7 @@ class CpuidleHandler(Handler):
         self._write(dict(item.split("=", 1) for item in before.split()), self._files(a))
 
     def command(self, a: Action) -> str:
-        return f"for s in /sys/devices/system/cpu/cpu*/cpuidle/state*; do [ \"$(cat $s/name)\" = {a.target} ] && echo {a.value or '1'} > $s/disable; done"
+        return command(None, "cpuidle_set_by_name", name=a.target, value=a.value or "1")
 
     def revert_command(self, a: Action, before: str) -> str:
         return f"restore each CPU's {a.target} disable flag: {before}"
@@ -404,10 +407,10 @@ class PersistenceHandler(Handler):
             _run(["nvidia-smi", "-i", a.target, "-pm", "0"])
 
     def command(self, a: Action) -> str:
-        return f"nvidia-smi -i {a.target} -pm 1"
+        return command(None, "persistence_set", bdf=a.target, mode="1")
 
     def revert_command(self, a: Action, before: str) -> str:
-        return f"nvidia-smi -i {a.target} -pm 0" if before == "0" else "(was enabled before: nothing to do)"
+        return command(None, "persistence_set", bdf=a.target, mode="0") if before == "0" else "(was enabled before: nothing to do)"
 
 
 HANDLERS: dict[str, type[Handler]] = {
