@@ -18,7 +18,10 @@ Exits 1 when any target is missed (100 % in top 3, 0 false ok, 0 false P0, 0 unr
 every no-known-cause case said so),
 2 when the corpus cannot be read.
 
-    python benchmarks/diagnosis.py [--verbose] [--json]
+    python benchmarks/diagnosis.py [--verbose] [--json] [--corpus DIR]
+
+``--corpus DIR`` scores another set laid out the same way (files beside an ABOUT.md), such as a
+first-sight round under tests/fixtures/evidence/first-sight/.
 """
 
 from __future__ import annotations
@@ -102,8 +105,8 @@ def audit_file(path: Path):
         snap.close()
 
 
-def score(cases: list[Case], files: list[Path]) -> tuple[dict, list[Result]]:
-    """Audit every file once; score the cases."""
+def score(cases: list[Case], files: list[Path], corpus: Path = CORPUS) -> tuple[dict, list[Result]]:
+    """Audit every file once; score the cases (``corpus``: where the files are, for missing ones)."""
     by_file = {c.file: c for c in cases}
     results: list[Result] = []
     for path in files:
@@ -134,7 +137,7 @@ def score(cases: list[Case], files: list[Path]) -> tuple[dict, list[Result]]:
         "unrecognized_inputs": sum(1 for r in results if r.unrecognized),
         "no_cause_cases": sum(1 for r in results if r.said_unknown is not None),
         "no_cause_said": sum(1 for r in results if r.said_unknown),
-        "missing_fixtures": sorted(c.file for c in cases if not (CORPUS / c.file).is_file()),
+        "missing_fixtures": sorted(c.file for c in cases if not (corpus / c.file).is_file()),
     }
     return summary, results
 
@@ -144,15 +147,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--verbose", "-v", action="store_true", help="one line per case")
     ap.add_argument("--json", action="store_true", help="print the summary and cases as JSON")
+    ap.add_argument("--corpus", type=Path, default=CORPUS, help="directory of pastes with an ABOUT.md (default: the corpus)")
     args = ap.parse_args(argv)
-    about = CORPUS / "ABOUT.md"
+    corpus: Path = args.corpus
+    about = corpus / "ABOUT.md"
     try:
         cases = read_cases(about)
     except OSError as e:
         print(f"{about}: cannot read ({e.strerror or e})", file=sys.stderr)
         return 2
-    files = sorted(p for p in CORPUS.iterdir() if p.is_file() and p.name != "ABOUT.md")
-    summary, results = score(cases, files)
+    files = sorted(p for p in corpus.iterdir() if p.is_file() and p.name != "ABOUT.md")
+    summary, results = score(cases, files, corpus)
     if args.json:
         print(json.dumps({"summary": summary, "cases": [asdict(r) for r in results]}, indent=2))
     else:

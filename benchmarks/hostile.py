@@ -47,6 +47,23 @@ class Zeros(io.RawIOBase):
         return k
 
 
+def gzip_bomb(mib: int) -> bytes:
+    """A gzip stream that inflates to ``mib`` MiB of zero bytes in about 1/1000 of that: one
+    MiB of zeros compressed after a full flush encodes the same way every time, so the body is
+    that encoding repeated, an empty final block and the true CRC-32 and length (RFC 1952)."""
+    import struct
+    import zlib
+
+    z = bytes(1 << 20)
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    first = c.compress(z) + c.flush(zlib.Z_FULL_FLUSH)
+    again = c.compress(z) + c.flush(zlib.Z_FULL_FLUSH)
+    crc = 0
+    for _ in range(mib):
+        crc = zlib.crc32(z, crc)
+    return first + again * (mib - 1) + b"\x03\x00" + struct.pack("<II", crc, (mib << 20) & 0xFFFFFFFF)
+
+
 def _file(d: Path, name: str, data: str | bytes) -> Path:
     p = d / name
     p.write_bytes(data if isinstance(data, bytes) else data.encode())

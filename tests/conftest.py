@@ -1,8 +1,8 @@
 """Shared test helpers: fixture paths and a CLI runner that returns (exit code, stdout, stderr).
 
-The user's ledger is never touched: before any test module, fixture or subprocess exists, this
+The user's ledger and cache are never touched: before any test module, fixture or subprocess exists, this
 file points ``INFERGAP_DB`` at a private file (every ``python -m infergap`` a test starts inherits
-it), and after the session it checks that the user's ledger (``$INFERGAP_DB`` as it was, and the
+it; ``INFERGAP_CACHE_DIR`` likewise), and after the session it checks that the user's ledger (``$INFERGAP_DB`` as it was, and the
 default path under the user data directory) is byte for byte as it was; if not, the run fails.
 """
 
@@ -61,6 +61,8 @@ def _guard() -> types.SimpleNamespace:
         g.before = ledger_state(g.paths)
         g.private_dir = Path(tempfile.mkdtemp(prefix="infergap-tests-ledger-"))
         os.environ["INFERGAP_DB"] = str(g.private_dir / "ledger.sqlite3")
+        # parsed data files are cached (infergap.datafile); the tests' cache is theirs too
+        os.environ["INFERGAP_CACHE_DIR"] = str(g.private_dir / "cache")
     return g
 
 

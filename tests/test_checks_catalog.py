@@ -148,3 +148,58 @@ def test_checks_command(cli) -> None:
     r = cli("checks", "PCIE.ACS")  # ids are lower case; the command is not picky about it
     assert r.returncode == 0 and "pcie.acs" in r.stdout, r.stderr
     assert [c.id for c in checks.matching("NCCL.Transport")] == ["nccl.transport"]
+
+
+# -- the source records (snapshot/sources.py): one record per source of host evidence ---------
+
+def _records():
+    from infergap.snapshot.sources import SOURCES
+
+    return SOURCES
+
+
+#: Recognised kinds no parser reads yet: a paste of them is placed (so it is not "not a known
+#: output") but yields no fact. Each is a gap, listed so it cannot grow unnoticed.
+RECOGNISED_NOT_READ = {"lspci_tree", "nvcc", "lscpu"}
+
+
+def test_every_pasted_kind_is_a_record_with_a_parser_a_sample_and_facts_that_exist() -> None:
+    import importlib
+
+    from infergap.evidence.recognize import KINDS
+    from infergap.facts import Facts
+
+    recs = {s.kind: s for s in _records()}
+    assert len(recs) == len(_records()), "two records of one kind"
+    for kind in KINDS:
+        r = recs[kind]
+        assert r.sample, f"{kind}: no real sample"
+        if not r.sample.startswith("capture:"):
+            assert (FIXTURES / r.sample).is_file(), f"{kind}: sample {r.sample} missing"
+        if r.parser is None:
+            assert kind in RECOGNISED_NOT_READ, f"{kind}: no parser"
+            continue
+        mod, _, fn = r.parser.partition(":")
+        assert callable(getattr(importlib.import_module(mod), fn)), f"{kind}: parser {r.parser}"
+        for acc in r.facts:
+            assert callable(getattr(Facts, acc, None)), f"{kind}: Facts.{acc} does not exist"
+    assert not {k for k in RECOGNISED_NOT_READ if recs[k].parser}, "a kind now read: take it off RECOGNISED_NOT_READ"
+
+
+@pytest.mark.parametrize("kind", sorted(k for k, s in __import__("infergap.snapshot.sources", fromlist=["RECORDS"]).RECORDS.items()
+                                        if s.sample and not s.sample.startswith("capture:")))
+def test_each_records_sample_is_recognised_as_its_kind(kind: str) -> None:
+    """The recogniser test of every record whose sample is a file: scanning it alone finds a part
+    that serves the kind (the capture's samples are scanned by tests/audit/test_ok_needs_evidence.py)."""
+    from infergap.evidence.recognize import scan_file
+    from infergap.snapshot.sources import RECORDS
+
+    parts, _ = scan_file(FIXTURES / RECORDS[kind].sample)
+    assert kind in {k for p in parts for k in p.kinds}, (kind, [p.kind for p in parts])
+
+
+def test_every_live_command_is_declared_by_its_record() -> None:
+    from infergap.snapshot.sources import COMMANDS, RECORDS
+
+    assert all(RECORDS[name].command is c for name, c in COMMANDS.items())
+    assert {r.kind for r in _records() if r.command} == set(COMMANDS)

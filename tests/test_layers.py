@@ -13,8 +13,9 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "infergap"
 
 #: Layer of each top-level package or module of ``infergap`` (docs/design.md, "Layers").
 LAYERS = {
-    "errors": 0, "findings": 0, "checks": 0, "gpudata": 0, "guard": 0, "shellcmd": 0,
+    "errors": 0, "findings": 0, "checks": 0, "gpudata": 0, "guard": 0, "datafile": 0, "httpsafe": 0, "shellcmd": 0,
     "snapshot": 1, "parsers": 1,
+    "messages": 1,
     "evidence": 2, "facts": 2,
     "investigators": 3, "roofline": 3, "bench": 3, "server": 3,
     "synthesis": 4, "audit": 4,
@@ -88,3 +89,47 @@ def test_the_checker_sees_imports() -> None:
     plain = set(re.findall(r"^from infergap\.(\w+)", sample.read_text(encoding="utf-8"), re.M))
     assert plain, "audit.py has no infergap imports to compare with"
     assert {top for _, top in _imports(sample)} == plain
+
+
+# -- investigators read facts ---------------------------------------------------------------
+
+INVESTIGATORS = SRC / "investigators"
+#: The one module that hands the snapshot to the facts (the investigators' input, ``Context``).
+CONTEXT_MODULES = {"__init__.py", "base.py"}
+
+
+def _reads_snapshot_or_parser(path: Path) -> list[str]:
+    """The places in ``path`` that read the snapshot (any use of a name or attribute ``snap``) or
+    call into a parser (a name imported from ``infergap.parsers`` that is not a type or a
+    constant: types are CamelCase, constants UPPER_CASE)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "snap":
+            bad.append(f"{node.lineno}: .snap")
+        elif isinstance(node, ast.Name) and node.id == "snap":
+            bad.append(f"{node.lineno}: snap")
+        elif isinstance(node, ast.arg) and node.arg == "snap":
+            bad.append(f"{node.lineno}: argument snap")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("infergap.parsers"):
+            for a in node.names:
+                if not (a.name[:1].isupper()):
+                    bad.append(f"{node.lineno}: from {node.module} import {a.name}")
+        elif isinstance(node, ast.Import) and any(a.name.startswith("infergap.parsers") for a in node.names):
+            bad.append(f"{node.lineno}: import {node.names[0].name}")
+    return bad
+
+
+def test_investigators_read_facts_not_the_snapshot_or_a_parser() -> None:
+    """docs/design.md: an investigator asks :class:`infergap.facts.Facts` (``ctx.facts``); the
+    snapshot and the parsers are the facts' business (one record per source, one parser each)."""
+    bad = [f"investigators/{p.name}:{x}" for p in sorted(INVESTIGATORS.glob("*.py")) if p.name not in CONTEXT_MODULES
+           for x in _reads_snapshot_or_parser(p)]
+    assert not bad, "investigators reading the snapshot or a parser directly:\n" + "\n".join(bad)
+
+
+def test_the_facts_checker_sees_a_snapshot_read(tmp_path: Path) -> None:
+    p = tmp_path / "x.py"
+    p.write_text("from infergap.parsers.host import parse_meminfo, KernelVersion\n"
+                 "def f(ctx):\n    return ctx.snap.read('/proc/meminfo')\n")
+    assert _reads_snapshot_or_parser(p) == ["1: from infergap.parsers.host import parse_meminfo", "3: .snap"]

@@ -21,6 +21,7 @@ from infergap.findings import Evidence, Finding
 from infergap.investigators import REGISTRY
 from infergap.investigators.base import Context
 from infergap.investigators.evidence_files import unmatched
+from infergap.investigators.messages import join_messages
 from infergap.snapshot.core import LiveSnapshot, Snapshot
 from infergap.synthesis import AuditReport, InvestigatorRun, host_summary, synthesize
 
@@ -86,8 +87,12 @@ def run_audit(
     for run, found in results:
         runs.append(run)
         findings.extend(found)
+    try:  # every catalog message on every pasted line joins its check's finding or is explained
+        findings = join_messages(facts, findings)
+    except Exception as e:
+        log.warning("message catalog matching failed: %s: %s", type(e).__name__, e)
     try:  # a pasted part no finding accounts for is listed, never dropped
-        findings.extend(unmatched(snap, findings))
+        findings.extend(unmatched(facts, findings))
     except Exception as e:
         log.warning("evidence accounting failed: %s: %s", type(e).__name__, e)
     for src, msg in sorted(facts.problems.items()):

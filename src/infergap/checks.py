@@ -13,10 +13,8 @@ what the investigators emit.
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from infergap import shellcmd
@@ -104,15 +102,14 @@ def load() -> dict[str, Check]:
 
 @lru_cache(maxsize=1)
 def _catalog() -> _Catalog:
-    text = resources.files("infergap").joinpath("data/checks.yaml").read_text(encoding="utf-8")
+    from infergap import datafile
+
     try:
-        return _Catalog.model_validate(yaml.safe_load(text))
+        return _Catalog.model_validate(datafile.packaged("checks.yaml"))
     except ValidationError as e:
         err = e.errors()[0]
         where = ".".join(str(x) for x in err["loc"])
         raise UserError(f"check catalog data/checks.yaml is not valid: {where}: {err['msg']}") from None
-    except yaml.YAMLError as e:
-        raise UserError(f"check catalog data/checks.yaml is not valid: {str(e).splitlines()[0]}") from None
 
 
 def get(check_id: str) -> Check:

@@ -10,6 +10,7 @@ network; the stages it calls are the project's libraries.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -150,7 +151,7 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
                sweep: dict[str, Any] | None = None) -> DoctorResult:
     """Run every stage against the server at ``url`` and write the artefacts into ``output_dir``:
     ``audit.json``, ``server.json``, ``roofline.json``, ``bench.json``, ``plan.json``, ``plan.md``,
-    ``report.md``, ``report.html``. ``model``: a config.json path or built-in name for the
+    ``report.md``, ``report.html``, and ``process.json`` when the server runs on this machine. ``model``: a config.json path or built-in name for the
     roofline (default: from the server); ``gpu``/``gpus``: GPU name and count when the host's
     cannot be read; ``snapshot``: audit a snapshot instead of this host; ``max_error_rate``: the
     bench's failure budget per point (see :func:`bench_stage`); ``sweep``: overrides of the
@@ -169,6 +170,7 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
         raise UserError(f"--url {url}: not an http:// or https:// URL")
     run = _Run(out, DoctorResult(), progress or (lambda stage, msg: None), [snapshot, *(evidence or [])])
     cfg = _server_stage(run, url, api_key)  # first: the audit's server investigator reads it
+    proc = _process_stage(run, url)
     audit, logs, snap = _audit_stage(run, cfg, snapshot, evidence)
     settings = sweep_settings(quick, sweep)
     try:
@@ -178,13 +180,14 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
         if snap is not None:
             snap.close()
     bench = _bench_stage(run, url, served_model, settings, max_error_rate, progress is not None)
+    cpu = _process_cpu(run, proc, bench)
     res = run.res
 
     # plan
     from infergap.render.plan import render_json, render_markdown
 
     plan = build_plan(audit=audit, roofline=rl, bench=bench, server=cfg if cfg is not None and cfg.reachable else None,
-                      engine_logs=logs, stages=list(res.stages), elsewhere=elsewhere)
+                      engine_logs=logs, stages=list(res.stages), elsewhere=elsewhere, process=proc, process_cpu=cpu)
     res.plan = plan
     run.write("plan.json", render_json(plan))
     run.stage("plan", "ran", f"{len(plan.levers)} lever(s), {len(plan.wont_help)} will-not-help, {len(plan.unknowns)} unknown(s)")
@@ -256,6 +259,49 @@ def _server_stage(run: _Run, url: str, api_key: str | None) -> Any:
     except Exception as e:  # a stage failing must not stop the others
         run.stage("server", "failed", plain(e))
     return cfg
+
+
+def _process_stage(run: _Run, url: str) -> Any:
+    """The serving process behind ``url`` when it runs on this machine (``process.json``:
+    :class:`~infergap.snapshot.process.ProcessEvidence`, secrets scrubbed); None when the URL is
+    another machine's or the process cannot be found (the stage says why)."""
+    from infergap.plan.build import is_local_url
+    from infergap.snapshot.process import serving_process
+
+    if not is_local_url(url):
+        run.stage("process", "skipped", "the server runs on another machine: its process is read there (infergap doctor on that host)")
+        return None
+    try:
+        proc, why = serving_process(url)
+    except Exception as e:  # a stage failing must not stop the others
+        run.stage("process", "failed", plain(e))
+        return None
+    if proc is None:
+        run.stage("process", "skipped", why)
+        return None
+    run.write("process.json", proc.model_dump_json(indent=2) + "\n")
+    env = proc.env.get("CUDA_VISIBLE_DEVICES")
+    detail = f"pid {proc.pid}: {os.path.basename(proc.argv[0]) if proc.argv else '?'}, {proc.threads or '?'} threads"
+    detail += f", CUDA_VISIBLE_DEVICES={env!r}" if env is not None else ""
+    detail += "; " + "; ".join(proc.problems[:2]) if proc.problems else ""
+    run.stage("process", "ran", detail)
+    return proc
+
+
+def _process_cpu(run: _Run, proc: Any, bench: Any) -> dict[str, Any] | None:
+    """The CPU the serving process used during the sweep (:func:`~infergap.snapshot.process.cpu_since`),
+    written into ``process.json``; None without a process or a bench."""
+    if proc is None or bench is None:
+        return None
+    from infergap.snapshot.process import cpu_since
+
+    try:
+        cpu = cpu_since(proc)
+    except Exception:  # the process may have exited: the facts then lack its CPU use
+        return None
+    if cpu is not None:
+        run.write("process.json", dumps({**proc.model_dump(mode="json"), "cpu_during_sweep": cpu}, indent=2) + "\n")
+    return cpu
 
 
 def _audit_stage(run: _Run, cfg: Any, snapshot: str | None, evidence: list[str] | None) -> tuple[Any, list[tuple[str, Any]], Any]:

@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import functools
 import re
-from importlib import resources
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel
 
 P2p = Literal["supported", "not_supported"]
@@ -61,7 +59,9 @@ class PcieGen(BaseModel):
 
 
 def _data(name: str) -> Any:
-    return yaml.safe_load((resources.files("infergap") / "data" / name).read_text())
+    from infergap import datafile
+
+    return datafile.packaged(name)
 
 
 def _norm(s: str) -> str:

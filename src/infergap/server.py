@@ -341,21 +341,21 @@ def _apply_models(cfg: ServerConfig, data: dict[str, Any], src: str) -> None:
 
 
 async def _fetch(client: Any, base: str, path: str, headers: dict[str, str], timeout_s: float) -> tuple[str, int | None, str, str | None]:
-    """GET base+path: (path, status, body text, error). Body capped at 8 MiB."""
+    """GET base+path: (path, status, body text, error). No redirect is followed (a 3xx is an
+    error naming its target); the body is read under 8 MiB decompressed (more is an error);
+    ``timeout_s`` bounds the whole request (:mod:`infergap.httpsafe`)."""
     import aiohttp
+
+    from infergap.httpsafe import MAX_JSON_BYTES, BodyTooLarge, read_body, redirect_error
 
     try:
         async with client.get(base + path, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s), allow_redirects=False) as r:
-            # StreamReader.read(n) returns what has arrived so far, not n bytes: read to the end
-            # (or the cap), or a body split over several TCP segments is cut and is not JSON.
-            cap, chunks, total = 8 * 1024 * 1024, [], 0
-            while total < cap:
-                b = await r.content.read(min(1 << 16, cap - total))
-                if not b:
-                    break
-                chunks.append(b)
-                total += len(b)
-            return path, r.status, b"".join(chunks).decode("utf-8", "replace"), None
+            moved = redirect_error(r.status, r.headers.get("Location"), f"GET {path}")
+            if moved:
+                return path, None, "", moved.removeprefix(f"GET {path} ")
+            return path, r.status, (await read_body(r, MAX_JSON_BYTES, f"GET {path}")).decode("utf-8", "replace"), None
+    except BodyTooLarge as e:
+        return path, None, "", str(e).removeprefix(f"GET {path}: ")
     except asyncio.TimeoutError:
         return path, None, "", f"timed out after {timeout_s:g} s"
     except aiohttp.ClientError as e:

@@ -15,24 +15,16 @@ from infergap.audit import run_audit
 from infergap.evidence import EvidenceSnapshot
 from infergap.evidence.recognize import KINDS
 from infergap.findings import Status
+from infergap.snapshot.sources import RECORDS
 from tests.conftest import FIXTURES, HOSTS
 
 H200 = HOSTS / "h200-1gpu"
 EV = FIXTURES / "evidence"
 
-#: kind -> a real sample: a file of the evidence fixtures, or ``cmds/<name>`` / ``files/<path>`` of
-#: the two-H200 capture (read from its archive).
-SAMPLES = {
-    "nvsmi": "cmds/nvsmi", "nvsmi_topo": "cmds/nvsmi_topo", "nvsmi_p2p": "cmds/nvsmi_p2p", "nvsmi_q": "cmds/nvsmi_q",
-    "nvsmi_qx": "cmds/nvsmi_qx", "nvsmi_nvlink": "cmds/nvsmi_nvlink", "nvsmi_csv": "cmds/nvsmi_csv", "lspci": EV / "lspci-torchipc17-plx.txt",
-    "lspci_vvv": HOSTS / "seed-8x-rtxpro6000" / "cmds" / "lspci_vvv.out", "lspci_tree": EV / "lspci-tree-club3090-859.txt", "numactl": "cmds/numactl", "lscpu": "cmds/lscpu",
-    "sysctl_all": "cmds/sysctl_all", "ulimit": "cmds/ulimit", "cmdline": EV / "cmdline-rccl1129-iommu-pt.txt", "uname": "cmds/uname",
-    "pip_list": "cmds/pip_list", "pip_freeze": "pip_freeze", "pip_text": "pip_text", "nvcc": "cmds/nvcc", "df": "cmds/df",
-    "env": "cmds/env", "torch": "cmds/torch", "collect_env": EV / "collect-env-tp3d66.txt", "dmesg": EV / "dmesg-gpuburn1-xid79.txt",
-    "nccl_log": EV / "nccl-1817-shm-8gpu.log", "sglang_log": EV / "sglang-26248-kv-full.log", "vllm_log": EV / "vllm-15036-engine-config.log",
-    "check_env": EV / "sglang-1148-check-env-a800.txt", "traceback": EV / "trtllm-1625-4090d-peer.txt", "fragment": EV / "nccl-304-acs-plx.txt",
-    "llamacpp_log": EV / "llamacpp-12171-offload-all.log", "apt_history": EV / "shinecluster-30-nvml-unattended.txt",
-}
+#: kind -> a real sample, from the source records (``sample``): a file of the fixtures, or
+#: ``cmds/<name>`` / ``pip_freeze`` / ``pip_text`` of the two-H200 capture (read from its archive).
+SAMPLES = {k: (s.sample.removeprefix("capture:") if s.sample.startswith("capture:") else FIXTURES / s.sample)
+           for k, s in RECORDS.items() if k in KINDS and s.sample}
 #: every public report of the evidence fixtures, each alone (other GPUs, other shapes of the same kinds)
 MORE = sorted(p.name for p in EV.iterdir() if p.is_file() and p.suffix != ".md")
 

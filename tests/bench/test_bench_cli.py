@@ -4,6 +4,7 @@ server that counts what it served)."""
 from __future__ import annotations
 
 import json
+import os
 import urllib.request
 
 import pytest
@@ -99,3 +100,18 @@ def test_answers_shorter_than_asked_are_said_in_the_notes(stub_server, tmp_path)
     note = next((ln for ln in r.stdout.splitlines() if "ended before their max_tokens" in ln), None)
     assert note is not None, r.stdout
     assert "8 of 8 completed requests" in note and "mean 8.0 output tokens" in note and "32 asked" in note
+
+
+def test_output_temporary_name_planted_as_a_symlink_redirects_nothing(stub_server, tmp_path):
+    """The report is written through a temporary file created exclusively beside ``--output``:
+    a symlink planted at ``NAME.tmp`` (the name a fixed scheme would use) is neither followed nor
+    replaced."""
+    s = stub_server("--tokens", "4")
+    victim, out = tmp_path / "victim.txt", tmp_path / "r.json"
+    victim.write_text("precious\n")
+    os.symlink(victim, tmp_path / "r.json.tmp")
+    r = run_bench("--url", s.url, "--concurrency", "1", "--num-prompts", "2", "--trials", "1", "--warmup", "0",
+                  "--output-len", "4", "--format", "json", "--output", out, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert victim.read_text() == "precious\n"
+    assert load_result(out).points

@@ -62,7 +62,7 @@ def test_intra_host_shm_only_on_first_node():
 
 
 def test_engine_facts_from_wrapped_and_cut_lines():
-    from infergap.evidence.common import engine_logs
+    from infergap.facts.logs import engine_logs
 
     def facts(name):
         ((_, f),) = engine_logs(EvidenceSnapshot(None, [FIX / name]))
@@ -79,7 +79,7 @@ def test_engine_facts_from_wrapped_and_cut_lines():
 
 
 def test_server_config_from_log_is_sourced():
-    from infergap.evidence.common import engine_logs
+    from infergap.facts.logs import engine_logs
     from infergap.server import server_config_from_log
 
     ((part, f),) = engine_logs(EvidenceSnapshot(None, [FIX / "sglang-9856-server-args-wrapped.log"]))

@@ -199,7 +199,7 @@ def test_log_cut_mid_line(tmp_path):
     text = (FIX / "sglang-13023-decode-no-graph.log").read_text()
     p = tmp_path / "cut.log"
     p.write_text(text[: len(text) - 40])
-    from infergap.evidence.common import engine_logs
+    from infergap.facts.logs import engine_logs
 
     snap = EvidenceSnapshot(None, [p])
     ((part, facts),) = engine_logs(snap)

@@ -161,12 +161,12 @@ def test_missing_libibverbs_between_ethernet_nodes_is_no_p0(tmp_path):
         p.write_text("\n".join(lines) + "\n")
         snap = EvidenceSnapshot(None, [p])
         try:
-            return [f for f in evidence_files.investigate(SimpleNamespace(snap=snap)) if f.id == "nccl.net"]
+            return net_findings(snap)
         finally:
             snap.close()
 
     # no "install rdma-core" on plain Ethernet (the veth in this log is a cause of its own, #68893)
-    assert not [f for f in net(ETHERNET_TWO_NODES) if "nccl.no_libibverbs_multinode" in f.details["signatures"]]
+    assert not [f for f in net(ETHERNET_TWO_NODES) if "nccl.no_libibverbs_multinode" in f.details.get("signatures", [])]
     with_hca = ETHERNET_TWO_NODES[:3] + ["ip-172-31-0-137:14605:14673 [0] NCCL INFO NET/Socket : Using [0]ib0:10.0.0.1<0>"] + ETHERNET_TWO_NODES[3:]
     found = net(with_hca)
     assert found and found[0].severity.value == "P0"
@@ -245,10 +245,10 @@ def test_socket_on_one_host_without_rdma_is_not_a_network_finding():
     from tests.evidence.evidence_data import FIX
 
     def ids(name):
-        return {f.id for f in evidence_files.investigate(SimpleNamespace(snap=EvidenceSnapshot(None, [FIX / name])))}
+        return {f.status for f in net_findings(EvidenceSnapshot(None, [FIX / name]))}
 
-    assert "nccl.net" not in ids("nccl-287-rtx5090-socket.log")
-    assert "nccl.net" in ids("sglang-1427-ipoib-socket.log")
+    assert ids("nccl-287-rtx5090-socket.log") == {"not_applicable"}
+    assert ids("sglang-1427-ipoib-socket.log") == {"actionable"}
 
 
 def test_loopback_socket_is_a_p0_only_when_the_log_spans_nodes(tmp_path):
@@ -265,8 +265,7 @@ def test_loopback_socket_is_a_p0_only_when_the_log_spans_nodes(tmp_path):
         p.write_text("\n".join(lines) + "\n")
         snap = EvidenceSnapshot(None, [p])
         try:
-            return [f for f in evidence_files.investigate(SimpleNamespace(snap=snap))
-                    if f.id == "nccl.net" and "nccl.socket_loopback_multinode" in f.details["signatures"]]
+            return [f for f in net_findings(snap) if "nccl.socket_loopback_multinode" in f.details.get("signatures", [])]
         finally:
             snap.close()
 
@@ -324,3 +323,14 @@ def test_xid_codes_the_catalog_documents_are_not_unknown():
         assert (hit[0].id, hit[1].severity.value, hit[1].reset) == (kind, sev, reset), code
     # the catalog's unused codes (a display-engine timeout, a reserved code) stay unknown
     assert xid_code(15) is None and xid_code(91) is None
+
+
+def net_findings(snap):
+    """The ``nccl.net`` findings of the two readers of its signatures: the NCCL-log investigator
+    (parts that are NCCL logs) and the signature reader (any other part)."""
+    from types import SimpleNamespace
+
+    from infergap.investigators import evidence_files, nccl_log
+
+    ctx = SimpleNamespace(snap=snap)
+    return [f for mod in (evidence_files, nccl_log) for f in mod.investigate(ctx) if f.id == "nccl.net"]

@@ -49,6 +49,10 @@ class HostileServer:
         if not body.get("stream"):
             if self.mode == "nested":
                 return web.Response(text="[" * 100_000 + "]" * 100_000, content_type="application/json")
+            if self.mode in ("over_max", "no_content"):
+                content, n = ("hi", 1000) if self.mode == "over_max" else ("", 4)
+                return web.json_response({"choices": [{"message": {"content": content}, "finish_reason": "length"}],
+                                          "usage": {"prompt_tokens": 5, "completion_tokens": n}})
             return web.json_response({"choices": [{"message": {"content": "hi"}, "finish_reason": "length"}],
                                       "usage": {"prompt_tokens": -7420, "completion_tokens": 10**15}})
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -58,8 +62,10 @@ class HostileServer:
             for _ in range(MAX_SSE_LINE // 65536 + 64):
                 await resp.write(block)
             return resp
-        await resp.write(_chunk({"choices": [{"delta": {"content": " x"}, "finish_reason": None}]}))
-        usage = {"negative": {"prompt_tokens": 5, "completion_tokens": -7420},
+        if self.mode != "no_content":
+            await resp.write(_chunk({"choices": [{"delta": {"content": " x"}, "finish_reason": None}]}))
+        usage = {"over_max": {"prompt_tokens": 5, "completion_tokens": 1_000_000},
+                 "no_content": {"prompt_tokens": 5, "completion_tokens": 4},"negative": {"prompt_tokens": 5, "completion_tokens": -7420},
                  "absurd": {"prompt_tokens": 10**15, "completion_tokens": 4},
                  "float": {"prompt_tokens": 5, "completion_tokens": 4.5},
                  "ok": {"prompt_tokens": 5, "completion_tokens": 4}}[self.mode]
@@ -102,6 +108,16 @@ def test_impossible_usage_counts_fail_the_request(mode):
     assert rec.error == "bad_usage", (rec.error, rec.error_detail)
     assert "usage." in rec.error_detail
     assert rec.usage_completion is None or rec.usage_completion >= 0
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("mode", ["over_max", "no_content"])
+def test_usage_the_answer_cannot_have_is_bad_usage(mode, stream):
+    """Usage above the request's max_tokens (4), or tokens counted with no content sent, are
+    counts the server invented: the request fails as bad_usage instead of becoming output."""
+    rec = _request(HostileServer(mode), stream=stream)
+    assert rec.error == "bad_usage", (rec.error, rec.error_detail, rec.usage_completion)
+    assert ("max_tokens" in rec.error_detail) if mode == "over_max" else ("no content" in rec.error_detail)
 
 
 def test_valid_usage_is_taken():

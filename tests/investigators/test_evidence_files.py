@@ -111,7 +111,7 @@ def test_gsp_heartbeat_timeout_is_p0_reboot() -> None:
 
 
 def test_nccl_without_an_ip_interface_is_p0_nccl_net() -> None:
-    f = one(audit_ids(pasted("nccl-210-no-ip-interface.txt"), "evidence"), "nccl.net")
+    f = one(audit_ids(pasted("nccl-210-no-ip-interface.txt"), "evidence"), "nccl.net")  # a line of no NCCL log: read here
     assert (f.status, f.severity, f.fix_kind) == ("actionable", "P0", "runtime")
     assert f.references and f.details["signatures"]
 

@@ -127,3 +127,69 @@ def test_p2p_channels_whose_set_up_failed_are_not_ok(tmp_path: Path) -> None:
     assert "failed to open CUDA IPC handle" in f.evidence[-1].value
     ok = one(audit_ids(pasted_text(tmp_path, "fine.log", log.splitlines()[0] + "\n"), "nccl_log"), "nccl.transport")
     assert ok.status == "ok"
+
+
+# -- nccl.net: the network path between hosts --------------------------------------------------
+
+def _net(name: str):
+    return one(audit_ids(pasted(name), "nccl_log"), "nccl.net")
+
+
+def test_two_nodes_over_ib_with_gdr_is_ok_with_the_devices_and_channels() -> None:
+    """NCCL#1357: two H100 nodes, four IB/SHARP HCAs, inter-node channels via NET/IBext/n/GDRDMA."""
+    f = _net("nccl-1357-ib-gdr-two-nodes.log")
+    assert (f.status, f.title) == ("ok", "Nodes exchange data over IB with GPU Direct RDMA")
+    values = [e.value for e in f.evidence]
+    assert values[0].startswith("NET/IB devices: [0]mlx5_0:1/IB/SHARP") and "OOB ibp25s0" in values[0]
+    assert "4[4] -> 12[4] via NET/IBext/2/GDRDMA (3 channel(s), IB)" in values
+    assert f.details["transports"] == {"4->12": "IB", "6->14": "IB"} and f.details["nics"] == ["mlx5_4", "mlx5_5"]
+    assert "bound_GBps" not in f.details and "line rate of the NICs is not in the evidence" in f.impact
+
+
+def test_busbw_measured_in_the_paste_is_shown_beside_the_path(tmp_path: Path) -> None:
+    """The same reporter's all_reduce_perf rows (nccl-tests#232) pasted under the log."""
+    rows = ("     2097152        524288     float     sum      -1    113.2   18.53   18.53      0    93.35   22.46   22.46      0\n"
+            "    33554432       8388608     float     sum      -1    812.3   41.31   41.31      0    808.2   41.52   41.52      0\n")
+    text = evidence_text("nccl-1357-ib-gdr-two-nodes.log") + rows
+    f = one(audit_ids(pasted_text(tmp_path, "run.log", text), "nccl_log"), "nccl.net")
+    assert f.status == "ok" and (f.details["busbw_max_GBps"], f.details["rate_mbps"]) == (41.52, [None, None])
+
+
+def test_sockets_between_nodes_without_rdma_evidence_is_unknown_not_ok() -> None:
+    """NCCL#1232: two nodes over NET/Socket; nothing in the paste says whether they have an RDMA NIC."""
+    f = _net("nccl-1232-two-nodes.log")
+    assert f.status == "unknown" and "TCP sockets" in f.title and f.details["transports"]["0->1"] == "Socket"
+
+
+def test_known_network_failures_are_the_finding_with_the_path_beside_them() -> None:
+    lo = _net("horovod-584-lo-interface.log")
+    assert (lo.status, lo.severity) == ("actionable", "P0") and "loopback" in lo.title
+    assert lo.details["socket_ifaces"] == ["lo", "eth0", "eth1"]
+    ib = _net("nccl-451-docker-ib.log")
+    assert (ib.status, ib.severity) == ("actionable", "P0") and "cannot open it" in ib.title
+    assert "NET/IB : No device found." in [e.value for e in ib.evidence] and ib.details["bootstrap_ifaces"] == ["bond0"]
+    # one line without NCCL's prefix: read as a fragment, the signature reader reports it under the owner's name
+    retry = one(audit_ids(pasted("nccl-1664-ib-status12.log"), "evidence"), "nccl.net")
+    assert (retry.status, retry.severity, retry.fix_kind) == ("actionable", "P0", "hardware")
+
+
+def test_gdr_disabled_per_hca_without_channel_lines_is_unknown_and_names_the_hcas() -> None:
+    """NCCL#1537: RoCE HCAs with GDR disabled, no channel line: the path is not shown (nccl.gdr is the finding)."""
+    f = _net("nccl-1537-gdr-disabled.log")
+    assert f.status == "unknown" and "no channel line between hosts" in f.title
+    values = [e.value for e in f.evidence]
+    assert "NET/IB devices: [0]mlx5_0:1/RoCE, [1]mlx5_1:1/RoCE" in values[0]
+    assert "GPU Direct RDMA disabled for mlx5_0" in values
+    assert any("NCCL_IB_HCA=mlx5" in v and "NCCL_IB_GID_INDEX=3" in v for v in values)  # the HCA and GID selection pasted below the log
+
+
+def test_a_single_host_log_is_not_applicable() -> None:
+    """NCCL#1817: eight GPUs of one host over SHM."""
+    f = _net("nccl-1817-shm-8gpu.log")
+    assert f.status == "not_applicable" and f.evidence and "One host" in f.title
+
+
+def test_ib_channels_without_gdrdma_and_no_reason_are_unknown() -> None:
+    """NCCL#1516: channels via NET/IB/1/Shared, no /GDRDMA and no GDR line: not ok."""
+    f = _net("nccl-1516-geforce-shm.log")
+    assert f.status == "unknown" and "no channel shows GPU Direct RDMA" in f.title

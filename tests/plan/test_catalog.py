@@ -15,14 +15,17 @@ from infergap.plan.catalog import EngineVariant
 from infergap.plan.conditions import facts_in, version_key
 from infergap.plan.facts import HOW_TO_FIND
 
-FACT_SRC = __import__("pathlib").Path(__file__).resolve().parents[2] / "src" / "infergap" / "plan" / "facts.py"
+PLAN_SRC = __import__("pathlib").Path(__file__).resolve().parents[2] / "src" / "infergap" / "plan"
+#: The modules that gather facts: the inputs (facts.py), the sweep's shape (behaviour.py), the serving process.
+FACT_SRCS = [PLAN_SRC / "facts.py", PLAN_SRC / "behaviour.py", PLAN_SRC / "process_facts.py"]
 
 
 def test_shipped_catalog_complete():
     cat = load_catalog()
     tiers = {lv.tier for lv in cat}
     assert tiers == {"flag_flip", "small_change", "engineering", "wont_help"}
-    gathered = set(re.findall(r'"((?:gpu|engine|server|par|model|regime|load|log)\.[a-z_0-9]+)"', FACT_SRC.read_text()))
+    gathered = {f for src in FACT_SRCS
+                for f in re.findall(r'"((?:gpu|engine|server|par|model|regime|load|log|proc)\.[a-z_0-9]+)"', src.read_text())}
     for lv in cat:
         assert lv.source and not lv.source.rstrip().endswith((",", ";", "(")), f"{lv.id}: source cut short (a YAML ' #' comment?)"
         for f in facts_in(lv.when):
@@ -42,7 +45,7 @@ def test_flag_names_follow_the_server_version():
 
 
 @pytest.mark.parametrize("text,msg", [
-    ("levers: [", "not YAML"),
+    ("levers: [", "not valid YAML"),
     ("other: 1", "top-level 'levers' list"),
     ("levers:\n- {id: a, title: t, tier: flag_flip, source: s}", "lever a: entry: Value error, missing gain"),
     ("levers:\n- {id: a, title: t, tier: wont_help, source: s, why: w, when: {fact: x, like: 1}}", "one operator"),

@@ -40,7 +40,8 @@ def facts(engine: str | None, cause: str, **extra) -> dict[str, Fact]:
     (None, "client", "bench.client_procs", "--client-procs"),
 ])
 def test_the_first_action_follows_from_the_knee_cause(engine, cause, first, flag):
-    plan = build_plan(facts=facts(engine, cause))
+    # the host as the cause is earned only with a server thread that ran flat out
+    plan = build_plan(facts=facts(engine, cause, **({"proc__cpu_saturated": True} if cause == "host" else {})))
     assert plan.levers[0].id == first, [x.id for x in plan.levers]
     assert "load.knee_cause" in plan.levers[0].facts
     assert any(f"load.knee_cause = {cause}" in s for s in plan.levers[0].selected_by), plan.levers[0].selected_by
@@ -50,7 +51,7 @@ def test_the_first_action_follows_from_the_knee_cause(engine, cause, first, flag
 def test_a_knee_lever_outranks_a_better_scored_lever_of_an_earlier_tier():
     # Slots saturated alone would select llamacpp.more_slots too; here the host bent the curve,
     # so its (small-change) lever comes before the flag flip.
-    plan = build_plan(facts=facts("llama.cpp", "host", load__slots_saturated=True))
+    plan = build_plan(facts=facts("llama.cpp", "host", load__slots_saturated=True, proc__cpu_saturated=True))
     ids = [x.id for x in plan.levers]
     assert ids[:2] == ["llamacpp.host_bound", "llamacpp.more_slots"], ids
     assert plan.top_actions[0].startswith("[small change]") and "--backend-sampling" in plan.top_actions[0]
@@ -80,3 +81,19 @@ def test_no_knee_in_a_sweep_is_a_fact_not_an_unknown():
     f = gather(bench=bench)
     assert f["load.knee_cause"].value == "none" and "c=1, c=2, c=4" in f["load.knee_cause"].source
     assert "load.knee_cause" not in [u.fact for u in build_plan(bench=bench).unknowns]
+
+
+@pytest.mark.parametrize("engine, lever", [("llama.cpp", "llamacpp.host_bound"), ("vllm", "engine.host_overhead")])
+def test_the_host_is_not_blamed_without_a_saturated_server_thread(engine, lever):
+    """A knee the telemetry calls host-bound, without the process's CPU: not a lever, an unknown."""
+    plan = build_plan(facts=facts(engine, "host"))
+    assert lever not in [x.id for x in plan.levers]
+    assert lever in next(u.decides for u in plan.unknowns if u.fact == "proc.cpu_saturated")
+    plan = build_plan(facts=facts(engine, "host", proc__cpu_saturated=False))
+    assert lever not in [x.id for x in plan.levers] and lever not in [d for u in plan.unknowns for d in u.decides]
+
+
+def test_the_host_is_not_blamed_for_what_a_flag_explains():
+    plan = build_plan(facts=facts("llama.cpp", "host", proc__cpu_saturated=True, server__kv_offload=False, proc__read=True))
+    ids = [x.id for x in plan.levers]
+    assert ids[0] == "llamacpp.kv_offload" and "llamacpp.host_bound" not in ids

@@ -87,7 +87,10 @@ def test_healthy_server_has_no_false_p0_p1_and_nothing_foreign():
         named += [lv for u in plan.unknowns for lv in u.decides]
         assert not [n for n in named if any(w in n for w in FOREIGN)], named
         assert "throttled" not in json.dumps(plan.gap.model_dump())
-        assert not plan.unknowns, [u.fact for u in plan.unknowns]  # every lever decided by the run's own facts
+        # every lever decided by the run's own facts, but what only the serving process tells (these
+        # runs did not read it): whether its CPU side is the limit, which the host-bound lever needs
+        assert [u.fact for u in plan.unknowns] == ["proc.cpu_saturated"], [u.fact for u in plan.unknowns]
+        assert plan.unknowns[0].decides == ["llamacpp.host_bound"]
 
 
 def test_healthy_server_saturation_and_host_bound_are_named():
@@ -96,7 +99,9 @@ def test_healthy_server_saturation_and_host_bound_are_named():
     assert f["regime.host_bound"].value is True  # GPU busy 38 % with all 16 slots occupied
     assert f["regime.batch1_eff_measured_bw"].value == pytest.approx(0.63, abs=0.01)  # vs the 4.16 TB/s the audit measured
     assert f["regime.batch1_eff"].value == pytest.approx(0.547, abs=0.005)  # vs the 4.8 TB/s datasheet
-    assert [x.id for x in _plan("healthy").levers] == ["llamacpp.more_slots", "llamacpp.host_bound"]
+    # the GPU idle with every slot busy is not enough for the host-bound lever: it needs a server
+    # thread that ran flat out (the serving process, not read in this run)
+    assert [x.id for x in _plan("healthy").levers] == ["llamacpp.more_slots"]
 
 
 def test_throttle_reason_shown_only_below_full_clocks():

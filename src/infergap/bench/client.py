@@ -37,6 +37,7 @@ from infergap.bench.datasets import Prompt
 from infergap.bench.metrics import RequestRecord
 from infergap.bench.models import LengthControl
 from infergap.errors import UserError
+from infergap.httpsafe import MAX_ERROR_BYTES, MAX_JSON_BYTES, BodyTooLarge, read_body, redirect_error
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,9 @@ CLOSE_NOTE = ("the server does not keep connections alive after streamed respons
 MAX_SSE_LINE = 8 * 1024 * 1024
 #: Largest whole (non-streamed) response body read.
 MAX_BODY_BYTES = 64 * 1024 * 1024
+#: Largest streamed answer read (decompressed): 128k tokens of one-token chunks of ~300 bytes
+#: each are about 40 MB; a stream past this is a server writing without end.
+MAX_STREAM_BYTES = 512 * 1024 * 1024
 #: Token counts above this in a usage block are not believed (no served context is this long).
 MAX_USAGE_TOKENS = 100_000_000
 
@@ -78,6 +82,24 @@ def check_usage(rec: RequestRecord, u: object) -> None:
             rec.usage_prompt = v
         else:
             rec.usage_completion = v
+def check_usage_bounds(rec: RequestRecord, max_tokens: int, content: bool) -> None:
+    """Fail ``rec`` as ``bad_usage`` when its usage block claims what the answer cannot hold: more
+    completion tokens than the ``max_tokens`` the request asked for (OpenAI API: the server stops
+    at max_tokens), or completion tokens while no content (``content`` False) was sent. Such a
+    count taken as output would give throughputs of millions of tok/s and a TPOT of 0."""
+    n = rec.usage_completion
+    if n is None or n == 0:
+        return
+    if max_tokens and n > max_tokens:
+        rec.error = "bad_usage"
+        rec.error_detail = f"usage.completion_tokens = {n}: more than the request's max_tokens {max_tokens}"
+    elif not content:
+        rec.error = "bad_usage"
+        rec.error_detail = f"usage.completion_tokens = {n} with no content sent"
+    if rec.error == "bad_usage":
+        rec.usage_completion = None
+
+
 PROBE_TIMEOUT_S = 30.0
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
@@ -220,18 +242,17 @@ class StreamClient:
                 attempt = perf_counter()
                 try:
                     session = self.session if not rec.retries else await self._retry_session()
-                    async with session.post(self.endpoint, data=data, headers=_HEADERS, trace_request_ctx=rec) as resp:
+                    async with session.post(self.endpoint, data=data, headers=_HEADERS, trace_request_ctx=rec,
+                                            allow_redirects=False) as resp:
                         answered = True
-                        if resp.status >= 400:
-                            detail = (await resp.text())[:200]
-                            rec.error = f"http_{resp.status}"
-                            rec.error_detail = f"HTTP {resp.status}: {detail}"
+                        if resp.status >= 300:
+                            await _failed_status(resp, rec, self.endpoint)
                         elif self.stream:
                             began = True
                             await self._consume(resp, rec)
                         else:
                             began = True
-                            await self._whole(resp, rec)
+                            await self._whole(resp, rec, p.output_tokens)
                     if rec.reused:
                         self.reused += 1
                     break
@@ -266,6 +287,8 @@ class StreamClient:
             rec.end = perf_counter()
         if rec.chunk_times:
             rec.first = rec.chunk_times[0]
+        if rec.error is None and self.stream:
+            check_usage_bounds(rec, rec.max_tokens or p.output_tokens, bool(rec.chunk_times))
         if rec.text is not None and rec.error is None and self.count_tokens is not None:
             rec.tokenizer_completion = self.count_tokens("".join(rec.text))
         if rec.keep_reply and rec.text is not None:
@@ -273,21 +296,18 @@ class StreamClient:
         rec.text = None
         return rec
 
-    async def _whole(self, resp, rec: RequestRecord) -> None:
-        body = bytearray()
-        while len(body) <= MAX_BODY_BYTES:
-            b = await resp.content.readany()
-            if not b:
-                break
-            body += b
-        rec.end = perf_counter()
-        if len(body) > MAX_BODY_BYTES:
-            rec.error, rec.error_detail = "bad_response", f"response body larger than {MAX_BODY_BYTES} bytes"
+    async def _whole(self, resp, rec: RequestRecord, max_tokens: int) -> None:
+        try:
+            body = await read_body(resp, MAX_BODY_BYTES, "response")
+        except BodyTooLarge:
+            rec.end = perf_counter()
+            rec.error, rec.error_detail = "bad_response", f"response body larger than {MAX_BODY_BYTES} bytes (decompressed)"
             return
+        rec.end = perf_counter()
         from infergap.guard import loads
 
         try:
-            obj = loads(bytes(body), "response")
+            obj = loads(body, "response")
         except UserError as e:
             rec.error, rec.error_detail = "bad_response", str(e)[:200]
             return
@@ -303,6 +323,8 @@ class StreamClient:
         u = obj.get("usage")
         check_usage(rec, u)
         rec.usage_cached = cached_tokens(u) if type(u) is dict else None
+        if rec.error is None:
+            check_usage_bounds(rec, rec.max_tokens or max_tokens, bool(text))
         if rec.text is not None and text:
             rec.text.append(text if type(text) is str else str(text))
 
@@ -311,13 +333,18 @@ class StreamClient:
         parser = SSEParser(rec, self.api == "chat")
         feed = parser.feed
         read = _drain if FAST_DRAIN else _readany
+        total = 0
         try:
             while True:
                 data = await read(content)
                 if not data:
                     break
                 feed(data, perf_counter())
+                total += len(data)
                 if parser.overflow:
+                    break
+                if total > MAX_STREAM_BYTES:
+                    rec.error, rec.error_detail = "bad_response", f"a stream of more than {MAX_STREAM_BYTES} bytes (decompressed)"
                     break
         except aiohttp.ClientPayloadError:
             # A connection cut after the stream's [DONE] lost nothing of the answer; llama-cpp-python
@@ -326,6 +353,22 @@ class StreamClient:
             if not parser.done:
                 raise
         parser.finish()
+
+
+async def _failed_status(resp, rec: RequestRecord, url: str) -> None:
+    """``rec`` failed by the status of ``resp`` (3xx or above): a redirect is ``redirect`` naming
+    its target (never followed, see :mod:`infergap.httpsafe`), else ``http_<status>`` with the
+    start of the body (read under :data:`~infergap.httpsafe.MAX_ERROR_BYTES` decompressed)."""
+    msg = redirect_error(resp.status, resp.headers.get("Location"), url)
+    if msg:
+        rec.error, rec.error_detail = "redirect", msg[:300]
+        return
+    try:
+        detail = (await read_body(resp, MAX_ERROR_BYTES)).decode("utf-8", "replace")[:200]
+    except BodyTooLarge:
+        detail = f"(an error body of more than {MAX_ERROR_BYTES} bytes)"
+    rec.error = f"http_{resp.status}"
+    rec.error_detail = f"HTTP {resp.status}: {detail}"
 
 
 async def _readany(content) -> bytes:
@@ -493,12 +536,24 @@ class SSEParser:
 
 
 async def _get_json(session: aiohttp.ClientSession, url: str, timeout_s: float = 5.0):
-    async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as r:
+    """(status, parsed JSON or None, headers) of GET ``url``: no redirect followed (a 3xx raises
+    UserError naming its target), the body read under MAX_JSON_BYTES decompressed (more raises
+    UserError), ``timeout_s`` for the whole request."""
+    from infergap.guard import loads
+
+    async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s), allow_redirects=False) as r:
+        msg = redirect_error(r.status, r.headers.get("Location"), url)
+        if msg:
+            raise UserError(msg)
         if r.status != 200:
             return r.status, None, r.headers
         try:
-            return r.status, await r.json(content_type=None), r.headers
-        except (ValueError, aiohttp.ContentTypeError):
+            body = await read_body(r, MAX_JSON_BYTES, url)
+        except BodyTooLarge as e:
+            raise UserError(str(e)) from None
+        try:
+            return r.status, loads(body, url), r.headers
+        except UserError:
             return r.status, None, r.headers
 
 
@@ -548,7 +603,7 @@ async def probe(url: str, model: str | None, api: str, *, output_len: int = 8,
         for path in ("/version", "/props", "/get_server_info"):
             try:
                 st, obj, _ = await _get_json(s, base + path, 3.0)
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, UserError):
                 continue
             if st == 200 and isinstance(obj, dict):
                 for k in ("version", "build_info", "server_version"):

@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import urllib.error
-import urllib.request
 from functools import lru_cache
 from time import perf_counter
 
@@ -58,11 +56,9 @@ GPU_BUSY_PCT = 90.0
 @lru_cache(maxsize=1)
 def catalog() -> dict:
     """The engine → series table of ``data/engine_metrics.yaml``."""
-    from importlib.resources import files
+    from infergap import datafile
 
-    import yaml
-
-    return yaml.safe_load(files("infergap.data").joinpath("engine_metrics.yaml").read_text(encoding="utf-8"))["engines"]
+    return datafile.packaged("engine_metrics.yaml")["engines"]
 
 
 def parse(text: str) -> tuple[str | None, dict[str, float]]:
@@ -143,12 +139,12 @@ class EngineScraper:
         self._thread: threading.Thread | None = None
 
     def _get(self, path: str) -> tuple[int, str]:
-        req = urllib.request.Request(self.base + path, headers={"Accept": "text/plain"})
-        try:
-            with urllib.request.urlopen(req, timeout=SCRAPE_TIMEOUT_S) as r:
-                return r.status, r.read(MAX_BODY).decode("utf-8", "replace")
-        except urllib.error.HTTPError as e:
-            return e.code, ""
+        """(status, body) of GET base+path within SCRAPE_TIMEOUT_S in all (not per read: a server
+        dripping its header must not hold the scraper), no redirect, at most MAX_BODY bytes."""
+        from infergap.httpsafe import get
+
+        status, body = get(self.base + path, timeout_s=SCRAPE_TIMEOUT_S, max_bytes=MAX_BODY, headers={"Accept": "text/plain"})
+        return status, body.decode("utf-8", "replace") if status < 400 else ""
 
     def scrape(self) -> bool:
         """Take one sample now; False (and ``errors`` + 1) when it failed."""

@@ -190,13 +190,10 @@ def bench(
                              text=lambda width, color: render.to_text(result, cmp, width=width))
 
     def write(result) -> None:
-        if output is not None:
-            try:
-                tmp = output.with_name(output.name + ".tmp")
-                tmp.write_text(render_all(result), encoding="utf-8")
-                tmp.replace(output)
-            except OSError as e:
-                raise UserError(f"--output {output}: cannot write ({e.strerror or e})") from None
+        if output is not None:  # an exclusive temporary file beside it, then a rename
+            from infergap.guard import write_atomic
+
+            write_atomic(output, render_all(result), inputs=[baseline])
 
     prog = render.BenchProgress()
     try:

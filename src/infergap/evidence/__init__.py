@@ -2,7 +2,7 @@
 
 :func:`infergap.evidence.recognize.scan_file` recognises and splits a file by content;
 :class:`infergap.evidence.snapshot.EvidenceSnapshot` overlays the recognised parts on a snapshot so
-the same investigators read them; :mod:`infergap.evidence.common` parses each log part once (the
+the same investigators read them; :mod:`infergap.facts.logs` parses each log part once (the
 parsers themselves, NCCL, engine, llama.cpp and kernel logs, are in :mod:`infergap.parsers`).
 """
 

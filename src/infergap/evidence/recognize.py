@@ -9,8 +9,10 @@ A start marker of another kind, a shell prompt naming a command (``$ numactl -H`
 fence ends the current part. Only byte offsets and counters are kept, so memory stays bounded
 whatever the file's size; the text of a part is read again when it is needed.
 
-The markers are taken from the real outputs in the project's fixtures (an H200 host capture and
-public bug reports, see ``tests/fixtures/evidence/ABOUT.md``).
+The markers are those of the source records (:data:`infergap.snapshot.sources.SOURCES`: one record
+per source, with its start marker, prompt command and line shape), taken from the real outputs in
+the project's fixtures (an H200 host capture and public bug reports, see
+``tests/fixtures/evidence/ABOUT.md``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from pathlib import Path
 from infergap.parsers.llamacpp_log import is_llamacpp_line
 from infergap.evidence.signatures import line_kind
 from infergap.evidence.text import clean_line, decode
+from infergap.messages import catalog as message_catalog
+from infergap.snapshot.sources import RECORDS, SOURCES
 
 #: Longest line read at once; a longer line is read in pieces (bounded memory on a runaway line).
 MAX_LINE_BYTES = 64 * 1024
@@ -31,79 +35,15 @@ SNIFF_BYTES = 8192
 #: A file that starts with NULs is looked at this far in for text before it is called empty.
 MAX_NUL_SKIP = 16 * 1024 * 1024
 
-#: kind -> (what it is, how the snapshot overlay serves it). ``cmd:<name>`` answers
-#: ``Snapshot.cmd(name)``; ``file:<path>`` answers ``Snapshot.read(path)``; ``log`` is read with
-#: ``Snapshot.evidence_parts(kind)``.
-KINDS: dict[str, tuple[str, str]] = {
-    "nvsmi": ("nvidia-smi", "cmd:nvsmi"),
-    "nvsmi_topo": ("nvidia-smi topo -m", "cmd:nvsmi_topo"),
-    "nvsmi_p2p": ("nvidia-smi topo -p2p r", "cmd:nvsmi_p2p"),
-    "nvsmi_q": ("nvidia-smi -q", "cmd:nvsmi_q"),
-    "nvsmi_qx": ("nvidia-smi -q -x", "cmd:nvsmi_qx"),
-    "nvsmi_nvlink": ("nvidia-smi nvlink -s", "cmd:nvsmi_nvlink"),
-    "nvsmi_csv": ("nvidia-smi --query-gpu CSV", "cmd:nvsmi_csv"),
-    "lspci": ("lspci -nn", "cmd:lspci"),
-    "lspci_vvv": ("lspci -vvv", "cmd:lspci_vvv"),
-    "lspci_tree": ("lspci -tv", "cmd:lspci_tree"),
-    "numactl": ("numactl -H", "cmd:numactl"),
-    "lscpu": ("lscpu", "cmd:lscpu"),
-    "sysctl_all": ("sysctl -a", "cmd:sysctl_all"),
-    "ulimit": ("ulimit -a", "cmd:ulimit"),
-    "cmdline": ("/proc/cmdline", "file:/proc/cmdline"),
-    "uname": ("uname -a", "cmd:uname"),
-    "pip_list": ("pip list --format=json", "cmd:pip_list"),
-    "pip_freeze": ("pip freeze", "cmd:pip_list"),
-    "pip_text": ("pip list", "cmd:pip_list"),
-    "nvcc": ("nvcc --version", "cmd:nvcc"),
-    "df": ("df -h", "cmd:df"),
-    "env": ("environment (GPU/CUDA/NCCL variables)", "cmd:env"),
-    "torch": ("infergap's torch probe (JSON)", "cmd:torch"),
-    "collect_env": ("python -m torch.utils.collect_env", "log"),
-    "check_env": ("python -m sglang.check_env", "log"),
-    "traceback": ("Python traceback", "log"),
-    "apt_history": ("/var/log/apt/history.log", "log"),
-    "fragment": ("lines of a known failure signature (signatures.yaml)", "log"),
-    "dmesg": ("kernel log (dmesg)", "log"),
-    "nccl_log": ("NCCL log (NCCL_DEBUG=INFO)", "log"),
-    "sglang_log": ("SGLang server log", "log"),
-    "vllm_log": ("vLLM server log", "log"),
-    "llamacpp_log": ("llama.cpp llama-server log", "log"),
-}
+#: kind -> (what it is, how the snapshot overlay serves it), from the source records
+#: (:data:`infergap.snapshot.sources.SOURCES`). ``cmd:<name>`` answers ``Snapshot.cmd(name)``;
+#: ``file:<path>`` answers ``Snapshot.read(path)``; ``log`` is read with ``Snapshot.evidence_parts(kind)``.
+KINDS: dict[str, tuple[str, str]] = {s.kind: (s.what, s.serves) for s in SOURCES if s.start or s.sample}
 
-LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "llamacpp_log", "dmesg", "traceback", "fragment")
+LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "llamacpp_log", "dmesg", "traceback", "fragment", "messages")
 
-# -- start markers (tested on the stripped line) ------------------------------------------------
-_START: list[tuple[str, re.Pattern[str]]] = [
-    ("nvsmi_q", re.compile(r"^=+\s*NVSMI LOG\s*=+")),
-    ("nvsmi_qx", re.compile(r"^(<\?xml version|<!DOCTYPE nvidia_smi_log|<nvidia_smi_log>)")),
-    # the table, or its header line quoted alone (inside backticks, or without the table's "|")
-    ("nvsmi", re.compile(r"^(?:\|\s*NVIDIA-SMI \d|`?\|?\s*NVIDIA-SMI \S+\s+Driver Version:)")),
-    # device names are sometimes printed without the tab between them ("NIC8NIC9", vllm#13855)
-    ("nvsmi_topo", re.compile(r"^GPU0(?:\s+(?:(?:GPU\d+|NIC\d+)+|mlx\S+|\S+_\d+))*\s+CPU Affinity")),
-    ("nvsmi_p2p", re.compile(r"^GPU0(?:\s+GPU\d+)*\s*$")),
-    ("nvsmi_nvlink", re.compile(r"^GPU \d+: .*\((?:UUID|uuid): ")),
-    ("nvsmi_csv", re.compile(r"^(?:index, )?(?:name|pci\.bus_id|uuid|driver_version|index)(?:, [\w.]+(?: \[[^\]]*\])?){2,}")),
-    ("lspci", re.compile(r"^(?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7] [A-Za-z][^:]*(?: \[[0-9a-f]{4}\])?: \S")),
-    ("lspci_tree", re.compile(r"^(?:-\+-|-|\+-|\\-)\[[0-9a-f]{4}:[0-9a-f]{2}\]-")),
-    # link registers copied out of an lspci -vv block without its header (lspci -vv | grep Lnk)
-    ("lspci_vvv", re.compile(r"^Lnk(?:Cap|Sta):\s+(?:Port #\d+, )?Speed ")),
-    ("numactl", re.compile(r"^available: \d+ nodes? \(")),
-    ("lscpu", re.compile(r"^Architecture:\s+\S")),
-    ("sysctl_all", re.compile(r"^[a-z][a-z0-9_]*(?:\.[\w\-/*:@+]+)+ = ")),
-    ("ulimit", re.compile(r"^(?:real-time non-blocking time|core file size|data seg size|max locked memory|open files)\s+\([^)]*-[a-zA-Z]\)\s")),
-    ("cmdline", re.compile(r"^(?:BOOT_IMAGE=\S+|initrd=\S+)(?: \S+)*$")),
-    ("uname", re.compile(r"^Linux \S+ \d+\.\d+\S* #\d+\S*(?: \S+)* (?:GNU/Linux|x86_64|aarch64)$")),
-    ("pip_list", re.compile(r'^\[\{"name": ?"')),
-    ("pip_text", re.compile(r"^Package\s+Version(?:\s+(?:Editable project location|Location|Installer))*\s*$")),
-    ("pip_freeze", re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(?:\[[\w,\-]+\])?(?:==[\w.+!\-]+| @ (?:file|https?|git\+)\S+)$")),
-    ("nvcc", re.compile(r"^nvcc: NVIDIA \(R\) Cuda compiler driver")),
-    ("df", re.compile(r"^Filesystem\s+(?:Size|1K-blocks|1M-blocks)\s+Used\s+Avail")),
-    ("torch", re.compile(r'^\{"torch": ?"')),
-    ("env", re.compile(r"^(?:export )?(?:NCCL|CUDA|NVIDIA|NV|TORCH|VLLM|SGLANG|PYTORCH|LD_LIBRARY|PATH|HOME|HOSTNAME|OMP)[A-Z0-9_]*=")),
-    ("collect_env", re.compile(r"^(?:Collecting environment information|PyTorch version: \S)")),
-    ("check_env", re.compile(r"^Python: \d+\.\d+\.\d+ \(")),
-    ("apt_history", re.compile(r"^Start-Date: \d{4}-\d\d-\d\d ")),
-]
+# -- start markers (tested on the stripped line), in the records' order ---------------------------
+_START: list[tuple[str, re.Pattern[str]]] = [(s.kind, re.compile(s.start)) for s in SOURCES if s.start]
 _START_RE = {k: r for k, r in _START}
 #: Start markers are short lines: a longer line is tested on its first characters only, and never
 #: for the kinds whose marker is a whole line (``$``), which no line this long can be (a kernel
@@ -116,7 +56,7 @@ _REPEATING = {"lspci", "sysctl_all", "pip_freeze", "ulimit", "nvsmi_nvlink", "cm
 _CONTINUES = {"lspci_vvv": {"lspci"}, "collect_env": {"pip_freeze", "collect_env"}, "nvsmi_topo": {"nvsmi_p2p"}, "check_env": {"pip_freeze", "env"}}
 
 # -- log line shapes (tested on the cleaned line) ----------------------------------------------
-_NCCL = re.compile(r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b|^NCCL version \d|^\S+:\d+:\d+ \[\d+\] (?:INFO|WARN) ")
+_NCCL = re.compile(RECORDS["nccl_log"].lines or "")
 _SGLANG_START = re.compile(r"\[(?:TP|DP|PP|EP)\d+(?: (?:TP|DP|PP|EP)\d+)*\] |\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[ ,]\S[^\]]*)?\] |\[\d\d:\d\d:\d\d(?: [A-Z]{2}\d+)*\] ")
 _SGLANG_WORDS = ("server_args=ServerArgs(", "sglang.launch_server", "Decode batch. #running-req", "Decode batch, #running-req",
                  "Prefill batch. #new-seq", "Prefill batch, #new-seq")
@@ -128,7 +68,7 @@ _VLLM = re.compile(
 #: stats line of vLLM before 0.6 ("Avg prompt throughput: …, Running: 1 reqs, Swapped: 0 reqs").
 _VLLM_WORDS = ("vLLM API server version", "LLM engine (v", "vllm serve ", "vllm.entrypoints.", "aphrodite run ",
                "Avg prompt throughput:")
-_DMESG = re.compile(r"^\[\s*\d+\.\d{3,6}\] |^\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ kernel: |^kernel: ")
+_DMESG = re.compile(RECORDS["dmesg"].lines or "")
 #: Kernel messages pasted without a timestamp (``NVRM: Xid …``, ``AMD-Vi: Event logged …``), or
 #: behind another prefix (``kern: warning: [2026-…]: NVRM: …``).
 _KERNEL_MSG = re.compile(r"(?:^|[\s:\]])(?:NVRM: |AMD-Vi: |DMAR: |pcieport \S+: AER: |nvidia-modeset: ERROR)")
@@ -146,27 +86,9 @@ _FENCE = re.compile(r"^(?:```|~~~)")
 #: names are short, HOST_NAME_MAX is 64), so a long line that almost looks like a prompt is refused
 #: after a bounded number of steps instead of one attempt per ``@`` (quadratic).
 _PROMPT = re.compile(r"^(?:\$|#|>>>|[^\s@]{1,64}@[\w.\-]{1,255}(?::[^$#\s]{0,1024})?[$#]|\[[^\]@]{0,64}@[^\]]{0,1024}\][$#]|PS [^>]{0,1024}>)\s{1,16}(?P<cmd>\S.*)$")
-_PROMPT_HINTS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"nvidia-smi\s+topo\s+(?:-m|--matrix)"), "nvsmi_topo"),
-    (re.compile(r"nvidia-smi\s+topo\s+-p2p"), "nvsmi_p2p"),
-    (re.compile(r"nvidia-smi\s+nvlink"), "nvsmi_nvlink"),
-    (re.compile(r"nvidia-smi\s+(?:-q\s+-x|-x\s+-q|-qx|-xq)"), "nvsmi_qx"),
-    (re.compile(r"nvidia-smi\s+(?:-q|--query)\b(?!-)"), "nvsmi_q"),
-    (re.compile(r"nvidia-smi\s+--query-gpu"), "nvsmi_csv"),
-    (re.compile(r"lspci\b.*-t"), "lspci_tree"),
-    (re.compile(r"lspci\b.*-v"), "lspci_vvv"),
-    (re.compile(r"lspci\b"), "lspci"),
-    (re.compile(r"numactl\s+(?:-H|--hardware)"), "numactl"),
-    (re.compile(r"\blscpu\b"), "lscpu"),
-    (re.compile(r"\bsysctl\b"), "sysctl_all"),
-    (re.compile(r"\bulimit\s+-a"), "ulimit"),
-    (re.compile(r"/proc/cmdline"), "cmdline"),
-    (re.compile(r"\buname\b"), "uname"),
-    (re.compile(r"\bpip3?\s+freeze|pip\s+list|-m pip (?:list|freeze)"), "pip_list"),
-    (re.compile(r"\bnvcc\b"), "nvcc"),
-    (re.compile(r"collect_env"), "collect_env"),
-    (re.compile(r"\bdmesg\b|journalctl\s+-k"), "dmesg"),
-]
+#: The command of a shell prompt -> the kind it prints, from the records (``prompt``, tested in
+#: ``prompt_rank`` order: ``nvidia-smi -q -x`` before ``nvidia-smi -q``, ``lspci -tv`` before ``lspci -v``).
+_PROMPT_HINTS: list[tuple[re.Pattern[str], str]] = [(re.compile(s.prompt), s.kind) for s in sorted(SOURCES, key=lambda s: s.prompt_rank) if s.prompt]
 
 
 CHUNK_BYTES = 1 << 20
@@ -365,6 +287,8 @@ def _close(seg: _Seg, end: int) -> tuple[str | None, frozenset[str]]:
             kind = "dmesg"
         elif logs.get("traceback") or logs.get("fragment"):
             kind = "traceback" if logs.get("traceback", 0) >= logs.get("fragment", 0) else "fragment"
+        elif logs.get("messages"):
+            kind = "messages"  # a log of no known format that carries catalog messages
         elif seg.hint and seg.content:
             kind = seg.hint
         elif seg.counts.get("_pkgver", 0) >= 2 and 2 * seg.counts["_pkgver"] >= seg.content:
@@ -446,6 +370,8 @@ class _Splitter:
             self._marker(sk, s, line_start, lineno)
         elif lk:
             self._log(lk, line_start, lineno)
+        elif self.seg.kind is None and message_catalog().match_line(s):
+            self._log(("messages",), line_start, lineno)  # a known message in a format of no known kind
         else:
             self._other(s, line, raw)
         self.seg.n += 1

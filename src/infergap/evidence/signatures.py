@@ -16,11 +16,9 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from infergap.errors import UserError
@@ -239,14 +237,10 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
     unreadable file, bad YAML, a missing field, a bad regular expression or version range, a
     source that is not a public URL, or a duplicated id.
     """
-    where = str(path) if path else "signatures.yaml"
-    try:
-        text = Path(path).read_text(encoding="utf-8") if path else (resources.files("infergap") / "data" / "signatures.yaml").read_text(encoding="utf-8")
-        data: Any = yaml.safe_load(text)
-    except OSError as e:
-        raise UserError(f"{where}: cannot read ({e.strerror or e})") from None
-    except yaml.YAMLError as e:
-        raise UserError(f"{where}: not valid YAML ({str(e).splitlines()[0]})") from None
+    from infergap import datafile
+
+    where = str(path) if path else "infergap/data/signatures.yaml"
+    data: Any = datafile.read(path) if path else datafile.packaged("signatures.yaml")
     if not isinstance(data, dict) or not isinstance(data.get("signatures"), list):
         raise UserError(f"{where}: expected a mapping with a 'signatures' list")
     try:

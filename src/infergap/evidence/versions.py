@@ -132,18 +132,16 @@ def stack_versions(snap: Any, facts: Any = None) -> StackVersions:
 def _from_engine_logs(sv: StackVersions, snap: Any) -> None:
     """The version a vLLM or SGLang server log states (``vLLM API server version 0.6.1``,
     ``sglang==0.4.6``), read by the engine-log parser: checked like one from ``pip``."""
-    from infergap.evidence.common import engine_logs
+    from infergap.facts.logs import engine_logs
 
     for part, f in engine_logs(snap):
         if getattr(f, "engine", None) in ("vllm", "sglang") and getattr(f, "version", None):
             sv.add(f.engine, str(f.version).lstrip("v"), part.label)
 
 
-def memo_versions(snap: Any, facts: Any = None) -> StackVersions:
-    """:func:`stack_versions` computed once per snapshot (investigators share it)."""
-    from infergap.evidence.common import _memo
-
-    return _memo(snap, ("stack_versions",), lambda: stack_versions(snap, facts))
+def memo_versions(facts: Any) -> StackVersions:
+    """:func:`stack_versions` of the facts' input, computed once per snapshot (investigators share it)."""
+    return facts.memo(("stack_versions",), lambda: stack_versions(facts.snap, facts))
 
 
 _LABEL = {"nccl": "NCCL", "nccl_cuda": "NCCL's CUDA build", "driver": "NVIDIA driver", "cuda": "CUDA", "torch": "torch",

@@ -65,6 +65,29 @@ class FactsBase:
         r = self.snap.cmd(name)
         return r if r is not None and r.ok and r.stdout.strip() else None
 
+    def command(self, name: str) -> Any:
+        """The record of command ``name`` (a :class:`~infergap.snapshot.core.CmdResult`, ran or
+        failed, with its source), or None when the snapshot has none: for what ran and where it
+        was read, not for parsing its output (an accessor of the command's domain does that)."""
+        return self.snap.cmd(name)
+
+    def unreadable_under(self, prefix: str) -> list[tuple[str, str]]:
+        """(path, reason) of the files under ``prefix`` that exist but could not be read."""
+        return self.snap.unreadable_under(prefix)
+
+    def listing(self, path: str) -> list[str] | None:
+        """The names in directory ``path`` of the host, or None when it was not captured."""
+        return self.snap.listdir(path)
+
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` exists on the host (as captured)."""
+        return self.snap.exists(path)
+
+    def excerpt(self, path: str, limit: int = 200) -> str | None:
+        """The first ``limit`` characters of a host file (stripped), to cite as evidence, or None."""
+        t = self.snap.read(path)
+        return None if t is None else t.strip()[:limit]
+
     def sysfs_complete(self) -> bool:
         """Whether an absent sysfs path means absent on the host: a live host, or a snapshot written
         by ``infergap collect`` (which globs every sysfs path it reads, see ``snapshot/sources.py``)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from infergap.facts.base import FactsBase, Value, memo
 from infergap.parsers import host as hp
@@ -116,3 +117,15 @@ class ContainerDomain(FactsBase):
         if any(f.vendor == 0x1AF4 for f in self.pci_functions().values()):
             return Value("virtio PCI devices", "files/sys/bus/pci/devices")
         return None
+
+    @memo
+    def shm_mounts(self) -> dict[str, dict[str, Any]] | None:
+        """``df -h`` per mount point (:func:`~infergap.parsers.host.parse_df_h`: ``fs``, ``size``
+        as printed) with ``size_B`` (bytes, None when not a size); None when df was not captured."""
+        r = self.cmd_ok("df")
+        if r is None:
+            return None
+        out: dict[str, dict[str, Any]] = {k: dict(v) for k, v in hp.parse_df_h(r.stdout).items()}
+        for e in out.values():
+            e["size_B"] = hp.human_size_B(e["size"])
+        return out

@@ -45,9 +45,7 @@ class CpuDomain(FactsBase):
             return nodes
         r = self.cmd_ok("numactl")
         if r:
-            for m in re.finditer(r"^node (\d+) cpus:([\d ]*)$", r.stdout, flags=re.M):
-                nodes[int(m.group(1))] = [int(x) for x in m.group(2).split()]
-            return nodes or None
+            return hp.parse_numactl(r.stdout) or None
         return None
 
     @memo
@@ -58,6 +56,14 @@ class CpuDomain(FactsBase):
         m = re.search(r"^model name\s*:\s*(.+)$", t, flags=re.M)
         fam = re.search(r"^cpu family\s*:\s*(\d+)$", t, flags=re.M)
         return (v.group(1).strip() if v else None, m.group(1).strip() if m else None, int(fam.group(1)) if fam else None)
+
+    @memo
+    def cpu_model_number(self) -> int | None:
+        """The ``model`` number of the first CPU in /proc/cpuinfo (with ``cpu family``, it names the
+        generation: AMD family 0x17 model >= 0x30 is Zen 2), or None."""
+        t = self.snap.read("/proc/cpuinfo") or ""
+        m = re.search(r"^model\s*:\s*(\d+)$", t, flags=re.M)
+        return int(m.group(1)) if m else None
 
     @memo
     def idle_states(self) -> list[IdleState] | None:

@@ -292,10 +292,24 @@ class GpuDomain(FactsBase):
         return out
 
     @memo
+    def nvlink_status(self) -> dict[int, dict[int, float | None]]:
+        """Per-GPU NVLink links and their speed (GB/s, None for an inactive link) from ``nvidia-smi
+        nvlink -s`` (:func:`~infergap.parsers.nvsmi.parse_nvlink_status`); empty when absent."""
+        from infergap.parsers.nvsmi import parse_nvlink_status
+
+        r = self.cmd_ok("nvsmi_nvlink")
+        return parse_nvlink_status(r.stdout) if r else {}
+
+    @memo
+    def active_probe(self) -> Any:
+        """``probes/active.json`` (copy, memory and NCCL measurements of ``--active``) as read, or None."""
+        return self.snap.probe("active")
+
+    @memo
     def nccl_runs(self) -> list[tuple[str, Any]]:
         """(source, :class:`~infergap.parsers.nccl.NcclLogFacts`) for every NCCL log in the input:
         pasted or snapshot evidence, and the NCCL run of ``audit --active`` (``probes/active.json``)."""
-        from infergap.evidence.common import nccl_logs
+        from infergap.facts.logs import nccl_logs
         from infergap.parsers.nccl import parse_nccl_log
 
         out = [(part.label, f) for part, f in nccl_logs(self.snap)]

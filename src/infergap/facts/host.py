@@ -8,6 +8,7 @@ Sources, most direct first: ``/proc`` and ``/proc/sys`` files, then command outp
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from infergap.facts.base import FactsBase, Value, memo
 from infergap.parsers import host as hp
@@ -50,10 +51,9 @@ class HostDomain(FactsBase):
         if v:
             return v
         r = self.cmd_ok("uname")
-        if r:
-            t = r.stdout.split()
-            if len(t) >= 3:
-                return Value(t[2], self.src("uname"))
+        release = hp.parse_uname(r.stdout) if r else None
+        if release:
+            return Value(release, self.src("uname"))
         pv = self.value("/proc/version")
         if pv:
             m = re.match(r"Linux version (\S+)", pv.value)
@@ -115,3 +115,30 @@ class HostDomain(FactsBase):
             if sep:
                 out[k.strip()] = v
         return out
+
+    @memo
+    def meminfo(self) -> dict[str, int] | None:
+        """``/proc/meminfo`` fields in bytes (:func:`~infergap.parsers.host.parse_meminfo`), or None when not captured (or empty)."""
+        t = self.snap.read("/proc/meminfo")
+        return hp.parse_meminfo(t) if t else None
+
+    @memo
+    def swaps(self) -> list[dict[str, str]] | None:
+        """The swap devices of ``/proc/swaps`` (:func:`~infergap.parsers.host.parse_swaps`), or None when not captured (or empty)."""
+        t = self.snap.read("/proc/swaps")
+        return hp.parse_swaps(t) if t else None
+
+    @memo
+    def kernel_log_facts(self) -> Any:
+        """The host's own kernel log lines (``cmds/kernel_log``) parsed
+        (:func:`~infergap.parsers.dmesg.parse_dmesg`), or None when the command did not run or failed."""
+        from infergap.parsers.dmesg import parse_dmesg
+
+        r = self.snap.cmd("kernel_log")
+        return parse_dmesg(r.stdout.splitlines()) if r is not None and r.ok else None
+
+    @memo
+    def kernel_log(self) -> Any:
+        """The host's own kernel log lines (``cmds/kernel_log``: its GPU, PCIe and IOMMU lines),
+        as the command record (ran, failed, or None when not captured)."""
+        return self.snap.cmd("kernel_log")

@@ -11,6 +11,7 @@ the product's GPU data for NVIDIA GPUs newer than that file.
 from __future__ import annotations
 
 import functools
+from typing import Any
 import re
 from dataclasses import dataclass, field
 
@@ -221,6 +222,27 @@ class PciDomain(FactsBase):
             if r is not None and r.source.startswith("evidence/"):
                 return r.source
         return None
+
+    @memo
+    def iommu_group_types(self) -> dict[str, str]:
+        """IOMMU group -> its type (``identity``, ``DMA``, ``DMA-FQ``) from ``/sys/kernel/iommu_groups/*/type``."""
+        types = {}
+        for p in self.snap.glob("/sys/kernel/iommu_groups/*/type"):
+            t = self.snap.read_value(p)
+            if t:
+                types[p.split("/")[4]] = t
+        return types
+
+    def iommu_type_of(self, f: "PciFunction") -> str | None:
+        """The IOMMU translation type of one function: its ``iommu_group/type``, else its group's."""
+        return self.snap.read_value(f"/sys/bus/pci/devices/{f.bdf}/iommu_group/type") or self.iommu_group_types().get(f.iommu_group or "")
+
+    @memo
+    def pci_ids(self) -> Any:
+        """The system's pci.ids database (:func:`~infergap.parsers.pci.system_pci_ids`): vendor and device names."""
+        from infergap.parsers.pci import system_pci_ids
+
+        return system_pci_ids()
 
 
 @functools.lru_cache(maxsize=1)

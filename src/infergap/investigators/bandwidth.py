@@ -28,7 +28,7 @@ def investigate(ctx: Context) -> list[Finding]:
     active probes. Without them, one unknown ``active.probes`` naming the command that measures
     (nothing when no GPU is known: ``gpu.present`` reports that). A malformed probe file gives one
     unknown finding."""
-    data = ctx.snap.probe("active")
+    data = ctx.facts.active_probe()
     if data is None:
         if not ctx.facts.gpus():
             return []

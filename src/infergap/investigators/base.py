@@ -16,7 +16,7 @@ from infergap.facts import Facts, Value
 from infergap.findings import Evidence, Remedy
 from infergap.snapshot.core import Snapshot
 
-__all__ = ["SYSCTL_D", "Context", "evidence", "finding", "not_applicable", "sysctl_remedy", "unknown"]
+__all__ = ["SYSCTL_D", "Context", "evidence", "facts_of", "finding", "not_applicable", "sysctl_remedy", "unknown"]
 
 
 @dataclass
@@ -32,6 +32,11 @@ class Context:
     def in_container(self) -> bool:
         """Whether the audited host is a container (host-owned settings are then host-controlled)."""
         return self.facts.container().inside
+
+
+def facts_of(ctx: Any) -> Facts:
+    """The facts of an investigator's input (built over its snapshot when a caller passed none)."""
+    return getattr(ctx, "facts", None) or Facts(ctx.snap)
 
 
 def evidence(*vals: Value | tuple[str, object] | None) -> list[Evidence]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 from infergap import checks
 from infergap.findings import Finding, Remedy, Severity, Status
 from infergap.investigators.base import Context, evidence, finding, unknown
-from infergap.parsers.host import human_size_B, parse_df_h
 
 NAME = "container"
 NOFILE_GOOD = checks.threshold("limits.nofile", "min_open_files")
@@ -25,7 +24,7 @@ SHM_GOOD_B = checks.threshold("container.shm", "min_bytes")
 
 def _no_output(ctx: Context, name: str) -> bool:
     """No record of command ``name``, or one that never ran (unreadable, not found)."""
-    r = ctx.snap.cmd(name)
+    r = ctx.facts.command(name)
     return r is None or (r.error is not None and r.rc is None)
 
 
@@ -44,11 +43,11 @@ def _not_container_evidence(ctx: Context) -> list[tuple[str, str]]:
     """What was read and showed no container: only sources present in the snapshot are cited."""
     out: list[tuple[str, str]] = []
     for path, what in (("/proc/1/environ", "no container= variable"), ("/proc/1/cgroup", None), ("/proc/mounts", "no lxcfs mount over /proc")):
-        text = ctx.snap.read(path)
+        text = ctx.facts.excerpt(path)
         if text is not None:
-            out.append(("files" + path, what or (text.strip()[:200] or "empty")))
+            out.append(("files" + path, what or (text or "empty")))
     for name in ("systemd_detect_virt_c", "systemd_detect_virt"):
-        r = ctx.snap.cmd(name)
+        r = ctx.facts.command(name)
         if r is not None and not _no_output(ctx, name) and r.stdout.strip():
             out.append((r.source, r.stdout.strip()))
     return out
@@ -126,14 +125,14 @@ def _nofile(ctx: Context) -> Finding:
 
 def _shm(ctx: Context) -> Finding:
     cid = "container.shm"
-    r = ctx.facts.cmd_ok("df")
-    if r is None:
+    df = ctx.facts.shm_mounts()
+    if df is None:
         return unknown(cid, "/dev/shm size: not captured", "Needs df -h /dev/shm.")
-    df = parse_df_h(r.stdout)
     e = df.get("/dev/shm")
     if e is None:
-        return unknown(cid, "/dev/shm: not mounted or not captured", "df did not list /dev/shm.", evidence_=evidence((ctx.facts.src("df"), r.stdout.strip()[:200])))
-    size = human_size_B(e["size"])
+        return unknown(cid, "/dev/shm: not mounted or not captured", "df did not list /dev/shm.",
+                       evidence_=evidence((ctx.facts.src("df"), ctx.facts.command("df").stdout.strip()[:200])))
+    size = e["size_B"]
     ev = evidence((ctx.facts.src("df"), f"/dev/shm {e['fs']} size {e['size']}"))
     if size is not None and size < SHM_GOOD_B:
         return finding(cid, Status.actionable, f"/dev/shm is only {e['size']}", evidence_=ev, expected_value=">= 1 GiB",

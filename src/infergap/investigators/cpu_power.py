@@ -26,12 +26,12 @@ DEEP_STATE_US = checks.threshold("cpu.cstates", "deep_exit_latency_us")
 def _no_cpu_pm(ctx: Context, cid: str, what: str) -> Finding:
     from infergap.investigators.base import unknown
 
-    denied = ctx.snap.unreadable_under("/sys/devices/system/cpu")
+    denied = ctx.facts.unreadable_under("/sys/devices/system/cpu")
     if denied:
         path, why = denied[0]
         return unknown(cid, f"{what.capitalize()}: unreadable ({why})",
                        f"{len(denied)} file(s) under /sys/devices/system/cpu could not be read ({path}: {why}); run as root.")
-    if ctx.snap.listdir("/sys/devices/system/cpu") is None:
+    if ctx.facts.listing("/sys/devices/system/cpu") is None:
         return unknown(cid, f"{what.capitalize()}: not captured", "Needs /sys/devices/system/cpu.")
     vm = ctx.facts.virtualization()
     c = ctx.facts.container()
@@ -73,11 +73,8 @@ def _zen2_plus(ctx: Context) -> bool:
     if fam in (0x19, 0x1A):
         return True
     if fam == 0x17:
-        t = ctx.snap.read("/proc/cpuinfo") or ""
-        import re
-
-        m = re.search(r"^model\s*:\s*(\d+)$", t, flags=re.M)
-        return bool(m and int(m.group(1)) >= 0x30)
+        model = ctx.facts.cpu_model_number()
+        return model is not None and model >= 0x30
     return False
 
 

@@ -88,7 +88,7 @@ def _known_issues(ctx: Context) -> Finding | None:
     ``sglang.check_env``) checked against the known-bad driver versions of ``signatures.yaml``."""
     from infergap.evidence.versions import memo_versions, version_finding
 
-    sv = memo_versions(ctx.snap, ctx.facts)
+    sv = memo_versions(ctx.facts)
     if "driver" not in sv.versions:
         return None
     ver, src = sv.versions["driver"]

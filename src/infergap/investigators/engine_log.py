@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from infergap import checks
 from infergap.checks import finding
-from infergap.evidence.common import engine_logs
 from infergap.findings import Finding, Remedy, Severity, Status, ev
+from infergap.investigators.base import facts_of
 from infergap.investigators.interconnect import allreduce_from_engine_log
 from infergap.parsers.engine_log import JUDGED_ARGS, EngineLogFacts
 
@@ -164,7 +164,7 @@ def _offload(label: str, f: EngineLogFacts) -> Finding | None:
 def investigate(ctx: object) -> list[Finding]:
     """Findings from every SGLang or vLLM log in the snapshot's evidence."""
     out: list[Finding] = []
-    for part, f in engine_logs(ctx.snap):  # type: ignore[attr-defined]
+    for part, f in facts_of(ctx).engine_logs():
         label = part.label
         for fn in (_config, allreduce_from_engine_log, _cuda_graph, _moe, _kv, _oom, _offload):
             x = fn(label, f)

@@ -24,9 +24,9 @@ from typing import Any
 
 from infergap import checks
 from infergap.checks import finding, unknown
-from infergap.evidence.common import _memo, nccl_logs
+from infergap.investigators.base import facts_of
 from infergap.evidence.recognize import KINDS
-from infergap.parsers.dmesg import MAX_TALLIES, DmesgFacts, XidTally, parse_dmesg
+from infergap.parsers.dmesg import MAX_TALLIES, DmesgFacts, XidTally
 from infergap.evidence.signatures import Signature, SignatureHit, XidCode, catalog, scan_lines, xid_code
 from infergap.investigators.interconnect import p2p_product_limit
 from infergap.findings import SEVERITY_ORDER, Finding, FixKind, Remedy, Severity, Status, ev
@@ -35,16 +35,20 @@ NAME = "evidence"
 #: Check ids the signature catalog may yield: the catalog entries marked ``signatures: true`` (a
 #: test keeps signatures.yaml within them); each is reported under its owner's name.
 SIGNATURE_CHECKS = tuple(c.id for c in checks.load().values() if c.signatures)
+#: Check of a component message without a check of its own (investigators/messages.py reports it
+#: after every investigator, with the catalog match that explains it).
+MESSAGE_CHECK = "evidence.message"
 #: Kinds of part whose investigator reads a signature marked ``read_by``.
 _READER_KINDS = {"engine_log": {"sglang_log", "vllm_log"}, "nccl_log": {"nccl_log"}}
 
 
-def signature_hits(snap: Any, part: Any) -> dict[str, SignatureHit]:
-    """Message signatures matched in one evidence part (memoized per snapshot and part)."""
-    return _memo(snap, ("sig", str(part.path), part.start, part.end), lambda: scan_lines(part.iter_lines()))
+def signature_hits(facts: Any, part: Any) -> dict[str, SignatureHit]:
+    """Message signatures matched in one evidence part (memoized per input and part)."""
+    return facts.memo(("sig", str(part.path), part.start, part.end), lambda: scan_lines(part.iter_lines()))
 
 
-def _finding(sig: Signature, label: str, examples: list[str], count: int) -> Finding:
+def signature_finding(sig: Signature, label: str, examples: list[str], count: int) -> Finding:
+    """The actionable finding of one catalog entry matched in a part: its title, fix and sources."""
     f = sig.finding
     return finding(f.id, Status.actionable, subject=label, severity=f.severity, fix_kind=f.fix_kind,
         title=f.title.replace("{count}", str(count)), evidence_=[ev(label, x) for x in examples] + ([ev(label, f"{count} matching line(s)")] if count > len(examples) else []),
@@ -53,7 +57,7 @@ def _finding(sig: Signature, label: str, examples: list[str], count: int) -> Fin
         references=list(sig.sources), details={"signatures": [sig.id], "lines": count})
 
 
-def _merge(into: dict[tuple[str, str], Finding], new: Finding) -> None:
+def merge_finding(into: dict[tuple[str, str], Finding], new: Finding) -> None:
     """One finding per (check id, subject): the most severe entry's text, every entry's evidence."""
     key = new.key()
     old = into.get(key)
@@ -111,37 +115,37 @@ def _fold_consequences(merged: dict[tuple[str, str], Finding]) -> None:
             root.impact = f"{root.impact or ''} In this log the same incident then shows as: {then}.".strip()
 
 
-def _read_elsewhere(sig: Signature, snap: Any, part: Any) -> bool:
+def _read_elsewhere(sig: Signature, facts: Any, part: Any) -> bool:
     """Whether the investigator named by ``read_by`` reads this part (and so reports the line)."""
     if not sig.read_by or not part.kinds & _READER_KINDS[sig.read_by]:
         return False
     if sig.read_by == "nccl_log":
-        return any(p is part for p, _ in nccl_logs(snap))
+        return any(p is part for p, _ in facts.nccl_logs())
     return True
 
 
-def _rdma_present(hits: dict[str, SignatureHit], ctx: Any, nccl: list[Any]) -> bool:
+def _rdma_present(hits: dict[str, SignatureHit], facts: Any, nccl: list[Any]) -> bool:
     """Whether an RDMA NIC is in the evidence (a line that shows one, NCCL's IB devices) or on the host."""
     if any(catalog().by_id(h).shows == "rdma_device" for h in hits) or any(f.ib_devices for f in nccl):
         return True
-    facts = getattr(ctx, "facts", None)
     try:
-        return bool(facts and facts.rdma_devices())
+        return bool(facts.rdma_devices())
     except Exception:
         return False
 
 
-def _condition(sig: Signature, snap: Any, part: Any, hits: dict[str, SignatureHit], ctx: Any) -> bool:
+def signature_applies(sig: Signature, facts: Any, part: Any, hits: dict[str, SignatureHit]) -> bool:
+    """Whether the entry's ``when`` holds for this part (multi-node, an RDMA NIC present ...)."""
     if sig.when is None:
         return True
-    nccl = [f for p, f in nccl_logs(snap) if p is part]
+    nccl = [f for p, f in facts.nccl_logs() if p is part]
     multi_node = any(f.single_host is False or any(lk.transport.startswith("NET") for lk in f.links) for f in nccl)
     if sig.when == "multi_node":
         return multi_node
     if sig.when == "multi_node_rdma":
-        return multi_node and _rdma_present(hits, ctx, nccl)
+        return multi_node and _rdma_present(hits, facts, nccl)
     if sig.when == "rdma_present":
-        return _rdma_present(hits, ctx, nccl)
+        return _rdma_present(hits, facts, nccl)
     if sig.when == "peer_result_false":
         asked = False
         for line in part.iter_lines():
@@ -267,17 +271,15 @@ def _kernel_log(label: str, f: DmesgFacts) -> list[Finding]:
     return out
 
 
-def _host_kernel_log(ctx: object) -> list[Finding]:
+def _host_kernel_log(facts: Any) -> list[Finding]:
     """Kernel-log findings of the audited host itself (``cmds/kernel_log``: its GPU, PCIe and IOMMU
     lines), for a host with an NVIDIA GPU: the Xid and AER findings, ``gpu.xid`` ok citing the
     lines read when none is an Xid (errors since the ring buffer's oldest line), unknown with the
     command to run when the log was not captured or cannot be read (``dmesg_restrict``)."""
-    snap = ctx.snap  # type: ignore[attr-defined]
-    facts = getattr(ctx, "facts", None)
-    if facts is None or not facts.gpus():
+    if not facts.gpus():
         return []
     cmd = "sudo dmesg -T | grep -E 'NVRM|Xid'"
-    res = snap.cmd("kernel_log")
+    res = facts.kernel_log()
     if res is None:
         return [unknown("gpu.xid", "Kernel log: not captured",
                         f"Xid errors are only in the kernel log; run `{cmd}` and pass it with --evidence.")]
@@ -285,48 +287,51 @@ def _host_kernel_log(ctx: object) -> list[Finding]:
         why = (res.stderr or res.error or f"exit status {res.rc}").strip().splitlines()[-1][:160]
         return [unknown("gpu.xid", "Kernel log: not readable", f"{why}. Run `{cmd}` (reading it needs root when "
                         "kernel.dmesg_restrict is 1) and pass it with --evidence.", evidence_=[ev(res.source, why)])]
-    lines = res.stdout.splitlines()
-    log = parse_dmesg(lines)
+    log = facts.kernel_log_facts()
     out = _kernel_log(res.source, log)
     if not log.xid_count:
         out.append(finding("gpu.xid", Status.ok, subject=res.source, title="No NVIDIA Xid in the kernel log",
-                           evidence_=[ev(res.source, f"{len(lines)} GPU/PCIe/IOMMU line(s) of the kernel log, no Xid")]))
+                           evidence_=[ev(res.source, f"{log.lines} GPU/PCIe/IOMMU line(s) of the kernel log, no Xid")]))
     return out
+
+
+def _signature_findings(facts: Any, merged: dict[tuple[str, str], Finding], with_xids: set[str]) -> None:
+    """The catalog's signatures matched in every part (those another investigator reads left to it)."""
+    cat = catalog()
+    for part in facts.all_parts():
+        hits = signature_hits(facts, part)
+        for sid, hit in hits.items():
+            sig = cat.by_id(sid)
+            if _read_elsewhere(sig, facts, part):
+                continue  # that investigator reads the line and reports it
+            if sig.finding.id == "gpu.xid" and part.label in with_xids and all("NVRM: Xid" in x for x in hit.examples):
+                continue  # the message is an Xid line's own text ("79, GPU has fallen off the bus"): its Xid finding reports it
+            if not signature_applies(sig, facts, part, hits):
+                continue
+            limit = p2p_product_limit(sig, part)
+            merge_finding(merged, limit or signature_finding(sig, part.label, hit.examples, hit.count))
 
 
 def investigate(ctx: object) -> list[Finding]:
     """Findings of the failure-signature catalog over every evidence part, kernel-log findings,
     and ``evidence.unrecognized`` per unusable evidence file; none without evidence."""
-    snap = ctx.snap  # type: ignore[attr-defined]
-    getter = getattr(snap, "unrecognized", None)
-    if getter is None:
-        return _host_kernel_log(ctx)
-    cat = catalog()
+    facts = facts_of(ctx)
+    if not facts.pasted():
+        return _host_kernel_log(facts)
     merged: dict[tuple[str, str], Finding] = {}
     with_xids: set[str] = set()
-    for part in snap.evidence_parts("dmesg"):
-        facts = _memo(snap, ("dmesg", str(part.path), part.start, part.end), lambda p=part: parse_dmesg(p.iter_lines()))
-        if facts.xid_count:
+    logs = facts.kernel_logs()
+    for part, log in logs:
+        if log.xid_count:
             with_xids.add(part.label)
-        for f in _kernel_log(part.label, facts):
-            _merge(merged, f)
-    for part in getattr(snap, "parts", []):
-        hits = signature_hits(snap, part)
-        for sid, hit in hits.items():
-            sig = cat.by_id(sid)
-            if _read_elsewhere(sig, snap, part):
-                continue  # that investigator reads the line and reports it
-            if sig.finding.id == "gpu.xid" and part.label in with_xids and all("NVRM: Xid" in x for x in hit.examples):
-                continue  # the message is an Xid line's own text ("79, GPU has fallen off the bus"): its Xid finding reports it
-            if not _condition(sig, snap, part, hits, ctx):
-                continue
-            limit = p2p_product_limit(sig, part)
-            _merge(merged, limit or _finding(sig, part.label, hit.examples, hit.count))
+        for f in _kernel_log(part.label, log):
+            merge_finding(merged, f)
+    _signature_findings(facts, merged, with_xids)
     _fold_consequences(merged)
     out = list(merged.values())
-    if not snap.evidence_parts("dmesg") and getattr(snap, "base", None) is not None:
-        out += _host_kernel_log(ctx)  # the host the evidence came with, when no kernel log was pasted
-    for u in getter():
+    if not logs and facts.with_host():
+        out += _host_kernel_log(facts)  # the host the evidence came with, when no kernel log was pasted
+    for u in facts.unrecognized():
         where = f"evidence/{u.path.name}" + (f"#L{u.first_line}" if u.first_line else "")
         out.append(finding("evidence.unrecognized", Status.unknown, subject=where,
                            title=f"{u.path.name}: {u.reason}", evidence_=[ev(where, u.reason)],
@@ -378,13 +383,13 @@ def _cites(f: Finding, label: str) -> bool:
     return f.subject == label or any(e.source == label for e in f.evidence)
 
 
-def unmatched(snap: Any, findings: list[Finding]) -> list[Finding]:
+def unmatched(facts: Any, findings: list[Finding]) -> list[Finding]:
     """``evidence.unmatched`` (unknown) for each recognised evidence part that would otherwise
     leave no trace in the report: a part with failure lines when no actionable finding cites its
     file, and a part no finding cites when nothing else of its file is cited either. Each says
     what was read (kind, lines, the failure lines) and what to collect next. Run after every
     investigator, over all their findings."""
-    parts = list(getattr(snap, "parts", []) or [])
+    parts = facts.all_parts()
     if not parts:
         return []
     by_file: dict[str, list[Any]] = {}

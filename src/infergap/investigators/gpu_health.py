@@ -178,14 +178,14 @@ def investigate(ctx: Context) -> list[Finding]:
     if not gpus and not ctx.facts.pci_inventory_captured() and ctx.facts.nvml() is None:
         return [unknown("gpu.present", "GPU inventory not captured",
                         "Neither the PCI device list (sysfs, lspci) nor NVML or nvidia-smi output is in this evidence, so whether the host has NVIDIA GPUs is not known.")]
-    denied = ctx.snap.unreadable_under("/sys/bus/pci") + ctx.snap.unreadable_under("cmds/lspci") + ctx.snap.unreadable_under("cmds/nvsmi")
+    denied = ctx.facts.unreadable_under("/sys/bus/pci") + ctx.facts.unreadable_under("cmds/lspci") + ctx.facts.unreadable_under("cmds/nvsmi")
     if not gpus and denied:
         path, why = denied[0]
         return [unknown("gpu.present", f"GPU inventory unreadable ({why})",
                         f"{len(denied)} file(s) of the PCI device list or nvidia-smi output could not be read ({path}: {why}), "
                         "so whether the host has NVIDIA GPUs is not known. Run as root or make them readable.")]
     if not gpus:
-        nv = ctx.snap.cmd("nvsmi")
+        nv = ctx.facts.command("nvsmi")
         why = "No NVIDIA GPU on the PCI bus"
         if nv is not None and nv.error:
             why += f"; nvidia-smi: {nv.error}"

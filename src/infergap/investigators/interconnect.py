@@ -81,10 +81,7 @@ def _nvlink_pairs(ctx: Context) -> tuple[dict[tuple[str, str], int], str | None]
 
 def _nvlink_links(ctx: Context) -> dict[int, dict[int, float | None]]:
     """Per-GPU NVLink links and their speed from ``nvidia-smi nvlink -s`` (empty when absent)."""
-    from infergap.parsers.nvsmi import parse_nvlink_status
-
-    r = ctx.facts.cmd_ok("nvsmi_nvlink")
-    return parse_nvlink_status(r.stdout) if r else {}
+    return ctx.facts.nvlink_status()
 
 
 def _pcie_only(ctx: Context) -> bool:
@@ -240,12 +237,12 @@ def _peermem(ctx: Context) -> Finding | None:
         return None
     rdma = ctx.facts.rdma_devices()
     if not rdma:
-        if not ctx.facts.pci_inventory_captured() and not ctx.snap.listdir("/sys/class/infiniband"):
+        if not ctx.facts.pci_inventory_captured() and not ctx.facts.listing("/sys/class/infiniband"):
             return None  # nothing here says whether an RDMA NIC exists
         return not_applicable(cid, "nvidia_peermem: no RDMA NIC", "GPUDirect RDMA needs an RDMA-capable NIC (InfiniBand/RoCE); none was found.",
-                              evidence_=evidence(("files/sys/bus/pci/devices" if ctx.snap.listdir("/sys/bus/pci/devices") else ctx.facts.src("lspci_vvv" if ctx.facts.cmd_ok("lspci_vvv") else "lspci"), "no RDMA NIC")))
+                              evidence_=evidence(("files/sys/bus/pci/devices" if ctx.facts.listing("/sys/bus/pci/devices") else ctx.facts.src("lspci_vvv" if ctx.facts.cmd_ok("lspci_vvv") else "lspci"), "no RDMA NIC")))
     mods = ctx.facts.modules()
-    loaded = (mods is not None and "nvidia_peermem" in mods) or ctx.snap.exists("/sys/module/nvidia_peermem")
+    loaded = (mods is not None and "nvidia_peermem" in mods) or ctx.facts.exists("/sys/module/nvidia_peermem")
     evs = evidence(rdma[0], ("files/proc/modules", "nvidia_peermem loaded" if loaded else "nvidia_peermem not loaded") if mods is not None else None)
     if mods is None and not loaded:
         return unknown(cid, "nvidia_peermem: module list not captured", "Needs /proc/modules.", evidence_=evs)
@@ -277,9 +274,7 @@ def _unidentified(ctx: Context) -> Finding | None:
     funcs = ctx.facts.pci_functions()
     if not funcs:
         return None
-    from infergap.parsers.pci import system_pci_ids
-
-    db = system_pci_ids()
+    db = ctx.facts.pci_ids()
     gpu_names = {g.bdf: g.name for g in ctx.facts.gpus()}
     named, unknown_ids, notes = {}, [], []
     for f in funcs.values():
@@ -309,7 +304,7 @@ def _unidentified(ctx: Context) -> Finding | None:
                    *[(s, f"{len(funcs)} PCI functions") for s in listing[:2]], ("system pci.ids", db.path or "not installed"))
     if not db.vendors:
         return unknown(cid, "PCI names: no pci.ids database installed", "Install the pci.ids package (Debian: pci.ids) to name devices.", evidence_=evs)
-    denied = ctx.snap.unreadable_under("/sys/bus/pci/devices")  # ids unreadable, not unknown to pci.ids
+    denied = ctx.facts.unreadable_under("/sys/bus/pci/devices")  # ids unreadable, not unknown to pci.ids
     no_id = [b for b, f in funcs.items() if f.vendor is None] if denied else []
     if no_id:
         why = f" ({denied[0][1]})"

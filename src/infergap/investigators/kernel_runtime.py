@@ -20,7 +20,6 @@ from __future__ import annotations
 from infergap import checks
 from infergap.findings import Finding, FixKind, Severity, Status
 from infergap.investigators.base import Context, evidence, finding, not_applicable, sysctl_remedy, unknown
-from infergap.parsers.host import parse_swaps
 
 NAME = "kernel_runtime"
 SOCKET_BUF_GOOD_B = checks.threshold("net.socket_buffers", "good_max_bytes")  # tuned network-throughput profile
@@ -46,8 +45,7 @@ def _swappiness(ctx: Context) -> Finding:
         val = int(v.value)
     except ValueError:
         return unknown(cid, "vm.swappiness: unreadable value", f"Value {v.value!r} is not a number.", evidence_=evidence(v))
-    swaps_t = ctx.snap.read("/proc/swaps")
-    swaps = parse_swaps(swaps_t) if swaps_t else None
+    swaps = ctx.facts.swaps()
     swap_ev = None
     used = False
     if swaps is not None:

@@ -11,7 +11,6 @@ import re
 from infergap.facts import GpuFacts
 from infergap.findings import Finding, Remedy, Severity, Status
 from infergap.investigators.base import Context, evidence, finding, unknown
-from infergap.parsers.host import parse_meminfo
 
 NAME = "memory"
 
@@ -44,10 +43,9 @@ def _thp(ctx: Context) -> Finding:
 
 
 def _host_mem(ctx: Context) -> Finding:
-    t = ctx.snap.read("/proc/meminfo")
-    if not t:
+    m = ctx.facts.meminfo()
+    if m is None:
         return unknown("mem.host", "Host memory: not captured", "Needs cat /proc/meminfo.")
-    m = parse_meminfo(t)
     tot = m.get("MemTotal")
     if not tot:
         return unknown("mem.host", "Host memory unreadable", "/proc/meminfo has no MemTotal line; needs cat /proc/meminfo.",

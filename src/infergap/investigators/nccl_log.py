@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import re
 
-from infergap.checks import finding
-from infergap.evidence.common import nccl_logs
+from infergap.checks import finding, get, not_applicable, threshold
+from infergap.investigators.base import facts_of
 from infergap.facts import Facts
-from infergap.parsers.nccl import NcclLogFacts, summary
+from infergap.parsers.nccl import NcclLogFacts
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status, ev
 from infergap.investigators.runtime import nccl_env_from_log
 
@@ -105,7 +105,7 @@ def _p2p_cause(f: NcclLogFacts, facts: Facts, p2p_cells: set[str]) -> tuple[FixK
 def _transport(label: str, f: NcclLogFacts, facts: Facts) -> Finding:
     intra = f.intra_host_links()
     src = label
-    details = summary(f)
+    details = f.summary()
     if not f.links:
         return finding("nccl.transport", Status.unknown, subject=label,
                        title="NCCL log has no channel lines (connection setup not logged)",
@@ -230,7 +230,7 @@ def _p2p(label: str, f: NcclLogFacts, facts: Facts) -> Finding | None:
         references=["https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#pci-access-control-services-acs"])
 
 
-def _version(label: str, f: NcclLogFacts, snap: object, part: object, ctx: object) -> Finding | None:
+def _version(label: str, f: NcclLogFacts, facts: Facts, part: object) -> Finding | None:
     """``nccl.version``: the log's NCCL version (and the CUDA it was built with) checked against the
     catalog of known issues, with the catalog's NCCL message signatures seen in this log."""
     from infergap.evidence.signatures import catalog
@@ -238,7 +238,7 @@ def _version(label: str, f: NcclLogFacts, snap: object, part: object, ctx: objec
     from infergap.investigators.evidence_files import signature_hits
 
     cat = catalog()
-    hits = signature_hits(snap, part)
+    hits = signature_hits(facts, part)
     extra = [cat.by_id(sid) for sid in hits if cat.by_id(sid).finding.id == "nccl.version"]
     lines = [x for sid in hits if cat.by_id(sid).finding.id == "nccl.version" for x in hits[sid].examples]
     if not f.version and not extra:
@@ -246,7 +246,7 @@ def _version(label: str, f: NcclLogFacts, snap: object, part: object, ctx: objec
     checks = [("nccl", f.version)] if f.version else []
     if f.cuda:
         checks.append(("nccl_cuda", f.cuda))
-    sv = memo_versions(snap, getattr(ctx, "facts", None))
+    sv = memo_versions(facts)
     out = version_finding("nccl.version", checks, label, label, sv.gpu_sm, extra, lines)
     out.details.update({"ring_channels": f.ring_channels, "tree_channels": f.tree_channels, "coll_channels": f.coll_channels,
                         "nvls_channels": f.nvls_channels, "collnet_channels": f.collnet_channels, "p2p_channels": f.p2p_channels,
@@ -262,11 +262,10 @@ def _warnings(label: str, f: NcclLogFacts) -> Finding | None:
                    impact="NCCL warnings mark failed connections, CUDA or network errors; a collective after one may hang or run on a fallback path.")
 
 
-def _env_from_evidence(snap: object) -> dict[str, str]:
+def _env_from_evidence(facts: Facts) -> dict[str, str]:
     """NCCL_* variables from pasted environment listings next to the log (``NCCL_X=Y`` lines)."""
     out: dict[str, str] = {}
-    getter = getattr(snap, "evidence_parts", None)
-    for part in getter("env") if getter else []:
+    for part in facts.evidence_parts("env"):
         for line in part.iter_lines():
             k, sep, v = line.strip().removeprefix("export ").partition("=")
             if sep and k.startswith("NCCL_"):
@@ -276,11 +275,10 @@ def _env_from_evidence(snap: object) -> dict[str, str]:
 
 def investigate(ctx: object) -> list[Finding]:
     """Findings from every NCCL log in the snapshot's evidence (none when there is no NCCL log)."""
-    snap = ctx.snap  # type: ignore[attr-defined]
-    facts = getattr(ctx, "facts", None) or Facts(snap)
+    facts = facts_of(ctx)
     out: list[Finding] = []
-    pasted_env = _env_from_evidence(snap)
-    for part, f in nccl_logs(snap):
+    pasted_env = _env_from_evidence(facts)
+    for part, f in facts.nccl_logs():
         label = part.label
         if pasted_env:
             f = f.model_copy(update={"env": {**pasted_env, **f.env}})
@@ -293,7 +291,155 @@ def investigate(ctx: object) -> list[Finding]:
             x = fn2(label, f)
             if x:
                 out.append(x)
-        v = _version(label, f, snap, part, ctx)
+        v = _version(label, f, facts, part)
         if v:
             out.append(v)
+        n = _net(label, f, facts, part)
+        if n:
+            out.append(n)
     return out
+
+
+# -- nccl.net: the network path between hosts --------------------------------------------------
+
+def _inter_host(f: NcclLogFacts) -> list:
+    """Links between ranks of different hosts (the complement of the intra-host links); none
+    for a log of one host."""
+    if f.single_host:
+        return []
+    intra = {id(lk) for lk in f.intra_host_links()}
+    return [lk for lk in f.links if id(lk) not in intra]
+
+
+def _link_name(f: NcclLogFacts, lk) -> str:
+    """``IB``, ``RoCE`` or ``Socket`` for a network link, from the device list of the log."""
+    if lk.transport == "NET/Socket":
+        return "Socket"
+    if lk.transport != "NET/IB":
+        return lk.transport
+    links = {d.link for d in f.net_devs if not lk.net_devs or d.index in lk.net_devs}
+    return "RoCE" if links == {"RoCE"} else "IB" if links <= {"IB", ""} else "IB/RoCE"
+
+
+def _bound(f: NcclLogFacts, net: list) -> tuple[dict, str]:
+    """(details, sentence) of the bound the NICs give a ring all-reduce across nodes: NICs used
+    per node (distinct NET device indexes of the inter-host channels, else the devices listed)
+    × their line rate (the log's speed lines, Mbps), in GB/s; the measured busbw beside it."""
+    used = sorted({i for lk in net for i in lk.net_devs})
+    by_index = {d.index: d.name for d in f.net_devs}
+    names = [by_index[i] for i in used if i in by_index] if f.net_devs else [f.socket_ifaces[i] for i in used if i < len(f.socket_ifaces)]
+    names = names or [d.name for d in f.net_devs]
+    rates = [f.nic_speed_mbps.get(n) for n in names]
+    out: dict = {"nics": names, "rate_mbps": rates, "busbw_max_GBps": f.busbw_max_GBps, "busbw_avg_GBps": f.busbw_avg_GBps}
+    entry = get("nccl.net")
+    if not names or any(r is None for r in rates):
+        return out, entry.text("no_rate")
+    bound = sum(rates) / 1000 / threshold("nccl.net", "bits_per_byte")  # type: ignore[operator]
+    out["bound_GBps"] = round(bound, 1)
+    rate = "/".join(sorted({f"{r / 1000:g}" for r in rates}))  # type: ignore[operator]
+    text = entry.text("bound", nics=len(names), rate_gbps=rate, bound_GBps=f"{bound:.1f}")
+    if f.busbw_max_GBps is not None:
+        text += f" Measured in this paste: {f.busbw_max_GBps:g} GB/s busbw at best ({100 * f.busbw_max_GBps / bound:.0f} % of the bound)."
+    return out, text
+
+
+def _path_evidence(label: str, f: NcclLogFacts, net: list) -> list:
+    """What the log says about the path: devices, interfaces, GDR per HCA, GID, measured busbw."""
+    out = []
+    if f.net_devs:
+        out.append(ev(label, "NET/IB devices: " + ", ".join(f"[{d.index}]{d.name}:{d.port}/{d.link or '?'}" + ("/SHARP" if d.sharp else "") for d in f.net_devs[:8])
+                      + (f"; OOB {f.oob_iface}" if f.oob_iface else "")))
+    if f.ib_none:
+        out.append(ev(label, "NET/IB : No device found."))
+    if f.network:
+        out.append(ev(label, f"Using network {f.network}"))
+    if f.socket_ifaces:
+        out.append(ev(label, "socket interfaces: " + ", ".join(f.socket_ifaces[:8])))
+    if f.bootstrap_ifaces:
+        out.append(ev(label, "bootstrap interfaces: " + ", ".join(f.bootstrap_ifaces[:8])))
+    for hca, on in list(f.gdr_hca.items())[:8]:
+        why = f" ({f.gdr_why[hca]})" if hca in f.gdr_why else ""
+        out.append(ev(label, f"GPU Direct RDMA {'enabled' if on else 'disabled'} for {hca}{why}"))
+    chosen = {k: v for k, v in f.env.items() if k in ("NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_SOCKET_IFNAME", "NCCL_NET_GDR_LEVEL", "NCCL_IB_DISABLE", "NCCL_NET")}
+    if chosen or f.gid_index is not None:
+        out.append(ev(label, ", ".join(f"{k}={v}" for k, v in chosen.items()) + (f"; GID index {f.gid_index} in use" if f.gid_index is not None else "")))
+    for lk in net[:6]:
+        out.append(ev(label, f"{lk.src}[{lk.src_dev}] -> {lk.dst}[{lk.dst_dev}] via {lk.via} ({lk.channels} channel(s), {_link_name(f, lk)})"))
+    return out
+
+
+def _net_signatures(label: str, facts: Facts, part: object) -> Finding | None:
+    """The known network failures of signatures.yaml (entries of ``nccl.net``) matched in this
+    log whose condition holds, merged into one finding (the most severe entry's text)."""
+    from infergap.evidence.signatures import catalog
+    from infergap.investigators.evidence_files import merge_finding, signature_applies, signature_finding, signature_hits
+
+    cat = catalog()
+    hits = signature_hits(facts, part)
+    merged: dict = {}
+    for sid, hit in hits.items():
+        sig = cat.by_id(sid)
+        if sig.finding.id == "nccl.net" and signature_applies(sig, facts, part, hits):
+            merge_finding(merged, signature_finding(sig, label, hit.examples, hit.count))
+    return next(iter(merged.values()), None)
+
+
+def _rdma_seen(f: NcclLogFacts, facts: Facts) -> bool:
+    if f.net_devs or f.ib_devices or f.gdr_hca:
+        return True
+    try:
+        return bool(facts.rdma_devices())
+    except Exception:
+        return False
+
+
+def _net_status(label: str, f: NcclLogFacts, facts: Facts, net: list) -> tuple[Status, str, Severity | None, str | None]:
+    """(status, title, severity, impact) of the path the inter-host channels show."""
+    kinds = sorted({_link_name(f, lk) for lk in net})
+    socket = [lk for lk in net if lk.transport == "NET/Socket"]
+    if socket and _rdma_seen(f, facts):
+        return (Status.actionable, "Nodes exchange data over TCP sockets (NET/Socket) although an RDMA NIC is in the evidence", Severity.P0,
+                "All-reduce between the nodes goes through the kernel's TCP stack at a fraction of what the InfiniBand/RoCE NIC carries.")
+    if socket:
+        why = " NCCL found no InfiniBand/RoCE device (NET/IB : No device found)." if f.ib_none else ""
+        return (Status.unknown, "Nodes exchange data over TCP sockets (NET/Socket); whether they have an RDMA NIC is not in the evidence", None,
+                "Sockets are the only path between hosts without InfiniBand or RoCE; with such a NIC they are one to two orders of magnitude slower." + why)
+    staged = [lk for lk in net if lk.transport == "NET/IB" and not lk.gdr]
+    off = [h for h, on in f.gdr_hca.items() if not on]
+    if staged and off:
+        return (Status.actionable, f"Inter-node channels over {'/'.join(kinds)} are staged through host memory: GPU Direct RDMA is disabled for {', '.join(off[:4])}", Severity.P1,
+                "Without GPU Direct RDMA every transfer between the NIC and the GPU is copied through host memory (see nccl.gdr for why).")
+    if any(lk.gdr for lk in net) or (f.gdr_hca and all(f.gdr_hca.values())):
+        return Status.ok, f"Nodes exchange data over {'/'.join(kinds)} with GPU Direct RDMA", None, None
+    return (Status.unknown, f"Nodes exchange data over {'/'.join(kinds)}; no channel shows GPU Direct RDMA (/GDRDMA) and the log does not say why", None,
+            "Channels without /GDRDMA copy through host memory; NCCL_DEBUG_SUBSYS=INIT,NET prints 'GPU Direct RDMA Enabled|Disabled for HCA' with the reason.")
+
+
+def _net(label: str, f: NcclLogFacts, facts: Facts, part: object) -> Finding | None:
+    """``nccl.net``: the network path between hosts (see the catalog entry's ``decides``)."""
+    net = [lk for lk in _inter_host(f) if lk.transport.startswith("NET")]
+    bound, bound_text = _bound(f, net)
+    details = {"transports": {f"{lk.src}->{lk.dst}": _link_name(f, lk) for lk in net[:32]}, "gdr_hca": f.gdr_hca, "gdr_why": f.gdr_why,
+               "socket_ifaces": f.socket_ifaces, "bootstrap_ifaces": f.bootstrap_ifaces, "oob_iface": f.oob_iface, "gid_index": f.gid_index, **bound}
+    evidence = _path_evidence(label, f, net)
+    sig = _net_signatures(label, facts, part)
+    if sig is not None:
+        sig.evidence += [e for e in evidence if e not in sig.evidence][:6]
+        sig.details.update(details)
+        return sig
+    if net:
+        status, title, sev, impact = _net_status(label, f, facts, net)
+        impact = f"{impact} {bound_text}" if impact else bound_text
+        return finding("nccl.net", status, subject=label, title=title, severity=sev, evidence_=evidence, impact=impact,
+                       remedy=Remedy(commands=["ibv_devinfo   # every HCA NCCL should use: PORT_ACTIVE, link_layer", "ibstat   # Rate of each port",
+                                               "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET   # the devices, GDR and channel lines"]) if status != Status.ok else None,
+                       details=details)
+    if f.nnodes == 1 or (f.single_host and not _rdma_seen(f, facts) and f.network in (None, "Socket")):
+        return not_applicable("nccl.net", "One host in this NCCL log: no network path between hosts",
+                              "Every rank of this log runs on one host, so no traffic crosses a network between hosts.", subject=label,
+                              evidence_=[ev(label, f"host {(f.hosts or ['(no host prefix)'])[0]}, {len(f.links)} link(s): " + ", ".join(sorted(f.transports)))])
+    if f.net_devs or f.network or f.socket_ifaces or f.ib_none or f.gdr_hca:
+        return finding("nccl.net", Status.unknown, subject=label, title="NCCL's network choice is logged, but no channel line between hosts shows the transport",
+                       evidence_=evidence, impact="Without 'Channel … via NET/…' lines between ranks of different hosts the path actually used is unknown; "
+                       "run with NCCL_DEBUG=INFO through the first collective. " + bound_text, details=details)
+    return None

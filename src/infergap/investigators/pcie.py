@@ -285,14 +285,10 @@ def _acs(ctx: Context, gpus: list[PciFunction]) -> list[Finding]:
 def _iommu_types(ctx: Context, funcs: list[PciFunction]) -> tuple[dict[str, str], dict[str, str]]:
     """(group -> type of every IOMMU group, BDF -> type of each function in ``funcs``): from
     ``/sys/kernel/iommu_groups/*/type`` and each device's ``iommu_group/type``."""
-    types = {}
-    for p in ctx.snap.glob("/sys/kernel/iommu_groups/*/type"):
-        t = ctx.snap.read_value(p)
-        if t:
-            types[p.split("/")[4]] = t
+    types = ctx.facts.iommu_group_types()
     per_dev = {}
     for f in funcs:
-        t = ctx.snap.read_value(f"/sys/bus/pci/devices/{f.bdf}/iommu_group/type") or types.get(f.iommu_group or "")
+        t = ctx.facts.iommu_type_of(f)
         if t:
             per_dev[f.bdf] = t
     return types, per_dev
@@ -336,11 +332,11 @@ def _iommu(ctx: Context, gpus: list[PciFunction]) -> Finding:
     if per_dev or types:
         mode = "passthrough (identity)" if all(t == "identity" for t in (per_dev.values() or types.values())) else "mixed"
         return finding(cid, Status.ok, f"IOMMU in {mode} mode for the GPUs" + (" (iommu=pt)" if pt else ""), evidence_=evs, expected_value="identity or off")
-    groups_exist = bool(grouped) or bool(ctx.snap.listdir("/sys/kernel/iommu_groups"))
+    groups_exist = bool(grouped) or bool(ctx.facts.listing("/sys/kernel/iommu_groups"))
     listed = ctx.facts.cmd_ok("iommu_ls")  # ls -l /sys/kernel/iommu_groups of older captures
     listed_empty = listed is not None and [ln for ln in listed.stdout.splitlines() if ln.strip()] == ["total 0"]
-    no_groups = not groups_exist and (listed_empty or ctx.snap.listdir("/sys/kernel/iommu_groups") == []
-                                      or (ctx.facts.sysfs_complete() and ctx.snap.listdir("/sys/kernel/iommu_groups") is None))
+    no_groups = not groups_exist and (listed_empty or ctx.facts.listing("/sys/kernel/iommu_groups") == []
+                                      or (ctx.facts.sysfs_complete() and ctx.facts.listing("/sys/kernel/iommu_groups") is None))
     if no_groups:
         where = (listed.source, "ls -l /sys/kernel/iommu_groups: total 0") if listed_empty else ("files/sys/kernel/iommu_groups", "no groups")
         return finding(cid, Status.ok, "No IOMMU groups: the IOMMU is off or absent", evidence_=evs + evidence(where), expected_value="identity or off")

@@ -132,12 +132,11 @@ def _known_versions(ctx: Context, skip: set[str] = frozenset()) -> list[Finding]
     ``sglang.check_env``, the version a vLLM or SGLang log states) checked against the known-bad versions of ``signatures.yaml``: one
     finding per finding id a matching entry yields (except ids in ``skip``, already decided from
     the host itself), and ``runtime.versions`` ok for the rest."""
-    from infergap.evidence.common import nccl_logs
     from infergap.evidence.signatures import version_issues
     from infergap.evidence.versions import memo_versions, version_finding
 
-    sv = memo_versions(ctx.snap, ctx.facts)
-    logged_nccl = bool(nccl_logs(ctx.snap))
+    sv = memo_versions(ctx.facts)
+    logged_nccl = bool(ctx.facts.nccl_logs())
     checks = [(c, *sv.versions[c]) for c in VERSION_COMPONENTS if c in sv.versions and not (c == "nccl" and logged_nccl)]
     if not checks:
         return []

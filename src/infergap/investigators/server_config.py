@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from infergap import checks
 from infergap.checks import finding
-from infergap.evidence.common import engine_logs
 from infergap.facts import Facts
 from infergap.findings import Finding, Remedy, Status, ev
+from infergap.investigators.base import facts_of
 from infergap.investigators.interconnect import allreduce_from_server
 from infergap.server import ServerConfig, server_config_from_log
 
@@ -106,10 +106,9 @@ def _fp8_kv(cfg: ServerConfig, subject: str, facts: Facts, prefill_ratio: float 
 def investigate(ctx: object) -> list[Finding]:
     """Findings from the live server's configuration (``ctx.server``) or, without one, from the
     first engine log's startup arguments; none when there is neither."""
-    snap = ctx.snap  # type: ignore[attr-defined]
-    host = getattr(ctx, "facts", None) or Facts(snap)
+    host = facts_of(ctx)
     cfg: ServerConfig | None = getattr(ctx, "server", None)
-    logs = engine_logs(snap)
+    logs = host.engine_logs()
     live = cfg is not None
     if cfg is None:
         if not logs:

@@ -110,6 +110,26 @@ def parse_cpulist(text: str) -> list[int]:
     return sorted(cpus)
 
 
+def parse_numactl(text: str) -> dict[int, list[int]]:
+    """NUMA node -> CPU numbers from ``numactl -H`` (its ``node N cpus: …`` lines; a node without
+    CPUs maps to an empty list).
+
+    >>> parse_numactl("available: 2 nodes (0-1)\\nnode 0 cpus: 0 1 2 3\\nnode 0 size: 1031717 MB\\nnode 1 cpus:\\n")
+    {0: [0, 1, 2, 3], 1: []}
+    """
+    return {int(m.group(1)): [int(x) for x in m.group(2).split()] for m in re.finditer(r"^node (\d+) cpus:([\d ]*)$", text, flags=re.M)}
+
+
+def parse_uname(text: str) -> str | None:
+    """The kernel release of ``uname -a`` (its third word), or None.
+
+    >>> parse_uname("Linux gpu-host 6.8.0-51-generic #52-Ubuntu SMP PREEMPT_DYNAMIC Thu Dec  5 13:09:44 UTC 2024 x86_64 x86_64 x86_64 GNU/Linux")
+    '6.8.0-51-generic'
+    """
+    t = text.split()
+    return t[2] if len(t) >= 3 else None
+
+
 def parse_environ(data: str) -> dict[str, str]:
     """``/proc/<pid>/environ`` (NUL separated) -> dict."""
     out = {}

@@ -23,6 +23,7 @@ _LINE = re.compile(
     r"^(?:srv +\w+: |slot +\w+: |llama_model_loader: |load_tensors: |llm_load_tensors: |llama_context: |"
     r"llama_init_from_model: |llama_new_context_with_model: |llama_kv_cache\w*: |ggml_cuda_init: |"
     r"common_init_from_params: |main: server is listening on |main: HTTP server is listening|"
+    r"ggml_cuda_init: failed to initialize CUDA|warning: no usable GPU found|"
     r"cmn +\w+: |srv  llama_server: )")
 
 _OFFLOAD = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
@@ -42,6 +43,10 @@ _MODEL = re.compile(r"loading model '([^']+)'")
 #: "CPU_Mapped model buffer size = …"), and the GPU ggml_cuda_init found ("Device 0: NVIDIA H800, compute capability 9.0").
 _BUFFER = re.compile(r"^(?:llm_)?load_tensors: +(\w+?)(?:_Mapped)?(?: model)? buffer size = +([\d.]+) MiB")
 _DEVICE = re.compile(r"^Device \d+: (NVIDIA [^,]+), compute capability")
+#: Lines that say the server has no GPU: ``common/arg.cpp`` (-ngl's handler, "no usable GPU found,
+#: --gpu-layers option will be ignored") and ggml-cuda's ``ggml_cuda_init`` ("failed to initialize
+#: CUDA: no CUDA-capable device is detected", the cudaGetErrorString text of cudaErrorNoDevice).
+_NO_GPU = ("no usable GPU found", "failed to initialize CUDA", "no CUDA-capable device is detected")
 
 
 def is_llamacpp_line(line: str) -> bool:
@@ -62,7 +67,8 @@ def parse_llamacpp_log(lines: Iterable[str]) -> EngineLogFacts:
     ``n_ctx`` (all slots), ``kv_unified``, ``flash_attn``, ``type_k``/``type_v``,
     ``graphs_reused_max``, ``eval_tok_s_median`` (decode speed of the requests it timed),
     ``ctx_rounded_to``, ``model``, ``weights_cpu_mib``/``weights_gpu_mib`` (model buffers in host
-    and GPU memory, MiB) and ``gpu_name`` (the first CUDA device). A key is absent when the log
+    and GPU memory, MiB), ``gpu_name`` (the first CUDA device) and ``no_gpu_line`` (the first
+    line saying there is no usable GPU). A key is absent when the log
     does not say it.
 
     Lines of llama.cpp#12171 (``tests/fixtures/evidence/llamacpp-12171-offload-all.log``):
@@ -112,6 +118,8 @@ def parse_llamacpp_log(lines: Iterable[str]) -> EngineLogFacts:
         if "buffer size" in s and (m := _BUFFER.match(s)):
             key = "weights_cpu_mib" if m.group(1).upper().startswith("CPU") else "weights_gpu_mib"
             a[key] = round(a.get(key, 0.0) + float(m.group(2)), 2)
+        if "no_gpu_line" not in a and any(t in s for t in _NO_GPU):
+            a["no_gpu_line"] = s.strip()[:300]
         if "compute capability" in s and (m := _DEVICE.match(s.strip())):
             a.setdefault("gpu_name", m.group(1).strip())
     if evals:

@@ -82,6 +82,18 @@ class NcclLink(BaseModel):
     via: str
     channels: int = 0
     gdr: bool = False
+    net_devs: list[int] = Field(default_factory=list)
+
+
+class NcclNetDev(BaseModel):
+    """A network device NCCL listed (``NET/IB : Using [0]mlx5_0:1/RoCE``): its index in channel
+    lines (``via NET/IB/0``), name, port, link layer (``IB`` or ``RoCE``) and SHARP support."""
+
+    index: int
+    name: str
+    port: str = ""
+    link: str = ""
+    sharp: bool = False
 
 
 class NcclLogFacts(BaseModel):
@@ -115,12 +127,29 @@ class NcclLogFacts(BaseModel):
     ib_none: bool = False
     gdr_disabled: list[str] = Field(default_factory=list)
     gdr_enabled: bool = False
+    gdr_hca: dict[str, bool] = Field(default_factory=dict)
+    gdr_why: dict[str, str] = Field(default_factory=dict)
+    dmabuf: bool = False
+    net_devs: list[NcclNetDev] = Field(default_factory=list)
+    oob_iface: str | None = None
+    socket_ifaces: list[str] = Field(default_factory=list)
+    bootstrap_ifaces: list[str] = Field(default_factory=list)
+    nic_speed_mbps: dict[str, int] = Field(default_factory=dict)
+    gid_index: int | None = None
+    nnodes: int | None = None
+    busbw_max_GBps: float | None = None
+    busbw_max_bytes: int | None = None
+    busbw_avg_GBps: float | None = None
     p2p_disabled_pairs: list[tuple[int, int]] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
     warning_count: int = 0
     single_host: bool | None = None
     multi_dev_ranks: bool = False
+
+    def summary(self) -> dict[str, Any]:
+        """A compact JSON-able summary for a finding's ``details`` (see :func:`summary`)."""
+        return summary(self)
 
     def intra_host_links(self) -> list[NcclLink]:
         """Links whose two ranks are on one host (all links of a single-host log).
@@ -204,8 +233,8 @@ class _State:
         f.gdr_disabled = list(self.gdr_off)
         f.p2p_disabled_pairs = list(self.p2p_off)
         f.multi_dev_ranks = any(len(r) > 1 for r in self.dev_ranks.values())
-        if f.hosts or f.links:
-            f.single_host = len(f.hosts) <= 1 and not f.multi_dev_ranks
+        if f.hosts or f.links or f.nnodes:
+            f.single_host = len(f.hosts) <= 1 and not f.multi_dev_ranks and (f.nnodes or 1) == 1
         return f
 
 
@@ -221,6 +250,9 @@ def _channel(st: _State, m: re.Match[str] | None, msg: str) -> None:
     if lk is None:
         lk = st.links[(src, dst, fam)] = NcclLink(src=src, dst=dst, src_dev=m.group("sdev"), dst_dev=m.group("ddev"), transport=fam, via=via)
     lk.channels += 1
+    dev = _NET_DEV.match(via)
+    if dev and int(dev.group(1)) not in lk.net_devs and len(lk.net_devs) < 64:
+        lk.net_devs.append(int(dev.group(1)))
     if "GDRDMA" in via:
         lk.gdr = True
         f.gdr_enabled = True
@@ -258,13 +290,32 @@ def _counts(st: _State, m: re.Match[str] | None, msg: str) -> None:
     f.p2p_channels = int(m.group(4))
 
 
+def _gdr_why(msg: str) -> str | None:
+    """Why NCCL turned GPU Direct RDMA off, from the tail of its line (``(no module)``,
+    ``(distance 5 > 4)``: NCCL's ``src/transport/net_ib.cc`` and ``src/graph/paths.cc``)."""
+    if "(no module)" in msg:
+        return "no peer-memory module loaded (nvidia-peermem / nv_peer_mem)"
+    d = re.search(r"\(distance (\d{1,2}) > (-?\d{1,2})\)", msg)
+    if d:
+        return f"GPU-NIC distance {d.group(1)} is beyond NCCL_NET_GDR_LEVEL {d.group(2)} (the GPU and the NIC do not share a PCIe switch)"
+    return None
+
+
 def _gdr_off(st: _State, m: re.Match[str] | None, msg: str) -> None:
     assert m is not None
-    st.gdr_off.setdefault(m.group(1) or m.group(4) or f"HCA {m.group(3)}", None)
+    key = m.group(1) or m.group(4) or f"HCA {m.group(3)}"
+    st.gdr_off.setdefault(key, None)
+    st.f.gdr_hca[key] = False
+    why = _gdr_why(msg)
+    if why:
+        st.f.gdr_why.setdefault(key, why)
 
 
 def _gdr_on(st: _State, m: re.Match[str] | None, msg: str) -> None:
+    assert m is not None
     st.f.gdr_enabled = True
+    if m.group(1):
+        st.f.gdr_hca.setdefault(m.group(1), True)
 
 
 def _p2p_off(st: _State, m: re.Match[str] | None, msg: str) -> None:
@@ -283,11 +334,65 @@ def _network(st: _State, m: re.Match[str] | None, msg: str) -> None:
     st.f.network = m.group(1)
 
 
+_NET_DEV = re.compile(r"NET/[A-Za-z_]{1,16}(?:_v\d{1,3})?/(\d{1,3})\b")
+_IB_DEV = re.compile(r"\[(\d{1,3})\]([\w.\-]{1,64})(?::(\d{1,3}))?(?::\d{0,3}){0,4}(?:/(IB|RoCE|ETH|\w{1,16}))?(/SHARP)?")
+_IFACE = re.compile(r"(?:\[\d{1,3}\])?([\w.\-]{1,64}):[0-9a-fA-F.:%\w]{2,80}<\d+>")
+
+
 def _ib_using(st: _State, m: re.Match[str] | None, msg: str) -> None:
+    """``NET/IB : Using [0]mlx5_0:1/IB/SHARP [1]mlx5_1:1/RoCE [RO]; OOB ib0:10.0.0.1<0>`` (NCCL's
+    ``src/transport/net_ib.cc``): the devices with their link layer, and the OOB interface."""
     assert m is not None
-    for dev in re.findall(r"\[\d+\]([^:\s]+)", m.group(1)):
-        if dev not in st.f.ib_devices and dev != "RO":
-            st.f.ib_devices.append(dev)
+    f = st.f
+    head, _, oob = msg.partition("; OOB ")
+    for idx, name, port, link, sharp in _IB_DEV.findall(head):
+        if name == "RO" or name in f.ib_devices or len(f.ib_devices) >= 64:
+            continue
+        f.ib_devices.append(name)
+        f.net_devs.append(NcclNetDev(index=int(idx), name=name, port=port, link=link, sharp=bool(sharp)))
+    ifm = _IFACE.search(oob) if oob else None
+    if ifm and f.oob_iface is None:
+        f.oob_iface = ifm.group(1)
+
+
+def _ifaces(into: list[str], msg: str) -> None:
+    for name in _IFACE.findall(msg):
+        if name not in into and len(into) < 32:
+            into.append(name)
+
+
+def _socket_using(st: _State, m: re.Match[str] | None, msg: str) -> None:
+    """``NET/Socket : Using [0]eth0:192.0.2.2<0>`` and the older ``NET : Using interface lo:…``."""
+    _ifaces(st.f.socket_ifaces, msg)
+
+
+def _bootstrap(st: _State, m: re.Match[str] | None, msg: str) -> None:
+    _ifaces(st.f.bootstrap_ifaces, msg)
+
+
+def _speed(st: _State, m: re.Match[str] | None, msg: str) -> None:
+    """A NIC's speed in Mbps: ``NET/IB : Made virtual device [0] name=mlx5_0 speed=400000``,
+    ``NET/IB: [0] mlx5_0:uverbs0:1/IB … speed=400000``, ``Found network interface eth0 with speed 10000 Mbps``."""
+    assert m is not None
+    name = m.group(1) or m.group(3) or m.group(5)
+    mbps = m.group(2) or m.group(4) or m.group(6)
+    if name and len(st.f.nic_speed_mbps) < 64:
+        st.f.nic_speed_mbps.setdefault(name, int(mbps))
+
+
+def _gid(st: _State, m: re.Match[str] | None, msg: str) -> None:
+    assert m is not None
+    st.f.gid_index = int(m.group(1))
+
+
+def _nnodes(st: _State, m: re.Match[str] | None, msg: str) -> None:
+    """``comm 0x… rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0`` (NCCL's ``src/init.cc``)."""
+    assert m is not None
+    st.f.nnodes = max(st.f.nnodes or 0, int(m.group(1)))
+
+
+def _dmabuf(st: _State, m: re.Match[str] | None, msg: str) -> None:
+    st.f.dmabuf = True
 
 
 def _ib_none(st: _State, m: re.Match[str] | None, msg: str) -> None:
@@ -320,10 +425,52 @@ RULES: tuple[Rule, ...] = (
     Rule(re.compile(r"\b(NCCL_[A-Z0-9_]+) set by environment to (.*?)\.?\s*$"), _env),
     Rule(re.compile(r"Using network (\S+)"), _network),
     Rule(re.compile(r"NET/IB ?: Using ((?:\[\d+\]\S+ ?)+)"), _ib_using),
+    Rule(re.compile(r"(?:NET/Socket ?: Using|NET ?: Using interface) "), _socket_using),
+    Rule(re.compile(r"^Bootstrap ?: Using "), _bootstrap),
+    Rule(re.compile(r"Made virtual device \[\d{1,3}\] name=([\w.\-]{1,64}) speed=(\d{1,9})|NET/IB: \[\d{1,3}\] ([\w.\-]{1,64}):\S{0,200} speed=(\d{1,9})"
+                    r"|Found network interface ([\w.\-]{1,64}) with speed (\d{1,9}) Mbps"), _speed, words=("speed",)),
+    Rule(re.compile(r"^NET/IB: .{0,200}\bGID (\d{1,4}) \("), _gid, words=("GID",)),
+    Rule(re.compile(r"DMA-BUF is available on GPU"), _dmabuf),
+    Rule(re.compile(r"\bnRanks \d{1,7} nNodes (\d{1,6}) localRanks"), _nnodes, words=("nNodes",)),
     Rule(re.compile(r"NET/IB ?: No device found"), _ib_none),
     Rule(re.compile(r"comm 0x[0-9a-f]+ rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev \d+)? busId ([0-9a-f]+)"), _comm),
     Rule(re.compile(r"NVLS multicast support is (not )?available"), _nvls),
 )
+
+
+_REDOPS = (" sum ", " none ", " max ", " min ", " prod ", " avg ")
+_AVG_BUSBW = re.compile(r"^#\s{0,8}Avg bus bandwidth\s{0,40}:\s{0,8}(\d{1,7}(?:\.\d{1,6})?)")
+
+
+def busbw_row(line: str) -> tuple[int, float] | None:
+    """(bytes, best bus bandwidth in GB/s) of one result row of an nccl-tests benchmark
+    (``all_reduce_perf``: size, count, type, redop[, root], then time, algbw, busbw, #wrong
+    out of place and in place, as nccl-tests' ``src/common.cu`` prints them), or None.
+
+    >>> busbw_row("     33554432       8388608     float     sum      -1    812.3   41.31   41.31      0    808.2   41.52   41.52      0")
+    (33554432, 41.52)
+    """
+    t = line.split()
+    if len(t) not in (12, 13) or not t[0].isdigit() or not t[1].isdigit():
+        return None
+    out_i = 7 if len(t) == 13 else 6
+    try:
+        return int(t[0]), max(float(t[out_i]), float(t[out_i + 4]))
+    except ValueError:
+        return None
+
+
+def _tests_line(st: "_State", line: str) -> None:
+    """An nccl-tests line between the NCCL lines: a result row or the average bus bandwidth."""
+    f = st.f
+    if "bus bandwidth" in line:
+        m = _AVG_BUSBW.match(line.strip())
+        if m:
+            f.busbw_avg_GBps = float(m.group(1))
+        return
+    row = busbw_row(line)
+    if row and (f.busbw_max_GBps is None or row[1] > f.busbw_max_GBps):
+        f.busbw_max_bytes, f.busbw_max_GBps = row
 
 
 def parse_nccl_log(lines: Iterable[str]) -> NcclLogFacts:
@@ -349,6 +496,8 @@ def parse_nccl_log(lines: Iterable[str]) -> NcclLogFacts:
     for line in lines:
         st.lines += 1
         if "NCCL" not in line and " INFO " not in line and " WARN " not in line:
+            if "bus bandwidth" in line or any(r in line for r in _REDOPS):
+                _tests_line(st, line)
             continue
         lm = st.message(line)
         if lm is None:

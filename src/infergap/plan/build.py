@@ -409,8 +409,11 @@ def _params(facts: dict[str, Fact], url: str | None) -> dict[str, Any]:
     tp = v.get("par.tp") or v.get("gpu.count") or 1
     tp = tp if isinstance(tp, int) and not isinstance(tp, bool) and tp > 0 else 1
     gpus = v.get("gpu.count") if isinstance(v.get("gpu.count"), int) else tp
-    # The URL is one quoted shell word (verify_url let only a valid URL or the placeholder through).
-    out = {"n": _pow2(max(seen)) if seen else "N", "tp": tp, "dp": max(1, gpus // 2), "url": shlex.quote(url) if url else "URL"}
+    ub = v.get("server.ubatch")
+    # The URL is one quoted shell word (verify_url let only a valid URL or the placeholder through);
+    # the numbers are integers or a letter the reader fills in.
+    out = {"n": _pow2(max(seen)) if seen else "N", "tp": tp, "dp": max(1, gpus // 2), "url": shlex.quote(url) if url else "URL",
+           "ubatch": ub if isinstance(ub, int) and not isinstance(ub, bool) else "N"}
     out.update(_slots(v))
     return out
 
@@ -460,7 +463,8 @@ def _actions(lv: Lever, facts: dict[str, Fact], params: dict[str, Any]) -> list[
 
 def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, server: Any = None,
                engine_logs: list[tuple[str, Any]] | None = None, catalog: list[Lever] | None = None,
-               stages: list[Stage] | None = None, facts: dict[str, Fact] | None = None, elsewhere: str | None = None) -> Plan:
+               stages: list[Stage] | None = None, facts: dict[str, Fact] | None = None, elsewhere: str | None = None,
+               process: Any = None, process_cpu: dict[str, Any] | None = None) -> Plan:
     """Synthesize the plan from any subset of the inputs.
 
     ``audit``: an :class:`~infergap.synthesis.AuditReport` or its JSON dict (``infergap.audit/1``);
@@ -472,7 +476,9 @@ def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, serve
     instead of gathering them (for tests that remove one); ``elsewhere``: why the audit's evidence
     describes another machine than this one (a paste or snapshot of another host), so that the
     verify commands do not name a server on this machine as the one to re-measure
-    (:func:`verify_url`). Never raises for missing inputs: what they would have decided becomes an
+    (:func:`verify_url`); ``process``: the serving process read from this machine
+    (:class:`~infergap.snapshot.process.ProcessEvidence`) and ``process_cpu`` its CPU use during
+    the sweep (:func:`~infergap.snapshot.process.cpu_since`). Never raises for missing inputs: what they would have decided becomes an
     unknown.
     """
     a = audit.to_json() if hasattr(audit, "to_json") and not isinstance(audit, dict) else audit
@@ -483,7 +489,8 @@ def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, serve
 
         log_cfgs = [server_config_from_log(f, label) for label, f in engine_logs]
     if facts is None:
-        facts = gather(audit=a, roofline=r, bench=bench, server=server, log_configs=log_cfgs, engine_logs=engine_logs)
+        facts = gather(audit=a, roofline=r, bench=bench, server=server, log_configs=log_cfgs, engine_logs=engine_logs,
+                       process=process, process_cpu=process_cpu)
     catalog = catalog if catalog is not None else load_catalog()
     log_note, log_elsewhere = log_hosts(engine_logs, server.url if server is not None and getattr(server, "url", None)
                                         else (bench.environment.url if bench is not None else None))
@@ -508,11 +515,30 @@ def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, serve
     if eff is not None and bw is not None and plan.gap.summary:
         plan.gap.summary += f"; {eff.value:.1%} of the bound at the {bw.value / 1000:.2f} TB/s this host's audit measured"
     plan.host_fixes = build_host_fixes(a)
+    unknown = _select(plan, catalog, facts, params)
+    plan.levers.sort(key=lambda x: (_SEV_ORDER.get(x.priority or "", 9), not _follows_knee(x), TIER_ORDER[x.tier],
+                                    -(x.score or 0.0), x.id))
+    given = {n for n, x in (("audit", a), ("roofline", r), ("bench", bench), ("server", server), ("logs", engine_logs),
+                            ("process", process)) if x}
+    if server is not None and getattr(server, "reachable", None) is False:
+        given.add("server-unreachable")
+    plan.unknowns = [Unknown(fact=k, decides=v, command=how_to_find(k, given)) for k, v in sorted(unknown.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+    plan.top_actions = _top(plan)
+    if not any(URL_PLACEHOLDER in (x.verify or "") for x in plan.levers + plan.wont_help):
+        plan.url_note = None  # no command names a server: nothing to say about which one
+    return plan
+
+
+def _select(plan: Plan, catalog: list[Lever], facts: dict[str, Fact], params: dict[str, Any]) -> dict[str, list[str]]:
+    """Evaluate every lever of ``catalog`` over ``facts``: the selected ones go into ``plan.levers``
+    or ``plan.wont_help``; returns fact → the levers its absence left undecided."""
     unknown: dict[str, list[str]] = {}
     eng = facts.get("engine.name")
     for lv in catalog:
         if eng is not None and lv.engines and eng.value not in lv.engines:
             continue  # another engine's lever (its flags, and the facts it needs, mean nothing here)
+        if any(r not in facts for r in lv.requires):
+            continue  # weighed only with a fact these inputs do not give (levers on the behaviour stand for it)
         o = evaluate(lv.when, facts)
         if o.value is None:
             if lv.tier != "wont_help":
@@ -528,16 +554,7 @@ def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, serve
                         verify=lv.verify.format_map(params) if lv.verify else None, undo=lv.undo, source=lv.source, why=lv.why,
                         priority=lv.priority)
         (plan.wont_help if lv.tier == "wont_help" else plan.levers).append(item)
-    plan.levers.sort(key=lambda x: (_SEV_ORDER.get(x.priority or "", 9), not _follows_knee(x), TIER_ORDER[x.tier],
-                                    -(x.score or 0.0), x.id))
-    given = {n for n, x in (("audit", a), ("roofline", r), ("bench", bench), ("server", server), ("logs", engine_logs)) if x}
-    if server is not None and getattr(server, "reachable", None) is False:
-        given.add("server-unreachable")
-    plan.unknowns = [Unknown(fact=k, decides=v, command=how_to_find(k, given)) for k, v in sorted(unknown.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
-    plan.top_actions = _top(plan)
-    if not any(URL_PLACEHOLDER in (x.verify or "") for x in plan.levers + plan.wont_help):
-        plan.url_note = None  # no command names a server: nothing to say about which one
-    return plan
+    return unknown
 
 
 def _follows_knee(x: PlanItem) -> bool:

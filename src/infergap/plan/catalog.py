@@ -7,11 +7,9 @@ by :mod:`infergap.plan.conditions`; nothing in the file is executed.
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from infergap.errors import UserError
@@ -57,6 +55,10 @@ class Lever(BaseModel):
     #: P0/P1 when the lever fixes a misconfiguration (the plan lists P0 levers first); None for tuning.
     priority: Literal["P0", "P1"] | None = None
     when: dict[str, Any] = Field(default_factory=dict)
+    #: Facts without which the lever is not weighed at all (no unknown is listed for it): a flag
+    #: only the serving process shows (``proc.read``), a measurement only some sweeps make. The
+    #: levers on the behaviour the flag causes stand for it when the fact is absent.
+    requires: list[str] = Field(default_factory=list)
     engines: dict[str, list[EngineVariant]] = Field(default_factory=dict)
     gain: tuple[float, float] | None = None
     metric: str | None = None
@@ -103,9 +105,9 @@ def _check_cond(c: Any) -> None:
             raise ValueError(f"condition {c!r}: one operator of {', '.join(OPS)}")
         return
     if len(c) != 1:
-        raise ValueError(f"condition {c!r}: one of fact, all, any, not")
+        raise ValueError(f"condition {c!r}: one of fact, all, any, not, unless")
     (k, v), = c.items()
-    if k == "not":
+    if k in ("not", "unless"):
         _check_cond(v)
     elif k in ("all", "any") and isinstance(v, list):
         for x in v:
@@ -117,17 +119,10 @@ def _check_cond(c: Any) -> None:
 def load_catalog(path: str | Path | None = None) -> list[Lever]:
     """The shipped catalog, or the YAML file at ``path``. Raises :class:`UserError` naming the
     file and the entry for a file that does not parse or an entry that does not validate."""
+    from infergap import datafile
+
     where = str(path) if path else "infergap/data/levers.yaml"
-    try:
-        text = Path(path).read_text(encoding="utf-8") if path else (resources.files("infergap") / "data" / "levers.yaml").read_text(encoding="utf-8")
-    except OSError as e:
-        raise UserError(f"{where}: cannot read ({e.strerror or e})") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{where}: not text (not UTF-8); expected a YAML lever catalog") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise UserError(f"{where}: not YAML ({str(e).splitlines()[0]})") from None
+    data = datafile.read(path) if path else datafile.packaged("levers.yaml")
     items = data.get("levers") if isinstance(data, dict) else None
     if not isinstance(items, list):
         raise UserError(f"{where}: expected a top-level 'levers' list")

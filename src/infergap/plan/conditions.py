@@ -5,7 +5,9 @@ A condition is data (parsed YAML), never code: ``{"fact": NAME, OP: VALUE}`` for
 ``ne``, ``gt``, ``ge``, ``lt``, ``le``, ``in``, ``not_in``, ``version_ge``, ``version_lt``,
 ``exists``. A test on a fact that is absent is *unknown* (``None``), not false: ``all`` is false
 when any part is false, unknown when none is false and one is unknown; ``any`` is true when any
-part is true, unknown when none is true and one is unknown; ``not`` keeps unknown. Evaluation
+part is true, unknown when none is true and one is unknown; ``not`` keeps unknown. ``{"unless":
+{...}}`` is for what would explain a symptom away: false when its condition holds, true when it
+does not or is unknown (a lever is not held back by an explanation nobody established). Evaluation
 returns the outcome and the tests that decided it, which the plan prints as the evidence chain.
 
 >>> facts = {"gpu.nvlink": Fact(value=False, source="topo -m"), "par.tp": Fact(value=8, source="log")}
@@ -14,6 +16,8 @@ returns the outcome and the tests that decided it, which the plan prints as the 
 (True, ['gpu.nvlink', 'par.tp'])
 >>> evaluate({"fact": "engine.version", "version_ge": "0.5.21"}, facts).value is None
 True
+>>> evaluate({"unless": {"fact": "engine.version", "eq": "1"}}, facts).value, evaluate({"unless": {"fact": "par.tp", "gt": 2}}, facts).value
+(True, False)
 """
 
 from __future__ import annotations
@@ -141,13 +145,16 @@ def evaluate(cond: dict[str, Any] | None, facts: dict[str, Fact]) -> Outcome:
     if "fact" in cond:
         return _atom(cond, facts)
     if len(cond) != 1:
-        raise UserError(f"lever catalog: condition {cond!r} must have one key of fact, all, any, not")
+        raise UserError(f"lever catalog: condition {cond!r} must have one key of fact, all, any, not, unless")
     (key, body), = cond.items()
     if key == "not":
         o = evaluate(body, facts)
         if o.value is None:
             return o
         return Outcome(not o.value, [_negate(t) for t in o.used], o.missing)
+    if key == "unless":
+        o = evaluate(body, facts)
+        return Outcome(False, [_negate(t) for t in o.used]) if o.value else Outcome(True, [t for t in o.used if not t.held])
     if key not in ("all", "any") or not isinstance(body, list):
         raise UserError(f"lever catalog: condition {cond!r}: expected all/any with a list, or not")
     parts = [evaluate(c, facts) for c in body]
@@ -183,7 +190,7 @@ def facts_in(cond: dict[str, Any] | None) -> list[str]:
                 if k in ("all", "any"):
                     for x in v:
                         walk(x)
-                elif k == "not":
+                elif k in ("not", "unless"):
                     walk(v)
 
     walk(cond)

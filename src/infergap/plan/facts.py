@@ -38,6 +38,7 @@ KV_USABLE = 0.9
 
 #: Fact-name prefix → the command that establishes it.
 HOW_TO_FIND: dict[str, str] = {
+    "proc.": "infergap doctor --url URL   (on the machine that runs the server, as its user or root: reads the serving process)",
     "gpu.": "infergap audit --format json -o audit.json   (on the serving host; reads nvidia-smi topo -m)",
     "finding.": "infergap audit --format json -o audit.json",
     "engine.": "infergap plan --url URL   (or --evidence <the server's startup log>)",
@@ -55,6 +56,7 @@ _STATUS_RANK = {"actionable": 0, "expected": 1, "unknown": 2, "ok": 3, "not_appl
 #: Fact-name prefix → (the input that would have established it, what to do when that input was
 #: given and still does not establish the fact): the plan never asks for what it was given.
 WHEN_GIVEN: dict[str, tuple[str, str]] = {
+    "proc.": ("process", "the serving process was read but did not settle it: re-run infergap doctor on the server's machine during a sweep"),
     "gpu.": ("audit", "not in the audit given: run infergap audit --format json -o audit.json on the serving host itself"),
     "finding.": ("audit", "not in the audit given: run infergap audit --format json -o audit.json on the serving host itself"),
     "engine.": ("server", "the server given does not report it: add its startup log with --evidence"),
@@ -154,6 +156,7 @@ def from_roofline(facts: dict[str, Fact], rl: dict[str, Any]) -> None:
     if "mtp_layers" in m:
         _put(facts, "model.mtp", bool(m["mtp_layers"]), f"{src}: {m['mtp_layers']} MTP layer(s)")
     _put(facts, "model.weight_bytes", m.get("stored_bytes"), f"{src}: stored bytes ({m.get('precision_source', 'precision')})")
+    _put(facts, "model.layers", m.get("layers"), f"{src}: {m.get('layers')} layers")
     mm = rl.get("memory") or {}
     if mm.get("kv_per_seq_per_gpu_B") and mm.get("context"):
         _put(facts, "model.kv_bytes_per_token", mm["kv_per_seq_per_gpu_B"] / mm["context"], f"{src}: KV cache per token per GPU")
@@ -528,13 +531,23 @@ def _tps(p: Any) -> float | None:
 
 
 def gather(audit: dict[str, Any] | None = None, roofline: dict[str, Any] | None = None, bench: Any = None,
-           server: Any = None, log_configs: list[Any] | None = None, engine_logs: list[tuple[str, Any]] | None = None) -> dict[str, Fact]:
-    """All facts from the given inputs. Precedence for a fact several inputs give: the live
-    server, then engine logs, then the audit, then the roofline (which only assumes a TP). The
-    bench's error facts come first in the returned order."""
+           server: Any = None, log_configs: list[Any] | None = None, engine_logs: list[tuple[str, Any]] | None = None,
+           process: Any = None, process_cpu: dict[str, Any] | None = None) -> dict[str, Fact]:
+    """All facts from the given inputs. Precedence for a fact several inputs give: the serving
+    process (``process``, a :class:`~infergap.snapshot.process.ProcessEvidence`, with
+    ``process_cpu``, its CPU use during the sweep), the live server, then engine logs, then the
+    audit, then the roofline (which only assumes a TP). The bench's error facts come first in
+    the returned order, then a GPU the server cannot see; the behaviour facts
+    (:mod:`infergap.plan.behaviour`) follow the bench's."""
+    from infergap.plan.behaviour import from_behaviour
+    from infergap.plan.process_facts import from_process
+
     facts: dict[str, Fact] = {}
     if bench is not None:  # first: a plan built on failed requests must say so before anything else
         from_bench_errors(facts, bench)
+    gpu_absent_from_logs(facts, engine_logs or [])
+    if process is not None:
+        from_process(facts, process, process_cpu)
     if server is not None and server.reachable is not False:
         from_server(facts, server)
     for cfg in log_configs or []:
@@ -546,5 +559,19 @@ def gather(audit: dict[str, Any] | None = None, roofline: dict[str, Any] | None 
         from_roofline(facts, roofline)
     if bench is not None:
         from_bench(facts, bench, roofline)
+    if process is not None and roofline is not None:
+        from_process(facts, process, process_cpu)  # again: flags judged against the model's layers
+    from_behaviour(facts, bench, roofline)
     derive(facts)
     return facts
+
+
+def gpu_absent_from_logs(facts: dict[str, Fact], logs: list[tuple[str, Any]]) -> None:
+    """``server.gpu_visible`` False from an engine log line that says the GPU is not there
+    (llama.cpp: ``failed to initialize CUDA: no CUDA-capable device is detected``, ``no usable GPU
+    found, --gpu-layers option will be ignored``; :mod:`infergap.parsers.llamacpp_log`)."""
+    for label, f in logs:
+        line = (getattr(f, "args", None) or {}).get("no_gpu_line")
+        if line:
+            _put(facts, "server.gpu_visible", False, f"{label}: {line!r}")
+            return

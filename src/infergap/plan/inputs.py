@@ -55,7 +55,7 @@ def load_bench(path: str | Path) -> Any:
 def engine_logs_from(snap: Any) -> list[tuple[str, Any]]:
     """(label, :class:`~infergap.parsers.engine_log.EngineLogFacts`) of every SGLang/vLLM log in a
     snapshot's evidence."""
-    from infergap.evidence.common import engine_logs
+    from infergap.facts.logs import engine_logs
 
     return [(part.label, facts) for part, facts in engine_logs(snap)]
 

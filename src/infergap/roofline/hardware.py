@@ -10,10 +10,8 @@ from __future__ import annotations
 import difflib
 import logging
 import re
-from importlib import resources
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel
 
 from infergap.errors import UserError
@@ -105,8 +103,9 @@ class Hardware(BaseModel):
 
 def gpu_table() -> list[GpuSpec]:
     """All GPU entries of the shipped ``gpus.yaml``."""
-    text = (resources.files("infergap") / "data" / "gpus.yaml").read_text()
-    return [GpuSpec(**g) for g in yaml.safe_load(text)["gpus"]]
+    from infergap import datafile
+
+    return [GpuSpec(**g) for g in datafile.packaged("gpus.yaml")["gpus"]]
 
 
 def _norm(s: str) -> str:

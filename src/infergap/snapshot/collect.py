@@ -176,18 +176,26 @@ def _probes(source: Snapshot | None, active: bool) -> dict[str, tuple[Callable[[
 
 
 def _archive(workdir: Path, out: Path) -> None:
-    """Pack ``workdir`` into the archive ``out`` through a temporary name and a rename, then
-    remove ``workdir``."""
+    """Pack ``workdir`` into the archive ``out`` through a temporary file created exclusively
+    beside it (``mkstemp``: ``O_CREAT | O_EXCL`` under a random name, so a symlink planted at a
+    predictable name redirects nothing) and a rename, then remove ``workdir``."""
     import shutil
+    import tempfile
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    tmp = None
     try:
-        with tarfile.open(tmp, "w:gz") as tf:
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tf:
             tf.add(workdir, arcname=out.name.removesuffix(".tar.gz").removesuffix(".tgz"))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # what a plain open() would have given
         os.replace(tmp, out)
+        tmp = None
     finally:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -63,38 +63,147 @@ class Command:
     env: dict[str, str] = field(default_factory=dict)
 
 
-COMMANDS: dict[str, Command] = {
-    c.name: c
-    for c in [
-        Command("uname", ("uname", "-a")),
-        Command("lscpu", ("lscpu",)),
-        Command("lscpu_json", ("lscpu", "-J")),
-        Command("numactl", ("numactl", "-H")),
-        Command("ulimit", ("bash", "-c", "ulimit -a")),
-        Command("nvsmi", ("nvidia-smi",), 20),
-        Command("nvsmi_q", ("nvidia-smi", "-q"), 20),
-        Command("nvsmi_qx", ("nvidia-smi", "-q", "-x"), 20),
-        Command("nvsmi_topo", ("nvidia-smi", "topo", "-m"), 20),
-        Command("nvsmi_nvlink", ("nvidia-smi", "nvlink", "-s"), 20),
-        Command("nvsmi_p2p", ("nvidia-smi", "topo", "-p2p", "r"), 20),
-        Command("nvsmi_csv", ("nvidia-smi", f"--query-gpu={NVSMI_CSV_FIELDS}", "--format=csv"), 20),
-        Command("sysctl_all", ("sysctl", "-a")),
-        Command("pip_list", ("python3", "-c", PIP_LIST), 20),
-        Command("df", ("df", "-h", "/dev/shm", "/")),
-        Command("torch", ("python3", "-c", TORCH_PROBE), 90, live=False),
-        Command("lspci", ("lspci", "-nn")),
-        Command("lspci_vvv", ("lspci", "-vvv", "-nn")),
-        Command("lspci_tree", ("lspci", "-tv")),
-        Command("dmidecode", ("dmidecode", "-t", "bios", "-t", "system")),
-        Command("systemd_detect_virt", ("systemd-detect-virt",)),
-        Command("systemd_detect_virt_c", ("systemd-detect-virt", "-c")),
-        Command("modules_installed", ("ls", "-1", "/lib/modules")),
-        Command("boot_ls", ("ls", "-1", "/boot")),
-        Command("nvcc", ("nvcc", "--version")),
-        Command("cpupower", ("cpupower", "idle-info")),
-        Command("kernel_log", ("bash", "-c", KERNEL_LOG), 20),
-    ]
-}
+@dataclass(frozen=True)
+class Source:
+    """One source of host evidence, declared once: how it is collected live, how a pasted copy is
+    recognised, which parser reads it and which facts it yields.
+
+    ``kind``: the name of the source (``cmds/<kind>.out`` for a command; the kind of a pasted
+    part). ``what``: what a person would call it (``nvidia-smi topo -m``). ``command``: how it is
+    collected live (argv and timeout), None for a source that only comes pasted (logs) or as a
+    file. ``serves``: how a pasted copy answers the snapshot (``cmd:<name>`` is
+    ``Snapshot.cmd(name)``, ``file:<path>`` is ``Snapshot.read(path)``, ``log`` is read as a part).
+    ``start``: the regular expression of its first line (a start marker, tested on the stripped
+    line); ``prompt``: of the shell command that prints it after a prompt (``$ nvidia-smi topo -m``),
+    with ``prompt_rank`` ordering the prompt tests (a more specific command first); ``lines``: the
+    shape of one of its lines for a log (NCCL's ``host:pid:tid [dev] NCCL INFO``). ``parser``: the
+    function that turns its text into values (``module:function`` under ``infergap.parsers`` or,
+    for the version listings, ``infergap.evidence``). ``facts``: the accessors of
+    :class:`infergap.facts.Facts` (or the modules of ``infergap.facts``) it yields. ``sample``: a
+    real copy in the project's fixtures, relative to ``tests/fixtures`` (``evidence/…``,
+    ``hosts/…``, or ``capture:cmds/<name>`` of the two-H200 capture; ``capture:pip_freeze`` and
+    ``capture:pip_text`` are that capture's package list printed in those formats).
+    """
+
+    kind: str
+    what: str
+    command: Command | None = None
+    serves: str = "log"
+    start: str | None = None
+    prompt: str | None = None
+    prompt_rank: int = 100
+    lines: str | None = None
+    parser: str | None = None
+    facts: tuple[str, ...] = ()
+    sample: str | None = None
+
+
+def _cmd(name: str, *argv: str, timeout_s: float = 10.0, live: bool = True) -> Command:
+    return Command(name, tuple(argv), timeout_s, live)
+
+
+_P = "infergap.parsers."
+#: Every source, in the order the recogniser tests start markers (a more specific marker first);
+#: :data:`COMMANDS` keeps the order of ``infergap collect``.
+SOURCES: tuple[Source, ...] = (
+    Source("nvsmi_q", "nvidia-smi -q", _cmd("nvsmi_q", "nvidia-smi", "-q", timeout_s=20), "cmd:nvsmi_q", start=r"^=+\s*NVSMI LOG\s*=+",
+           prompt=r"nvidia-smi\s+(?:-q|--query)\b(?!-)", prompt_rank=4, parser=_P + "nvsmi:parse_nvsmi_q_text",
+           facts=("gpus", "driver_version", "cuda_driver_version"), sample="capture:cmds/nvsmi_q"),
+    Source("nvsmi_qx", "nvidia-smi -q -x", _cmd("nvsmi_qx", "nvidia-smi", "-q", "-x", timeout_s=20), "cmd:nvsmi_qx",
+           start=r"^(<\?xml version|<!DOCTYPE nvidia_smi_log|<nvidia_smi_log>)", prompt=r"nvidia-smi\s+(?:-q\s+-x|-x\s+-q|-qx|-xq)", prompt_rank=3,
+           parser=_P + "nvsmi:parse_nvsmi_xml", facts=("nvsmi_xml", "gpus"), sample="capture:cmds/nvsmi_qx"),
+    Source("nvsmi", "nvidia-smi", _cmd("nvsmi", "nvidia-smi", timeout_s=20), "cmd:nvsmi",
+           start=r"^(?:\|\s*NVIDIA-SMI \d|`?\|?\s*NVIDIA-SMI \S+\s+Driver Version:)",
+           parser=_P + "nvsmi:parse_nvsmi_table", facts=("gpus", "driver_version", "cuda_driver_version"), sample="capture:cmds/nvsmi"),
+    Source("nvsmi_topo", "nvidia-smi topo -m", _cmd("nvsmi_topo", "nvidia-smi", "topo", "-m", timeout_s=20), "cmd:nvsmi_topo",
+           # device names are sometimes printed without the tab between them ("NIC8NIC9", vllm#13855)
+           start=r"^GPU0(?:\s+(?:(?:GPU\d+|NIC\d+)+|mlx\S+|\S+_\d+))*\s+CPU Affinity", prompt=r"nvidia-smi\s+topo\s+(?:-m|--matrix)", prompt_rank=0,
+           parser=_P + "nvsmi:parse_topo", facts=("topology", "nvlink_between_gpus"), sample="capture:cmds/nvsmi_topo"),
+    Source("nvsmi_p2p", "nvidia-smi topo -p2p r", _cmd("nvsmi_p2p", "nvidia-smi", "topo", "-p2p", "r", timeout_s=20), "cmd:nvsmi_p2p",
+           start=r"^GPU0(?:\s+GPU\d+)*\s*$", prompt=r"nvidia-smi\s+topo\s+-p2p", prompt_rank=1,
+           parser=_P + "nvsmi:parse_p2p", facts=("p2p", "p2p_status"), sample="capture:cmds/nvsmi_p2p"),
+    Source("nvsmi_nvlink", "nvidia-smi nvlink -s", _cmd("nvsmi_nvlink", "nvidia-smi", "nvlink", "-s", timeout_s=20), "cmd:nvsmi_nvlink",
+           start=r"^GPU \d+: .*\((?:UUID|uuid): ", prompt=r"nvidia-smi\s+nvlink", prompt_rank=2,
+           parser=_P + "nvsmi:parse_nvlink_status", facts=(), sample="capture:cmds/nvsmi_nvlink"),
+    Source("nvsmi_csv", "nvidia-smi --query-gpu CSV", _cmd("nvsmi_csv", "nvidia-smi", f"--query-gpu={NVSMI_CSV_FIELDS}", "--format=csv", timeout_s=20),
+           "cmd:nvsmi_csv", start=r"^(?:index, )?(?:name|pci\.bus_id|uuid|driver_version|index)(?:, [\w.]+(?: \[[^\]]*\])?){2,}",
+           prompt=r"nvidia-smi\s+--query-gpu", prompt_rank=5, parser=_P + "nvsmi:parse_query_csv", facts=("gpus", "driver_version"), sample="capture:cmds/nvsmi_csv"),
+    Source("lspci", "lspci -nn", _cmd("lspci", "lspci", "-nn"), "cmd:lspci",
+           start=r"^(?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7] [A-Za-z][^:]*(?: \[[0-9a-f]{4}\])?: \S", prompt=r"lspci\b", prompt_rank=8,
+           parser=_P + "pci:parse_lspci_vvv", facts=("pci_functions", "rdma_devices"), sample="evidence/lspci-torchipc17-plx.txt"),
+    Source("lspci_tree", "lspci -tv", _cmd("lspci_tree", "lspci", "-tv"), "cmd:lspci_tree", start=r"^(?:-\+-|-|\+-|\\-)\[[0-9a-f]{4}:[0-9a-f]{2}\]-",
+           prompt=r"lspci\b.*-t", prompt_rank=6, parser=None, sample="evidence/lspci-tree-club3090-859.txt"),
+    Source("lspci_vvv", "lspci -vvv", _cmd("lspci_vvv", "lspci", "-vvv", "-nn"), "cmd:lspci_vvv",
+           # link registers copied out of an lspci -vv block without its header (lspci -vv | grep Lnk)
+           start=r"^Lnk(?:Cap|Sta):\s+(?:Port #\d+, )?Speed ", prompt=r"lspci\b.*-v", prompt_rank=7,
+           parser=_P + "pci:parse_lspci_vvv", facts=("pci_functions", "upstream", "unaddressed_links"), sample="hosts/seed-8x-rtxpro6000/cmds/lspci_vvv.out"),
+    Source("numactl", "numactl -H", _cmd("numactl", "numactl", "-H"), "cmd:numactl", start=r"^available: \d+ nodes? \(",
+           prompt=r"numactl\s+(?:-H|--hardware)", prompt_rank=10, parser=_P + "host:parse_numactl", facts=("numa_nodes",), sample="capture:cmds/numactl"),
+    Source("lscpu", "lscpu", _cmd("lscpu", "lscpu"), "cmd:lscpu", start=r"^Architecture:\s+\S", prompt=r"\blscpu\b", prompt_rank=11,
+           parser=None, sample="capture:cmds/lscpu"),
+    Source("sysctl_all", "sysctl -a", _cmd("sysctl_all", "sysctl", "-a"), "cmd:sysctl_all", start=r"^[a-z][a-z0-9_]*(?:\.[\w\-/*:@+]+)+ = ",
+           prompt=r"\bsysctl\b", prompt_rank=12, parser=_P + "host:parse_sysctl_all", facts=("sysctl_all", "sysctl"), sample="capture:cmds/sysctl_all"),
+    Source("ulimit", "ulimit -a", _cmd("ulimit", "bash", "-c", "ulimit -a"), "cmd:ulimit",
+           start=r"^(?:real-time non-blocking time|core file size|data seg size|max locked memory|open files)\s+\([^)]*-[a-zA-Z]\)\s",
+           prompt=r"\bulimit\s+-a", prompt_rank=13, parser=_P + "host:parse_ulimit", facts=("limits",), sample="capture:cmds/ulimit"),
+    Source("cmdline", "/proc/cmdline", serves="file:/proc/cmdline", start=r"^(?:BOOT_IMAGE=\S+|initrd=\S+)(?: \S+)*$", prompt=r"/proc/cmdline",
+           prompt_rank=14, parser=_P + "host:parse_cmdline", facts=("cmdline",), sample="evidence/cmdline-rccl1129-iommu-pt.txt"),
+    Source("uname", "uname -a", _cmd("uname", "uname", "-a"), "cmd:uname",
+           start=r"^Linux \S+ \d+\.\d+\S* #\d+\S*(?: \S+)* (?:GNU/Linux|x86_64|aarch64)$", prompt=r"\buname\b", prompt_rank=15,
+           parser=_P + "host:parse_uname", facts=("kernel_release",), sample="capture:cmds/uname"),
+    Source("pip_list", "pip list --format=json", _cmd("pip_list", "python3", "-c", PIP_LIST, timeout_s=20), "cmd:pip_list", start=r'^\[\{"name": ?"',
+           prompt=r"\bpip3?\s+freeze|pip\s+list|-m pip (?:list|freeze)", prompt_rank=16, parser=_P + "host:parse_pip_list",
+           facts=("pip_packages",), sample="capture:cmds/pip_list"),
+    Source("pip_text", "pip list", serves="cmd:pip_list", start=r"^Package\s+Version(?:\s+(?:Editable project location|Location|Installer))*\s*$",
+           parser=_P + "host:parse_pip_lines", facts=("pip_packages",), sample="capture:pip_text"),
+    Source("pip_freeze", "pip freeze", serves="cmd:pip_list",
+           start=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(?:\[[\w,\-]+\])?(?:==[\w.+!\-]+| @ (?:file|https?|git\+)\S+)$",
+           parser=_P + "host:parse_pip_lines", facts=("pip_packages",), sample="capture:pip_freeze"),
+    Source("nvcc", "nvcc --version", _cmd("nvcc", "nvcc", "--version"), "cmd:nvcc", start=r"^nvcc: NVIDIA \(R\) Cuda compiler driver",
+           prompt=r"\bnvcc\b", prompt_rank=17, parser=None, sample="evidence/nvcc-risc0-2449.txt"),
+    Source("df", "df -h", _cmd("df", "df", "-h", "/dev/shm", "/"), "cmd:df", start=r"^Filesystem\s+(?:Size|1K-blocks|1M-blocks)\s+Used\s+Avail",
+           parser=_P + "host:parse_df_h", facts=(), sample="capture:cmds/df"),
+    Source("torch", "infergap's torch probe (JSON)", _cmd("torch", "python3", "-c", TORCH_PROBE, timeout_s=90, live=False), "cmd:torch",
+           start=r'^\{"torch": ?"', parser="json:loads", facts=("torch_info", "compute_capabilities"), sample="capture:cmds/torch"),
+    Source("env", "environment (GPU/CUDA/NCCL variables)", serves="cmd:env",
+           start=r"^(?:export )?(?:NCCL|CUDA|NVIDIA|NV|TORCH|VLLM|SGLANG|PYTORCH|LD_LIBRARY|PATH|HOME|HOSTNAME|OMP)[A-Z0-9_]*=",
+           parser=_P + "host:parse_environ", facts=("env",), sample="capture:cmds/env"),
+    Source("collect_env", "python -m torch.utils.collect_env", start=r"^(?:Collecting environment information|PyTorch version: \S)", prompt=r"collect_env",
+           prompt_rank=18, parser=_P + "host:parse_pip_lines", facts=("pip_packages",), sample="evidence/collect-env-tp3d66.txt"),
+    Source("check_env", "python -m sglang.check_env", start=r"^Python: \d+\.\d+\.\d+ \(", parser=_P + "host:parse_pip_lines",
+           facts=("pip_packages",), sample="evidence/sglang-1148-check-env-a800.txt"),
+    Source("apt_history", "/var/log/apt/history.log", start=r"^Start-Date: \d{4}-\d\d-\d\d ", parser="infergap.evidence.signatures:scan_lines",
+           sample="evidence/shinecluster-30-nvml-unattended.txt"),
+    # -- sources without a start marker: commands collected live only, and logs (recognised by their lines) --
+    Source("lscpu_json", "lscpu -J", _cmd("lscpu_json", "lscpu", "-J")),
+    Source("dmidecode", "dmidecode -t bios -t system", _cmd("dmidecode", "dmidecode", "-t", "bios", "-t", "system")),
+    Source("systemd_detect_virt", "systemd-detect-virt", _cmd("systemd_detect_virt", "systemd-detect-virt")),
+    Source("systemd_detect_virt_c", "systemd-detect-virt -c", _cmd("systemd_detect_virt_c", "systemd-detect-virt", "-c")),
+    Source("modules_installed", "ls /lib/modules", _cmd("modules_installed", "ls", "-1", "/lib/modules")),
+    Source("boot_ls", "ls /boot", _cmd("boot_ls", "ls", "-1", "/boot")),
+    Source("cpupower", "cpupower idle-info", _cmd("cpupower", "cpupower", "idle-info")),
+    Source("kernel_log", "the kernel log's GPU, PCIe and IOMMU lines", _cmd("kernel_log", "bash", "-c", KERNEL_LOG, timeout_s=20),
+           parser=_P + "dmesg:parse_dmesg", facts=()),
+    Source("traceback", "Python traceback", parser="infergap.evidence.signatures:scan_lines", sample="evidence/trtllm-1625-4090d-peer.txt"),
+    Source("fragment", "lines of a known failure signature (signatures.yaml)", parser="infergap.evidence.signatures:scan_lines",
+           sample="evidence/nccl-304-acs-plx.txt"),
+    Source("messages", "lines of known component messages (data/messages: NCCL, CUDA, NVML, engines …)",
+           parser="infergap.messages:match_lines", sample="messages/unknown-format.log"),
+    Source("dmesg", "kernel log (dmesg)", prompt=r"\bdmesg\b|journalctl\s+-k", prompt_rank=19, lines=r"^\[\s*\d+\.\d{3,6}\] |^\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ kernel: |^kernel: ",
+           parser=_P + "dmesg:parse_dmesg", sample="evidence/dmesg-gpuburn1-xid79.txt"),
+    Source("nccl_log", "NCCL log (NCCL_DEBUG=INFO)", lines=r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b|^NCCL version \d|^\S+:\d+:\d+ \[\d+\] (?:INFO|WARN) ",
+           parser=_P + "nccl:parse_nccl_log", facts=("nccl_runs", "collective_network"), sample="evidence/nccl-1817-shm-8gpu.log"),
+    Source("sglang_log", "SGLang server log", parser=_P + "engine_log:parse_engine_log", sample="evidence/sglang-26248-kv-full.log"),
+    Source("vllm_log", "vLLM server log", parser=_P + "engine_log:parse_engine_log", sample="evidence/vllm-15036-engine-config.log"),
+    Source("llamacpp_log", "llama.cpp llama-server log", parser=_P + "llamacpp_log:parse_llamacpp_log", sample="evidence/llamacpp-12171-offload-all.log"),
+)
+RECORDS: dict[str, Source] = {s.kind: s for s in SOURCES}
+
+#: The order ``infergap collect`` runs the commands in (the cheap ones first, the kernel log last).
+_COLLECT_ORDER = ("uname", "lscpu", "lscpu_json", "numactl", "ulimit", "nvsmi", "nvsmi_q", "nvsmi_qx", "nvsmi_topo", "nvsmi_nvlink",
+                  "nvsmi_p2p", "nvsmi_csv", "sysctl_all", "pip_list", "df", "torch", "lspci", "lspci_vvv", "lspci_tree", "dmidecode",
+                  "systemd_detect_virt", "systemd_detect_virt_c", "modules_installed", "boot_ls", "nvcc", "cpupower", "kernel_log")
+COMMANDS: dict[str, Command] = {n: RECORDS[n].command for n in _COLLECT_ORDER if RECORDS[n].command is not None}  # type: ignore[misc]
 
 #: Files (glob patterns, absolute host paths) a snapshot holds. ``config`` of PCI functions is
 #: stored as ``config.hex`` (``od -An -tx1 -v`` text) and symlinks as ``<name>.link`` (the target).

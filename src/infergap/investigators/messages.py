@@ -1,0 +1,161 @@
+"""The components' own messages (``data/messages``) matched on every line of every evidence part,
+joined to the audit's findings after every investigator ran (:func:`join_messages`).
+
+A matched message is never silent and never ok:
+
+- a message whose catalog entry names a check feeds that check: its lines are added as evidence
+  to the check's actionable finding; an ``ok`` (or ``unknown``) finding of the check is
+  contradicted by a warning or error message, and becomes actionable with the message as evidence
+  (the component's own statement outweighs a reading that found nothing wrong); with no finding
+  of the check, one is made from the message. So an engine warning that restates a host finding
+  (vLLM's ``Too many open files`` → ``limits.nofile``, NCCL's ``/dev/shm`` failure →
+  ``container.shm``) is listed with that finding, not apart.
+- a message without a check is explained on its own (``evidence.message``): what the component
+  said, what it means, where upstream it is printed, and the command that tells more. A line an
+  actionable finding already cites gets the explanation in that finding's details instead.
+
+Severity: the entry's own (curated) severity; else the check's; else P1 for an error or fatal
+message and P2 for a warning. Informational and internal-consistency messages, and info-level
+ones, are listed as ``unknown`` (nothing to fix on the host).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from infergap import checks
+from infergap.checks import finding
+from infergap.findings import Finding, Remedy, Severity, Status, ev
+from infergap.investigators.evidence_files import MESSAGE_CHECK
+from infergap.messages import LABELS, Message, MessageMatch
+
+#: Example lines kept per message and part.
+EXAMPLES = 3
+#: Messages without a check explained one finding each per part; beyond this, one summary.
+MAX_EXPLAINED = 40
+_LOUD = ("fatal", "error", "warn")
+_QUIET_CLASSES = ("informational", "internal")
+
+
+def _severity(m: Message) -> Severity:
+    if m.severity:
+        return Severity(m.severity)
+    c = checks.get(m.check) if m.check else None
+    if c is not None and c.severity:
+        return Severity(c.severity)
+    return Severity.P1 if m.level in ("fatal", "error") else Severity.P2
+
+
+def _grouped(facts: Any) -> list[tuple[Any, Message, list[MessageMatch]]]:
+    """(part, message, its matches) for every part, in part then first-line order."""
+    out = []
+    for part, matches in facts.message_matches():
+        by: dict[str, list[MessageMatch]] = defaultdict(list)
+        for mm in matches:
+            by[mm.message.id].append(mm)
+        out += [(part, ms[0].message, ms) for ms in by.values()]
+    return out
+
+
+def _lines(label: str, ms: list[MessageMatch]) -> list[Any]:
+    out = [ev(label, f"line {m.line_no}: {m.line.strip()}") for m in ms[:EXAMPLES]]
+    if len(ms) > EXAMPLES:
+        out.append(ev(label, f"{len(ms)} matching line(s)"))
+    return out
+
+
+def _said(m: Message, ms: list[MessageMatch]) -> str:
+    return f"{LABELS.get(m.component, m.component)} {m.level}: {ms[0].text.strip()[:200]}"
+
+
+def _note(m: Message) -> str:
+    return f"Tells more: {m.more}" if m.more else f"Printed by {m.source}"
+
+
+def _record(m: Message, ms: list[MessageMatch]) -> dict[str, Any]:
+    return {"id": m.id, "lines": len(ms), "meaning": m.meaning, "source": m.source}
+
+
+def _feed(findings: list[Finding], part: Any, m: Message, ms: list[MessageMatch]) -> Finding | None:
+    """Join a message with a check to that check's findings; a new finding when it has none to join."""
+    assert m.check is not None
+    own = [f for f in findings if f.id == m.check]
+    loud = m.level in _LOUD or bool(m.severity)
+    rec = _record(m, ms)
+    target = next((f for f in own if f.status == Status.actionable), None)
+    if target is None and not loud:
+        target = next((f for f in own if f.status in (Status.ok, Status.expected, Status.unknown)), None)
+    if target is None and loud:
+        target = next((f for f in own if f.status == Status.expected), None)
+    if target is not None:
+        target.evidence.extend(_lines(part.label, ms))
+        target.details.setdefault("messages", []).append(rec)
+        return None
+    weaker = next((f for f in own if f.status in (Status.ok, Status.unknown)), None)
+    status = Status.actionable if loud else Status.unknown
+    impact = m.meaning
+    if weaker is not None and loud:
+        impact += (f" This contradicts '{weaker.title}' (ok), read from weaker evidence: the component itself reported the problem."
+                   if weaker.status == Status.ok else f" The check had no evidence of its own ('{weaker.title}'); this message is its evidence.")
+    new = finding(m.check, status, _said(m, ms), subject=weaker.subject if weaker else part.label,
+                  evidence_=(list(weaker.evidence) if weaker else []) + _lines(part.label, ms),
+                  severity=_severity(m) if loud else None, impact=impact, remedy=Remedy(note=_note(m)),
+                  references=[m.source], details={"messages": [rec]} | ({"contradicts": weaker.status.value} if weaker else {}))
+    if weaker is not None and loud:
+        findings.remove(weaker)
+    return new
+
+
+def _cited_by(findings: list[Finding], part: Any, ms: list[MessageMatch]) -> Finding | None:
+    """The actionable finding that already cites one of these lines (same text in its evidence)."""
+    texts = {m.line.strip() for m in ms}
+    for f in findings:
+        if f.status == Status.actionable and any(e.value and any(e.value in t or t in e.value for t in texts)
+                                                 for e in f.evidence if len(e.value) >= 12):
+            return f
+    return None
+
+
+def _explain(part: Any, m: Message, ms: list[MessageMatch]) -> Finding:
+    """``evidence.message`` of a message without a check: what was said, what it means, what tells more."""
+    act = m.level in _LOUD and m.cls not in _QUIET_CLASSES
+    return finding(MESSAGE_CHECK, Status.actionable if act else Status.unknown, _said(m, ms), subject=part.label,
+                   evidence_=_lines(part.label, ms), severity=_severity(m) if act else None,
+                   impact=f"{m.meaning} (class {m.cls}; printed by {m.source})", remedy=Remedy(note=_note(m)),
+                   references=[m.source], details={"messages": [_record(m, ms)], "class": m.cls})
+
+
+def _summary(part: Any, rest: list[tuple[Message, list[MessageMatch]]]) -> Finding:
+    n = sum(len(ms) for _m, ms in rest)
+    return finding(MESSAGE_CHECK, Status.unknown, f"{len(rest)} more recognised message(s) ({n} line(s))",
+                   subject=part.label, evidence_=[ev(part.label, f"{m.id}: {m.meaning}") for m, _ms in rest[:10]],
+                   impact="Further component messages matched the catalog; each is listed in details with its meaning and source.",
+                   details={"messages": [_record(m, ms) for m, ms in rest]})
+
+
+def join_messages(facts: Any, findings: list[Finding]) -> list[Finding]:
+    """``findings`` with every catalog message of every evidence part joined in (see the module
+    docstring); returns the new list (joined findings are changed in place). Run after every
+    investigator, before the evidence accounting (:func:`~infergap.investigators.evidence_files.unmatched`)."""
+    out = list(findings)
+    explained: dict[str, list[tuple[Message, list[MessageMatch]]]] = defaultdict(list)
+    parts = {}
+    for part, m, ms in _grouped(facts):
+        if m.check:
+            new = _feed(out, part, m, ms)
+            if new is not None:
+                out.append(new)
+            continue
+        cited = _cited_by(out, part, ms)
+        if cited is not None:
+            cited.details.setdefault("messages", []).append(_record(m, ms))
+            continue
+        explained[part.label].append((m, ms))
+        parts[part.label] = part
+    for label, items in explained.items():
+        items.sort(key=lambda x: (x[0].level not in _LOUD, x[0].cls in _QUIET_CLASSES, x[1][0].line_no))
+        out += [_explain(parts[label], m, ms) for m, ms in items[:MAX_EXPLAINED]]
+        if len(items) > MAX_EXPLAINED:
+            out.append(_summary(parts[label], items[MAX_EXPLAINED:]))
+    return out

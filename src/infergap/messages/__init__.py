@@ -1,0 +1,211 @@
+"""The field's own messages: catalogs mined from the components' sources, matched on any line.
+
+Each ``data/messages/<component>.yaml`` (format: ``data/messages/README.md``) lists the warning and
+error messages a component prints (NCCL, CUDA, NVML, the NVIDIA driver's Xids, nvidia-smi, PyTorch
+distributed, Ray, the Kubernetes device plugin and GPU operator, the serving engines), each with
+its template as a bounded regex, where upstream it comes from, what it means, its class and, where
+the meaning determines one, the check it feeds.
+
+:func:`match_lines` finds every catalog message in a sequence of lines, whatever log format wraps
+them. Patterns are compiled on first use; a line is only tried against the messages indexed under
+one of its words (each message is indexed under its rarest whole word), so a line costs a few
+dict look-ups plus the few patterns that can match it.
+
+>>> m = match_lines(["gpu1:123:456 [0] NCCL INFO NET/IB : No device found."])[0]
+>>> (m.message.id, m.message.check, m.line_no)
+('nccl.net_ib.net_ib_no_device_found', 'nccl.net', 1)
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from infergap.messages.template import LEVELS, MAX_LINE, key_words, longest_literal
+
+__all__ = ["LABELS", "Catalog", "Message", "MessageMatch", "catalog", "match_lines"]
+
+#: A message whose longest literal is shorter than this (characters) is too generic to match on
+#: its own (``%s: %s``); it stays in the catalog (and in the coverage figures) but never matches.
+MIN_LITERAL = 6
+_WORD = re.compile(r"[A-Za-z0-9_]+")
+#: Names of the components as a user knows them.
+LABELS = {"nccl": "NCCL", "cuda": "CUDA", "nvml": "NVML", "nvrm_xid": "NVIDIA driver", "nvidia_smi": "nvidia-smi",
+          "torch_distributed": "PyTorch distributed", "ray": "Ray", "k8s_device_plugin": "NVIDIA device plugin",
+          "gpu_operator": "NVIDIA GPU operator", "vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp",
+          "ollama": "ollama", "tensorrt_llm": "TensorRT-LLM"}
+
+
+
+@dataclass(frozen=True)
+class Message:
+    """One catalog entry (fields as in ``data/messages/README.md``); ``component`` the catalog it
+    is in, ``repo``/``tag`` the upstream source it was mined from."""
+
+    id: str
+    component: str
+    level: str
+    template: str
+    style: str
+    pattern: str
+    where: str
+    cls: str
+    meaning: str
+    repo: str
+    tag: str
+    check: str | None = None
+    severity: str | None = None
+    more: str | None = None
+    curated: bool = False
+    name: str | None = None
+    code: int | None = None
+    sites: int = 1
+
+    @functools.cached_property
+    def regex(self) -> re.Pattern[str]:
+        """The compiled pattern (compiled on first use)."""
+        return re.compile(self.pattern)
+
+    @property
+    def source(self) -> str:
+        """Where upstream the template is printed: ``repo tag path:line``, or a URL for GitHub."""
+        path, _, line = self.where.partition(":")
+        if self.repo.count("/") == 1 and self.tag:
+            return f"https://github.com/{self.repo}/blob/{self.tag}/{path}" + (f"#L{line}" if line.isdigit() else "")
+        return f"{self.repo} {self.tag} {self.where}".strip()
+
+    @functools.cached_property
+    def literal_len(self) -> int:
+        """Characters of the template's longest literal run (how specific a match is)."""
+        return len(longest_literal(self.template, self.style))
+
+    @property
+    def matchable(self) -> bool:
+        """False for a template with too little literal text to be recognised (see :data:`MIN_LITERAL`)."""
+        return self.literal_len >= MIN_LITERAL
+
+
+@dataclass(frozen=True)
+class MessageMatch:
+    """A catalog message found on one line: ``line_no`` 1-based (offset by ``first``), the line
+    (cut at :data:`MAX_LINE` characters), the named captures of its placeholders."""
+
+    message: Message
+    line_no: int
+    line: str
+    captures: dict[str, str] = field(default_factory=dict)
+    span: tuple[int, int] = (0, 0)
+
+    @property
+    def text(self) -> str:
+        """The part of the line the message matched (the log format's prefix left out)."""
+        return self.line[self.span[0]:self.span[1]] if self.span[1] else self.line
+
+
+def _messages(doc: dict[str, Any], name: str) -> list[Message]:
+    up = doc.get("upstream") or {}
+    out = []
+    for e in doc.get("messages") or []:
+        if e.get("level") not in LEVELS or not e.get("pattern"):
+            raise ValueError(f"data/messages/{name}: {e.get('id')}: bad level or no pattern")
+        out.append(Message(
+            id=e["id"], component=doc.get("component", name), level=e["level"], template=e["template"],
+            style=e.get("style", "printf"), pattern=e["pattern"], where=str(e.get("where", "")),
+            cls=e.get("class", "informational"), meaning=e.get("meaning", ""), repo=str(up.get("repo", "")),
+            tag=str(up.get("tag", "")), check=e.get("check"), severity=e.get("severity"), more=e.get("more"),
+            curated=bool(e.get("curated")), name=e.get("name"), code=e.get("code"), sites=int(e.get("sites", 1))))
+    return out
+
+
+class Catalog:
+    """Every message of every catalog file, with the word index built on first match.
+
+    ``headers`` maps each component to its file's header (upstream, mined_by, call_sites …).
+    """
+
+    def __init__(self, docs: dict[str, dict[str, Any]]) -> None:
+        self.headers = {name: {k: v for k, v in d.items() if k != "messages"} for name, d in docs.items()}
+        msgs = [m for name, d in sorted(docs.items()) for m in _messages(d, name)]
+        self.messages: tuple[Message, ...] = tuple(msgs)
+        self._by_id = {m.id: m for m in msgs}
+        if len(self._by_id) != len(msgs):
+            dup = [k for k, n in Counter(m.id for m in msgs).items() if n > 1]
+            raise ValueError(f"data/messages: duplicate message ids {dup[:5]}")
+
+    def by_id(self, mid: str) -> Message:
+        """The message of id ``mid``; KeyError if none."""
+        return self._by_id[mid]
+
+    @functools.cached_property
+    def _index(self) -> dict[str, tuple[Message, ...]]:
+        """word -> messages indexed under it: each message under its rarest whole word."""
+        words = {m.id: key_words(m.template, m.style) for m in self.messages if m.matchable}
+        freq = Counter(w for ws in words.values() for w in set(ws))
+        index: dict[str, list[Message]] = {}
+        for m in self.messages:
+            ws = words.get(m.id)
+            if ws:
+                index.setdefault(min(ws, key=lambda w: (freq[w], -len(w))), []).append(m)
+        return {w: tuple(ms) for w, ms in index.items()}
+
+    def match_line(self, line: str) -> list[tuple[Message, re.Match[str]]]:
+        """Messages found on one line (cut at :data:`MAX_LINE`), most specific first; a match whose
+        span lies inside a more specific one's is dropped (``%s:%d Cuda failure '%s'`` wins over
+        ``Cuda failure '%s'``)."""
+        line = line[:MAX_LINE]
+        index = self._index
+        cands: dict[str, Message] = {}
+        for w in set(_WORD.findall(line)):
+            for m in index.get(w, ()):
+                cands[m.id] = m
+        found = []
+        for m in cands.values():
+            hit = m.regex.search(line)
+            if hit:
+                found.append((m, hit))
+        if len(found) < 2:
+            return found
+        found.sort(key=lambda mh: (-mh[0].literal_len, mh[0].id))
+        kept: list[tuple[Message, re.Match[str]]] = []
+        for m, h in found:
+            if not any(k.start() <= h.start() and h.end() <= k.end() for _m, k in kept):
+                kept.append((m, h))
+        return kept
+
+    def match_lines(self, lines: Iterable[str], first: int = 1) -> list[MessageMatch]:
+        """Every message on every line; ``first`` the number of the first line."""
+        out = []
+        for n, line in enumerate(lines, first):
+            for m, h in self.match_line(line):
+                caps = {k: v for k, v in h.groupdict().items() if v is not None}
+                out.append(MessageMatch(m, n, line[:MAX_LINE].rstrip("\n"), caps, h.span()))
+        return out
+
+
+def _load(text: str) -> Any:
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 (a safe loader)
+
+
+@functools.lru_cache(maxsize=1)
+def catalog() -> Catalog:
+    """Every packaged catalog (``data/messages/*.yaml``), loaded once. Raises ValueError for a
+    malformed file (packaged data: a bug, not user input)."""
+    base = resources.files("infergap") / "data" / "messages"
+    docs = {}
+    for f in sorted(base.iterdir(), key=lambda x: x.name):
+        if f.name.endswith(".yaml"):
+            docs[f.name[:-5]] = _load(f.read_text(encoding="utf-8"))
+    return Catalog(docs)
+
+
+def match_lines(lines: Iterable[str], first: int = 1) -> list[MessageMatch]:
+    """Every catalog message found in ``lines`` (any log format; a line is cut at
+    :data:`MAX_LINE` characters), as :class:`MessageMatch` in line order."""
+    return catalog().match_lines(lines, first)

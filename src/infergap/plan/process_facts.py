@@ -1,0 +1,130 @@
+"""Facts from the serving process itself (:class:`~infergap.snapshot.process.ProcessEvidence`):
+its environment, its flags parsed with the engine's own argument table
+(:mod:`infergap.parsers.engine_args`), its threads' CPU use during the sweep, its GPU memory.
+
+Each fact names the process and the flag or variable it was read from, or the source default
+when the flag was not given (``--kv-offload`` = yes: default of ``common/arg.cpp`` …). Thresholds:
+a server thread is saturated when it ran at least :data:`THREAD_SATURATED` of the sweep's wall
+time (one core's worth: the engine's loop, not the GPU, then paces the steps — when the GPU
+also idled with every slot busy); a micro-batch below :data:`SMALL_UBATCH` tokens makes prompt
+processing run in many small GPU steps (llama.cpp ``common/common.h``: ``n_ubatch`` 512 by
+default, "must be >=32 to use BLAS").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infergap.parsers.engine_args import ParsedArgs, canonical, parse_argv
+from infergap.plan.conditions import Fact
+from infergap.plan.facts import _put
+
+THREAD_SATURATED = 0.9
+SMALL_UBATCH = 128
+#: Values of CUDA_VISIBLE_DEVICES that hide every GPU (CUDA C Programming Guide, "CUDA
+#: Environment Variables": an empty list or an invalid index makes no device visible).
+HIDDEN = ("", "-1", "none", "void", "nodevfiles")
+
+
+def _src(proc: Any, what: str) -> str:
+    return f"serving process pid {proc.pid} ({proc.url}): {what}"
+
+
+def _gpu_env(facts: dict[str, Fact], proc: Any) -> None:
+    if "CUDA_VISIBLE_DEVICES" in proc.env:
+        v = proc.env["CUDA_VISIBLE_DEVICES"]
+        hidden = v.strip().lower() in HIDDEN
+        _put(facts, "proc.cuda_visible_devices", v, _src(proc, f"environment CUDA_VISIBLE_DEVICES={v!r}"))
+        if hidden:
+            _put(facts, "server.gpu_visible", False,
+                 _src(proc, f"environment CUDA_VISIBLE_DEVICES={v!r} hides every GPU from the server"))
+    if proc.gpu_memory_B is not None:
+        _put(facts, "proc.gpu_memory_B", proc.gpu_memory_B,
+             _src(proc, f"{proc.gpu_memory_B / 2**30:.1f} GiB of GPU memory (NVML, this process)" +
+                  (f"; {proc.gpu_note}" if proc.gpu_note else "")))
+
+
+def _flag(p: ParsedArgs, proc: Any, name: str) -> tuple[Any, str]:
+    """(value, where it came from) of option ``name``: as given, or the source's default."""
+    v = p.value(name)
+    key = canonical(p.engine, name)
+    given = p.given.get(key)
+    if given:
+        return v, _src(proc, f"{given} {v}" if given.startswith("env ") or not isinstance(v, bool) else given)
+    return v, _src(proc, f"{key} not given: default {v!r} [{p.source}]")
+
+
+def _llamacpp(facts: dict[str, Fact], p: ParsedArgs, proc: Any) -> None:
+    kvo, s = _flag(p, proc, "--kv-offload")
+    if isinstance(kvo, bool):
+        _put(facts, "server.kv_offload", kvo, s)
+    cb, s = _flag(p, proc, "--cont-batching")
+    if isinstance(cb, bool):
+        _put(facts, "server.cont_batching", cb, s)
+    for name, fact in (("--ubatch-size", "server.ubatch"), ("--batch-size", "server.batch"), ("--parallel", "server.parallel_flag"),
+                       ("--threads", "server.threads")):
+        v, s = _flag(p, proc, name)
+        if isinstance(v, int):
+            _put(facts, fact, v, s)
+    ub = facts.get("server.ubatch")
+    if ub is not None:
+        _put(facts, "server.ubatch_small", ub.value < SMALL_UBATCH, ub.source + f" (< {SMALL_UBATCH} is small)")
+    fa, s = _flag(p, proc, "--flash-attn")
+    if isinstance(fa, str):
+        _put(facts, "server.flash_attn", {"LLAMA_FLASH_ATTN_TYPE_AUTO": "auto"}.get(fa, fa.lower()), s)
+    ngl, s = _flag(p, proc, "--gpu-layers")
+    if ngl is not None:
+        _put(facts, "server.ngl", str(ngl), s)
+        _ngl_all(facts, ngl, s)
+
+
+def _ngl_all(facts: dict[str, Fact], ngl: Any, s: str) -> None:
+    """``server.ngl_all``: whether ``-ngl`` covers every layer. llama.cpp counts the output layer
+    too ("offloaded 33/33 layers" for 32 blocks), so all is blocks + 1 when only the model's
+    block count is known."""
+    log_layers, blocks = facts.get("server.model_layers"), facts.get("model.layers")
+    need, where = ((log_layers.value, log_layers.source) if log_layers is not None else
+                   (blocks.value + 1, f"{blocks.value} blocks + the output layer [{blocks.source}]") if blocks is not None else (None, ""))
+    text = str(ngl)
+    n = -2 if text == "all" else -1 if text == "auto" else int(text) if text.lstrip("-").isdigit() else None
+    if n is not None and n <= -2:
+        _put(facts, "server.ngl_all", True, s)
+    elif n is not None and n >= 0 and isinstance(need, int):
+        _put(facts, "server.ngl_all", n >= need, s + f" ({'≥' if n >= need else '<'} {need} layers: {where})")
+
+
+def thread_facts(facts: dict[str, Fact], proc: Any, cpu: dict[str, Any] | None) -> None:
+    """``proc.busiest_thread_share`` and ``proc.cpu_saturated`` from the CPU the process used
+    during the sweep (:func:`infergap.snapshot.process.cpu_since`)."""
+    if not cpu:
+        return
+    share = cpu.get("busiest_share")
+    if share is None:
+        return
+    s = _src(proc, f"during the sweep ({cpu['wall_s']:.0f} s) the process used {cpu['process_cores']:.2f} cores; its busiest thread "
+                   f"({cpu.get('busiest_name') or cpu.get('busiest_thread')}) ran {share:.0%} of the time "
+                   f"(≥ {THREAD_SATURATED:.0%} is saturated) [/proc/{proc.pid}/task/*/stat]")
+    _put(facts, "proc.busiest_thread_share", share, s)
+    _put(facts, "proc.cpu_saturated", share >= THREAD_SATURATED, s)
+
+
+def from_process(facts: dict[str, Fact], proc: Any, cpu: dict[str, Any] | None = None) -> ParsedArgs | None:
+    """Facts from the serving process ``proc`` (and ``cpu``, its use during the sweep); returns
+    the parsed flags (None when the engine has no argument table)."""
+    _put(facts, "proc.read", True, _src(proc, " ".join(proc.argv)[:600] or "(no command line readable)"))
+    _gpu_env(facts, proc)
+    if proc.cpus_allowed is not None:
+        _put(facts, "proc.cpus_allowed", proc.cpus_allowed_count, _src(proc, f"Cpus_allowed_list {proc.cpus_allowed} "
+                                                                           f"of {proc.host_cpus} CPUs [/proc/{proc.pid}/status]"))
+    if proc.cgroup.get("cpu.max") and proc.cgroup["cpu.max"].split()[0] != "max":
+        q, _, period = proc.cgroup["cpu.max"].partition(" ")
+        if q.isdigit() and period.strip().isdigit():
+            _put(facts, "proc.cgroup_cpus", round(int(q) / int(period), 2), _src(proc, f"cgroup cpu.max {proc.cgroup['cpu.max']}"))
+    thread_facts(facts, proc, cpu)
+    p = parse_argv(proc.argv, proc.env)
+    if p is None:
+        return None
+    _put(facts, "engine.name", p.engine, _src(proc, f"command line {proc.argv[0]}"))
+    if p.engine == "llama.cpp":
+        _llamacpp(facts, p, proc)
+    return p
