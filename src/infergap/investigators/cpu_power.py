@@ -54,8 +54,9 @@ def _cstates(ctx: Context) -> Finding:
         return finding(cid, Status.ok, f"No idle state with exit latency >= {DEEP_STATE_US} µs is enabled", evidence_=evs, expected_value=f"states >= {DEEP_STATE_US} µs disabled")
     host = ctx.in_container
     names = ", ".join(f"{s.name} ({s.latency_us} µs)" for s in deep)
-    cmds = [("cpuidle_set_by_index", {"index": s.index, "value": "1"}) for s in deep]
-    reverts = [("cpuidle_set_by_index", {"index": s.index, "value": "0"}) for s in deep]
+    # The command infergap fix runs for each action (by state name), so report and action agree.
+    cmds = [("cpuidle_set_by_name", {"name": s.name, "value": "1"}) for s in deep]
+    reverts = [("cpuidle_set_by_name", {"name": s.name, "value": "0"}) for s in deep]
     return finding(cid, Status.actionable, f"Deep C-states enabled: {names}",
         evidence_=evs, expected_value=f"idle states with exit latency >= {DEEP_STATE_US} µs disabled",
         impact="A CPU thread that launches kernels or polls for completions and wakes from a deep state pays its exit latency each time; at batch 1 the GPU waits on those threads every step.",
