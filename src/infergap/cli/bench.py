@@ -7,7 +7,6 @@ from typing import Optional
 
 import typer
 
-from infergap.bench.slo import parse_duration_ms
 from infergap.cli import Fmt, app, render_report, write_report
 from infergap.cli import validate as v
 from infergap.cli.options import db_option, format_option, output_option, served_model_option, url_option
@@ -26,6 +25,7 @@ def parse_slo(text: str):
     """``ttft=2s,tpot=50ms[,e2e=10s]`` → SLO. Percentile keys (``ttft_p99=2s``) also bound each
     request for goodput. Raises UserError on an unknown key or bad value."""
     from infergap.bench.models import SLO
+    from infergap.bench.slo import parse_duration_ms
 
     vals = {}
     seen: set[str] = set()
@@ -205,14 +205,11 @@ def bench(
         write_report(render_all(result))
     else:
         typer.echo(f"wrote {output}", err=True)
-    if plot is not None and result.points:
-        try:
-            render.plot(result, str(plot))
-        except OSError as e:
-            raise UserError(f"--plot {plot}: cannot write ({e.strerror or e})") from None
-    from infergap.cli import record
+    from infergap.cli import optional_step, record
 
-    record("bench", result.to_json(), None, db)
+    record("bench", result.to_json(), None, db)  # before the plot: an optional step cannot lose the run
+    if plot is not None and result.points:
+        optional_step(f"--plot {plot}", lambda: render.plot(result, str(plot)))
     if result.interrupted:
         raise typer.Exit(130)
     if result.error:

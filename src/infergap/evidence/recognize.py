@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infergap.parsers.llamacpp_log import is_llamacpp_line
+from infergap.parsers.ollama_log import is_ollama_line
 from infergap.evidence.signatures import line_kind
 from infergap.evidence.text import clean_line, decode
 from infergap.messages import catalog as message_catalog
@@ -40,7 +41,7 @@ MAX_NUL_SKIP = 16 * 1024 * 1024
 #: ``file:<path>`` answers ``Snapshot.read(path)``; ``log`` is read with ``Snapshot.evidence_parts(kind)``.
 KINDS: dict[str, tuple[str, str]] = {s.kind: (s.what, s.serves) for s in SOURCES if s.start or s.sample}
 
-LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "llamacpp_log", "dmesg", "traceback", "fragment", "messages")
+LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "llamacpp_log", "ollama_log", "dmesg", "traceback", "fragment", "messages")
 
 # -- start markers (tested on the stripped line), in the records' order ---------------------------
 _START: list[tuple[str, re.Pattern[str]]] = [(s.kind, re.compile(s.start)) for s in SOURCES if s.start]
@@ -51,7 +52,9 @@ _START_RE = {k: r for k, r in _START}
 MAX_START_LINE = 8192
 _WHOLE_LINE = {k for k, r in _START if r.pattern.endswith("$")}
 #: Kinds whose start marker repeats on every line (each line of ``sysctl -a`` is a marker).
-_REPEATING = {"lspci", "sysctl_all", "pip_freeze", "ulimit", "nvsmi_nvlink", "cmdline", "env", "lspci_tree"}
+_REPEATING = {s.kind for s in SOURCES if s.repeats}
+#: Kinds whose output holds lines that look like a log or a failure signature (from the records).
+_HOLDS_LOGS = {s.kind for s in SOURCES if s.holds_log_lines}
 #: Kinds one of whose markers, inside a part of the key kind, continues it.
 _CONTINUES = {"lspci_vvv": {"lspci"}, "collect_env": {"pip_freeze", "collect_env"}, "nvsmi_topo": {"nvsmi_p2p"}, "check_env": {"pip_freeze", "env"}}
 
@@ -222,6 +225,8 @@ def log_kinds(line: str) -> tuple[str, ...]:
     elif any(w in s for w in _VLLM_WORDS) or ((" INFO " in s or " WARNING " in s or " ERROR " in s or " DEBUG " in s
                                                or s.startswith(("INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL"))) and _VLLM.search(s)):
         out.append("vllm_log")
+    if not out and is_ollama_line(s):
+        out.append("ollama_log")
     if not out and is_llamacpp_line(s):
         out.append("llamacpp_log")
     if c in "[kADFJMNOS" and "sglang_log" not in out and _DMESG.match(s):
@@ -278,7 +283,7 @@ def _close(seg: _Seg, end: int) -> tuple[str | None, frozenset[str]]:
     if kind == "nvsmi_nvlink" and not seg.counts.get("_link"):
         kind = None  # ``nvidia-smi -L`` also prints "GPU 0: … (UUID: …)"
     if kind is None:
-        engine = max(("sglang_log", "vllm_log", "llamacpp_log"), key=lambda k: logs.get(k, 0))
+        engine = max(("sglang_log", "vllm_log", "llamacpp_log", "ollama_log"), key=lambda k: logs.get(k, 0))
         if logs.get(engine):
             kind = engine
         elif logs.get("nccl_log"):
@@ -299,7 +304,7 @@ def _close(seg: _Seg, end: int) -> tuple[str | None, frozenset[str]]:
     if kind in ("pip_freeze", "pip_text"):
         kinds.add("pip_list")
     for lk in LOG_KINDS:
-        if logs.get(lk) and (kind in LOG_KINDS or kind == "collect_env"):
+        if logs.get(lk) and (kind in LOG_KINDS or kind in _HOLDS_LOGS):
             kinds.add(lk)
     return kind, frozenset(kinds)
 
@@ -360,6 +365,11 @@ class _Splitter:
         if _FENCE.match(s):
             self.cut(line_start, pos, lineno + 1, hint=self.seg.hint if not self.seg.content else None)
             return
+        if s[0] == "#" and start_kind(s) is not None:  # an output whose own lines start with "#" (nccl-tests), not a root prompt
+            self._marker(start_kind(s) or "", s, line_start, lineno)
+            self.seg.n += 1
+            self.seg.content += 1
+            return
         hint = _prompt_hint(s) if (s[0] in "$#>[P" or "@" in s[:64]) and not s.startswith(">>>") else False
         if hint is not False:
             self.cut(line_start, pos, lineno + 1, hint=hint)
@@ -380,6 +390,9 @@ class _Splitter:
     def _marker(self, sk: str, s: str, line_start: int, lineno: int) -> None:
         """A start marker of kind ``sk``: it continues the current segment or begins a new one."""
         cur = self.seg.kind
+        if cur is None and self.seg.hint == sk:  # the output the prompt's command prints, after a line of its own
+            self.seg.kind = sk
+            return
         same = cur is not None and (sk == cur and sk in _REPEATING or sk in _CONTINUES.get(cur, ()) or (cur == "lspci" and sk == "lspci"))
         if sk == "lspci_vvv" and cur in ("lspci", "lspci_vvv"):  # a link register inside a device block
             same = True
@@ -396,9 +409,9 @@ class _Splitter:
     def _log(self, lk: tuple[str, ...], line_start: int, lineno: int) -> None:
         """A log line of kinds ``lk``: counted; it begins a new segment after an output, or after
         words that separate it from a log of another family."""
-        fam = "engine" if ("sglang_log" in lk or "vllm_log" in lk) else lk[0]
+        fam = "engine" if ("sglang_log" in lk or "vllm_log" in lk or "ollama_log" in lk) else lk[0]
         seg = self.seg
-        if seg.kind is not None and seg.kind not in ("collect_env",) and seg.content:
+        if seg.kind is not None and seg.kind not in _HOLDS_LOGS and seg.content:
             self.cut(line_start, line_start, lineno)
         elif seg.family is not None and seg.gap and fam != seg.family:
             # separate pastes of different logs, with words between them

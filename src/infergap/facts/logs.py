@@ -55,6 +55,11 @@ def engine_logs(snap: Any) -> list[tuple[Any, EngineLogFacts]]:
     """(part, facts) for every SGLang, vLLM or llama.cpp log part."""
     out = []
     for part in _parts(snap, "engine_log"):
+        if part.kind == "ollama_log":
+            from infergap.parsers.ollama_log import parse_ollama_log
+
+            out.append((part, memo_part(snap, ("ollama", str(part.path), part.start, part.end), lambda p=part: parse_ollama_log(p.iter_lines()))))
+            continue
         if part.kind == "llamacpp_log":
             from infergap.parsers.llamacpp_log import parse_llamacpp_log
 
@@ -92,6 +97,21 @@ class LogDomain:
     def kernel_logs(self) -> list[tuple[Any, Any]]:
         """(part, :class:`~infergap.parsers.dmesg.DmesgFacts`) of every pasted kernel log part."""
         return kernel_logs(self.snap)
+
+    def p2p_bandwidth_runs(self) -> list[tuple[Any, Any]]:
+        """(part, :class:`~infergap.parsers.cuda_samples.P2pBandwidthRun`) of every pasted
+        ``p2pBandwidthLatencyTest`` output."""
+        from infergap.parsers.cuda_samples import parse_p2p_bandwidth
+
+        return [(part, memo_part(self.snap, ("p2pbw", str(part.path), part.start, part.end), lambda p=part: parse_p2p_bandwidth(p.iter_lines())))
+                for part in _parts(self.snap, "p2p_bandwidth")]
+
+    def nccl_tests_runs(self) -> list[tuple[Any, Any]]:
+        """(part, :class:`~infergap.parsers.nccl.NcclTestsRun`) of every pasted nccl-tests output."""
+        from infergap.parsers.nccl import parse_nccl_tests
+
+        return [(part, memo_part(self.snap, ("nccltests", str(part.path), part.start, part.end), lambda p=part: parse_nccl_tests(p.iter_lines())))
+                for part in _parts(self.snap, "nccl_tests")]
 
     def evidence_parts(self, kind: str) -> list[Any]:
         """The recognised evidence parts serving ``kind`` (none without pasted evidence)."""

@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-import yaml
-
+from infergap import datafile
 from infergap.messages.template import LEVELS, MAX_LINE, key_words, longest_literal
 
 __all__ = ["LABELS", "Catalog", "Message", "MessageMatch", "catalog", "match_lines"]
@@ -67,6 +66,7 @@ class Message:
     name: str | None = None
     code: int | None = None
     sites: int = 1
+    attrs: tuple[str, ...] = ()
 
     @functools.cached_property
     def regex(self) -> re.Pattern[str]:
@@ -120,7 +120,8 @@ def _messages(doc: dict[str, Any], name: str) -> list[Message]:
             style=e.get("style", "printf"), pattern=e["pattern"], where=str(e.get("where", "")),
             cls=e.get("class", "informational"), meaning=e.get("meaning", ""), repo=str(up.get("repo", "")),
             tag=str(up.get("tag", "")), check=e.get("check"), severity=e.get("severity"), more=e.get("more"),
-            curated=bool(e.get("curated")), name=e.get("name"), code=e.get("code"), sites=int(e.get("sites", 1))))
+            curated=bool(e.get("curated")), name=e.get("name"), code=e.get("code"), sites=int(e.get("sites", 1)),
+            attrs=tuple(e.get("attrs") or ())))
     return out
 
 
@@ -189,19 +190,17 @@ class Catalog:
         return out
 
 
-def _load(text: str) -> Any:
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 (a safe loader)
-
-
 @functools.lru_cache(maxsize=1)
 def catalog() -> Catalog:
-    """Every packaged catalog (``data/messages/*.yaml``), loaded once. Raises ValueError for a
-    malformed file (packaged data: a bug, not user input)."""
+    """Every packaged catalog (``data/messages/*.yaml``), loaded once (each file parsed once per
+    change, :func:`infergap.datafile.packaged`). Raises ValueError for a malformed entry and
+    :class:`~infergap.errors.UserError` for a file that is not valid YAML (packaged data: a bug,
+    not user input)."""
     base = resources.files("infergap") / "data" / "messages"
     docs = {}
     for f in sorted(base.iterdir(), key=lambda x: x.name):
         if f.name.endswith(".yaml"):
-            docs[f.name[:-5]] = _load(f.read_text(encoding="utf-8"))
+            docs[f.name[:-5]] = datafile.packaged(f"messages/{f.name}")
     return Catalog(docs)
 
 

@@ -1,0 +1,55 @@
+"""The engine mining scripts, run on fixed excerpts of upstream source (tests/fixtures/upstream/)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from tools.messages import common as c
+from tools.messages import engines
+
+ROOT = Path(__file__).resolve().parents[2]
+UP = ROOT / "tests/fixtures/upstream"
+
+
+def _mine(module, fixture: str, tag: str, tmp_path: Path, curated: Path | None = None) -> dict:
+    out = tmp_path / "cat.yaml"
+    co = c.Checkout(UP / fixture, tag)
+    engines.build(module.ENGINE, co, out, curated or tmp_path / "none.yaml", archive="excerpt")
+    return yaml.safe_load(out.read_text(encoding="utf-8"))
+
+
+def _by_template(cat: dict) -> dict[str, dict]:
+    return {" ".join(m["template"].split()): m for m in cat["messages"]}
+
+
+def test_vllm_miner_on_excerpt(tmp_path):
+    from tools.messages import mine_vllm
+
+    cat = _mine(mine_vllm, "vllm", "v0.32.0", tmp_path, ROOT / "tools/messages/curated/vllm.yaml")
+    assert cat["upstream"] == {"repo": "vllm-project/vllm", "tag": "v0.32.0", "archive": "excerpt"}
+    # ulimit + 2 custom-allreduce warnings + model_class_overrides (off topic); the tool parser's
+    # error is left out with its directory; 2 raises, both kept; 1 info kept.
+    assert (cat["call_sites"], cat["topic_sites"], cat["kept_sites"]) == (4, 3, 3)
+    assert (cat["raise_sites"], cat["kept_raise_sites"], cat["kept_info_sites"]) == (2, 2, 1)
+    t = _by_template(cat)
+    ul = t["Found ulimit of %s and failed to automatically increase with error %s. This can cause fd "
+           "limit errors like `OSError: [Errno 24] Too many open files`. Consider increasing with ulimit -n"]
+    assert ul["id"] == "vllm.system_utils.found_ulimit_failed_automatically_increase"
+    assert ul["where"] == "vllm/utils/system_utils.py:17" and ul["level"] == "warn"
+    assert (ul["check"], ul["severity"], ul["curated"]) == ("limits.nofile", "P2", True)
+    kv = [m for k, m in t.items() if k.startswith("To serve at least one request")][0]
+    assert kv["level"] == "error" and kv["style"] == "format" and kv["class"] == "memory_kv"
+    line = ("ValueError: To serve at least one request with the model's max seq len (32768), (4.00 GiB KV "
+            "cache is needed, which is larger than the available KV cache memory (1.50 GiB). Based on the "
+            "available memory, the estimated maximum model length is 12288. Try increasing "
+            "`gpu_memory_utilization` (which also controls CPU memory on the CPU backend) or decreasing "
+            "`max_model_len` when initializing the engine. See "
+            "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")
+    m = re.search(kv["pattern"], line)
+    assert m and m.group("max_model_len") == "32768"
+    info = t["Custom allreduce is disabled because of missing custom allreduce library"]
+    assert info["level"] == "info" and info["check"] == "allreduce.custom"
+    assert not any("Mistral" in k or "model_class_overrides" in k for k in t)
