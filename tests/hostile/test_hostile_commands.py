@@ -134,6 +134,16 @@ def _remedy_calls(tree: ast.AST):
             yield node
 
 
+def _str_op(node: ast.AST) -> bool:
+    """``%`` formatting, or ``+`` with a string operand (joining lists of literals is fine)."""
+    if not isinstance(node, ast.BinOp):
+        return False
+    strs = [x for x in (node.left, node.right) if isinstance(x, (ast.JoinedStr, ast.Name, ast.Call, ast.Attribute, ast.Subscript))
+            or (isinstance(x, ast.Constant) and isinstance(x.value, str))]
+    return isinstance(node.op, ast.Mod) or (isinstance(node.op, ast.Add) and bool(strs) and not all(
+        isinstance(x, (ast.List, ast.ListComp, ast.IfExp, ast.Tuple)) for x in (node.left, node.right)))
+
+
 def test_no_remedy_line_is_formatted_outside_the_templates():
     """A Remedy's command, persist and revert lines are literal text or come from
     checks.remedy / checks.command: an f-string, ``%``, ``+`` or ``.format`` there would put a
@@ -146,7 +156,7 @@ def test_no_remedy_line_is_formatted_outside_the_templates():
                 if kw.arg not in ("commands", "persist", "revert"):
                     continue
                 for sub in ast.walk(kw.value):
-                    if isinstance(sub, (ast.JoinedStr, ast.BinOp)) or (isinstance(sub, ast.Attribute) and sub.attr == "format"):
+                    if isinstance(sub, ast.JoinedStr) or _str_op(sub) or (isinstance(sub, ast.Attribute) and sub.attr == "format"):
                         bad.append(f"{path.relative_to(SRC.parent)}:{sub.lineno}")
     assert not bad, "command lines formatted by hand (use checks.remedy with a catalog template):\n" + "\n".join(bad)
 
