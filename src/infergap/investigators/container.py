@@ -123,8 +123,33 @@ def _nofile(ctx: Context) -> Finding:
                    remedy=_limit_remedy(ctx, "nofile"), references=["setrlimit(2) RLIMIT_NOFILE"])
 
 
+def _ray_shm(ctx: Context) -> Finding | None:
+    """Ray's object store put on disk because /dev/shm was too small for it (a pasted Ray log), or None.
+
+    Ray falls back to /tmp when ``/dev/shm`` offers less than the object store it sizes (30 % of
+    RAM by default; ``determine_plasma_store_config`` in ray's ``python/ray/_private/services.py``),
+    and every object then moves through the page cache and the disk."""
+    for part, f in ctx.facts.ray_logs():
+        if f.object_store_dir is None or f.shm_available_bytes is None:
+            continue
+        size = f"--shm-size={f.shm_size_hint_gb:g}g" if f.shm_size_hint_gb else "--shm-size larger than Ray's object store (30 % of RAM by default)"
+        return finding("container.shm", Status.actionable, f"Ray put its object store on {f.object_store_dir}: /dev/shm had only {_gib(f.shm_available_bytes)}",
+                       evidence_=evidence((part.label, f.evidence["object_store"])), expected_value="/dev/shm larger than Ray's object store",
+                       impact="Ray's object store (tensors and weights passed between its workers, vLLM's and SGLang's multi-node executors included) lives on disk instead of memory: every transfer pays page-cache and disk copies.",
+                       remedy=Remedy(commands=[f"docker run {size} … (or --ipc=host)", "or ray start --object-store-memory=<bytes below the /dev/shm size>"], host_controlled=ctx.in_container),
+                       references=["https://github.com/ray-project/ray/pull/14629", "https://docs.ray.io/en/latest/ray-core/objects.html"])
+    return None
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
 def _shm(ctx: Context) -> Finding:
     cid = "container.shm"
+    ray = _ray_shm(ctx)
+    if ray is not None:
+        return ray
     df = ctx.facts.shm_mounts()
     if df is None:
         return unknown(cid, "/dev/shm size: not captured", "Needs df -h /dev/shm.")
