@@ -273,12 +273,6 @@ def _env_from_evidence(facts: Facts) -> dict[str, str]:
     return out
 
 
-def _host_env_judged(facts: Facts) -> bool:
-    """Whether the host's own environment (cmds/env.out or /etc/nccl.conf) gives nccl.env its
-    status: a log's ok then adds no second status for the same check."""
-    return facts.env() is not None or facts.value("/etc/nccl.conf") is not None
-
-
 def _ports_alone(facts: Facts) -> Finding | None:
     """``nccl.net`` from ``ibstat`` when no NCCL log shows the path: a port that is not Active is
     actionable (P1: NCCL cannot use it, or falls back); all Active is unknown with their rates."""
@@ -314,9 +308,8 @@ def investigate(ctx: object) -> list[Finding]:
             x = fn(label, f, facts)
             if x:
                 out.append(x)
-        for fn2 in (nccl_env_from_log, _warnings):
-            x = fn2(label, f)
-            if x and not (x.id == "nccl.env" and x.status == Status.ok and _host_env_judged(facts)):
+        for x in (nccl_env_from_log(label, f, facts), _warnings(label, f)):
+            if x:
                 out.append(x)
         v = _version(label, f, facts, part)
         if v:

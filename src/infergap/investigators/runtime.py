@@ -167,10 +167,11 @@ def _known_versions(ctx: Context, skip: set[str] = frozenset()) -> list[Finding]
 _RISKY_ENV = {k: (v, _NCCL_ENV.text(f"logged {k}")) for k, v in _NCCL_ENV.tables["disabling_variables"].items()}
 
 
-def nccl_env_from_log(label: str, f: Any) -> Finding | None:
+def nccl_env_from_log(label: str, f: Any, facts: Any = None) -> Finding | None:
     """nccl.env from the variables an NCCL_DEBUG=INFO log echoes (``f`` its
     :class:`~infergap.parsers.nccl.NcclLogFacts`): one that disables a transport is P1; None when
-    the log echoes none."""
+    the log echoes none, or when it is ok and the host's own environment in ``facts`` (a
+    :class:`~infergap.facts.Facts`) already gives the check its status (one check, one status)."""
     if not f.env:
         return None
     risky = []
@@ -186,6 +187,8 @@ def nccl_env_from_log(label: str, f: Any) -> Finding | None:
             impact="; ".join(f"{k}={v} {why}" for k, v, why in risky) + ". Often left over from debugging a hang whose cause (ACS, IOMMU) was elsewhere.",
             remedy=checks.remedy("nccl.env", commands=[("unset", {"name": k}) for k, _, _ in risky],
                                  revert=[("export", {"name": k, "value": v}) for k, v, _ in risky]))
+    if facts is not None and (facts.env() is not None or facts.value("/etc/nccl.conf") is not None):
+        return None
     return finding("nccl.env", Status.ok, subject=label,
                    title="NCCL_* variables set: " + ", ".join(sorted(f.env)), evidence_=evidence)
 
