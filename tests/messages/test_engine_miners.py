@@ -53,3 +53,28 @@ def test_vllm_miner_on_excerpt(tmp_path):
     info = t["Custom allreduce is disabled because of missing custom allreduce library"]
     assert info["level"] == "info" and info["check"] == "allreduce.custom"
     assert not any("Mistral" in k or "model_class_overrides" in k for k in t)
+
+
+def test_llamacpp_miner_on_excerpt(tmp_path):
+    from tools.messages import mine_llamacpp
+
+    cat = _mine(mine_llamacpp, "llamacpp", "llama-cpp-python-0.3.36", tmp_path,
+                ROOT / "tools/messages/curated/llamacpp.yaml")
+    # ggml-cuda.cu: 5 GGML_LOG_ERROR; arg.cpp: 3 fprintf(stderr) warnings; server: 2 SLT_WRN
+    assert (cat["call_sites"], cat["topic_sites"], cat["kept_sites"], cat["kept_info_sites"]) == (10, 6, 6, 1)
+    t = _by_template(cat)
+    # GGML_CUDA_NAME between the literals is the CUDA build's "CUDA"
+    init = t["%s: failed to initialize CUDA: %s"]
+    assert init["id"] == "llamacpp.ggml_cuda.failed_initialize_cuda" and init["level"] == "error"
+    assert init["check"] == "gpu.present" and init["curated"] is True
+    m = re.search(init["pattern"], "ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected")
+    assert m and m.group("a2") == "no CUDA-capable device is detected"
+    assert t["CUDA error: %s"]["level"] == "error"
+    gpu = t["warning: no usable GPU found, --gpu-layers option will be ignored"]
+    assert (gpu["level"], gpu["where"], gpu["check"]) == ("warn", "common/arg.cpp:4", "engine.offload")
+    off = t["%s: offloaded %d/%d layers to GPU"]
+    assert off["level"] == "info"
+    m = re.search(off["pattern"], "llm_load_tensors: offloaded 0/33 layers to GPU")
+    assert m and (m.group("a2"), m.group("a3")) == ("0", "33")
+    # the slot's format is the second argument; PRId64 folds into the format
+    assert not any(k.startswith("erasing old context checkpoint") for k in t)
