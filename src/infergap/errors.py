@@ -3,3 +3,10 @@
 
 class UserError(Exception):
     """Bad input: names the input and what is wrong with it, in one line."""
+
+
+class SnapshotError(Exception):
+    """The snapshot path is missing, unreadable, or not a snapshot. The message is one line.
+
+    Raised by :mod:`infergap.snapshot` (and importable from there); defined here so the command
+    line can catch it without importing the snapshot reader."""

@@ -21,7 +21,6 @@ names from ``tools/server/server-context.cpp``; all: ``GET /v1/models``. An admi
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import re
@@ -344,6 +343,8 @@ async def _fetch(client: Any, base: str, path: str, headers: dict[str, str], tim
     """GET base+path: (path, status, body text, error). No redirect is followed (a 3xx is an
     error naming its target); the body is read under 8 MiB decompressed (more is an error);
     ``timeout_s`` bounds the whole request (:mod:`infergap.httpsafe`)."""
+    import asyncio  # here, not at the top: an audit reads server configs from logs without an event loop
+
     import aiohttp
 
     from infergap.httpsafe import MAX_JSON_BYTES, BodyTooLarge, read_body, redirect_error
@@ -371,6 +372,8 @@ async def introspect_async(url: str, api_key: str | None = None, timeout_s: floa
     ``ServerConfig.errors``; 404 means "not exposed" and is not an error. ``reachable`` is False
     when no endpoint answered at all. Raises ValueError for a URL that is not http(s).
     """
+    import asyncio
+
     import aiohttp
 
     base = url.rstrip("/")
@@ -449,6 +452,8 @@ def finish(cfg: ServerConfig) -> None:
 
 def introspect(url: str, api_key: str | None = None, timeout_s: float = 5.0) -> ServerConfig:
     """Synchronous :func:`introspect_async` (runs its own event loop)."""
+    import asyncio
+
     return asyncio.run(introspect_async(url, api_key=api_key, timeout_s=timeout_s))
 
 

@@ -176,3 +176,17 @@ def test_topology_with_device_names_printed_without_a_tab_is_read() -> None:
     assert topo.cpu_affinity["GPU0"] == "0-55,112-167" and topo.cpu_affinity["GPU4"] == "56-111,168-223"
     assert topo.numa_affinity["GPU7"] == "1"
     assert (topo.link("GPU4", "NIC8"), topo.link("GPU5", "NIC9"), topo.link("GPU7", "NIC11")) == ("NODE", "PXB", "PXB")
+
+
+def test_p2p_slower_than_the_staged_copy_is_p1_acs_or_iommu() -> None:
+    """NCCL#814: P2P writes at ~10 GB/s against 20-22 GB/s through host memory, for every pair."""
+    f = one(audit_ids(pasted("nccl-814-p2p-slower.txt"), "interconnect"), "gpu.p2p")
+    assert (f.status, f.severity, f.fix_kind) == ("actionable", "P1", "bios")
+    assert f.title == "P2P is slower than copying through host memory for 30 of 30 GPU pair(s)"
+    assert f.evidence[0].value == "GPU0 -> GPU1: P2P 9.9 GB/s, without P2P 20.1 GB/s" and "ACSCtl" in f.remedy.commands[0]
+
+
+def test_p2p_test_whose_pairs_cannot_peer_gives_no_measured_verdict() -> None:
+    """nccl-tests#117: no pair can access its peer, so no bandwidth comparison (the refusal is expected on GeForce)."""
+    found = audit_ids(pasted("nccltests-117-2080ti-no-peer.txt"), "interconnect")
+    assert "gpu.p2p" not in found or all(f.status != "actionable" for f in found["gpu.p2p"])

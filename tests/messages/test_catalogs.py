@@ -17,7 +17,7 @@ MSGS = CAT.messages
 
 
 def test_catalogs_are_present_and_cite_their_source():
-    assert {"nccl"} <= set(CAT.headers)
+    assert {"nccl", "cuda", "nvml"} <= set(CAT.headers)
     for name, h in CAT.headers.items():
         assert h["upstream"]["repo"] and h["upstream"]["tag"], name
         assert h["mined_by"].startswith("tools/messages/mine_"), name

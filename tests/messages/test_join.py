@@ -31,7 +31,8 @@ def test_an_unknown_log_format_with_known_messages_is_read():
     assert not report.get("evidence.unrecognized")
     cited = {m["id"] for f in report.findings for m in f.details.get("messages", [])}
     assert {"nccl.net_ib.net_ib_no_device_found", "nccl.shmutils.error_failed_create_shared_memory",
-            "nccl.checks.cuda_failure"} <= cited
+            "nccl.checks.cuda_failure", "cuda.runtime_text.cudaerrornodevice"} <= cited
+    assert report.get("gpu.present")[0].details["messages"][0]["id"] == "cuda.runtime_text.cudaerrornodevice"
     shm = report.get("container.shm")[0]
     assert shm.status == Status.actionable and "line 3" in shm.evidence[-1].value
     explained = report.get("evidence.message")

@@ -4,19 +4,37 @@ Library entry points: :func:`infergap.bench.runner.run` (run a sweep → :class:
 :func:`compare_bench` (two results → :class:`BenchComparison`, used by ``infergap compare``).
 """
 
-from infergap.bench.compare import BenchComparison, compare_bench
-from infergap.bench.models import SCHEMA, BenchResult, BenchSettings, PointResult, TrialMetrics
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from infergap.bench.compare import BenchComparison, compare_bench
+    from infergap.bench.models import SCHEMA, BenchResult, BenchSettings, PointResult, TrialMetrics
+
+#: Where each name of the package lives; imported when first used, so that importing one
+#: submodule (``infergap.bench.slo`` for option parsing) does not import numpy and the client.
+_LAZY = {"BenchComparison": "compare", "compare_bench": "compare", "SCHEMA": "models", "BenchResult": "models",
+         "BenchSettings": "models", "PointResult": "models", "TrialMetrics": "models"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"infergap.bench.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'infergap.bench' has no attribute {name!r}")
+
 
 __all__ = ["SCHEMA", "BenchComparison", "BenchResult", "BenchSettings", "PointResult", "TrialMetrics",
            "compare_bench", "load_result"]
 
 
-def load_result(path) -> BenchResult:
+def load_result(path) -> "BenchResult":
     """Read a ``infergap.bench/1`` JSON file. Raises UserError naming the file when it is not one."""
     from pathlib import Path
 
     from pydantic import ValidationError
 
+    from infergap.bench.models import SCHEMA, BenchResult
     from infergap.errors import UserError
 
     p = Path(path)

@@ -221,8 +221,7 @@ from infergap.cli import checks as _checks  # noqa: E402,F401
 
 def main() -> None:
     """Console-script entry point: run the app, turning input errors into one line and exit 2."""
-    from infergap.errors import UserError
-    from infergap.snapshot import SnapshotError
+    from infergap.errors import SnapshotError, UserError
 
     cx = _cx
 

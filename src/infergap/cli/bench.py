@@ -7,7 +7,6 @@ from typing import Optional
 
 import typer
 
-from infergap.bench.slo import parse_duration_ms
 from infergap.cli import Fmt, app, render_report, write_report
 from infergap.cli import validate as v
 from infergap.cli.options import db_option, format_option, output_option, served_model_option, url_option
@@ -26,6 +25,7 @@ def parse_slo(text: str):
     """``ttft=2s,tpot=50ms[,e2e=10s]`` → SLO. Percentile keys (``ttft_p99=2s``) also bound each
     request for goodput. Raises UserError on an unknown key or bad value."""
     from infergap.bench.models import SLO
+    from infergap.bench.slo import parse_duration_ms
 
     vals = {}
     seen: set[str] = set()

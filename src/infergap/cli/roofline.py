@@ -10,7 +10,6 @@ import typer
 from infergap.cli import Fmt, app, emit_report, fail
 from infergap.cli import validate as v
 from infergap.cli.options import db_option, format_option, output_option, snapshot_option
-from infergap.guard import dumps
 
 
 class Ceiling(str, Enum):
@@ -75,6 +74,8 @@ def roofline(
         result = bounds(spec, hw, Parallel(tp=tp or hw.count, ep=ep), workload)
     except (UserError, SnapshotError) as e:
         raise fail(str(e))
+
+    from infergap.guard import dumps
 
     emit_report("roofline", fmt, output, json=lambda: dumps(result.to_json_dict(), indent=2) + "\n",
                 md=lambda: render_markdown(result), text=lambda **kw: render_text(result, **kw),

@@ -51,7 +51,9 @@ _START_RE = {k: r for k, r in _START}
 MAX_START_LINE = 8192
 _WHOLE_LINE = {k for k, r in _START if r.pattern.endswith("$")}
 #: Kinds whose start marker repeats on every line (each line of ``sysctl -a`` is a marker).
-_REPEATING = {"lspci", "sysctl_all", "pip_freeze", "ulimit", "nvsmi_nvlink", "cmdline", "env", "lspci_tree"}
+_REPEATING = {s.kind for s in SOURCES if s.repeats}
+#: Kinds whose output holds lines that look like a log or a failure signature (from the records).
+_HOLDS_LOGS = {s.kind for s in SOURCES if s.holds_log_lines}
 #: Kinds one of whose markers, inside a part of the key kind, continues it.
 _CONTINUES = {"lspci_vvv": {"lspci"}, "collect_env": {"pip_freeze", "collect_env"}, "nvsmi_topo": {"nvsmi_p2p"}, "check_env": {"pip_freeze", "env"}}
 
@@ -299,7 +301,7 @@ def _close(seg: _Seg, end: int) -> tuple[str | None, frozenset[str]]:
     if kind in ("pip_freeze", "pip_text"):
         kinds.add("pip_list")
     for lk in LOG_KINDS:
-        if logs.get(lk) and (kind in LOG_KINDS or kind == "collect_env"):
+        if logs.get(lk) and (kind in LOG_KINDS or kind in _HOLDS_LOGS):
             kinds.add(lk)
     return kind, frozenset(kinds)
 
@@ -398,7 +400,7 @@ class _Splitter:
         words that separate it from a log of another family."""
         fam = "engine" if ("sglang_log" in lk or "vllm_log" in lk) else lk[0]
         seg = self.seg
-        if seg.kind is not None and seg.kind not in ("collect_env",) and seg.content:
+        if seg.kind is not None and seg.kind not in _HOLDS_LOGS and seg.content:
             self.cut(line_start, line_start, lineno)
         elif seg.family is not None and seg.gap and fam != seg.family:
             # separate pastes of different logs, with words between them

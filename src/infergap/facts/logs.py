@@ -93,6 +93,14 @@ class LogDomain:
         """(part, :class:`~infergap.parsers.dmesg.DmesgFacts`) of every pasted kernel log part."""
         return kernel_logs(self.snap)
 
+    def p2p_bandwidth_runs(self) -> list[tuple[Any, Any]]:
+        """(part, :class:`~infergap.parsers.cuda_samples.P2pBandwidthRun`) of every pasted
+        ``p2pBandwidthLatencyTest`` output."""
+        from infergap.parsers.cuda_samples import parse_p2p_bandwidth
+
+        return [(part, memo_part(self.snap, ("p2pbw", str(part.path), part.start, part.end), lambda p=part: parse_p2p_bandwidth(p.iter_lines())))
+                for part in _parts(self.snap, "p2p_bandwidth")]
+
     def evidence_parts(self, kind: str) -> list[Any]:
         """The recognised evidence parts serving ``kind`` (none without pasted evidence)."""
         return _parts(self.snap, kind)

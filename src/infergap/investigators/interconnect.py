@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from infergap.checks import threshold as checks_threshold
 from infergap.findings import Action, Finding, FixKind, Remedy, Severity, Status, ev
 from infergap.gpudata import Sku, device_name, sku
 from infergap.investigators.base import Context, evidence, finding, not_applicable, unknown
@@ -200,6 +201,41 @@ def _p2p(ctx: Context) -> Finding | None:
                        impact="A VM's emulated chipset does not offer peer-to-peer between passed-through GPUs; NCCL uses shared memory instead.")
     return finding(cid, Status.actionable, f"P2P unavailable between {n_bad} GPU pair(s): {', '.join(kinds)}", evidence_=evs, expected_value="OK", impact="Without P2P, NCCL stages every transfer through host memory (SHM): all-reduce latency and bandwidth suffer.",
                    remedy=Remedy(note="Check IOMMU mode, ACS on the bridges, and BIOS settings for PCIe peer-to-peer; DR means a driver registry key disabled it."))
+
+
+def _p2p_measured(ctx: Context) -> list[Finding]:
+    """``gpu.p2p`` from each pasted ``p2pBandwidthLatencyTest``: the pairs that can access their
+    peer whose unidirectional P2P=Enabled bandwidth is below ``min_enabled_over_disabled`` of the
+    P2P=Disabled copy (through host memory) are actionable; ok when every such pair is faster with
+    P2P; nothing when the paste has no pair with both figures (a refusal is the signature's)."""
+    cid = "gpu.p2p"
+    floor = checks_threshold(cid, "min_enabled_over_disabled")
+    out = []
+    for part, run in ctx.facts.p2p_bandwidth_runs():
+        on, off = run.uni(True), run.uni(False)
+        pairs = sorted((k for k in on if k in off and k.split("-")[0] != k.split("-")[1] and run.access.get(k, True)),
+                       key=lambda k: tuple(int(x) for x in k.split("-")))
+        if not pairs:
+            continue
+        slow = [k for k in pairs if on[k] < floor * off[k]]
+        shown = slow or pairs
+        evs = [ev(part.label, f"GPU{k.replace('-', ' -> GPU')}: P2P {on[k]:g} GB/s, without P2P {off[k]:g} GB/s") for k in shown[:6]]
+        if slow:
+            out.append(finding(cid, Status.actionable, subject=part.label,
+                title=f"P2P is slower than copying through host memory for {len(slow)} of {len(pairs)} GPU pair(s)",
+                evidence_=evs, expected_value="P2P bandwidth above the staged copy's for every pair that can access its peer",
+                impact="Peer writes that cross the root complex (ACS redirect on a bridge) or an IOMMU that translates them lose to a "
+                       "copy through host memory; NCCL and custom all-reduce then run at this lower rate.",
+                remedy=Remedy(commands=["sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'   # ReqRedir+ or CmpltRedir+ on a bridge above the GPUs",
+                                        "cat /proc/cmdline   # iommu=pt (or amd_iommu=off / intel_iommu=off) for identity DMA"],
+                              note="Disable ACS redirect in the BIOS (or setpci ECAP_ACS+6.w=0000 per bridge until reboot) and put the IOMMU in passthrough, then rerun the test."),
+                references=["https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#pci-access-control-services-acs",
+                            "https://github.com/NVIDIA/caffe/issues/10"],
+                details={"pairs": len(pairs), "slower_with_p2p": slow[:64]}))
+        else:
+            out.append(finding(cid, Status.ok, subject=part.label, title=f"P2P is faster than a copy through host memory for all {len(pairs)} measured GPU pair(s)",
+                               evidence_=evs, details={"pairs": len(pairs)}))
+    return out
 
 
 def _capability_report(sig: Any) -> bool:
@@ -444,4 +480,4 @@ def investigate(ctx: Context) -> list[Finding]:
         f = fn(ctx)
         if f is not None:
             out.append(f)
-    return out
+    return out + _p2p_measured(ctx)

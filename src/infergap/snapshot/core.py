@@ -24,16 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from infergap.errors import SnapshotError  # noqa: F401 - defined with the other one-line errors, raised here
 from infergap.snapshot.sources import COMMANDS, ENV_PREFIXES, ENV_SECRET_WORDS
 
 log = logging.getLogger(__name__)
 
 #: Bytes read at most from one file (a runaway sysfs/procfs file must not exhaust memory).
 MAX_FILE_BYTES = 16 * 1024 * 1024
-
-
-class SnapshotError(Exception):
-    """The snapshot path is missing, unreadable, or not a snapshot. The message is one line."""
 
 
 @dataclass

@@ -76,7 +76,11 @@ class Source:
     ``start``: the regular expression of its first line (a start marker, tested on the stripped
     line); ``prompt``: of the shell command that prints it after a prompt (``$ nvidia-smi topo -m``),
     with ``prompt_rank`` ordering the prompt tests (a more specific command first); ``lines``: the
-    shape of one of its lines for a log (NCCL's ``host:pid:tid [dev] NCCL INFO``). ``parser``: the
+    shape of one of its lines for a log (NCCL's ``host:pid:tid [dev] NCCL INFO``); ``repeats``: its
+    start marker comes back inside one copy (every line of ``sysctl -a``, each matrix of
+    ``p2pBandwidthLatencyTest``), so a marker of the same kind continues the part; ``holds_log_lines``:
+    lines that look like a log or a failure signature belong to the output (``Device=0 CANNOT Access
+    Peer Device=1`` inside ``p2pBandwidthLatencyTest``, pip lines inside ``collect_env``). ``parser``: the
     function that turns its text into values (``module:function`` under ``infergap.parsers`` or,
     for the version listings, ``infergap.evidence``). ``facts``: the accessors of
     :class:`infergap.facts.Facts` (or the modules of ``infergap.facts``) it yields. ``sample``: a
@@ -93,6 +97,8 @@ class Source:
     prompt: str | None = None
     prompt_rank: int = 100
     lines: str | None = None
+    repeats: bool = False
+    holds_log_lines: bool = False
     parser: str | None = None
     facts: tuple[str, ...] = ()
     sample: str | None = None
@@ -124,15 +130,15 @@ SOURCES: tuple[Source, ...] = (
            parser=_P + "nvsmi:parse_p2p", facts=("p2p", "p2p_status"), sample="capture:cmds/nvsmi_p2p"),
     Source("nvsmi_nvlink", "nvidia-smi nvlink -s", _cmd("nvsmi_nvlink", "nvidia-smi", "nvlink", "-s", timeout_s=20), "cmd:nvsmi_nvlink",
            start=r"^GPU \d+: .*\((?:UUID|uuid): ", prompt=r"nvidia-smi\s+nvlink", prompt_rank=2,
-           parser=_P + "nvsmi:parse_nvlink_status", facts=(), sample="capture:cmds/nvsmi_nvlink"),
+           repeats=True, parser=_P + "nvsmi:parse_nvlink_status", facts=(), sample="capture:cmds/nvsmi_nvlink"),
     Source("nvsmi_csv", "nvidia-smi --query-gpu CSV", _cmd("nvsmi_csv", "nvidia-smi", f"--query-gpu={NVSMI_CSV_FIELDS}", "--format=csv", timeout_s=20),
            "cmd:nvsmi_csv", start=r"^(?:index, )?(?:name|pci\.bus_id|uuid|driver_version|index)(?:, [\w.]+(?: \[[^\]]*\])?){2,}",
            prompt=r"nvidia-smi\s+--query-gpu", prompt_rank=5, parser=_P + "nvsmi:parse_query_csv", facts=("gpus", "driver_version"), sample="capture:cmds/nvsmi_csv"),
     Source("lspci", "lspci -nn", _cmd("lspci", "lspci", "-nn"), "cmd:lspci",
            start=r"^(?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7] [A-Za-z][^:]*(?: \[[0-9a-f]{4}\])?: \S", prompt=r"lspci\b", prompt_rank=8,
-           parser=_P + "pci:parse_lspci_vvv", facts=("pci_functions", "rdma_devices"), sample="evidence/lspci-torchipc17-plx.txt"),
+           repeats=True, parser=_P + "pci:parse_lspci_vvv", facts=("pci_functions", "rdma_devices"), sample="evidence/lspci-torchipc17-plx.txt"),
     Source("lspci_tree", "lspci -tv", _cmd("lspci_tree", "lspci", "-tv"), "cmd:lspci_tree", start=r"^(?:-\+-|-|\+-|\\-)\[[0-9a-f]{4}:[0-9a-f]{2}\]-",
-           prompt=r"lspci\b.*-t", prompt_rank=6, parser=None, sample="evidence/lspci-tree-club3090-859.txt"),
+           prompt=r"lspci\b.*-t", prompt_rank=6, repeats=True, parser=None, sample="evidence/lspci-tree-club3090-859.txt"),
     Source("lspci_vvv", "lspci -vvv", _cmd("lspci_vvv", "lspci", "-vvv", "-nn"), "cmd:lspci_vvv",
            # link registers copied out of an lspci -vv block without its header (lspci -vv | grep Lnk)
            start=r"^Lnk(?:Cap|Sta):\s+(?:Port #\d+, )?Speed ", prompt=r"lspci\b.*-v", prompt_rank=7,
@@ -142,12 +148,12 @@ SOURCES: tuple[Source, ...] = (
     Source("lscpu", "lscpu", _cmd("lscpu", "lscpu"), "cmd:lscpu", start=r"^Architecture:\s+\S", prompt=r"\blscpu\b", prompt_rank=11,
            parser=None, sample="capture:cmds/lscpu"),
     Source("sysctl_all", "sysctl -a", _cmd("sysctl_all", "sysctl", "-a"), "cmd:sysctl_all", start=r"^[a-z][a-z0-9_]*(?:\.[\w\-/*:@+]+)+ = ",
-           prompt=r"\bsysctl\b", prompt_rank=12, parser=_P + "host:parse_sysctl_all", facts=("sysctl_all", "sysctl"), sample="capture:cmds/sysctl_all"),
+           prompt=r"\bsysctl\b", prompt_rank=12, repeats=True, parser=_P + "host:parse_sysctl_all", facts=("sysctl_all", "sysctl"), sample="capture:cmds/sysctl_all"),
     Source("ulimit", "ulimit -a", _cmd("ulimit", "bash", "-c", "ulimit -a"), "cmd:ulimit",
            start=r"^(?:real-time non-blocking time|core file size|data seg size|max locked memory|open files)\s+\([^)]*-[a-zA-Z]\)\s",
-           prompt=r"\bulimit\s+-a", prompt_rank=13, parser=_P + "host:parse_ulimit", facts=("limits",), sample="capture:cmds/ulimit"),
+           prompt=r"\bulimit\s+-a", prompt_rank=13, repeats=True, parser=_P + "host:parse_ulimit", facts=("limits",), sample="capture:cmds/ulimit"),
     Source("cmdline", "/proc/cmdline", serves="file:/proc/cmdline", start=r"^(?:BOOT_IMAGE=\S+|initrd=\S+)(?: \S+)*$", prompt=r"/proc/cmdline",
-           prompt_rank=14, parser=_P + "host:parse_cmdline", facts=("cmdline",), sample="evidence/cmdline-rccl1129-iommu-pt.txt"),
+           prompt_rank=14, repeats=True, parser=_P + "host:parse_cmdline", facts=("cmdline",), sample="evidence/cmdline-rccl1129-iommu-pt.txt"),
     Source("uname", "uname -a", _cmd("uname", "uname", "-a"), "cmd:uname",
            start=r"^Linux \S+ \d+\.\d+\S* #\d+\S*(?: \S+)* (?:GNU/Linux|x86_64|aarch64)$", prompt=r"\buname\b", prompt_rank=15,
            parser=_P + "host:parse_uname", facts=("kernel_release",), sample="capture:cmds/uname"),
@@ -158,7 +164,7 @@ SOURCES: tuple[Source, ...] = (
            parser=_P + "host:parse_pip_lines", facts=("pip_packages",), sample="capture:pip_text"),
     Source("pip_freeze", "pip freeze", serves="cmd:pip_list",
            start=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(?:\[[\w,\-]+\])?(?:==[\w.+!\-]+| @ (?:file|https?|git\+)\S+)$",
-           parser=_P + "host:parse_pip_lines", facts=("pip_packages",), sample="capture:pip_freeze"),
+           repeats=True, parser=_P + "host:parse_pip_lines", facts=("pip_packages",), sample="capture:pip_freeze"),
     Source("nvcc", "nvcc --version", _cmd("nvcc", "nvcc", "--version"), "cmd:nvcc", start=r"^nvcc: NVIDIA \(R\) Cuda compiler driver",
            prompt=r"\bnvcc\b", prompt_rank=17, parser=None, sample="evidence/nvcc-risc0-2449.txt"),
     Source("df", "df -h", _cmd("df", "df", "-h", "/dev/shm", "/"), "cmd:df", start=r"^Filesystem\s+(?:Size|1K-blocks|1M-blocks)\s+Used\s+Avail",
@@ -167,13 +173,17 @@ SOURCES: tuple[Source, ...] = (
            start=r'^\{"torch": ?"', parser="json:loads", facts=("torch_info", "compute_capabilities"), sample="capture:cmds/torch"),
     Source("env", "environment (GPU/CUDA/NCCL variables)", serves="cmd:env",
            start=r"^(?:export )?(?:NCCL|CUDA|NVIDIA|NV|TORCH|VLLM|SGLANG|PYTORCH|LD_LIBRARY|PATH|HOME|HOSTNAME|OMP)[A-Z0-9_]*=",
-           parser=_P + "host:parse_environ", facts=("env",), sample="capture:cmds/env"),
+           repeats=True, parser=_P + "host:parse_environ", facts=("env",), sample="capture:cmds/env"),
     Source("collect_env", "python -m torch.utils.collect_env", start=r"^(?:Collecting environment information|PyTorch version: \S)", prompt=r"collect_env",
-           prompt_rank=18, parser=_P + "host:parse_pip_lines", facts=("pip_packages",), sample="evidence/collect-env-tp3d66.txt"),
+           prompt_rank=18, holds_log_lines=True, parser=_P + "host:parse_pip_lines", facts=("pip_packages",), sample="evidence/collect-env-tp3d66.txt"),
     Source("check_env", "python -m sglang.check_env", start=r"^Python: \d+\.\d+\.\d+ \(", parser=_P + "host:parse_pip_lines",
            facts=("pip_packages",), sample="evidence/sglang-1148-check-env-a800.txt"),
     Source("apt_history", "/var/log/apt/history.log", start=r"^Start-Date: \d{4}-\d\d-\d\d ", parser="infergap.evidence.signatures:scan_lines",
            sample="evidence/shinecluster-30-nvml-unattended.txt"),
+    Source("p2p_bandwidth", "p2pBandwidthLatencyTest (CUDA samples)",
+           start=r"^(?:\[P2P \(Peer-to-Peer\) GPU Bandwidth Latency Test\]|(?:Unidirectional|Bidirectional) P2P=(?:Enabled|Disabled) Bandwidth|P2P=(?:Enabled|Disabled) Latency)",
+           prompt=r"p2pBandwidthLatencyTest", prompt_rank=20, repeats=True, holds_log_lines=True,
+           parser=_P + "cuda_samples:parse_p2p_bandwidth", facts=("p2p_bandwidth_runs",), sample="evidence/nccl-814-p2p-slower.txt"),
     # -- sources without a start marker: commands collected live only, and logs (recognised by their lines) --
     Source("lscpu_json", "lscpu -J", _cmd("lscpu_json", "lscpu", "-J")),
     Source("dmidecode", "dmidecode -t bios -t system", _cmd("dmidecode", "dmidecode", "-t", "bios", "-t", "system")),

@@ -1,0 +1,54 @@
+"""tools/messages/mine_cuda.py and mine_nvml.py on excerpts of their sources (see each ORIGIN.md)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from tools.messages import mine_cuda, mine_nvml
+
+UP = Path(__file__).resolve().parents[1] / "fixtures" / "upstream"
+
+
+def test_cuda_codes_from_the_headers(tmp_path):
+    out = tmp_path / "cuda.yaml"
+    assert mine_cuda.main([str(UP / "cuda"), "13.0", "--out", str(out)]) == 0
+    doc = yaml.safe_load(out.read_text())
+    by_name = {m["template"]: m for m in doc["messages"]}
+    assert doc["call_sites"] == 6  # cudaError 1, 2, 3, 35 and CUresult 1, 2 (success left out)
+    e = by_name["cudaErrorInsufficientDriver"]
+    assert e["code"] == 35 and e["check"] == "driver.cuda_compat" and e["where"] == "include/driver_types.h:33"
+    assert by_name["CUDA_ERROR_OUT_OF_MEMORY"]["class"] == "memory_kv"
+    assert by_name["cudaErrorInitializationError"]["meaning"].startswith(
+        "cudaErrorInitializationError (3): The API call failed because the CUDA driver and runtime could not be initialized.")
+    assert not any(m["id"].startswith("cuda.runtime_text.") for m in doc["messages"])  # no libcudart in the fixture
+
+
+def test_cuda_enum_doc_first_sentence():
+    text = (UP / "cuda" / "include" / "driver_types.h").read_text()
+    codes = mine_cuda.enum_codes(text, "enum __device_builtin__ cudaError")
+    assert [(n, c) for n, c, _d, _l in codes] == [("cudaErrorInvalidValue", 1),  # success is no error
+                                                  ("cudaErrorMemoryAllocation", 2), ("cudaErrorInitializationError", 3),
+                                                  ("cudaErrorInsufficientDriver", 35)]
+    assert codes[3][2] == "This indicates that the installed NVIDIA CUDA driver is older than the CUDA runtime library."
+
+
+def test_nvml_codes_names_classes_and_texts(tmp_path):
+    out = tmp_path / "nvml.yaml"
+    assert mine_nvml.main([str(UP / "nvml" / "pynvml.py"), "13.615.71", "--out", str(out)]) == 0
+    doc = yaml.safe_load(out.read_text())
+    forms = {m["template"]: m for m in doc["messages"]}
+    assert doc["call_sites"] == 8
+    mm = forms["NVMLError_LibRmVersionMismatch"]
+    assert mm["code"] == 18 and mm["check"] == "driver.cuda_compat" and mm["name"] == "NVML_ERROR_LIB_RM_VERSION_MISMATCH"
+    assert "RM has detected an NVML/RM version mismatch." in forms
+    assert "Uninitialized" not in forms  # one word would match unrelated lines: the names carry it
+    assert forms["NVMLError_GpuIsLost"]["check"] == "gpu.xid"
+    line = "pynvml.NVMLError_GpuIsLost: GPU is lost"
+    assert {m["template"] for m in doc["messages"] if re.search(m["pattern"], line)} == {"NVMLError_GpuIsLost", "GPU is lost"}
+
+
+def test_class_name():
+    assert mine_nvml.class_name("NVML_ERROR_GPU_IS_LOST") == "NVMLError_GpuIsLost"

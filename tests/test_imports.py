@@ -1,0 +1,65 @@
+"""Imports on demand: ``infergap --help`` imports no command's implementation, and an audit never
+imports the bench client, aiohttp, numpy, matplotlib or the HTML templates. Read from
+``python -X importtime`` of the real entry point in a subprocess (every module imported, however
+indirectly, is listed there), so an import added anywhere on the path fails here."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import HOSTS, ROOT
+
+#: Never imported by an audit (a snapshot or this host): the benchmark side and the plots.
+NOT_IN_AUDIT = ("numpy", "aiohttp", "matplotlib", "jinja2", "uvloop", "orjson", "infergap.bench", "infergap.render.plots",
+                "infergap.render.html", "asyncio")
+
+
+def imported(*args: str) -> tuple[set[str], str]:
+    """The modules a run of ``python -m infergap ARGS`` imports, and what it printed."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "infergap", *args], capture_output=True, text=True,
+                       env=env, timeout=120, stdin=subprocess.DEVNULL)
+    mods = {line.split("|")[2].strip() for line in p.stderr.splitlines()
+            if line.startswith("import time:") and line.count("|") == 2 and "self [us]" not in line}
+    assert mods, f"no -X importtime output: {p.stderr[-500:]}"
+    return mods, p.stdout + "".join(x for x in p.stderr.splitlines(keepends=True) if not x.startswith("import time:"))
+
+
+def _hits(mods: set[str], banned: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in mods for b in banned if m == b or m.startswith(b + "."))
+
+
+def test_help_imports_only_the_command_line():
+    mods, out = imported("--help")
+    assert "audit" in out and "bench" in out  # the commands are listed
+    ours = sorted(m for m in mods if m.split(".")[0] == "infergap")
+    allowed = {"infergap", "infergap.errors", "infergap.cli"}
+    extra = [m for m in ours if m not in allowed and not m.startswith("infergap.cli.")]
+    assert not extra, f"--help imported command implementations: {extra}"
+    assert not _hits(mods, NOT_IN_AUDIT + ("pydantic.main", "infergap.snapshot", "sqlite3")), _hits(mods, NOT_IN_AUDIT)
+
+
+@pytest.mark.parametrize("args", [
+    ["audit", "--snapshot", str(HOSTS / "seed-8x-rtxpro6000")],
+    ["audit", "--snapshot", str(HOSTS / "h200-2gpu-collect.tar.gz"), "--format", "json"],
+    ["audit", "--format", "md"],
+], ids=["seed", "h200-2gpu-json", "live-md"])
+def test_audit_never_imports_the_bench_side(args, tmp_path):
+    mods, out = imported(*args, "-o", str(tmp_path / "report"))
+    assert (tmp_path / "report").stat().st_size > 0, out
+    assert "infergap.audit" in mods and "infergap.investigators" in mods  # it did run an audit
+    hits = _hits(mods, NOT_IN_AUDIT)
+    assert not hits, f"audit {' '.join(args[1:2])} imported {hits}"
+
+
+def test_the_reader_sees_a_banned_import():
+    """The check can fail: a run that does use the bench side shows numpy and aiohttp."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    p = subprocess.run([sys.executable, "-X", "importtime", "-c", "import infergap.bench.runner"], capture_output=True,
+                       text=True, env=env, timeout=120)
+    mods = {line.split("|")[2].strip() for line in p.stderr.splitlines() if line.count("|") == 2}
+    assert _hits(mods, NOT_IN_AUDIT)[:1] and {"numpy", "aiohttp", "infergap.bench.runner"} <= mods
