@@ -110,8 +110,10 @@ class Stats:
 
 def matchable(template: str, style: str) -> bool:
     """Whether ``template`` has a literal run of at least :data:`MIN_LITERAL` characters and no run
-    of more than 8 blanks inside its text (the shared pattern builder matches ``\\s{1,8}``)."""
-    if re.search(r"\S\s{9,}\S", c._matchable_line(template)):
+    of more than 8 blanks inside its text (the shared pattern builder matches ``\\s{1,8}``), and
+    whose line to match has a word in it (a banner of ``=====`` is not a message)."""
+    line = c._matchable_line(template)
+    if re.search(r"\S\s{9,}\S", line) or not re.search(r"[A-Za-z]{3}", line):
         return False
     return len(c.longest_literal(template, style)) >= MIN_LITERAL
 
