@@ -72,9 +72,38 @@ _MD_ENTITY = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 
 def md_escape(value: object) -> str:
     """``value`` as literal Markdown inline text on one line: terminal-safe, Markdown punctuation
-    backslash-escaped, ``<``, ``>`` and ``&`` as HTML entities (GitHub renders raw HTML)."""
+    backslash-escaped, ``<``, ``>`` and ``&`` as HTML entities (GitHub renders raw HTML). Safe in
+    a table cell too (``|`` is escaped). Every Markdown renderer puts every value through this
+    or :func:`md_code` (docs/security.md)."""
     s = term_safe(value, one_line=True).replace("\\x0a", " ").replace("\\x0d", " ")
     return _MD_SPECIAL.sub(lambda m: _MD_ENTITY.get(m.group(), "\\" + m.group()), s)
+
+
+_BACKTICKS = re.compile("`+")
+
+
+def md_code(value: object, *, cell: bool = False) -> str:
+    """``value`` as one Markdown code span on one line, which nothing inside can close: the fence
+    is a backtick run longer than the longest run in the value, with a space on each side when
+    the value starts or ends with a backtick or a space (CommonMark 0.31, "Code spans": a span
+    ends at the first run of exactly its fence's length; one space is stripped from each side).
+    A code span renders no HTML, entity or emphasis. ``cell``: inside a GFM table row, where a
+    ``|`` ends the cell even in a code span unless escaped (GFM spec, "Tables", example 200)."""
+    s = term_safe(value, one_line=True).replace("\\x0a", " ").replace("\\x0d", " ")
+    if cell:
+        s = s.replace("|", "\\|")
+    fence = "`" * (max((len(m) for m in _BACKTICKS.findall(s)), default=0) + 1)
+    pad = " " if s[:1] in ("`", " ") or s[-1:] in ("`", " ") or not s else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
+def md_fence(text: str) -> str:
+    """``text`` (several lines) as a fenced code block that no line inside can close: the fence
+    is longer than any backtick run in the text (CommonMark 0.31, "Fenced code blocks"). Lines
+    are terminal-safe; no info string."""
+    s = term_safe(text)
+    fence = "`" * max(3, max((len(m) for m in _BACKTICKS.findall(s)), default=0) + 1)
+    return f"{fence}\n{s}\n{fence}"
 
 
 def map_leaves(obj: Any, leaf: Any) -> Any:
@@ -97,8 +126,13 @@ def safe_tree(obj: Any) -> Any:
 def safe_console(**kwargs: Any) -> Any:
     """A :class:`rich.console.Console` (same arguments) whose ``print`` makes every string and
     :class:`rich.text.Text` argument terminal-safe first (:func:`term_safe`), so a value from an
-    input can neither move the cursor nor retitle, clear or recolour the terminal."""
+    input can neither move the cursor nor retitle, clear or recolour the terminal. Rich markup is
+    off unless ``markup=True`` is passed: a string printed (or put in a table cell) is shown as
+    it is, so a model id ``[/]`` cannot crash the report nor ``[link=…]`` hide text; a caller
+    that turns markup on passes every value through ``rich.markup.escape``."""
     from rich.console import Console
+
+    kwargs.setdefault("markup", False)
     from rich.text import Text
 
     class _SafeConsole(Console):

@@ -26,7 +26,7 @@ import os
 import re
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from infergap.errors import UserError
 from infergap.guard import loads
@@ -73,6 +73,8 @@ class ServerConfig(BaseModel):
     ``evidence/sglang.log``); ``errors`` lists endpoints that failed and why (one line each);
     ``raw`` keeps the engine's own argument names and values.
     """
+
+    model_config = ConfigDict(defer_build=True)  # schema built on first use, not at import (start time)
 
     url: str | None = None
     reachable: bool | None = None

@@ -100,3 +100,20 @@ def test_no_active_probe_without_a_known_gpu_is_silent() -> None:
     # A pasted NCCL log names no GPU inventory: gpu.present reports that, the measurements do not apply.
     assert audit_ids(MemorySnapshot({}), "bandwidth") == {}
     assert audit_ids(pasted("nccl-1817-shm-8gpu.log"), "bandwidth") == {}
+
+
+def test_pasted_nccl_tests_run_with_correct_results_is_ok_with_its_busbw() -> None:
+    from tests.investigators.memsnap import audit_ids, one, pasted
+
+    f = one(audit_ids(pasted("nccltests-232-allreduce-two-nodes.txt"), "bandwidth"), "nccl.allreduce_bandwidth")
+    assert (f.status, f.title) == ("ok", "nccl-tests: correct results, best busbw 41.52 GB/s")
+    assert f.evidence[0].value == "best busbw 41.52 GB/s at 32 MiB (5 sizes, ranks not listed)"
+
+
+def test_pasted_nccl_tests_run_with_wrong_values_is_p0(tmp_path) -> None:
+    """The same rows with the in-place #wrong column of one row set, as nccl-tests prints a corrupted result."""
+    from tests.investigators.memsnap import audit_ids, evidence_text, one, pasted_text
+
+    text = evidence_text("nccltests-232-allreduce-two-nodes.txt").replace("41.52   41.52      0", "41.52   41.52   1024")
+    f = one(audit_ids(pasted_text(tmp_path, "run.txt", text), "bandwidth"), "nccl.allreduce_bandwidth")
+    assert (f.status, f.severity) == ("actionable", "P0") and "1024 wrong" in f.title

@@ -58,3 +58,12 @@ def test_old_nccl_format_is_read():
     f = parse_nccl_log(lines)
     assert f.version == "2.2.13" and f.cuda == "9.2"
     assert f.transports == {"P2P/direct": 2, "SHM": 1}
+
+
+def test_nccl_tests_output_rows_and_checks() -> None:
+    """nccl-tests#232: the launch command, the column header and five result rows of all_reduce_perf."""
+    from infergap.parsers.nccl import parse_nccl_tests
+
+    r = parse_nccl_tests(lines("nccltests-232-allreduce-two-nodes.txt"))
+    assert len(r.rows) == 5 and r.rows[0] == (2097152, 18.53, 22.46) and r.best == (33554432, 41.52)
+    assert (r.wrong, r.avg_busbw_GBps, r.ranks) == (0, None, [])

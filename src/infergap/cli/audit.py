@@ -102,14 +102,17 @@ def _open_evidence(snapshot, evidence: list, host: bool, active: bool, interacti
     if not interactive or not evidence:
         return open_with_evidence(snapshot, evidence, host=host, active=active)
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import Progress, SpinnerColumn, TextColumn
+
+    from infergap.guard import term_safe
 
     with Progress(SpinnerColumn(), TextColumn("[bold]reading evidence[/] {task.completed} file(s) {task.description}"),
                   console=Console(stderr=True), transient=True) as prog:
         task = prog.add_task("", total=None)
 
         def on_file(path, k: int) -> None:
-            prog.update(task, completed=k, description=str(path)[-60:])
+            prog.update(task, completed=k, description=escape(term_safe(str(path)[-60:], one_line=True)))
 
         return open_with_evidence(snapshot, evidence, host=host, active=active, on_file=on_file)
 

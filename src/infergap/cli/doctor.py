@@ -57,7 +57,7 @@ def doctor(
     from infergap.errors import UserError
     from infergap.guard import safe_console
 
-    err = safe_console(stderr=True, highlight=False, soft_wrap=True)  # a piped stderr is not cut at 80 columns
+    err = safe_console(stderr=True, highlight=False, soft_wrap=True, markup=True)  # not cut at 80 columns; values escaped
 
     def progress(stage: str, msg: str) -> None:
         err.print(f"[bold]{stage}[/]: {escape(msg)}")
@@ -79,7 +79,7 @@ def doctor(
                          max_error_rate=budget, sweep=sweep)
     except UserError as e:
         raise fail(str(e))
-    out = safe_console(file=sys.stdout, highlight=False, soft_wrap=True)
+    out = safe_console(file=sys.stdout, highlight=False, soft_wrap=True, markup=True)  # values: rich.markup.escape
     plan = res.plan
     if plan is not None and plan.gap.summary:
         out.print(escape(plan.gap.summary))
@@ -91,7 +91,7 @@ def doctor(
     if plan is not None and plan.url_note:
         out.print(escape(f"note: {plan.url_note}"))
     _record(res.files, db)
-    out.print(f"report: {res.files.get('report.html')}  ({len(res.files)} files in {output_dir}, {res.duration_s:.0f} s)")
+    out.print(escape(f"report: {res.files.get('report.html')}  ({len(res.files)} files in {output_dir}, {res.duration_s:.0f} s)"))
     if not res.reachable:
         typer.echo(f"infergap: error: the server at {url} could not be reached; nothing was measured", err=True)
         raise typer.Exit(1)

@@ -362,6 +362,11 @@ class _Splitter:
         if _FENCE.match(s):
             self.cut(line_start, pos, lineno + 1, hint=self.seg.hint if not self.seg.content else None)
             return
+        if s[0] == "#" and start_kind(s) is not None:  # an output whose own lines start with "#" (nccl-tests), not a root prompt
+            self._marker(start_kind(s) or "", s, line_start, lineno)
+            self.seg.n += 1
+            self.seg.content += 1
+            return
         hint = _prompt_hint(s) if (s[0] in "$#>[P" or "@" in s[:64]) and not s.startswith(">>>") else False
         if hint is not False:
             self.cut(line_start, pos, lineno + 1, hint=hint)
@@ -382,6 +387,9 @@ class _Splitter:
     def _marker(self, sk: str, s: str, line_start: int, lineno: int) -> None:
         """A start marker of kind ``sk``: it continues the current segment or begins a new one."""
         cur = self.seg.kind
+        if cur is None and self.seg.hint == sk:  # the output the prompt's command prints, after a line of its own
+            self.seg.kind = sk
+            return
         same = cur is not None and (sk == cur and sk in _REPEATING or sk in _CONTINUES.get(cur, ()) or (cur == "lspci" and sk == "lspci"))
         if sk == "lspci_vvv" and cur in ("lspci", "lspci_vvv"):  # a link register inside a device block
             same = True

@@ -101,6 +101,13 @@ class LogDomain:
         return [(part, memo_part(self.snap, ("p2pbw", str(part.path), part.start, part.end), lambda p=part: parse_p2p_bandwidth(p.iter_lines())))
                 for part in _parts(self.snap, "p2p_bandwidth")]
 
+    def nccl_tests_runs(self) -> list[tuple[Any, Any]]:
+        """(part, :class:`~infergap.parsers.nccl.NcclTestsRun`) of every pasted nccl-tests output."""
+        from infergap.parsers.nccl import parse_nccl_tests
+
+        return [(part, memo_part(self.snap, ("nccltests", str(part.path), part.start, part.end), lambda p=part: parse_nccl_tests(p.iter_lines())))
+                for part in _parts(self.snap, "nccl_tests")]
+
     def evidence_parts(self, kind: str) -> list[Any]:
         """The recognised evidence parts serving ``kind`` (none without pasted evidence)."""
         return _parts(self.snap, kind)

@@ -15,6 +15,7 @@ from typing import Any
 import jinja2
 
 from infergap.fleet.digest import NodeDigest
+from infergap.guard import md_code, md_escape
 from infergap.fleet.drift import DriftItem, FleetReport
 
 #: Cell ranks, worst first; a node's cell for a check is the worst over the check's subjects.
@@ -158,8 +159,7 @@ def _text_matrix(report: FleetReport, names: set[str]) -> list[str]:
     return lines
 
 
-def _md(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+_md = md_escape
 
 
 def render_md(report: FleetReport) -> str:
@@ -170,7 +170,7 @@ def render_md(report: FleetReport) -> str:
            f"{s['nodes_with_P0']} with P0 findings, {s['nodes_with_P1']} with P1; {s['drift_items']} drift item(s) on "
            f"{s['drifted_nodes']} node(s); measurement tolerance {report.tolerance:.0%}.", "", "## Hardware classes", "",
            "| nodes | class |", "|---:|---|"]
-    out += [f"| {len(v)} | {_md(k)} |" for k, v in report.classes.items()]
+    out += [f"| {len(v)} | {_md(k)} |" for k, v in report.classes.items()]  # every value through md_escape / md_code
     out += ["", "## Drift", ""]
     if report.drift:
         out += ["| severity | kind | key | nodes | their value | majority | fix |", "|---|---|---|---|---|---|---|"]
@@ -178,17 +178,17 @@ def render_md(report: FleetReport) -> str:
             theirs = "; ".join(f"{_nodes_text(v['nodes'], 4)}: {_short(v['value'], 80)}" for v in d.values
                                if d.majority is None or v["value"] != d.majority["value"])
             maj = f"{_short(d.majority['value'], 80)} ({d.majority['count']} of {d.class_size})" if d.majority else "split"
-            out.append(f"| {d.severity} | {d.kind} | `{_md(d.key)}` | {_md(_nodes_text(d.nodes))} | {_md(theirs)} | {_md(maj)} | "
+            out.append(f"| {_md(d.severity)} | {_md(d.kind)} | {md_code(d.key, cell=True)} | {_md(_nodes_text(d.nodes))} | {_md(theirs)} | {_md(maj)} | "
                        f"{_md(' / '.join(_fix_lines(d)))} |")
     else:
-        out.append("No drift: " + no_drift_line(report).removeprefix("none: ") + ".")
+        out.append("No drift: " + _md(no_drift_line(report).removeprefix("none: ")) + ".")
     if report.failed():
         out += ["", "## Nodes not audited", "", "| node | state | why |", "|---|---|---|"]
-        out += [f"| {_md(n.node.name)} | {n.state} | {_md(n.error or '')} |" for n in report.failed()]
+        out += [f"| {_md(n.node.name)} | {_md(n.state)} | {_md(n.error or '')} |" for n in report.failed()]
     m = matrix(report)
     if m["rows"]:
         out += ["", "## Node × check matrix", "", f"{m['all_ok']} check(s) ok on every node are left out. `*` marks drift.", "",
-                "| node | " + " | ".join(f"`{c}`" for c in m["columns"]) + " |", "|---|" + "---|" * len(m["columns"])]
+                "| node | " + " | ".join(md_code(c, cell=True) for c in m["columns"]) + " |", "|---|" + "---|" * len(m["columns"])]
         for r in m["rows"]:
             out.append(f"| {_md(r['node'])} | " + " | ".join(
                 f"{r['cells'][c]['cell']}{'*' if r['cells'][c]['drift'] else ''}" for c in m["columns"]) + " |")

@@ -23,7 +23,41 @@ MEM_OK = checks.threshold("gpu.memory_bandwidth", "min_fraction_of_datasheet")
 
 
 
+def _pasted_runs(ctx: Context) -> list[Finding]:
+    """``nccl.allreduce_bandwidth`` of each pasted nccl-tests run: P0 when a row counts wrong
+    values or values out of bounds (corrupted results), ok with the best busbw when every row
+    with a ``#wrong`` column is 0; unknown when the output has no such column."""
+    out = []
+    for part, run in ctx.facts.nccl_tests_runs():
+        best = run.best
+        if best is None:
+            continue
+        where = f"{len(run.ranks)} rank(s) on {len(run.hosts)} host(s)" if run.ranks else "ranks not listed"
+        evs = evidence((part.label, f"best busbw {best[1]:g} GB/s at {best[0] >> 20} MiB ({len(run.rows)} sizes, {where})"),
+                       (part.label, f"Avg bus bandwidth {run.avg_busbw_GBps:g} GB/s") if run.avg_busbw_GBps is not None else None)
+        bad = (run.wrong or 0) + (run.out_of_bounds or 0)
+        if bad:
+            out.append(finding("nccl.allreduce_bandwidth", Status.actionable, subject=part.label, severity=Severity.P0,
+                               title=f"nccl-tests reports {bad} wrong or out-of-bounds value(s): the collective returned corrupted data",
+                               evidence_=evs + evidence((part.label, f"#wrong total {run.wrong}, out of bounds {run.out_of_bounds}")), expected_value="#wrong 0 in every row",
+                               impact="A collective that returns wrong data corrupts every tensor-parallel step; bandwidth figures of such a run mean nothing.",
+                               remedy=Remedy(commands=["NCCL_P2P_DISABLE=1 ./all_reduce_perf -b 8 -e 1G -f 2 -g <n>   # wrong only with P2P: the PCIe path (ACS, IOMMU, a P2P-patched driver)",
+                                                       "sudo dmesg -T | grep -E 'NVRM|Xid|AER'"])))
+        elif run.wrong is not None:
+            out.append(finding("nccl.allreduce_bandwidth", Status.ok, subject=part.label,
+                               title=f"nccl-tests: correct results, best busbw {best[1]:g} GB/s", evidence_=evs))
+        else:
+            out.append(finding("nccl.allreduce_bandwidth", Status.unknown, subject=part.label, title="nccl-tests output without a #wrong column",
+                               evidence_=evs, impact="The result check is not in this output (an old nccl-tests prints an error magnitude instead); run a current nccl-tests with -c 1."))
+    return out
+
+
 def investigate(ctx: Context) -> list[Finding]:
+    """The active probes' findings (:func:`_active`) and those of pasted nccl-tests runs."""
+    return _active(ctx) + _pasted_runs(ctx)
+
+
+def _active(ctx: Context) -> list[Finding]:
     """pcie.h2d_bandwidth and gpu.memory_bandwidth per GPU, nccl.allreduce_bandwidth from the
     active probes. Without them, one unknown ``active.probes`` naming the command that measures
     (nothing when no GPU is known: ``gpu.present`` reports that). A malformed probe file gives one

@@ -338,7 +338,7 @@ def _unidentified(ctx: Context) -> Finding | None:
     listing = sorted({f.source.rsplit("/", 1)[0] if f.listed_in is None else f.listed_in for f in funcs.values()})
     evs = evidence(*[(funcs[b].source, n) for b, n in named.items() if any(b in x for x in notes)][:4],
                    *[(s, f"{len(funcs)} PCI functions") for s in listing[:2]], ("system pci.ids", db.path or "not installed"))
-    if not db.vendors:
+    if not db.has_vendors:
         return unknown(cid, "PCI names: no pci.ids database installed", "Install the pci.ids package (Debian: pci.ids) to name devices.", evidence_=evs)
     denied = ctx.facts.unreadable_under("/sys/bus/pci/devices")  # ids unreadable, not unknown to pci.ids
     no_id = [b for b, f in funcs.items() if f.vendor is None] if denied else []

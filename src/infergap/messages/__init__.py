@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-import yaml
-
+from infergap import datafile
 from infergap.messages.template import LEVELS, MAX_LINE, key_words, longest_literal
 
 __all__ = ["LABELS", "Catalog", "Message", "MessageMatch", "catalog", "match_lines"]
@@ -189,19 +188,17 @@ class Catalog:
         return out
 
 
-def _load(text: str) -> Any:
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 (a safe loader)
-
-
 @functools.lru_cache(maxsize=1)
 def catalog() -> Catalog:
-    """Every packaged catalog (``data/messages/*.yaml``), loaded once. Raises ValueError for a
-    malformed file (packaged data: a bug, not user input)."""
+    """Every packaged catalog (``data/messages/*.yaml``), loaded once (each file parsed once per
+    change, :func:`infergap.datafile.packaged`). Raises ValueError for a malformed entry and
+    :class:`~infergap.errors.UserError` for a file that is not valid YAML (packaged data: a bug,
+    not user input)."""
     base = resources.files("infergap") / "data" / "messages"
     docs = {}
     for f in sorted(base.iterdir(), key=lambda x: x.name):
         if f.name.endswith(".yaml"):
-            docs[f.name[:-5]] = _load(f.read_text(encoding="utf-8"))
+            docs[f.name[:-5]] = datafile.packaged(f"messages/{f.name}")
     return Catalog(docs)
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 #: The driver's note on a follow-up Xid (typically 45, channel cleanup) naming the fault behind it.
 _CAUSED_BY = re.compile(r"caused by previous Xid (\d+)")
@@ -44,6 +44,8 @@ class XidTally(BaseModel):
     its Fatal/Nonfatal word (``RLW_RXPIPE``, ``NETIR_LINK_EVT``; NVIDIA's decode table gives the
     action per sub-unit), ``count`` the lines, ``example`` the first line's message."""
 
+    model_config = ConfigDict(defer_build=True)  # schema built on first use, not at import (start time)
+
     gpu: str
     code: int
     fatal: bool | None = None
@@ -57,6 +59,8 @@ class XidTally(BaseModel):
 class DmesgFacts(BaseModel):
     """Xid events (code, PCI address, message; first 20), their tallies per GPU and code, and AER
     error counts by severity."""
+
+    model_config = ConfigDict(defer_build=True)  # schema built on first use, not at import (start time)
 
     lines: int = 0
     xids: list[tuple[int, str, str]] = Field(default_factory=list)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from infergap.errors import UserError
 from infergap.guard import literal, loads
@@ -87,6 +87,8 @@ def parse_kv_repr(text: str) -> dict[str, Any]:
 class EngineLogFacts(BaseModel):
     """What one SGLang or vLLM log says. ``args`` are the resolved (SGLang) or non-default and
     config (vLLM) arguments the log printed, by the engine's own names."""
+
+    model_config = ConfigDict(defer_build=True)  # schema built on first use, not at import (start time)
 
     engine: str | None = None
     version: str | None = None

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from infergap.parsers.rules import Rule, apply_first
 
@@ -74,6 +74,8 @@ def transport_family(via: str) -> str:
 class NcclLink(BaseModel):
     """Channels between two ranks over one transport (``via`` as NCCL printed it)."""
 
+    model_config = ConfigDict(defer_build=True)  # schema built on first use, not at import (start time)
+
     src: int
     dst: int
     src_dev: str
@@ -88,6 +90,8 @@ class NcclLink(BaseModel):
 class NcclNetDev(BaseModel):
     """A network device NCCL listed (``NET/IB : Using [0]mlx5_0:1/RoCE``): its index in channel
     lines (``via NET/IB/0``), name, port, link layer (``IB`` or ``RoCE``) and SHARP support."""
+
+    model_config = ConfigDict(defer_build=True)  # schema built on first use, not at import (start time)
 
     index: int
     name: str
@@ -104,6 +108,8 @@ class NcclLogFacts(BaseModel):
     sit on device 0 and the log is multi-node). ``intra_host_links`` are the links between ranks
     on one host.
     """
+
+    model_config = ConfigDict(defer_build=True)  # schema built on first use, not at import (start time)
 
     lines: int = 0
     nccl_lines: int = 0
@@ -526,3 +532,75 @@ def summary(f: NcclLogFacts) -> dict[str, Any]:
         "p2p_channels": f.p2p_channels,
         "network": f.network,
     }
+
+
+class NcclTestsRun(BaseModel):
+    """One nccl-tests benchmark run (``all_reduce_perf`` and its siblings, NVIDIA/nccl-tests
+    ``src/common.cu``): the ranks it lists (``#  Rank  0 Group  0 Pid 1 on host device 0 [0x1b]
+    NVIDIA H100 80GB HBM3``), its result rows (bytes, busbw out of place and in place in GB/s,
+    ``#wrong`` counts when the output has that column), ``# Avg bus bandwidth`` and ``# Out of
+    bounds values``."""
+
+    ranks: list[dict[str, str]] = Field(default_factory=list)
+    rows: list[tuple[int, float, float]] = Field(default_factory=list)
+    wrong: int | None = None
+    avg_busbw_GBps: float | None = None
+    out_of_bounds: int | None = None
+
+    @property
+    def hosts(self) -> list[str]:
+        """The host names of the ranks, in order of first appearance."""
+        return list(dict.fromkeys(r["host"] for r in self.ranks))
+
+    @property
+    def best(self) -> tuple[int, float] | None:
+        """(bytes, busbw GB/s) of the row with the highest bus bandwidth, or None."""
+        return max(((b, max(o, i)) for b, o, i in self.rows), key=lambda x: x[1], default=None)
+
+
+_RANK = re.compile(r"^#\s{1,4}Rank\s{1,6}(\d{1,6}) Group\s{1,6}\d{1,6} Pid\s{1,8}\d{1,10} on\s{1,40}(\S{1,64}) device\s{1,4}(\d{1,4}) \[([^\]]{1,20})\] (.{1,80})$")
+_OOB = re.compile(r"^#\s{0,8}Out of bounds values\s{0,8}:\s{0,8}(\d{1,12})")
+#: Rows kept (a sweep of sizes is a few dozen).
+MAX_ROWS = 512
+
+
+def _tests_row(t: list[str]) -> tuple[int, float, float, int | None] | None:
+    """(bytes, busbw out of place, in place, #wrong sum or None) of a result row's fields."""
+    if len(t) not in (12, 13) or not t[0].isdigit() or not t[1].isdigit():
+        return None
+    o = 7 if len(t) == 13 else 6
+    try:
+        wrong = int(t[o + 1]) + int(t[o + 5]) if len(t) == 13 else None
+        return int(t[0]), float(t[o]), float(t[o + 4]), wrong
+    except ValueError:
+        return None
+
+
+def parse_nccl_tests(lines: Iterable[str]) -> NcclTestsRun:
+    """Parse the output of an nccl-tests benchmark.
+
+    The two-node H100 run of nccl-tests#232 (``tests/fixtures/evidence/nccltests-232-allreduce-two-nodes.txt``):
+
+    >>> r = parse_nccl_tests(["#  Rank  0 Group  0 Pid 895544 on     h100-2 device  0 [0002:00:01] NVIDIA H100 80GB HBM3",
+    ...     "    33554432       8388608     float     sum      -1    812.3   41.31   41.31      0    808.2   41.52   41.52      0"])
+    >>> r.hosts, r.best, r.wrong
+    (['h100-2'], (33554432, 41.52), 0)
+    """
+    run = NcclTestsRun()
+    for line in lines:
+        s = line.strip()
+        if s.startswith("#"):
+            m = _RANK.match(s)
+            if m and len(run.ranks) < 4096:
+                run.ranks.append({"rank": m.group(1), "host": m.group(2), "device": m.group(3), "bus": m.group(4), "gpu": m.group(5).strip()})
+            elif (a := _AVG_BUSBW.match(s)) is not None:
+                run.avg_busbw_GBps = float(a.group(1))
+            elif (b := _OOB.match(s)) is not None:
+                run.out_of_bounds = int(b.group(1))
+            continue
+        row = _tests_row(s.split())
+        if row and len(run.rows) < MAX_ROWS:
+            run.rows.append(row[:3])
+            if row[3] is not None:
+                run.wrong = (run.wrong or 0) + row[3]
+    return run

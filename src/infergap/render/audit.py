@@ -13,7 +13,7 @@ from typing import Any
 from rich.text import Text
 
 from infergap.findings import Finding, Status
-from infergap.guard import dumps, md_escape, safe_console, safe_tree, term_safe
+from infergap.guard import dumps, md_code, md_escape, safe_console, safe_tree, term_safe
 from infergap.synthesis import AuditReport
 
 SEV_STYLE = {"P0": "bold red", "P1": "yellow", "P2": "cyan"}
@@ -191,10 +191,7 @@ def _safe(r: AuditReport) -> AuditReport:
 _md_escape = md_escape
 
 
-def _code(s: str) -> str:
-    """``s`` as a Markdown code span that its own backticks cannot close."""
-    s = term_safe(s, one_line=True)  # a code span renders no HTML and no emphasis
-    return f"`` {s} ``" if "`" in s else f"`{s}`"
+_code = md_code
 
 
 def render_md(r: AuditReport) -> str:
@@ -208,12 +205,12 @@ def render_md(r: AuditReport) -> str:
         for i, f in enumerate(act, 1):
             cmd = "<br>".join(_md_escape(c) for c in (f.remedy.commands if f.remedy else [])) or (_md_escape(f.remedy.note) if f.remedy and f.remedy.note else "")
             hc = " (host)" if f.remedy and f.remedy.host_controlled else ""
-            lines.append(f"| {i} | {f.severity.value if f.severity else ''} | {f.fix_kind.value if f.fix_kind else ''}{hc} | `{f.id}`{' ' + md_escape(f.subject) if f.subject else ''} | {_md_escape(f.title)} | {_md_escape(_ev(f, 2))} | {cmd} |")
+            lines.append(f"| {i} | {f.severity.value if f.severity else ''} | {f.fix_kind.value if f.fix_kind else ''}{hc} | {md_code(f.id, cell=True)}{' ' + md_escape(f.subject) if f.subject else ''} | {_md_escape(f.title)} | {_md_escape(_ev(f, 2))} | {cmd} |")
         lines.append("")
         lines += ["### Revert", ""]
         for f in act:
             if f.remedy and f.remedy.revert:
-                lines.append(f"- `{f.id}`{' ' + md_escape(f.subject) if f.subject else ''}: " + "; ".join(_code(c) for c in f.remedy.revert))
+                lines.append(f"- {md_code(f.id)}{' ' + md_escape(f.subject) if f.subject else ''}: " + "; ".join(_code(c) for c in f.remedy.revert))
         lines.append("")
     for title, st in (("Expected (negative knowledge)", Status.expected), ("Unknown", Status.unknown), ("Confirmed good", Status.ok), ("Not applicable", Status.not_applicable)):
         fs = r.by_status(st)
@@ -222,7 +219,7 @@ def render_md(r: AuditReport) -> str:
         lines += [f"## {title}", ""]
         for f in fs:
             extra = f" — {f.impact}" if f.impact and st in (Status.expected, Status.unknown, Status.not_applicable) else ""
-            lines.append(f"- `{f.id}`{' ' + md_escape(f.subject) if f.subject else ''}: {_md_escape(f.title)}{_md_escape(extra)}")
+            lines.append(f"- {md_code(f.id)}{' ' + md_escape(f.subject) if f.subject else ''}: {_md_escape(f.title)}{_md_escape(extra)}")
         lines.append("")
     errs = [i for i in r.investigators if i.error]
     if errs:

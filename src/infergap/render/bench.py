@@ -6,7 +6,7 @@ import io
 
 from rich.table import Table
 
-from infergap.guard import safe_console, term_safe
+from infergap.guard import md_escape, md_fence, safe_console, term_safe
 from infergap.bench.compare import BenchComparison
 from infergap.bench.metrics import MIN_TAIL_SAMPLES, likely_cause
 from infergap.bench.models import BenchResult, PointResult, Spread, TelemetrySummary
@@ -312,16 +312,16 @@ def to_markdown(result: BenchResult, comparison: BenchComparison | None = None) 
     out = ["# infergap bench", ""]
     fails = failure_summary(result)
     if fails:
-        out += ["## Failed requests", ""] + [f"- **{n}**" for n in fails] + [""]
-    out += [f"**{line}**" for line in head_lines(result)] + [""]
-    out += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        out += ["## Failed requests", ""] + [f"- **{md_escape(n)}**" for n in fails] + [""]
+    out += [f"**{md_escape(line)}**" for line in head_lines(result)] + [""]
+    out += ["| " + " | ".join(map(md_escape, COLUMNS)) + " |", "|" + "---|" * len(COLUMNS)]
     for r in rows(result):
-        out.append("| " + " | ".join(x.replace("|", "\\|") for x in r) + " |")
+        out.append("| " + " | ".join(map(md_escape, r)) + " |")
     out += ["", "Latencies in ms; throughputs are median (min–max) over trials.", ""]
-    out += [f"- {n}" for n in point_lines(result) + _notes(result)]
+    out += [f"- {md_escape(n)}" for n in point_lines(result) + _notes(result)]
     if comparison is not None:
-        out += ["", "```", comparison_text(comparison), "```"]
-    out += ["", "## Definitions", ""] + [f"- **{k}**: {v}" for k, v in result.definitions.items()]
+        out += ["", md_fence(comparison_text(comparison))]
+    out += ["", "## Definitions", ""] + [f"- **{md_escape(k)}**: {md_escape(v)}" for k, v in result.definitions.items()]
     return "\n".join(out) + "\n"
 
 

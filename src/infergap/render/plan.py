@@ -8,7 +8,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from infergap.guard import dumps, safe_console
+from infergap.guard import dumps, md_code, md_escape, safe_console
 from infergap.plan import TIER_LABEL, Plan, PlanItem
 
 
@@ -37,7 +37,8 @@ def render_text(plan: Plan, color: bool = False, width: int | None = None) -> st
     unknowns. Lines are wrapped at ``width`` columns when given (a terminal), never when ``None``
     (a file or a pipe: a shell command stays on one line)."""
     buf = io.StringIO()
-    c = safe_console(file=buf, force_terminal=color, no_color=not color, width=width or 1000, highlight=False, soft_wrap=width is None)
+    c = safe_console(file=buf, force_terminal=color, no_color=not color, width=width or 1000, highlight=False, soft_wrap=width is None,
+                     markup=True)  # every value below goes through rich.markup.escape
     c.print("[bold]infergap plan[/]  " + escape("  ".join(s.text() for s in plan.stages)))
     c.print()
     if plan.failure_lines():
@@ -136,63 +137,69 @@ def _text_host_fixes(c: Any, plan: Plan) -> None:
         c.print("  none" + ("" if any(s.name == "audit" and s.status in ("given", "ran", "partial") for s in plan.stages) else " (no audit)"))
 
 
-def _md_escape(s: str) -> str:
-    return s.replace("|", "\\|")
+def _md_host_fix(h: Any) -> str:
+    return (f"- **{md_escape(h.severity)} {md_escape(h.fix_kind)}** {md_code(h.id)} — {md_escape(h.title)}"
+            + (f"  \n  fix: {md_code(h.commands[0])}" if h.commands else "")
+            + (f"  \n  revert: {md_code(h.revert[0])}" if h.revert else ""))
+
+
+def _md_item(x: PlanItem) -> list[str]:
+    e = md_escape
+    return [f"### {e(x.title)} ({md_code(x.id)})", "", "- because: " + e("; ".join(x.selected_by)),
+            *[f"- do: {md_code(a)}" for a in x.actions], f"- expect: {e(_gain(x))} — {e(x.source)}",
+            f"- risk: {e(x.risk)}", f"- verify: {md_code(x.verify)}", f"- undo: {e(x.undo)}", ""]
+
+
+def _md_gap(plan: Plan) -> list[str]:
+    e = md_escape
+    out: list[str] = []
+    g = plan.gap
+    if g.summary:
+        out.append(e(g.summary) + ".")
+    if g.binds:
+        out += ["", f"What binds: {e(g.binds)}."]
+    if g.headline:
+        out += ["", "| bound | tok/s | measured | efficiency |", "|---|---:|---:|---:|"]
+        out += [f"| {e(h['label'])} | {h['bound_tok_s']:.1f} | {h['measured_tok_s']:.2f} | {h['ratio']:.2%} |" for h in g.headline]
+    if g.points and not any(p.bound_tok_s for p in g.points):  # without any bound, only what was measured
+        out += ["", "| concurrency | measured tok/s | note |", "|---:|---:|---|"]
+        out += [f"| {p.concurrency} | {p.measured_tok_s:.2f} | {e(p.note or '')} |" for p in g.points]
+    elif g.points:
+        out += ["", "| concurrency | measured tok/s | bound tok/s | binds | efficiency | note |", "|---:|---:|---:|---|---:|---|"]
+        out += [f"| {p.concurrency} | {p.measured_tok_s:.2f} | {p.bound_tok_s:.1f} | {e(p.binds or '–')} | {p.ratio:.1%} | {e(p.note or '')} |"
+                if p.bound_tok_s and p.ratio else f"| {p.concurrency} | {p.measured_tok_s:.2f} | – | – | – | {e(p.note or '')} |" for p in g.points]
+    return out
 
 
 def render_markdown(plan: Plan) -> str:
-    """Markdown report with the same sections as the text report."""
+    """Markdown report with the same sections as the text report; every value goes through
+    :func:`infergap.guard.md_escape` or :func:`~infergap.guard.md_code`."""
+    e = md_escape
     out = ["# infergap plan", ""]
-    out.append("Inputs: " + "; ".join(s.text(" ") for s in plan.stages))
+    out.append("Inputs: " + e("; ".join(s.text(" ") for s in plan.stages)))
     if plan.failure_lines():
-        out += ["", "## Failed requests", ""] + [f"- **{_md_escape(x)}**" for x in plan.failure_lines()]
-    out += ["", "## Efficiency gap", ""]
-    g = plan.gap
-    if g.summary:
-        out.append(g.summary + ".")
-    if g.binds:
-        out += ["", f"What binds: {g.binds}."]
-    if g.headline:
-        out += ["", "| bound | tok/s | measured | efficiency |", "|---|---:|---:|---:|"]
-        out += [f"| {h['label']} | {h['bound_tok_s']:.1f} | {h['measured_tok_s']:.2f} | {h['ratio']:.2%} |" for h in g.headline]
-    if g.points and not any(p.bound_tok_s for p in g.points):  # without any bound, only what was measured
-        out += ["", "| concurrency | measured tok/s | note |", "|---:|---:|---|"]
-        out += [f"| {p.concurrency} | {p.measured_tok_s:.2f} | {_md_escape(p.note or '')} |" for p in g.points]
-    elif g.points:
-        out += ["", "| concurrency | measured tok/s | bound tok/s | binds | efficiency | note |", "|---:|---:|---:|---|---:|---|"]
-        out += [f"| {p.concurrency} | {p.measured_tok_s:.2f} | {p.bound_tok_s:.1f} | {p.binds or '–'} | {p.ratio:.1%} | {_md_escape(p.note or '')} |"
-                if p.bound_tok_s and p.ratio else f"| {p.concurrency} | {p.measured_tok_s:.2f} | – | – | – | {_md_escape(p.note or '')} |" for p in g.points]
-    out += ["", "## Top actions", ""] + ([f"{i}. {_md_escape(a)}" for i, a in enumerate(plan.top_actions, 1)]
-                                         or [_md_escape("None selected by " + _no_actions_why(plan))])
+        out += ["", "## Failed requests", ""] + [f"- **{e(x)}**" for x in plan.failure_lines()]
+    out += ["", "## Efficiency gap", ""] + _md_gap(plan)
+    out += ["", "## Top actions", ""] + ([f"{i}. {e(a)}" for i, a in enumerate(plan.top_actions, 1)]
+                                         or [e("None selected by " + _no_actions_why(plan))])
     for note in (plan.url_note, plan.log_note):
         if note:
-            out += ["", f"Note: {_md_escape(note)}."]
-    out += ["", "## Host fixes (runtime first, P0 first)", ""]
-    for h in plan.host_fixes:
-        out.append(f"- **{h.severity} {h.fix_kind}** `{h.id}` — {h.title}" + (f"  \n  fix: `{h.commands[0]}`" if h.commands else "")
-                   + (f"  \n  revert: `{h.revert[0]}`" if h.revert else ""))
+            out += ["", f"Note: {e(note)}."]
+    out += ["", "## Host fixes (runtime first, P0 first)", ""] + [_md_host_fix(h) for h in plan.host_fixes]
     if not plan.host_fixes:
         out.append("None.")
     for tier in ("flag_flip", "small_change", "engineering"):
         out += ["", f"## {TIER_LABEL[tier]}", ""]
         items = plan.tier(tier)
         for x in items:
-            out.append(f"### {x.title} (`{x.id}`)")
-            out.append("")
-            out.append("- because: " + "; ".join(x.selected_by))
-            out += [f"- do: `{a}`" for a in x.actions]
-            out.append(f"- expect: {_gain(x)} — {x.source}")
-            out.append(f"- risk: {x.risk}")
-            out.append(f"- verify: `{x.verify}`")
-            out.append(f"- undo: {x.undo}")
-            out.append("")
+            out += _md_item(x)
         if not items:
             out.append("None selected by the facts at hand.")
     out += ["", "## Will not help", ""]
     for x in plan.wont_help:
-        out.append(f"- **{x.title}** (`{x.id}`): {x.why}  \n  because: {'; '.join(x.selected_by)}")
+        out.append(f"- **{e(x.title)}** ({md_code(x.id)}): {e(x.why)}  \n  because: {e('; '.join(x.selected_by))}")
     out += ["", "## Unknown", ""]
     for u in plan.unknowns:
-        out.append(f"- `{u.fact}` decides {', '.join(u.decides)} — find out: `{u.command}`")
-    out += ["", f"_Ranking: {plan.ranking}_", ""]
+        out.append(f"- {md_code(u.fact)} decides {e(', '.join(u.decides))} — find out: {md_code(u.command)}")
+    out += ["", f"_Ranking: {e(plan.ranking)}_", ""]
     return "\n".join(out)

@@ -7,8 +7,9 @@ import io
 
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from infergap.guard import safe_console
+from infergap.guard import md_escape, safe_console
 from infergap.roofline.bounds import RooflineResult
 
 _GROUP_ORDER = ("attention", "indexer", "router", "dense_ffn", "shared_experts", "experts", "lm_head", "embedding", "kv_cache", "other")
@@ -180,7 +181,7 @@ def render_text(r: RooflineResult, *, color: bool = True, width: int | None = No
     warn = fit_warning(r)
     if warn:
         con.print(f"[bold red]{escape(warn)}[/bold red]" if color else warn, markup=color, soft_wrap=True)
-    con.print(f"[bold]{lines[0]}[/bold]" if color else lines[0], soft_wrap=False)
+    con.print(Text(lines[0], style="bold" if color else ""), soft_wrap=False)
     for line in lines[1:]:
         con.print(line, markup=False)
     for title, cols, rows in _tables(r):
@@ -193,7 +194,7 @@ def render_text(r: RooflineResult, *, color: bool = True, width: int | None = No
         con.print(t)
     for title, items in _details(r):
         con.print()
-        con.print(f"[bold]{title}[/bold]" if color else title, markup=color)
+        con.print(Text(title, style="bold" if color else ""))
         for it in items:
             con.print(f"  - {it}", markup=False)
     return buf.getvalue()
@@ -203,11 +204,11 @@ def render_markdown(r: RooflineResult) -> str:
     """The report as Markdown (tables and bullet lists)."""
     lines = _header(r)
     warn = fit_warning(r)
-    out = [f"**{warn}**", ""] if warn else []
-    out += [f"# Roofline: {lines[0]}", "", *[f"- {x}" for x in lines[1:]]]
+    out = [f"**{md_escape(warn)}**", ""] if warn else []
+    out += [f"# Roofline: {md_escape(lines[0])}", "", *[f"- {md_escape(x)}" for x in lines[1:]]]
     for title, cols, rows in _tables(r):
-        out += ["", f"## {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-        out += ["| " + " | ".join(row) + " |" for row in rows]
+        out += ["", f"## {md_escape(title)}", "", "| " + " | ".join(map(md_escape, cols)) + " |", "|" + "---|" * len(cols)]
+        out += ["| " + " | ".join(map(md_escape, row)) + " |" for row in rows]
     for title, items in _details(r):
-        out += ["", f"### {title}", ""] + [f"- {it}" for it in items]
+        out += ["", f"### {md_escape(title)}", ""] + [f"- {md_escape(it)}" for it in items]
     return "\n".join(out) + "\n"

@@ -184,6 +184,11 @@ SOURCES: tuple[Source, ...] = (
            start=r"^(?:\[P2P \(Peer-to-Peer\) GPU Bandwidth Latency Test\]|(?:Unidirectional|Bidirectional) P2P=(?:Enabled|Disabled) Bandwidth|P2P=(?:Enabled|Disabled) Latency)",
            prompt=r"p2pBandwidthLatencyTest", prompt_rank=20, repeats=True, holds_log_lines=True,
            parser=_P + "cuda_samples:parse_p2p_bandwidth", facts=("p2p_bandwidth_runs",), sample="evidence/nccl-814-p2p-slower.txt"),
+    Source("nccl_tests", "nccl-tests output (all_reduce_perf …)",
+           start=r"^#\s{0,8}(?:nThread \d|Using devices|Rank\s{1,6}\d{1,6} Group|\s{0,80}out-of-place\s|\s{0,8}size\s+count\s+type|\s{0,8}\(B\)\s+\(elements\)|Out of bounds values|Avg bus bandwidth)",
+           prompt=r"\b(?:all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv|gather|scatter|hypercube)_perf\b", prompt_rank=21,
+           repeats=True, holds_log_lines=True, parser=_P + "nccl:parse_nccl_tests", facts=("nccl_tests_runs",),
+           sample="evidence/nccltests-232-allreduce-two-nodes.txt"),
     # -- sources without a start marker: commands collected live only, and logs (recognised by their lines) --
     Source("lscpu_json", "lscpu -J", _cmd("lscpu_json", "lscpu", "-J")),
     Source("dmidecode", "dmidecode -t bios -t system", _cmd("dmidecode", "dmidecode", "-t", "bios", "-t", "system")),
