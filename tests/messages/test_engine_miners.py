@@ -78,3 +78,47 @@ def test_llamacpp_miner_on_excerpt(tmp_path):
     assert m and (m.group("a2"), m.group("a3")) == ("0", "33")
     # the slot's format is the second argument; PRId64 folds into the format
     assert not any(k.startswith("erasing old context checkpoint") for k in t)
+
+
+def test_ollama_miner_on_excerpt(tmp_path):
+    from tools.messages import mine_ollama
+
+    cat = _mine(mine_ollama, "ollama", "v0.32.15", tmp_path, ROOT / "tools/messages/curated/ollama.yaml")
+    # 3 slog.Warn + errors.New on topic, 1 slog.Warn off topic; slog.Debug is not read
+    assert (cat["call_sites"], cat["topic_sites"], cat["kept_sites"], cat["kept_info_sites"]) == (5, 4, 4, 1)
+    t = _by_template(cat)
+    assert not any(k.startswith("gpu reported") or "context field" in k for k in t)
+    ic = t["inference compute"]
+    assert ic["style"] == "slog" and ic["attrs"][:3] == ["id", "filter_id", "library"]
+    line = ('time=2025-07-01T17:59:51.470Z level=INFO source=types.go:60 msg="inference compute" id=cpu '
+            'library=cpu compute="" name=cpu description=cpu libdirs=ollama driver="" pci_id="" type="" '
+            'total="31.0 GiB" available="28.3 GiB"')
+    m = re.search(ic["pattern"], line)
+    assert m and m.group("k_library") == "cpu" and m.group("k_total") == '"31.0 GiB"'
+    old = t["NVIDIA driver too old"]
+    assert (old["check"], old["severity"], old["where"]) == ("driver.cuda_compat", "P1", "discover/cuda_compat.go:4")
+    full = t["unable to load full model on GPU"]
+    assert full["level"] == "error" and full["check"] == "engine.offload"
+    assert t["predicted usage exceeds VRAM"]["class"] == "memory_kv"
+
+
+def test_sglang_miner_on_excerpt(tmp_path):
+    from tools.messages import mine_sglang
+
+    cat = _mine(mine_sglang, "sglang", "v0.5.23", tmp_path, ROOT / "tools/messages/curated/sglang.yaml")
+    assert (cat["call_sites"], cat["topic_sites"], cat["kept_sites"]) == (4, 4, 4)
+    t = _by_template(cat)
+    nofile = t["Fail to set RLIMIT_NOFILE: {e}"]
+    assert (nofile["id"], nofile["check"], nofile["where"]) == (
+        "sglang.common.fail_set_rlimit_nofile", "limits.nofile", "sglang/srt/utils/common.py:11")
+    m = re.search(nofile["pattern"], "[2026-01-01 10:00:00] Fail to set RLIMIT_NOFILE: not allowed to raise maximum limit")
+    assert m and m.group("e") == "not allowed to raise maximum limit"
+    p2p = t["{cls_name} is disabled because your platform lacks GPU P2P capability or P2P test failed. "
+            "To silence this warning, specify disable_custom_all_reduce=True explicitly."]
+    assert p2p["check"] == "allreduce.custom" and p2p["class"] == "p2p_refused"
+    m = re.search(p2p["pattern"], "[2026-01-01 TP0] CustomAllreduce is disabled because your platform lacks GPU P2P "
+                                  "capability or P2P test failed. To silence this warning, specify "
+                                  "disable_custom_all_reduce=True explicitly.")
+    assert m and m.group("cls_name").endswith("CustomAllreduce")
+    moe = [v for k, v in t.items() if k.startswith("Using default MoE kernel config")][0]
+    assert moe["check"] == "engine.moe_config" and moe["style"] == "percent"
