@@ -119,6 +119,27 @@ def test_sglang_miner_on_excerpt(tmp_path):
     m = re.search(p2p["pattern"], "[2026-01-01 TP0] CustomAllreduce is disabled because your platform lacks GPU P2P "
                                   "capability or P2P test failed. To silence this warning, specify "
                                   "disable_custom_all_reduce=True explicitly.")
-    assert m and m.group("cls_name").endswith("CustomAllreduce")
+    assert m and m.group(0).startswith("is disabled because your platform lacks GPU P2P")
     moe = [v for k, v in t.items() if k.startswith("Using default MoE kernel config")][0]
     assert moe["check"] == "engine.moe_config" and moe["style"] == "percent"
+
+
+def test_tensorrt_llm_miner_on_excerpt(tmp_path):
+    from tools.messages import mine_tensorrt_llm
+
+    cat = _mine(mine_tensorrt_llm, "tensorrt_llm", "release/v0.7.1", tmp_path,
+                ROOT / "tools/messages/curated/tensorrt_llm.yaml")
+    # C++: one TLLM_CHECK_WITH_INFO and one TLLM_LOG_WARNING; Python: one raise
+    assert (cat["call_sites"], cat["topic_sites"], cat["kept_sites"]) == (2, 2, 2)
+    assert (cat["raise_sites"], cat["kept_raise_sites"]) == (1, 1)
+    t = _by_template(cat)
+    de = t["Failed to deserialize cuda engine"]
+    assert (de["level"], de["where"], de["check"]) == ("error", "cpp/tensorrt_llm/runtime/tllmRuntime.cpp:3",
+                                                       "runtime.versions")
+    mb = t["Force using MultiBlockMode in MMHA as shared memory is not enough, MultiBlockMode may have "
+           "different accuracy compared to non-MultiBlockMode."]
+    line = ("[TensorRT-LLM][WARNING] Force using MultiBlockMode in MMHA as shared memory is not enough, "
+            "MultiBlockMode may have different accuracy compared to non-MultiBlockMode.")
+    assert mb["level"] == "warn" and re.search(mb["pattern"], line)
+    kv = t["Can't allocate new block for KV cache"]
+    assert (kv["level"], kv["check"], kv["severity"]) == ("error", "engine.kv_pressure", "P1")

@@ -33,7 +33,9 @@ def find(co: c.Checkout) -> list[Site]:
             for m in c.go_messages(rel, co.read(rel)):
                 if m.func.split(".")[-1].startswith("Debug"):
                     continue
-                out.append(Site(rel, m.line, m.level, m.template, m.style, list(m.attrs)))
+                # a key that is not a plain word (``"len(headCount)"``) is not captured by name
+                attrs = [a for a in m.attrs if re.fullmatch(r"\w+", a)]
+                out.append(Site(rel, m.line, m.level, m.template, m.style, attrs))
     return out
 
 
