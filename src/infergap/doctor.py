@@ -200,7 +200,12 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
 
     res.duration_s = time.monotonic() - t0
     run.write("report.md", render_report_markdown(plan, audit, rl, bench))
-    run.write("report.html", render_html(plan, audit=audit, roofline=rl, bench=bench, server=cfg, duration_s=res.duration_s))
+    try:  # optional: every stage's document is written, and is recorded from there
+        html = render_html(plan, audit=audit, roofline=rl, bench=bench, server=cfg, duration_s=res.duration_s)
+    except Exception as e:  # noqa: BLE001 - a value a plot cannot draw must not lose the run
+        run.say("report", f"warning: report.html not written ({type(e).__name__}: {str(e)[:200]})")
+    else:
+        run.write("report.html", html)
     return res
 
 

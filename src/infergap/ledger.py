@@ -20,6 +20,7 @@ than this code knows, or a file that is not an infergap ledger, raises :class:`L
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -97,6 +98,48 @@ MIGRATIONS: list[str] = [
 
 class LedgerError(UserError):
     """The ledger database cannot be used (corrupt, foreign, newer schema, unwritable). One line."""
+
+
+def _no_space(path: Path | None) -> bool:
+    """Whether the file system holding ``path`` has no block left for an unprivileged writer."""
+    if path is None:
+        return False
+    try:
+        st = os.statvfs(path.parent if not path.is_dir() else path)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 64 * 1024
+
+
+def db_reason(e: BaseException, path: Path | None = None) -> str:
+    """What an SQLite failure means, in words: a full disk (SQLITE_FULL, ENOSPC, or an I/O error
+    while the file system of ``path`` has no space left: SQLite reports a failed write of its
+    WAL index as SQLITE_IOERR) and a damaged file (SQLITE_CORRUPT: "database
+    disk image is malformed") are named as such (https://www.sqlite.org/rescode.html)."""
+    msg = str(e) or type(e).__name__
+    low = msg.lower()
+    if "disk is full" in low or "no space left" in low or getattr(e, "errno", None) == errno.ENOSPC \
+            or ("i/o error" in low and _no_space(path)):
+        return "disk full (no space left on device)"
+    if "malformed" in low or "corrupt" in low:
+        return f"damaged ({msg}); move the file aside or name another --db"
+    if "readonly" in low or "read-only" in low:
+        return f"read-only ({msg})"
+    return msg
+
+
+def _guarded(method: Any) -> Any:
+    """A Ledger method whose SQLite and OS failures become one :class:`LedgerError` line naming
+    the file and :func:`db_reason` (a damaged page is met by whichever query reads it)."""
+    import functools
+
+    @functools.wraps(method)
+    def run(self: "Ledger", *a: Any, **kw: Any) -> Any:
+        try:
+            return method(self, *a, **kw)
+        except (sqlite3.Error, OSError) as e:
+            raise LedgerError(f"ledger {self.path}: {db_reason(e, self.path)}") from None
+    return run
 
 
 def utc_now() -> str:
@@ -301,13 +344,14 @@ class Ledger:
         try:
             self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         except sqlite3.Error as e:
-            raise LedgerError(f"ledger {self.path}: cannot open ({e})") from None
+            raise LedgerError(f"ledger {self.path}: cannot open ({db_reason(e, self.path)})") from None
         try:
             self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             self._setup_retrying()
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.DatabaseError, OSError) as e:
             self._db.close()
-            raise LedgerError(f"ledger {self.path}: not a usable infergap ledger ({e})") from None
+            reason = db_reason(e, self.path)
+            raise LedgerError(f"ledger {self.path}: " + (reason if reason != str(e) else f"not a usable infergap ledger ({e})")) from None
         except LedgerError:
             self._db.close()
             raise
@@ -336,7 +380,8 @@ class Ledger:
                 except (sqlite3.Error, AttributeError):
                     pass
                 if not isinstance(e, sqlite3.OperationalError):  # the file is there but is no database
-                    raise LedgerError(f"ledger {self.path}: not a usable infergap ledger ({e})") from None
+                    reason = db_reason(e, self.path)
+                    raise LedgerError(f"ledger {self.path}: " + (reason if reason != str(e) else f"not a usable infergap ledger ({e})")) from None
             except LedgerError:
                 self._db.close()
                 raise
@@ -373,9 +418,12 @@ class Ledger:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             app_id = db.execute("PRAGMA application_id").fetchone()[0]
             tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
-        finally:
-            if own:
-                db.execute("COMMIT")
+        except sqlite3.Error:
+            if own and db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        if own and db.in_transaction:  # SQLite ends the transaction itself after SQLITE_FULL
+            db.execute("COMMIT")
         return version, app_id, tables
 
     def _check(self, version: int, app_id: int, tables: bool) -> None:
@@ -409,7 +457,8 @@ class Ledger:
             db.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # SQLite has already rolled back after SQLITE_FULL / SQLITE_CORRUPT
+                db.execute("ROLLBACK")
             raise
 
     @property
@@ -434,14 +483,19 @@ class Ledger:
                 cur = self._db.execute(sql, params)
                 self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                # After SQLITE_FULL or SQLITE_CORRUPT SQLite has rolled back already; a second
+                # ROLLBACK would replace the cause with "no transaction is active".
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise
-        except sqlite3.OperationalError as e:
-            raise LedgerError(f"ledger {self.path}: write failed ({e})") from None
+        except (sqlite3.Error, OSError) as e:
+            reason = db_reason(e, self.path)
+            raise LedgerError(f"ledger {self.path}: " + (reason if reason != str(e) else f"write failed ({e})")) from None
         return cur
 
     # -- runs -----------------------------------------------------------------------------------
 
+    @_guarded
     def record(self, kind: str, payload_json: str | Mapping[str, Any] | list[Any],
                host: HostId | Mapping[str, Any] | str | None = None, *, status: str | None = None,
                parent_id: int | None = None) -> int:
@@ -474,6 +528,7 @@ class Ledger:
             (kind, utc_now(), hid.fingerprint, hid.name, host_json, status, parent_id, text))
         return int(cur.lastrowid)
 
+    @_guarded
     def update_run(self, run_id: int, *, payload: Mapping[str, Any] | None = None, status: str | None = None) -> None:
         """Replace a run's payload and/or status (used by ``fix`` as its changes complete)."""
         if payload is not None:
@@ -492,6 +547,7 @@ class Ledger:
 
     _COLS = "id, kind, created_at, host, host_name, status, parent_id, payload"
 
+    @_guarded
     def get(self, run_id: int | str) -> Run:
         """The run with this id; ``"last"`` is the newest run. Raises :class:`LedgerError` when absent."""
         if str(run_id) == "last":
@@ -514,6 +570,7 @@ class Ledger:
         runs = self.runs(kind=kind, host=host, status=status, limit=1)
         return runs[0] if runs else None
 
+    @_guarded
     def runs(self, kind: str | None = None, host: str | None = None, status: str | None = None,
              limit: int | None = None) -> list[Run]:
         """Runs newest first, filtered by kind, host (fingerprint prefix or exact name) and status."""
@@ -534,6 +591,7 @@ class Ledger:
 
     # -- fix journal ----------------------------------------------------------------------------
 
+    @_guarded
     def journal_begin(self, run_id: int, seq: int, *, check_id: str, subject: str | None, step_kind: str,
                       target: str, command: str, action_json: str | None = None, before: str | None = None,
                       intended: str | None = None, file_existed: bool | None = None,
@@ -550,22 +608,26 @@ class Ledger:
              None if file_existed is None else int(file_existed), file_previous, file_mode, "pending", utc_now()))
         return int(cur.lastrowid)
 
+    @_guarded
     def journal_end(self, step_id: int, *, status: str, after: str | None = None, error: str | None = None) -> None:
         """Journal the outcome of a change: ``applied`` or ``failed``, the value re-read, the error."""
         self._write("UPDATE fix_steps SET status = ?, after = ?, error = ?, finished_at = ? WHERE id = ?",
                     (status, after, error, utc_now(), step_id))
 
+    @_guarded
     def journal_revert(self, step_id: int, *, status: str, value: str | None = None, error: str | None = None) -> None:
         """Journal the revert of one step: ``reverted`` or ``revert_failed``, the value re-read."""
         self._write("UPDATE fix_steps SET revert_status = ?, revert_value = ?, revert_error = ?, reverted_at = ? WHERE id = ?",
                     (status, value, error, utc_now(), step_id))
 
+    @_guarded
     def steps(self, run_id: int) -> list[dict[str, Any]]:
         """The journal of one fix run, in the order the changes were made."""
         cur = self._db.execute("SELECT * FROM fix_steps WHERE run_id = ? ORDER BY seq", (run_id,))
         cols = [c[0] for c in cur.description]
         return [dict(zip(cols, row)) for row in cur]
 
+    @_guarded
     def integrity_ok(self) -> bool:
         """True when ``PRAGMA integrity_check`` reports ``ok``."""
         return self._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

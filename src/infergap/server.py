@@ -33,6 +33,11 @@ from infergap.guard import loads
 
 log = logging.getLogger(__name__)
 
+#: Query strings sent with an endpoint: vLLM's ``/server_info`` (dev mode) answers its config as one
+#: repr string by default and as sections of fields with ``config_format=json``
+#: (``vllm/entrypoints/serve/dev/server_info/api_router.py``, v0.32.0); SGLang ignores the query.
+QUERIES = {"/server_info": "?config_format=json"}
+
 #: Endpoints asked, in the order their answers are applied (earlier wins for a field).
 ENDPOINTS = ("/server_info", "/get_server_info", "/model_info", "/get_model_info", "/version", "/props", "/slots", "/metrics", "/v1/models", "/openapi.json")
 
@@ -51,10 +56,12 @@ _ARG_MAP: dict[str, str] = {
     "cuda_graph_bs": "cuda_graph_bs", "cuda_graph_sizes": "cuda_graph_bs",
     "disable_cuda_graph": "disable_cuda_graph", "enforce_eager": "disable_cuda_graph",
     "max_running_requests": "max_running_requests", "max_num_seqs": "max_running_requests",
-    "chunked_prefill_size": "chunked_prefill_size", "max_num_batched_tokens": "chunked_prefill_size",
+    "chunked_prefill_size": "chunked_prefill_size", "max_num_batched_tokens": "max_batched_tokens",
+    "enable_prefix_caching": "enable_prefix_caching", "enable_chunked_prefill": "enable_chunked_prefill",
+    "kv_cache_memory_bytes": "kv_cache_bytes",
     "mem_fraction_static": "mem_fraction", "gpu_memory_utilization": "mem_fraction",
     "kv_cache_dtype": "kv_cache_dtype", "cache_dtype": "kv_cache_dtype",
-    "quantization": "quantization", "dtype": "dtype",
+    "quantization": "quantization", "dtype": "dtype", "device_config": "device", "device": "device",
     "context_length": "context_length", "max_model_len": "context_length", "max_seq_len": "context_length",
     "max_total_num_tokens": "kv_tokens",
     "disable_custom_all_reduce": "disable_custom_all_reduce",
@@ -94,9 +101,18 @@ class ServerConfig(BaseModel):
     cuda_graph_max_bs: int | None = None
     cuda_graph_bs: list[int] | None = None
     disable_cuda_graph: bool | None = None
+    #: vLLM's device ("cuda", "cpu", ...): the CPU build has no CUDA graphs to capture.
+    device: str | None = None
     torch_compile: bool | None = None
     max_running_requests: int | None = None
     chunked_prefill_size: int | None = None
+    #: vLLM: tokens one engine step may schedule (``max_num_batched_tokens``; the prefill chunk
+    #: size when chunked prefill is on), prefix caching and chunked prefill on or off, and the KV
+    #: cache size asked for in bytes (``--kv-cache-memory-bytes``, ``VLLM_CPU_KVCACHE_SPACE``).
+    max_batched_tokens: int | None = None
+    enable_prefix_caching: bool | None = None
+    enable_chunked_prefill: bool | None = None
+    kv_cache_bytes: int | None = None
     mem_fraction: float | None = None
     kv_cache_dtype: str | None = None
     kv_tokens: int | None = None
@@ -207,6 +223,9 @@ def _apply_metrics(cfg: ServerConfig, text: str, source: str) -> None:
         if name == "vllm:cache_config_info":
             cfg.put("kv_cache_dtype", labels.get("cache_dtype"), source)
             cfg.put("mem_fraction", labels.get("gpu_memory_utilization"), source)
+            cfg.put("enable_prefix_caching", labels.get("enable_prefix_caching"), source)
+            if (labels.get("kv_cache_memory_bytes") or "None").isdigit():
+                cfg.put("kv_cache_bytes", labels["kv_cache_memory_bytes"], source)
             try:
                 blocks, bs = int(labels.get("num_gpu_blocks", "")), int(labels.get("block_size", ""))
                 cfg.put("kv_tokens", blocks * bs, source)
@@ -342,8 +361,8 @@ def _apply_models(cfg: ServerConfig, data: dict[str, Any], src: str) -> None:
 
 
 async def _fetch(client: Any, base: str, path: str, headers: dict[str, str], timeout_s: float) -> tuple[str, int | None, str, str | None]:
-    """GET base+path: (path, status, body text, error). No redirect is followed (a 3xx is an
-    error naming its target); the body is read under 8 MiB decompressed (more is an error);
+    """GET base+path (with its :data:`QUERIES` string): (path, status, body text, error). No
+    redirect is followed (a 3xx is an error naming its target); the body is read under 8 MiB decompressed (more is an error);
     ``timeout_s`` bounds the whole request (:mod:`infergap.httpsafe`)."""
     import asyncio  # here, not at the top: an audit reads server configs from logs without an event loop
 
@@ -352,7 +371,7 @@ async def _fetch(client: Any, base: str, path: str, headers: dict[str, str], tim
     from infergap.httpsafe import MAX_JSON_BYTES, BodyTooLarge, read_body, redirect_error
 
     try:
-        async with client.get(base + path, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s), allow_redirects=False) as r:
+        async with client.get(base + path + QUERIES.get(path, ""), headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s), allow_redirects=False) as r:
             moved = redirect_error(r.status, r.headers.get("Location"), f"GET {path}")
             if moved:
                 return path, None, "", moved.removeprefix(f"GET {path} ")
@@ -457,6 +476,25 @@ def introspect(url: str, api_key: str | None = None, timeout_s: float = 5.0) -> 
     import asyncio
 
     return asyncio.run(introspect_async(url, api_key=api_key, timeout_s=timeout_s))
+
+
+def fill_from_log(cfg: ServerConfig, log_cfg: ServerConfig) -> list[str]:
+    """Fill the fields a live server left unset (vLLM outside dev mode does not serve
+    ``max_num_seqs`` or ``max_num_batched_tokens``) from the same server's startup log, each
+    sourced to the log. The log counts as the same server only when it names the same engine and,
+    where both say, the same model (the path or the served name). Returns the fields filled."""
+    if cfg.reachable is False or not log_cfg.engine or log_cfg.engine != cfg.engine:
+        return []
+    live = {cfg.model, cfg.served_model_name} - {None}
+    logged = {log_cfg.model, log_cfg.served_model_name} - {None}
+    if live and logged and not live & logged:
+        return []
+    filled = []
+    for field, source in log_cfg.sources.items():
+        if field in type(cfg).model_fields and getattr(cfg, field) is None and getattr(log_cfg, field) is not None:
+            cfg.put(field, getattr(log_cfg, field), source)
+            filled.append(field)
+    return filled
 
 
 def server_config_from_log(facts: Any, source: str) -> ServerConfig:

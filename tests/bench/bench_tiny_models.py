@@ -4,7 +4,7 @@
   and word pieces, for llama-cpp-python's server. The output rows of control and byte tokens are
   zero, so greedy decoding never ends a sequence early or emits partial UTF-8.
 - :func:`write_hf_llama`: a 2-layer ``LlamaForCausalLM`` with a byte-level BPE tokenizer trained
-  here on a small corpus, for ``transformers serve``.
+  here on a small corpus, for ``transformers serve`` and vLLM.
 """
 
 from __future__ import annotations
@@ -68,7 +68,11 @@ def write_llama_gguf(path: Path, seed: int = 0, n_embd: int = 64, n_layer: int =
     return path
 
 
-def write_hf_llama(out: Path, seed: int = 0) -> Path:
+def write_hf_llama(out: Path, seed: int = 0, hidden_size: int = 32, num_heads: int = 4) -> Path:
+    """The tiny Llama with its tokenizer in ``out``. ``hidden_size / num_heads`` is the head size:
+    8 by default; vLLM's CPU attention needs one of 32, 64, 80, … (``CPUAttentionBackend.
+    get_supported_head_sizes``, vllm/v1/attention/backends/cpu_attn.py v0.32.0), so its tests
+    ask for 64 / 2."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -83,8 +87,8 @@ def write_hf_llama(out: Path, seed: int = 0) -> Path:
     ft.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
     ft.save_pretrained(str(out))
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=len(ft), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=4096,
+    cfg = LlamaConfig(vocab_size=len(ft), hidden_size=hidden_size, intermediate_size=2 * hidden_size, num_hidden_layers=2,
+                      num_attention_heads=num_heads, num_key_value_heads=num_heads, max_position_embeddings=4096,
                       bos_token_id=0, eos_token_id=1, pad_token_id=1)
     model = LlamaForCausalLM(cfg)
     with torch.no_grad():

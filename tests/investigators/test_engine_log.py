@@ -126,3 +126,13 @@ def test_llamacpp_layers_on_the_cpu_are_actionable_and_all_on_the_gpu_ok() -> No
     assert [e.value for e in f.evidence[1:]] == ["model buffers: 5460 MiB in host memory, 0 MiB on the GPU", "GPU: NVIDIA H800"]
     ok = one(_log("llamacpp-12171-offload-all.log"), "engine.offload")
     assert ok.status == "ok" and ok.evidence[0].value == "offloaded 49/49 layers to GPU"
+
+
+def test_ollama_partial_offload_is_p1_with_the_memory_it_lacked() -> None:
+    """ollama#9181: the scheduler placed 44 of 81 layers; 127.4 GiB needed against 88 GiB available."""
+    from tests.investigators.memsnap import audit_ids, one, pasted
+
+    f = one(audit_ids(pasted("ollama-9181-partial-offload.log"), "engine_log"), "engine.offload")
+    assert (f.status, f.severity, f.title) == ("actionable", "P1", "37 of 81 layers run on the CPU (Ollama offloaded 44)")
+    assert f.evidence[1].value == "memory.required.full 127.4 GiB (KV cache 19.5 GiB) against memory.available 88 GiB"
+    assert "num_ctx" in f.remedy.commands[0]

@@ -166,3 +166,11 @@ def test_pasted_link_lines_without_any_device_are_no_pci_list() -> None:
     # LnkCap/LnkSta lines alone (janhq/jan#183) name no PCI function: the inventory is not captured, not "filtered".
     f = one(audit_ids(pasted("lspci-jan183-lnksta-downgraded.txt"), "gpu_health"), "gpu.present")
     assert f.status == "unknown" and f.title == "GPU inventory not captured"
+
+
+def test_a_pasted_table_in_mig_mode_is_gpu_mig_actionable() -> None:
+    """ollama#4814: both GPUs of the pasted nvidia-smi table are in MIG mode."""
+    from tests.investigators.memsnap import audit_ids, pasted
+
+    found = audit_ids(pasted("ollama-4814-mig-table.txt"), "gpu_health")["gpu.mig"]
+    assert [(f.subject, f.status) for f in found] == [("0000:05:00.0", "actionable"), ("0000:86:00.0", "actionable")]

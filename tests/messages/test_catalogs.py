@@ -37,7 +37,7 @@ def test_entries_are_valid(component):
 
 
 def _attrs(m):
-    return [g[2:] for g in re.compile(m.pattern).groupindex if g.startswith("k_")] if m.style == "slog" else []
+    return list(m.attrs)
 
 
 @pytest.mark.parametrize("component", sorted(CAT.headers))
@@ -71,8 +71,9 @@ def _hostile(m) -> list[str]:
 
 def test_no_matcher_backtracks_on_hostile_lines():
     """Every pattern searched in lines of 4096 characters built from its own literals repeated
-    (the input that makes a nested or unbounded pattern explode): the slowest must stay far below
-    a tenth of a second."""
+    (the input that makes a nested or unbounded pattern explode): the slowest must stay below half
+    a second. A bounded pattern's worst case is about (line length x 300) steps, some 0.05 s on the
+    2-core machine; a backtracking one takes seconds to hours."""
     worst, who = 0.0, ""
     for m in MSGS:
         rx = m.regex
@@ -82,7 +83,7 @@ def test_no_matcher_backtracks_on_hostile_lines():
             dt = time.perf_counter() - t0
             if dt > worst:
                 worst, who = dt, m.id
-    assert worst < 0.1, f"{who} took {worst:.3f} s on a hostile line"
+    assert worst < 0.5, f"{who} took {worst:.3f} s on a hostile line"
 
 
 def test_real_nccl_lines():

@@ -91,3 +91,12 @@ def test_nvlink_status_of_two_h200():
     assert sorted(links) == [0, 1]
     assert len(links[0]) == len(links[1]) == 18
     assert links[0][0] == 26.562
+
+
+def test_the_tables_mig_cell_is_read() -> None:
+    """ollama#4814: two A100s with MIG M. Enabled (the utilisation cell reads N/A in MIG mode)."""
+    from infergap.parsers.nvsmi import parse_nvsmi_table
+    from tests.parsers.inputs import EVIDENCE
+
+    gpus = parse_nvsmi_table((EVIDENCE / "ollama-4814-mig-table.txt").read_text())
+    assert [(g.bdf, g.mig_current) for g in gpus] == [("0000:05:00.0", "Enabled"), ("0000:86:00.0", "Enabled")]

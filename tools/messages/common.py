@@ -612,7 +612,7 @@ def go_messages(path: str, text: str) -> Iterator[GoMessage]:
     """``slog.Warn("msg", "k", v…)`` (and ``slog.WarnContext``, ``logger.Warn``), ``klog.Warningf``,
     ``log.Printf``, ``fmt.Errorf`` calls of Go ``text`` whose message is a string literal."""
     clean = strip_c_comments(text)
-    rx = re.compile(r"\b(slog|klog|log|logger|l|s\.log|fmt|logrus|errors)\.("
+    rx = re.compile(r"\b((?:\w+\.)?(?:slog|klog|log|Log|logger|Logger|\w+Logger|\w+Log|l|logrus|fmt|errors))\.("
                     r"Warn|Error|Info|Debug|Fatal|Warning|Errorf|Warnf|Warningf|Infof|Fatalf|Panicf|"
                     r"Printf|Println|Print|New|WarnContext|ErrorContext|InfoContext)\s*\(")
     for m in rx.finditer(clean):
@@ -626,6 +626,8 @@ def go_messages(path: str, text: str) -> Iterator[GoMessage]:
         if not args:
             continue
         lit = _go_literal(args[0])
+        if lit is None and name == "Error" and len(args) > 1:  # logr: Error(err, "msg", "k", v...)
+            lit, args = _go_literal(args[1]), args[1:]
         if lit is None:
             continue
         yield _go_message(m, name, lit, args, line_of(clean, m.start()))
@@ -639,7 +641,8 @@ def _go_message(m: re.Match[str], name: str, lit: str, args: list[str], line: in
         level = GO_LEVELS.get(name, "info")
     if pkg == "fmt" and name == "Errorf":
         level = "error"
-    if pkg in ("slog", "logger", "l", "s.log") and not name.endswith("f") and name not in ("Printf", "Println", "Print", "New"):
+    structured = pkg in ("slog", "l") or pkg.lower().endswith(("logger", "log")) and pkg not in ("log", "klog")
+    if structured and not name.endswith("f") and name not in ("Printf", "Println", "Print", "New"):
         attrs = [k for k in (_go_literal(a) for a in args[1::2]) if k]
         return GoMessage(line, level, lit, "slog", attrs, f"{pkg}.{m.group(2)}")
     style = "printf" if "%" in lit else "literal"

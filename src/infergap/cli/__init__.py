@@ -159,13 +159,37 @@ def terminal_width(output: object = None) -> int | None:
     return shutil.get_terminal_size().columns
 
 
-def record(kind: str, payload: object, host: object = None, db: object = None) -> None:
+def record(kind: str, payload: object, host: object = None, db: object = None) -> int | None:
     """Keep a run in the ledger (``--db``, else ``$INFERGAP_DB`` or the user's data directory)
-    after its output was written; a ledger that cannot be used only logs a warning, never fails
-    the command."""
-    from infergap.ledger import try_record
+    after its output was written and before anything optional (a plot, an HTML page). A ledger
+    that cannot be used — damaged, full disk, read-only, foreign — is one warning line on stderr
+    saying the run was not recorded and why; it never changes the command's exit status.
+    Returns the run id, or None when not recorded."""
+    from infergap.ledger import Ledger, LedgerError
 
-    try_record(kind, payload, host, db)  # type: ignore[arg-type]
+    try:
+        with Ledger(db) as led:  # type: ignore[arg-type]
+            return led.record(kind, payload, host)  # type: ignore[arg-type]
+    except LedgerError as e:
+        safe_echo(f"infergap: warning: {kind} run not recorded: {e}", err=True)
+        return None
+
+
+def optional_step(what: str, step: Any) -> bool:
+    """Run ``step()``, an optional output (a plot, an HTML page) made after the run was written
+    and recorded: any failure — a path that cannot be written, a value the plotting library
+    cannot typeset — is one warning line naming ``what`` and the reason, never a traceback nor
+    a changed exit status. Returns whether it succeeded."""
+    from infergap.errors import UserError
+
+    try:
+        step()
+        return True
+    except UserError as e:
+        safe_echo(f"infergap: warning: {what} not written: {e}", err=True)
+    except Exception as e:  # noqa: BLE001 - optional output: whatever failed, the run is kept
+        safe_echo(f"infergap: warning: {what} not written ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})", err=True)
+    return False
 
 
 def render_report(fmt: Enum, output: object, *, json: Any, md: Any, text: Any) -> str:

@@ -205,14 +205,11 @@ def bench(
         write_report(render_all(result))
     else:
         typer.echo(f"wrote {output}", err=True)
-    if plot is not None and result.points:
-        try:
-            render.plot(result, str(plot))
-        except OSError as e:
-            raise UserError(f"--plot {plot}: cannot write ({e.strerror or e})") from None
-    from infergap.cli import record
+    from infergap.cli import optional_step, record
 
-    record("bench", result.to_json(), None, db)
+    record("bench", result.to_json(), None, db)  # before the plot: an optional step cannot lose the run
+    if plot is not None and result.points:
+        optional_step(f"--plot {plot}", lambda: render.plot(result, str(plot)))
     if result.interrupted:
         raise typer.Exit(130)
     if result.error:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infergap.parsers.llamacpp_log import is_llamacpp_line
+from infergap.parsers.ollama_log import is_ollama_line
 from infergap.evidence.signatures import line_kind
 from infergap.evidence.text import clean_line, decode
 from infergap.messages import catalog as message_catalog
@@ -40,7 +41,7 @@ MAX_NUL_SKIP = 16 * 1024 * 1024
 #: ``file:<path>`` answers ``Snapshot.read(path)``; ``log`` is read with ``Snapshot.evidence_parts(kind)``.
 KINDS: dict[str, tuple[str, str]] = {s.kind: (s.what, s.serves) for s in SOURCES if s.start or s.sample}
 
-LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "llamacpp_log", "dmesg", "traceback", "fragment", "messages")
+LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "llamacpp_log", "ollama_log", "dmesg", "traceback", "fragment", "messages")
 
 # -- start markers (tested on the stripped line), in the records' order ---------------------------
 _START: list[tuple[str, re.Pattern[str]]] = [(s.kind, re.compile(s.start)) for s in SOURCES if s.start]
@@ -224,6 +225,8 @@ def log_kinds(line: str) -> tuple[str, ...]:
     elif any(w in s for w in _VLLM_WORDS) or ((" INFO " in s or " WARNING " in s or " ERROR " in s or " DEBUG " in s
                                                or s.startswith(("INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL"))) and _VLLM.search(s)):
         out.append("vllm_log")
+    if not out and is_ollama_line(s):
+        out.append("ollama_log")
     if not out and is_llamacpp_line(s):
         out.append("llamacpp_log")
     if c in "[kADFJMNOS" and "sglang_log" not in out and _DMESG.match(s):
@@ -280,7 +283,7 @@ def _close(seg: _Seg, end: int) -> tuple[str | None, frozenset[str]]:
     if kind == "nvsmi_nvlink" and not seg.counts.get("_link"):
         kind = None  # ``nvidia-smi -L`` also prints "GPU 0: … (UUID: …)"
     if kind is None:
-        engine = max(("sglang_log", "vllm_log", "llamacpp_log"), key=lambda k: logs.get(k, 0))
+        engine = max(("sglang_log", "vllm_log", "llamacpp_log", "ollama_log"), key=lambda k: logs.get(k, 0))
         if logs.get(engine):
             kind = engine
         elif logs.get("nccl_log"):
@@ -406,7 +409,7 @@ class _Splitter:
     def _log(self, lk: tuple[str, ...], line_start: int, lineno: int) -> None:
         """A log line of kinds ``lk``: counted; it begins a new segment after an output, or after
         words that separate it from a log of another family."""
-        fam = "engine" if ("sglang_log" in lk or "vllm_log" in lk) else lk[0]
+        fam = "engine" if ("sglang_log" in lk or "vllm_log" in lk or "ollama_log" in lk) else lk[0]
         seg = self.seg
         if seg.kind is not None and seg.kind not in _HOLDS_LOGS and seg.content:
             self.cut(line_start, line_start, lineno)

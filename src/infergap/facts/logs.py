@@ -55,6 +55,11 @@ def engine_logs(snap: Any) -> list[tuple[Any, EngineLogFacts]]:
     """(part, facts) for every SGLang, vLLM or llama.cpp log part."""
     out = []
     for part in _parts(snap, "engine_log"):
+        if part.kind == "ollama_log":
+            from infergap.parsers.ollama_log import parse_ollama_log
+
+            out.append((part, memo_part(snap, ("ollama", str(part.path), part.start, part.end), lambda p=part: parse_ollama_log(p.iter_lines()))))
+            continue
         if part.kind == "llamacpp_log":
             from infergap.parsers.llamacpp_log import parse_llamacpp_log
 

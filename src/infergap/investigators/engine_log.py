@@ -50,6 +50,8 @@ def _config(label: str, f: EngineLogFacts) -> Finding | None:
 
 
 def _cuda_graph(label: str, f: EngineLogFacts) -> Finding | None:
+    if str(f.args.get("device_config", "")).lower() == "cpu":
+        return None  # vLLM's CPU build (device_config=cpu in its engine config line): there are no CUDA graphs to capture
     off = f.args.get("disable_cuda_graph") is True or f.args.get("enforce_eager") is True
     if off:
         return finding("engine.cuda_graph", Status.actionable, subject=label, severity=Severity.P1, title="CUDA graphs are disabled",
@@ -138,22 +140,30 @@ def _offload(label: str, f: EngineLogFacts) -> Finding | None:
     host-memory bandwidth, an order of magnitude below the GPU's. Whether the rest would fit in
     VRAM is in the log only as its weight buffers; the GPU's memory is the host's to tell."""
     a = f.args
+    if f.engine == "ollama" and a.get("no_gpu"):
+        return _ollama_cpu(label, f)
     off, total = a.get("offloaded_layers"), a.get("model_layers")
     if not isinstance(off, int) or not isinstance(total, int) or total <= 0:
-        return None  # only llama.cpp's parser sets these
+        return None  # only the llama.cpp and Ollama parsers set these
+    who = "Ollama" if f.engine == "ollama" else f.engine
     line = ev(label, f"offloaded {off}/{total} layers to GPU")
     if off >= total:
         return finding("engine.offload", Status.ok, subject=label, title=f"All {total} layers run on the GPU", evidence_=[line])
     cpu_mib, gpu_mib = a.get("weights_cpu_mib"), a.get("weights_gpu_mib")
     bufs = [ev(label, f"model buffers: {cpu_mib or 0:.0f} MiB in host memory, {gpu_mib or 0:.0f} MiB on the GPU")] if cpu_mib or gpu_mib else []
     gpu = [ev(label, f"GPU: {a['gpu_name']}")] if a.get("gpu_name") else []
+    mem = [ev(label, f"memory.required.full {a['memory_required_full_GiB']:g} GiB (KV cache {a.get('memory_required_kv_GiB') or 0:g} GiB) "
+                     f"against memory.available {a['memory_available_GiB']:g} GiB")] \
+        if a.get("memory_required_full_GiB") is not None and a.get("memory_available_GiB") is not None else []
     return finding("engine.offload", Status.actionable, subject=label, severity=Severity.P1,
-                   title=f"{total - off} of {total} layers run on the CPU (llama.cpp offloaded {off})",
-                   evidence_=[line] + bufs + gpu, expected_value=f"offloaded {total}/{total} layers to GPU",
+                   title=f"{total - off} of {total} layers run on the CPU ({who} offloaded {off})",
+                   evidence_=[line] + mem + bufs + gpu, expected_value=f"offloaded {total}/{total} layers to GPU",
                    impact="Layers left on the CPU are computed there: every decode step reads their weights from host memory, "
                           "an order of magnitude slower than GPU memory, and the GPU waits. Unless the model is larger than the "
                           "GPU's memory, this is the first thing to change.",
-                   remedy=Remedy(commands=["restart llama-server with -ngl 999 (--n-gpu-layers: every layer on the GPU)",
+                   remedy=Remedy(commands=(["set a smaller num_ctx (the Modelfile's PARAMETER num_ctx, or the request's options): the KV cache is memory.required.kv",
+                                            "OLLAMA_NUM_PARALLEL=1 ollama serve   # each parallel slot multiplies the KV cache"] if f.engine == "ollama" else [])
+                                          + ["restart llama-server with -ngl 999 (--n-gpu-layers: every layer on the GPU)",
                                            "nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv   # room for the weights and the KV cache"],
                                  note="If the weights do not fit, keep the layer count the GPU holds and shrink the rest (a smaller quantization, "
                                       "a shorter context) rather than leaving most layers on the CPU."),
@@ -161,8 +171,20 @@ def _offload(label: str, f: EngineLogFacts) -> Finding | None:
                    details={"offloaded_layers": off, "model_layers": total, "weights_cpu_mib": cpu_mib, "weights_gpu_mib": gpu_mib})
 
 
+def _ollama_cpu(label: str, f: EngineLogFacts) -> Finding:
+    """``engine.offload`` P0 when Ollama found no GPU it can use and runs the model on the CPU."""
+    return finding("engine.offload", Status.actionable, subject=label, severity=Severity.P0,
+                   title="Ollama found no usable GPU: every layer runs on the CPU",
+                   evidence_=[ev(label, "no compatible GPUs were discovered (or inference compute library=cpu)")],
+                   expected_value="inference compute library=cuda with the GPU named",
+                   impact="Without a GPU Ollama computes every layer on the CPU, one to two orders of magnitude slower per token.",
+                   remedy=Remedy(commands=["nvidia-smi   # the driver sees the GPU", "docker run --gpus=all …   # in a container: the NVIDIA runtime",
+                                           "OLLAMA_DEBUG=1 ollama serve   # discovery lines name the library it tried and why it failed"]),
+                   references=["https://github.com/ollama/ollama/blob/main/docs/troubleshooting.md"])
+
+
 def investigate(ctx: object) -> list[Finding]:
-    """Findings from every SGLang or vLLM log in the snapshot's evidence."""
+    """Findings from every SGLang, vLLM, llama.cpp or Ollama log in the snapshot's evidence."""
     out: list[Finding] = []
     for part, f in facts_of(ctx).engine_logs():
         label = part.label

@@ -21,6 +21,7 @@ ones, are listed as ``unknown`` (nothing to fix on the host).
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from typing import Any
 
@@ -134,14 +135,30 @@ def _summary(part: Any, rest: list[tuple[Message, list[MessageMatch]]]) -> Findi
                    details={"messages": [_record(m, ms) for m, ms in rest]})
 
 
+#: Checks that do not apply to a vLLM log of its CPU build (``device_config=cpu`` in the engine
+#: config line): it has no CUDA graphs, so "Enforce eager set, disabling … CUDAGraphs" loses none.
+NOT_ON_CPU = frozenset({"engine.cuda_graph"})
+
+
+def _cpu_parts(facts: Any) -> set[str]:
+    """Labels of the evidence parts that are logs of vLLM's CPU build."""
+    logs = facts.engine_logs() if hasattr(facts, "engine_logs") else []
+    return {part.label for part, f in logs if str(f.args.get("device_config", "")).lower() == "cpu"}
+
+
 def join_messages(facts: Any, findings: list[Finding]) -> list[Finding]:
     """``findings`` with every catalog message of every evidence part joined in (see the module
     docstring); returns the new list (joined findings are changed in place). Run after every
-    investigator, before the evidence accounting (:func:`~infergap.investigators.evidence_files.unmatched`)."""
+    investigator, before the evidence accounting (:func:`~infergap.investigators.evidence_files.unmatched`).
+    A message whose check does not apply to the part (:data:`NOT_ON_CPU`) is explained, not joined."""
     out = list(findings)
     explained: dict[str, list[tuple[Message, list[MessageMatch]]]] = defaultdict(list)
     parts = {}
+    cpu = _cpu_parts(facts)
     for part, m, ms in _grouped(facts):
+        if m.check in NOT_ON_CPU and part.label in cpu:
+            m = dataclasses.replace(m, check=None, severity=None, cls="informational",
+                                    meaning=m.meaning + " On vLLM's CPU build (device_config=cpu) there are no CUDA graphs to lose.")
         if m.check:
             new = _feed(out, part, m, ms)
             if new is not None:

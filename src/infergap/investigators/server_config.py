@@ -16,7 +16,7 @@ from infergap.facts import Facts
 from infergap.findings import Finding, Remedy, Status, ev
 from infergap.investigators.base import facts_of
 from infergap.investigators.interconnect import allreduce_from_server
-from infergap.server import ServerConfig, server_config_from_log
+from infergap.server import ServerConfig, fill_from_log, server_config_from_log
 
 NAME = "server_config"
 
@@ -31,11 +31,12 @@ def _summary(cfg: ServerConfig, subject: str) -> Finding:
                        title=f"Server {cfg.url} did not answer", evidence_=[ev(cfg.url or "server", e) for e in cfg.errors[:4]],
                        impact="Its configuration could not be read; the audit goes on without it.")
     fields = [k for k in ("engine", "version", "model", "tp_size", "dp_size", "ep_size", "pp_size", "attention_backend",
-                          "moe_runner_backend", "cuda_graph_max_bs", "max_running_requests", "mem_fraction", "kv_cache_dtype",
+                          "moe_runner_backend", "cuda_graph_max_bs", "max_running_requests", "max_batched_tokens",
+                          "enable_prefix_caching", "enable_chunked_prefill", "mem_fraction", "kv_cache_dtype", "kv_cache_bytes",
                           "kv_tokens", "context_length", "quantization", "n_slots") if getattr(cfg, k) is not None]
     status = Status.ok if fields else Status.unknown
     title = f"{cfg.engine or 'Unknown engine'} {cfg.version or ''}".strip() + (f" serving {cfg.model or cfg.served_model_name}" if (cfg.model or cfg.served_model_name) else "")
-    evidence = [ev(_src(cfg, k), f"{k}={getattr(cfg, k)}") for k in fields[:14]]
+    evidence = [ev(_src(cfg, k), f"{k}={getattr(cfg, k)}") for k in fields[:20]]
     evidence += [ev(cfg.url or "server", e) for e in cfg.errors[:4]]
     impact = None if fields else (
         "The server answered, but none of the configuration endpoints read (SGLang /server_info, vLLM /version and "
@@ -114,6 +115,10 @@ def investigate(ctx: object) -> list[Finding]:
             return []
         part, facts = logs[0]
         cfg = server_config_from_log(facts, part.label)
+    elif logs:  # the same server's startup log fills what it does not serve (a copy: ctx.server is shared)
+        part, facts = logs[0]
+        cfg = cfg.model_copy(deep=True)
+        fill_from_log(cfg, server_config_from_log(facts, part.label))
     subject = cfg.url or (logs[0][0].label if logs else "server")
     out = [_summary(cfg, subject)] if live else []
     if cfg.reachable is False:

@@ -66,6 +66,7 @@ class Message:
     name: str | None = None
     code: int | None = None
     sites: int = 1
+    attrs: tuple[str, ...] = ()
 
     @functools.cached_property
     def regex(self) -> re.Pattern[str]:
@@ -119,7 +120,8 @@ def _messages(doc: dict[str, Any], name: str) -> list[Message]:
             style=e.get("style", "printf"), pattern=e["pattern"], where=str(e.get("where", "")),
             cls=e.get("class", "informational"), meaning=e.get("meaning", ""), repo=str(up.get("repo", "")),
             tag=str(up.get("tag", "")), check=e.get("check"), severity=e.get("severity"), more=e.get("more"),
-            curated=bool(e.get("curated")), name=e.get("name"), code=e.get("code"), sites=int(e.get("sites", 1))))
+            curated=bool(e.get("curated")), name=e.get("name"), code=e.get("code"), sites=int(e.get("sites", 1)),
+            attrs=tuple(e.get("attrs") or ())))
     return out
 
 

@@ -35,13 +35,14 @@ STYLES = ("printf", "percent", "format", "slog", "literal")
 
 _PRINTF = re.compile(
     r"%(?:\((?P<name>\w+)\))?[-+ #0']*(?:\*|\d+)?(?:\.(?:\*|\d+))?"
-    r"(?:hh|h|ll|l|L|q|j|z|Z|t|I64|I32)?(?P<conv>[diouxXeEfFgGaAcsSpr%])"
+    r"(?:hh|h|ll|l|L|q|j|z|Z|t|I64|I32)?(?P<conv>[diouxXeEfFgGaAcsSpr%vwqTtb])"
 )
 _FORMAT = re.compile(r"\{\{|\}\}|\{(?P<field>[^{}]*)\}")
 _KIND_OF_CONV = {
     "d": "int", "i": "int", "u": "int", "o": "int", "x": "hex", "X": "hex", "p": "ptr",
     "e": "float", "E": "float", "f": "float", "F": "float", "g": "float", "G": "float",
     "a": "float", "A": "float", "c": "char", "s": "str", "S": "str", "r": "str",
+    "v": "str", "w": "str", "q": "str", "T": "str", "t": "str", "b": "int",  # Go's fmt verbs
 }
 CAPTURE = {
     "int": r"-?\d{1,20}",

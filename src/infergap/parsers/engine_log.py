@@ -238,7 +238,9 @@ JUDGED_ARGS = ("tp_size", "tensor_parallel_size", "dp_size", "data_parallel_size
                "attention_backend", "cuda_graph_max_bs", "disable_cuda_graph", "enforce_eager", "max_running_requests", "max_num_seqs",
                "chunked_prefill_size", "max_num_batched_tokens", "mem_fraction_static", "gpu_memory_utilization", "kv_cache_dtype",
                "quantization", "moe_runner_backend", "moe_a2a_backend", "disable_custom_all_reduce", "speculative_algorithm",
-               "offloaded_layers", "model_layers", "n_slots", "n_ctx_slot", "n_ctx", "kv_unified", "flash_attn", "type_k", "type_v")
+               "offloaded_layers", "model_layers", "n_slots", "n_ctx_slot", "n_ctx", "kv_unified", "flash_attn", "type_k", "type_v",
+               "max_model_len", "max_seq_len", "enable_prefix_caching", "enable_chunked_prefill", "kv_cache_memory_bytes",
+               "device_config")
 
 
 def _launch(st: _State, m: re.Match[str] | None, line: str) -> None:
@@ -314,7 +316,7 @@ def _skip(st: _State, m: re.Match[str] | None, line: str) -> None:
 def _vllm_version(st: _State, m: re.Match[str] | None, line: str) -> None:
     assert m is not None
     _set_engine(st.f, "vllm")
-    st.f.version = m.group(1)
+    st.f.version = m.group(1) or m.group(2)
 
 
 def _non_default(st: _State, m: re.Match[str] | None, line: str) -> None:
@@ -402,9 +404,17 @@ def _sgl_maxtok(st: _State, m: re.Match[str] | None, line: str) -> None:
     st.f.max_running_requests = int(m.group(2))
 
 
+_VLLM_CONC = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+
+
 def _vllm_kv(st: _State, m: re.Match[str] | None, line: str) -> None:
+    """vLLM's KV capacity, and the concurrency it allows when the same line says it (0.32 prints
+    both on one line)."""
     assert m is not None
     st.f.kv_tokens = int(m.group(1).replace(",", ""))
+    c = _VLLM_CONC.search(line)
+    if c is not None:
+        st.f.max_concurrency = float(c.group(2))
 
 
 def _vllm_conc(st: _State, m: re.Match[str] | None, line: str) -> None:
@@ -456,7 +466,11 @@ RULES: tuple[Rule, ...] = (
     Rule(_LAUNCH, _launch, words=("vllm serve", "vllm.entrypoints", "sglang.launch_server", "aphrodite run")),
     Rule(re.compile(r"Initializing a V(\d) LLM engine \(v?([^)]+)\) with config: (.*)$"), _vllm_engine, words=("LLM engine",)),
     Rule(_NCCL_HOST, _skip, words=("NCCL INFO", "NCCL WARN"), always=True),
-    Rule(re.compile(r"vLLM API server version (\S+)"), _vllm_version, words=("vLLM API",)),
+    # vLLM's version line: "vLLM API server version X" before 0.11, "vLLM server version X, serving
+    # model M" in 0.32 with VLLM_DISABLE_LOG_LOGO, else the logo's "█ ▀▄▀ █  version X"
+    # (vllm/entrypoints/serve/utils/api_utils.py log_version_and_model, v0.32.0)
+    Rule(re.compile(r"vLLM (?:API )?server version (\S+?),?(?:\s|$)|█ ▀▄▀ █\s+version (\S+)"), _vllm_version,
+         words=("vLLM API", "vLLM server", "▀▄▀")),
     Rule(re.compile(r"non-default args: (\{.*\})\s*$"), _non_default, words=("non-default",)),
     Rule(re.compile(r"\bargs: Namespace\((.*)\)\s*$"), _namespace, words=("Namespace(",)),
     Rule(re.compile(r"Decode batch[.,] #running-req: (\d+),(?:.*?cuda graph: (True|False))?"), _decode, words=("Decode batch",)),
@@ -470,8 +484,10 @@ RULES: tuple[Rule, ...] = (
     Rule(re.compile(r"Capture cuda graph bs \[([\d,\s]+)\]"), _capture_bs, words=("Capture cuda graph bs",)),
     Rule(re.compile(r"KV Cache is allocated\.(?: dtype: (\S+),)? #tokens: (\d+)"), _sgl_kv, words=("KV Cache is allocated",)),
     Rule(re.compile(r"max_total_num_tokens=(\d+).*?max_running_requests=(\d+)"), _sgl_maxtok, words=("max_total_num_tokens=",)),
-    Rule(re.compile(r"GPU KV cache size: ([\d,]+) tokens"), _vllm_kv, words=("KV cache size",)),
-    Rule(re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x"), _vllm_conc, words=("Maximum concurrency",)),
+    # "GPU KV cache size: N tokens"; 0.32 names the device ("CPU KV cache size", "XPU …", "GPU + host …";
+    # vllm/v1/core/kv_cache_utils.py update_kv_cache_capacity)
+    Rule(re.compile(r"(?:GPU|CPU|XPU|TPU|HPU|NPU)(?: \+ host)? KV cache size: ([\d,]+) tokens"), _vllm_kv, words=("KV cache size",)),
+    Rule(_VLLM_CONC, _vllm_conc, words=("Maximum concurrency",)),
     Rule(re.compile(r"KV cache pool is full\. Retract requests\.(?: #retracted_reqs: (\d+))?|Decode out of memory happened"),
          _retract, words=("Retract", "Decode out of memory")),
     Rule(re.compile(r"is preempted by PreemptionMode|preempted by .*? because there is not enough KV cache space"), _preempt,

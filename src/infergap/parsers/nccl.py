@@ -342,7 +342,7 @@ def _network(st: _State, m: re.Match[str] | None, msg: str) -> None:
 
 _NET_DEV = re.compile(r"NET/[A-Za-z_]{1,16}(?:_v\d{1,3})?/(\d{1,3})\b")
 _IB_DEV = re.compile(r"\[(\d{1,3})\]([\w.\-]{1,64})(?::(\d{1,3}))?(?::\d{0,3}){0,4}(?:/(IB|RoCE|ETH|\w{1,16}))?(/SHARP)?")
-_IFACE = re.compile(r"(?:\[\d{1,3}\])?([\w.\-]{1,64}):[0-9a-fA-F.:%\w]{2,80}<\d+>")
+_IFACE = re.compile(r"(?:\[\d{1,3}\])?([\w.\-]{1,64}):[0-9a-fA-F.:%\w]{2,80}<\d{1,6}>")
 
 
 def _ib_using(st: _State, m: re.Match[str] | None, msg: str) -> None:

@@ -619,6 +619,13 @@ def parse_nvsmi_table(text: str) -> list[NvsmiGpu]:
     >>> (g.ecc_current, g.ecc_volatile_uncorrected)
     (True, 0)
     >>> parse_nvsmi_table("|   0  NVIDIA GeForce RTX 5070      Off |   00000000:01:00.0  On |                  N/A |")[0].ecc_current
+
+    The third line's last cell is the MIG mode (ollama/ollama#4814: two A100s in MIG mode):
+
+    >>> parse_nvsmi_table("|   0  NVIDIA A100 80G...  Off  | 00000000:05:00.0 Off |                   On |\\n"
+    ...                   "| N/A   44C    P0    66W / 300W |     48MiB / 81920MiB |     N/A      Default |\\n"
+    ...                   "|                               |                      |              Enabled |")[0].mig_current
+    'Enabled'
     """
     out: list[NvsmiGpu] = []
     lines = strip_ansi(text).splitlines()
@@ -637,5 +644,9 @@ def parse_nvsmi_table(text: str) -> list[NvsmiGpu]:
                 g.power_W, g.power_limit_W = float(n.group(3)), float(n.group(4))
                 g.memory_total_B = int(n.group(6)) * 2**20
                 g.utilization_pct, g.compute_mode = float(n.group(7)), n.group(8)
+        if i + 2 < len(lines):  # the third line's last cell is "MIG M." (nvidia-smi since R450): Enabled, Disabled or N/A
+            mig = re.search(r"\|\s{0,48}(Enabled|Disabled)\s{0,8}\|\s{0,4}$", lines[i + 2])
+            if mig:
+                g.mig_current = mig.group(1)
         out.append(g)
     return out

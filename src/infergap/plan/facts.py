@@ -199,12 +199,16 @@ def from_server(facts: dict[str, Fact], cfg: Any, overwrite: bool = False) -> No
     put("par.pp", cfg.pp_size, "pp_size")
     if cfg.disable_custom_all_reduce is not None:
         put("server.custom_ar_off", bool(cfg.disable_custom_all_reduce), "disable_custom_all_reduce")
-    if cfg.disable_cuda_graph is not None:
+    if str(getattr(cfg, "device", None) or "").lower() == "cpu":
+        pass  # vLLM's CPU build: no CUDA graphs, whatever enforce_eager says
+    elif cfg.disable_cuda_graph is not None:
         put("server.cuda_graph", not cfg.disable_cuda_graph, "disable_cuda_graph")
     elif cfg.cuda_graph_max_bs or cfg.cuda_graph_bs:
         put("server.cuda_graph", True, "cuda_graph_max_bs" if cfg.cuda_graph_max_bs else "cuda_graph_bs")
     put("server.cuda_graph_max_bs", cfg.cuda_graph_max_bs, "cuda_graph_max_bs")
     put("server.max_running_requests", cfg.max_running_requests, "max_running_requests")
+    if getattr(cfg, "enable_prefix_caching", None) is not None:
+        put("server.prefix_caching", bool(cfg.enable_prefix_caching), "enable_prefix_caching")
     if cfg.speculative_algorithm:
         put("server.spec", str(cfg.speculative_algorithm).lower(), "speculative_algorithm")
     elif cfg.engine == "llama.cpp" and getattr(cfg, "speculative", None) is not None:
@@ -340,6 +344,12 @@ def from_bench(facts: dict[str, Fact], bench: Any, roofline: dict[str, Any] | No
     if not pts:
         return
     _put(facts, "load.max_concurrency", pts[-1].concurrency, f"bench: highest concurrency measured (c={pts[-1].concurrency})")
+    ds = str(getattr(bench.settings, "dataset", "") or "")
+    kind = ds.split(":", 1)[0]
+    shared = kind in ("shared-prefix", "multi-turn", "mooncake")
+    _put(facts, "load.shared_prefix", shared, f"bench --dataset {ds}: " + (
+        "its prompts repeat a prefix (a shared system prompt, a conversation's history, a trace's shared blocks)"
+        if shared else "no prompt prefix is shared by design"))
     cb = [p.label for p in bench.points if p.client_bound and getattr(p, "valid", True)]
     _put(facts, "regime.client_bound", bool(cb), "bench client health: " + (", ".join(cb) + " client-bound" if cb else "no point client-bound"))
     if len(pts) >= 2 and pts[-1].concurrency >= 2 * pts[-2].concurrency:

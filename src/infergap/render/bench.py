@@ -365,11 +365,28 @@ def plot(result: BenchResult, path: str) -> None:
     a2.set_title("latency vs throughput")
     a2.grid(alpha=0.3)
     skipped = [p.label for p in result.points if not p.valid]
-    fig.suptitle(f"{result.environment.model} @ {result.environment.url}"
-                 + (f" — not plotted (too many failed requests): {', '.join(skipped)}" if skipped else ""), fontsize=9)
+    # parse_math off: a "$" in a model id would start matplotlib's math text (and may not parse)
+    fig.suptitle(term_safe(f"{result.environment.model} @ {result.environment.url}", one_line=True)
+                 + (f" — not plotted (too many failed requests): {', '.join(skipped)}" if skipped else ""), fontsize=9, parse_math=False)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, path)
+
+
+def _save(fig, path: str) -> None:
+    """Render ``fig`` in the format of ``path``'s suffix and write it atomically (an exclusive
+    temporary file beside it, then a rename). Raises UserError naming ``--plot`` and the path."""
+    from pathlib import Path
+
+    import matplotlib.pyplot as plt
+
+    from infergap.guard import write_atomic
+
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format=Path(path).suffix.lstrip(".").lower() or "png")
+    finally:
+        plt.close(fig)
+    write_atomic(path, buf.getvalue(), option="--plot")
 
 
 class BenchProgress:

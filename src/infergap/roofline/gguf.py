@@ -131,10 +131,14 @@ def bits_per_weight(ggml_type: str) -> float:
 
 
 def _quant_sizes() -> dict[str, tuple[int, int]]:
+    """``GGML_QUANT_SIZES`` of the ``gguf`` package by type name: (block elements, block bytes).
+    Raises :class:`UserError` when the package is missing (a dependency; an install without it
+    cannot size GGUF types, and must say so rather than call ``q4_k`` unknown)."""
     try:
         from gguf.constants import GGML_QUANT_SIZES
-    except ImportError:  # pragma: no cover - a dependency
-        return {}
+    except ImportError as e:
+        raise UserError(f"GGUF tensor types need the 'gguf' package, which is not importable here ({e}); "
+                        "reinstall infergap (pip install -e .) to get it") from None
     return {t.name: v for t, v in GGML_QUANT_SIZES.items()}
 
 

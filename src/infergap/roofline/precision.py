@@ -92,7 +92,13 @@ def normalize_format(name: str, *, what: str = "precision") -> str:
     from infergap.roofline.gguf import ggml_types
 
     ggml = key.replace("-", "_")
-    if ggml in ggml_types():
+    try:
+        types = ggml_types()
+    except UserError:  # no gguf package: only a GGML-looking name needs it
+        if re.fullmatch(r"(i?q\d\w*|tq\d\w*|mxfp4)", ggml):
+            raise
+        types = []
+    if ggml in types:
         return ggml
     if re.fullmatch(r"i?q\d_k_(s|m|l|xl)", ggml):
         raise UserError(f"{what} {name!r}: a GGUF file type mixes tensor types; pass the .gguf file as --model, "

@@ -210,6 +210,8 @@ SOURCES: tuple[Source, ...] = (
            parser=_P + "nccl:parse_nccl_log", facts=("nccl_runs", "collective_network"), sample="evidence/nccl-1817-shm-8gpu.log"),
     Source("sglang_log", "SGLang server log", parser=_P + "engine_log:parse_engine_log", sample="evidence/sglang-26248-kv-full.log"),
     Source("vllm_log", "vLLM server log", parser=_P + "engine_log:parse_engine_log", sample="evidence/vllm-15036-engine-config.log"),
+    Source("ollama_log", "Ollama server log", lines=r"\blevel=(?:INFO|WARN|ERROR|DEBUG) source=[\w./-]{1,80}\.go:\d{1,6} msg=",
+           parser=_P + "ollama_log:parse_ollama_log", facts=("engine_logs",), sample="evidence/ollama-9181-partial-offload.log"),
     Source("llamacpp_log", "llama.cpp llama-server log", parser=_P + "llamacpp_log:parse_llamacpp_log", sample="evidence/llamacpp-12171-offload-all.log"),
 )
 RECORDS: dict[str, Source] = {s.kind: s for s in SOURCES}
