@@ -189,6 +189,8 @@ SOURCES: tuple[Source, ...] = (
            prompt=r"\b(?:all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv|gather|scatter|hypercube)_perf\b", prompt_rank=21,
            repeats=True, holds_log_lines=True, parser=_P + "nccl:parse_nccl_tests", facts=("nccl_tests_runs",),
            sample="evidence/nccltests-232-allreduce-two-nodes.txt"),
+    Source("ibstat", "ibstat", _cmd("ibstat", "ibstat"), "cmd:ibstat", start=r"^CA '[\w.\-]{1,64}'$", prompt=r"\bibstat\b", prompt_rank=22,
+           repeats=True, parser=_P + "host:parse_ibstat", facts=("ib_ports",), sample="evidence/ucx-9515-ibstat.txt"),
     # -- sources without a start marker: commands collected live only, and logs (recognised by their lines) --
     Source("lscpu_json", "lscpu -J", _cmd("lscpu_json", "lscpu", "-J")),
     Source("dmidecode", "dmidecode -t bios -t system", _cmd("dmidecode", "dmidecode", "-t", "bios", "-t", "system")),
@@ -219,7 +221,7 @@ RECORDS: dict[str, Source] = {s.kind: s for s in SOURCES}
 #: The order ``infergap collect`` runs the commands in (the cheap ones first, the kernel log last).
 _COLLECT_ORDER = ("uname", "lscpu", "lscpu_json", "numactl", "ulimit", "nvsmi", "nvsmi_q", "nvsmi_qx", "nvsmi_topo", "nvsmi_nvlink",
                   "nvsmi_p2p", "nvsmi_csv", "sysctl_all", "pip_list", "df", "torch", "lspci", "lspci_vvv", "lspci_tree", "dmidecode",
-                  "systemd_detect_virt", "systemd_detect_virt_c", "modules_installed", "boot_ls", "nvcc", "cpupower", "kernel_log")
+                  "systemd_detect_virt", "systemd_detect_virt_c", "modules_installed", "boot_ls", "nvcc", "cpupower", "ibstat", "kernel_log")
 COMMANDS: dict[str, Command] = {n: RECORDS[n].command for n in _COLLECT_ORDER if RECORDS[n].command is not None}  # type: ignore[misc]
 
 #: Files (glob patterns, absolute host paths) a snapshot holds. ``config`` of PCI functions is
