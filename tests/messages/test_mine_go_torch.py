@@ -36,3 +36,16 @@ def test_torch_distributed_logger_and_raise(tmp_path):
     assert raised["level"] == "error" and raised["where"] == "torch/distributed/distributed_c10d.py:4"
     warn = by_t["Using TorchComms backend (enabled via %s) for device %s with backend %s"]
     assert warn["style"] == "percent" and doc["call_sites"] == 2 and doc["upstream"]["tag"] == "v2.13.0"
+
+
+def test_ray_object_store_and_shm(tmp_path):
+    from tools.messages import mine_ray
+
+    out = tmp_path / "r.yaml"
+    assert mine_ray.main([str(UP / "ray"), "2.60.0", "--out", str(out)]) == 0
+    doc = yaml.safe_load(out.read_text())
+    shm = [m for m in doc["messages"] if "instead of /dev/shm" in m["template"]][0]
+    assert shm["level"] == "warn" and shm["check"] == "container.shm" and shm["style"] == "format"
+    line = "(raylet) " + shm["template"].format("/tmp", 67108864, 2.36)  # the line Ray prints, whole
+    assert re.search(shm["pattern"], line).group("a2") == "67108864"
+    assert doc["sites_by_level"]["raises_on_topic"] == 1 and doc["call_sites"] == 2

@@ -30,30 +30,36 @@ TOPIC = re.compile(r"nccl|gloo|process ?group|\brank|world.?size|timeout|timed o
                    r"socket|port|address|barrier|collective|rendezvous|heartbeat|watchdog|abort|shm|memory", re.I)
 
 
-def mine(co: c.Checkout) -> tuple[list[c.Entry], dict[str, int]]:
-    """Entries and site counts of torch/distributed's Python messages."""
-    counts = {"fatal": 0, "error": 0, "warn": 0, "info": 0, "raises": 0, "raises_on_topic": 0}
+def mine(co: c.Checkout, component: str = "torch_distributed", under: str = "torch/distributed",
+         topic: re.Pattern[str] = TOPIC, topic_logs: bool = False,
+         skip: re.Pattern[str] | None = None) -> tuple[list[c.Entry], dict[str, int]]:
+    """Entries and site counts of the Python messages under ``under``: raises kept on ``topic``;
+    with ``topic_logs`` logger calls too (all counted as sites); files matching ``skip`` left out."""
+    counts = {"fatal": 0, "error": 0, "warn": 0, "info": 0, "raises": 0, "raises_on_topic": 0, "logs_on_topic": 0}
     out: list[c.Entry] = []
-    for rel in co.files("torch/distributed", (".py",)):
-        if "/test" in rel or "/_tools/" in rel:
+    for rel in co.files(under, (".py",)):
+        if "/test" in rel or "/_tools/" in rel or "/tests/" in rel or (skip is not None and skip.search(rel)):
             continue
         for pm in c.python_messages(co.read(rel), raises=True):
             if pm.func == "raise":
                 counts["raises"] += 1
-                if not TOPIC.search(pm.template):
+                if not topic.search(pm.template):
                     continue
                 counts["raises_on_topic"] += 1
             elif pm.level == "info":
                 continue
             else:
                 counts[pm.level] += 1
+                if topic_logs and not topic.search(pm.template):
+                    continue
+                counts["logs_on_topic"] += 1
             area = Path(rel).parent.name if Path(rel).stem == "__init__" else Path(rel).stem
             out.append(c.Entry(id=area, level=pm.level, template=pm.template, where=f"{rel}:{pm.line}",
                                style=pm.style, cls=c.classify(pm.template)))
     out = c.dedupe(out)
     taken: set[str] = set()
     for e in out:
-        e.id = c.make_id("torch_distributed", e.id, e.template, e.style, taken)
+        e.id = c.make_id(component, e.id, e.template, e.style, taken)
     return out, counts
 
 

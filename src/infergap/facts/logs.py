@@ -113,6 +113,13 @@ class LogDomain:
         return [(part, memo_part(self.snap, ("nccltests", str(part.path), part.start, part.end), lambda p=part: parse_nccl_tests(p.iter_lines())))
                 for part in _parts(self.snap, "nccl_tests")]
 
+    def ray_logs(self) -> list[tuple[Any, Any]]:
+        """(part, :class:`~infergap.parsers.ray_log.RayLogFacts`) of every pasted Ray log."""
+        from infergap.parsers.ray_log import parse_ray_log
+
+        return [(part, memo_part(self.snap, ("ray", str(part.path), part.start, part.end), lambda p=part: parse_ray_log(p.iter_lines())))
+                for part in _parts(self.snap, "ray_log")]
+
     def evidence_parts(self, kind: str) -> list[Any]:
         """The recognised evidence parts serving ``kind`` (none without pasted evidence)."""
         return _parts(self.snap, kind)

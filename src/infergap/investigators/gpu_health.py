@@ -44,13 +44,13 @@ def _ecc(g: GpuFacts) -> Finding:
         return finding(cid, Status.actionable, f"GPU {g.bdf}: uncorrectable memory errors or a pending repair", severity=Severity.P0,
                        subject=g.bdf, evidence_=evs, expected_value="0 uncorrectable, nothing pending",
                        impact="Pending page retirement / row remapping takes effect only after a GPU reset; until then the faulty memory can corrupt results or crash the engine.",
-                       remedy=Remedy(commands=[f"drain the GPU, then nvidia-smi -r -i {g.bdf}"], note="If errors recur after reset, RMA the GPU."),
+                       remedy=checks.remedy("gpu.ecc", commands=[("reset", {"bdf": g.bdf})], note="If errors recur after reset, RMA the GPU."),
                        references=["NVIDIA GPU memory error management (dynamic page retirement, row remapping)"])
     if not g.ecc_current:
         return finding(cid, Status.actionable, f"GPU {g.bdf}: ECC is disabled", severity=Severity.P2, fix_kind=FixKind.reboot, subject=g.bdf,
                        evidence_=evs, expected_value="Enabled",
                        impact="Without ECC a memory error silently corrupts weights or KV cache; the capacity/bandwidth ECC costs is small on HBM GPUs.",
-                       remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -e 1"], note="Takes effect after a GPU reset or reboot.", revert=[f"nvidia-smi -i {g.bdf} -e 0"]))
+                       remedy=checks.remedy("gpu.ecc", commands=[("enable", {"bdf": g.bdf})], note="Takes effect after a GPU reset or reboot.", revert=[("disable", {"bdf": g.bdf})]))
     if g.ecc_volatile_uncorrected is None or (g.remap_pending is None and g.retired_pending is None):
         return unknown(cid, f"GPU {g.bdf}: ECC on; uncorrectable error counts or pending repairs not captured",
                        "Needs nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT (or -q -x, NVML) to rule out errors and pending repairs.", subject=g.bdf, evidence_=evs)
@@ -88,7 +88,7 @@ def _power(g: GpuFacts) -> Finding:
     if ref and g.power_limit_W < ref - 1:
         return finding(cid, Status.actionable, f"GPU {g.bdf}: power limit {g.power_limit_W:g} W below the default {ref:g} W", subject=g.bdf, evidence_=evs, expected_value=f"{ref:g} W",
                        impact="A lowered power limit caps clocks under load (SW power cap); decode and prefill slow down proportionally once the GPU is compute- or power-bound.",
-                       remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -pl {ref:g}"], revert=[f"nvidia-smi -i {g.bdf} -pl {g.power_limit_W:g}"], note="Leave it if it was lowered on purpose (facility power or cooling)."))
+                       remedy=checks.remedy("gpu.power_limit", commands=[("set", {"bdf": g.bdf, "watts": f"{ref:g}"})], revert=[("set", {"bdf": g.bdf, "watts": f"{g.power_limit_W:g}"})], note="Leave it if it was lowered on purpose (facility power or cooling)."))
     if not ref:
         return unknown(cid, f"GPU {g.bdf}: power limit {g.power_limit_W:g} W; the default limit is not captured",
                        "Needs nvidia-smi -q -d POWER (or -q -x, NVML) for the default and maximum limits.", subject=g.bdf, evidence_=evs)
@@ -155,13 +155,13 @@ def _modes(g: GpuFacts) -> list[Finding]:
         if g.mig_current == "Enabled":
             out.append(finding("gpu.mig", Status.actionable, f"GPU {g.bdf}: MIG is enabled", subject=g.bdf,
                                evidence_=evidence((_src(g, "mig_current"), "MIG Enabled")), impact="An inference server that expects whole GPUs sees only MIG slices.",
-                               remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -mig 0"], revert=[f"nvidia-smi -i {g.bdf} -mig 1"], note="Needs a GPU reset; leave it if slicing is intended.")))
+                               remedy=checks.remedy("gpu.mig", commands=[("set", {"bdf": g.bdf, "mode": "0"})], revert=[("set", {"bdf": g.bdf, "mode": "1"})], note="Needs a GPU reset; leave it if slicing is intended.")))
         else:
             out.append(finding("gpu.mig", Status.ok, f"GPU {g.bdf}: MIG {g.mig_current}", subject=g.bdf, evidence_=evidence((_src(g, "mig_current"), g.mig_current))))
     if g.compute_mode is not None:
         if g.compute_mode in ("Exclusive_Process", "Exclusive_Thread", "Prohibited"):
             out.append(finding("gpu.compute_mode", Status.actionable, f"GPU {g.bdf}: compute mode {g.compute_mode}", subject=g.bdf, evidence_=evidence((_src(g, "compute_mode"), g.compute_mode)), impact="Engines that open several contexts per GPU (workers, NCCL, graphs) fail without MPS.",
-                               remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -c DEFAULT"], revert=[f"nvidia-smi -i {g.bdf} -c {g.compute_mode.upper()}"])))
+                               remedy=checks.remedy("gpu.compute_mode", commands=[("set", {"bdf": g.bdf, "mode": "DEFAULT"})], revert=[("set", {"bdf": g.bdf, "mode": g.compute_mode.upper()})])))
         else:
             out.append(finding("gpu.compute_mode", Status.ok, f"GPU {g.bdf}: compute mode {g.compute_mode}", subject=g.bdf, evidence_=evidence((_src(g, "compute_mode"), g.compute_mode))))
     return out

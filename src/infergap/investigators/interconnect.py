@@ -298,7 +298,7 @@ def _peermem(ctx: Context) -> Finding | None:
     return finding(cid, Status.actionable, "nvidia_peermem is not loaded although an RDMA NIC is present",
                    severity=sev, evidence_=evs, expected_value="loaded",
                    impact=why + " Without it NCCL logs 'GPU Direct RDMA Disabled' (a public report: 180 -> 10 GB/s). The open kernel module's DMA-BUF path (NCCL >= 2.19 with kernel >= 5.12) is the alternative.",
-                   remedy=Remedy(commands=["modprobe nvidia-peermem"], persist=["echo nvidia-peermem > /etc/modules-load.d/nvidia-peermem.conf"],
+                   remedy=Remedy(commands=["modprobe nvidia_peermem"], persist=["echo nvidia-peermem > /etc/modules-load.d/nvidia-peermem.conf"],
                                  revert=["modprobe -r nvidia_peermem", "rm -f /etc/modules-load.d/nvidia-peermem.conf"],
                                  actions=[Action(type="modprobe", target="nvidia_peermem")], host_controlled=host,
                                  note="Inside a container the module is the host's: load it on the host." if host else None),

@@ -117,8 +117,8 @@ def _nccl_env(ctx: Context) -> Finding:
         sev = Severity.P0 if any(k in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_P2P_LEVEL", "NCCL_IB_DISABLE") for k, _, _ in bad) else Severity.P2
         return finding("nccl.env", Status.actionable, "NCCL variables that degrade collectives: " + ", ".join(f"{k}={v}" for k, v, _ in bad),
                        severity=sev, evidence_=evs, impact=" ".join(w for _, _, w in bad),
-                       remedy=Remedy(commands=[f"unset {k} in the server's environment (service unit, container env, launch script)" for k, _, _ in bad],
-                                     revert=[f"export {k}={v}" for k, v, _ in bad], note="Takes effect when the server restarts."),
+                       remedy=checks.remedy("nccl.env", commands=[("unset", {"name": k}) for k, _, _ in bad],
+                                            revert=[("export", {"name": k, "value": v}) for k, v, _ in bad], note="Takes effect when the server restarts."),
                        references=["NCCL documentation: Environment Variables"])
     return finding("nccl.env", Status.ok, "No NCCL variable that disables a transport" + (f" ({len(nccl)} NCCL_* set)" if nccl else ""), evidence_=evs)
 
@@ -175,8 +175,8 @@ def nccl_env_from_log(label: str, f: Any) -> Finding | None:
             title="NCCL runs with " + ", ".join(f"{k}={v}" for k, v, _ in risky),
             evidence_=evidence, expected_value="unset unless a documented hardware limit requires it",
             impact="; ".join(f"{k}={v} {why}" for k, v, why in risky) + ". Often left over from debugging a hang whose cause (ACS, IOMMU) was elsewhere.",
-            remedy=Remedy(commands=[f"unset {' '.join(k for k, _, _ in risky)}   # in the server's environment, then restart it"],
-                          revert=[f"export {k}={v}" for k, v, _ in risky]))
+            remedy=checks.remedy("nccl.env", commands=[("unset", {"name": k}) for k, _, _ in risky],
+                                 revert=[("export", {"name": k, "value": v}) for k, v, _ in risky]))
     return finding("nccl.env", Status.ok, subject=label,
                    title="NCCL_* variables set: " + ", ".join(sorted(f.env)), evidence_=evidence)
 

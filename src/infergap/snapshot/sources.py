@@ -214,6 +214,8 @@ SOURCES: tuple[Source, ...] = (
     Source("vllm_log", "vLLM server log", parser=_P + "engine_log:parse_engine_log", sample="evidence/vllm-15036-engine-config.log"),
     Source("ollama_log", "Ollama server log", lines=r"\blevel=(?:INFO|WARN|ERROR|DEBUG) source=[\w./-]{1,80}\.go:\d{1,6} msg=",
            parser=_P + "ollama_log:parse_ollama_log", facts=("engine_logs",), sample="evidence/ollama-9181-partial-offload.log"),
+    Source("ray_log", "Ray driver or node log", lines=r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\s{1,8}(?:INFO|WARNING|ERROR|DEBUG) [\w.]{1,80}\.py:\d{1,6} -- ",
+           parser=_P + "ray_log:parse_ray_log", facts=("ray_logs",), sample="evidence/openinstruct-1067-ray-shm-5g.log"),
     Source("llamacpp_log", "llama.cpp llama-server log", parser=_P + "llamacpp_log:parse_llamacpp_log", sample="evidence/llamacpp-12171-offload-all.log"),
 )
 RECORDS: dict[str, Source] = {s.kind: s for s in SOURCES}
