@@ -36,6 +36,9 @@ EXAMPLES = 3
 #: Messages without a check explained one finding each per part; beyond this, one summary.
 MAX_EXPLAINED = 40
 _LOUD = ("fatal", "error", "warn")
+#: Parts a check's own investigator reads line by line: a catalog message of that check in such a
+#: part is already its evidence (the kernel log's Xid lines are tallied per kind by gpu.xid).
+READ_BY_OWNER = {"gpu.xid": ("dmesg",)}
 _QUIET_CLASSES = ("informational", "internal")
 
 
@@ -81,6 +84,8 @@ def _record(m: Message, ms: list[MessageMatch]) -> dict[str, Any]:
 def _feed(findings: list[Finding], part: Any, m: Message, ms: list[MessageMatch]) -> Finding | None:
     """Join a message with a check to that check's findings; a new finding when it has none to join."""
     assert m.check is not None
+    if part.kind in READ_BY_OWNER.get(m.check, ()):
+        return None  # the check's own reader parsed this part (an Xid line of a kernel log)
     own = [f for f in findings if f.id == m.check]
     loud = m.level in _LOUD or bool(m.severity)
     rec = _record(m, ms)
