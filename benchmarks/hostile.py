@@ -239,6 +239,40 @@ DEEP = "[" * 500_000 + "]" * 500_000
 
 #: name -> builder (a scratch directory -> command-line arguments). The input bytes are built
 #: before the clock starts.
+SHELL = "1';touch /tmp/infergap-hostile-owned;echo '$(id)`id`"
+
+
+def _write(rel: str, value: str, host: Path = HOST) -> Callable[[Path], list[str]]:
+    """An audit of a copy of ``host`` whose file ``rel`` (a glob) holds ``value``: shell syntax
+    that must never reach a printed command (docs/security.md, class 1)."""
+    def make(d: Path) -> list[str]:
+        snap = d / "snap"
+        shutil.copytree(host, snap)
+        for p in snap.glob(rel):
+            p.write_text(value + "\n")
+        return ["audit", "--snapshot", str(snap), "--format", "json"]
+    return make
+
+
+def _env_value(d: Path) -> list[str]:
+    snap = d / "snap"
+    shutil.copytree(HOST, snap)
+    env = snap / "cmds" / "env.out"
+    env.write_text(env.read_text() + "NCCL_SOCKET_IFNAME=lo" + SHELL + "\n")
+    return ["audit", "--snapshot", str(snap), "--format", "json"]
+
+
+def _fix_report(value: str, commands: list[str]) -> Callable[[Path], list[str]]:
+    """``fix --audit`` (a dry run) of a report whose action or commands were edited (class 2)."""
+    def make(d: Path) -> list[str]:
+        f = {"id": "vm.swappiness", "investigator": "kernel_runtime", "status": "actionable", "severity": "P1",
+             "fix_kind": "runtime", "title": "vm.swappiness",
+             "remedy": {"commands": commands, "actions": [{"type": "sysctl", "target": "vm.swappiness", "value": value, "previous": "60"}]}}
+        doc = {"schema": "infergap.audit/1", "host": {}, "findings": [f], "summary": {}}
+        return ["fix", "--audit", str(_file(d, "audit.json", json.dumps(doc)))]
+    return make
+
+
 INPUTS: dict[str, Callable[[Path], list[str]]] = {
     "evidence: NCCL prefix, 300 KB host name": _evidence("nccl.log", "NCCL INFO x\n" + "h" * 300_000 + ":1:1 [0] NCCL INFO x\n"),
     "evidence: NCCL prefix, 40k anchors": _evidence("nccl2.log", "h:1:1 [0] NCCL INFO " + "] NCCL " * 40_000 + "\n"),
@@ -270,6 +304,13 @@ INPUTS: dict[str, Callable[[Path], list[str]]] = {
     "markup: hostile CPU name, md report": lambda d: _snapshot_with(_cpu_name(MARKUP))(d)[:-1] + ["md"],
     "ledger: damaged pages": _damaged_ledger,
     "output: NAME.tmp planted as a symlink": _symlinked_tmp,
+    "command: shell syntax in a sysctl value": _write("files/proc/sys/kernel/nmi_watchdog", SHELL),
+    "command: shell syntax in the cpufreq governor": _write("files/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor", "powersave$(id)",
+                                                            ROOT / "tests" / "fixtures" / "hosts" / "seed-8x-rtxpro6000"),
+    "command: shell syntax in an NCCL variable": _env_value,
+    "fix: report commands disagree with actions": _fix_report("100", ["sysctl -w vm.swappiness=10"]),
+    "fix: non-ASCII digits in an action value": _fix_report("١٠", ["sysctl -w vm.swappiness=١٠"]),
+    "fix: trailing newline in an action value": _fix_report("10\n", ["sysctl -w vm.swappiness=10"]),
 }
 
 

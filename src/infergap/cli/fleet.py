@@ -17,7 +17,7 @@ from infergap.cli import validate as v
 from infergap.cli.options import db_option, format_option, output_option
 
 fleet_app = typer.Typer(name="fleet", help="Audit many nodes at once and find the ones that drifted from their peers.",
-                        no_args_is_help=True)
+                        no_args_is_help=True, rich_markup_mode=None)  # plain help, as the main app
 app.add_typer(fleet_app, name="fleet")
 
 
