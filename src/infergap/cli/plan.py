@@ -69,6 +69,8 @@ def plan(
             proc = _serving_process(server)
     except UserError as e:
         raise fail(str(e))
+    if not (audit or roofline or bench or server or evidence):  # after the files given were checked (a bad --catalog first)
+        raise fail("nothing to plan from: give --audit, --roofline, --bench (their --format json files), --url or --evidence")
     stages = [Stage(name="audit", status="given" if a else "missing", detail=str(audit) if audit else None),
               Stage(name="roofline", status="given" if r else "missing", detail=str(roofline) if roofline else None),
               Stage(name="bench", status="given" if b else "missing", detail=str(bench) if bench else None),
@@ -82,6 +84,9 @@ def plan(
     emit_report("plan", fmt, output, json=lambda: render_json(p), md=lambda: render_markdown(p),
                 text=lambda **kw: render_text(p, **kw), payload=lambda: json.loads(render_json(p)), host=host,
                 db=db, inputs=[audit, roofline, bench, catalog, *(evidence or [])])
+    if cfg is not None and cfg.reachable is False:  # an input that could not be used: 2, after the plan
+        typer.echo(f"infergap: error: --url {server}: the server could not be reached; the plan above has no server part", err=True)
+        raise typer.Exit(2)
 
 
 def _serving_process(url: str):

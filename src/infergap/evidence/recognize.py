@@ -24,6 +24,7 @@ from pathlib import Path
 
 from infergap.parsers.llamacpp_log import is_llamacpp_line
 from infergap.parsers.ollama_log import is_ollama_line
+from infergap.parsers.k8s_log import is_device_plugin_line
 from infergap.parsers.ray_log import is_ray_line
 from infergap.evidence.signatures import line_kind
 from infergap.evidence.text import clean_line, decode
@@ -42,7 +43,7 @@ MAX_NUL_SKIP = 16 * 1024 * 1024
 #: ``file:<path>`` answers ``Snapshot.read(path)``; ``log`` is read with ``Snapshot.evidence_parts(kind)``.
 KINDS: dict[str, tuple[str, str]] = {s.kind: (s.what, s.serves) for s in SOURCES if s.start or s.sample}
 
-LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "llamacpp_log", "ollama_log", "ray_log", "dmesg", "traceback", "fragment", "messages")
+LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "llamacpp_log", "ollama_log", "ray_log", "k8s_device_plugin", "dmesg", "traceback", "fragment", "messages")
 
 # -- start markers (tested on the stripped line), in the records' order ---------------------------
 _START: list[tuple[str, re.Pattern[str]]] = [(s.kind, re.compile(s.start)) for s in SOURCES if s.start]
@@ -232,6 +233,8 @@ def log_kinds(line: str) -> tuple[str, ...]:
         out.append("llamacpp_log")
     if not out and " -- " in s and is_ray_line(s):
         out.append("ray_log")
+    if not out and ("] " in s or "NVML" in s or "devic" in s or "watcher" in s) and is_device_plugin_line(s):
+        out.append("k8s_device_plugin")
     if c in "[kADFJMNOS" and "sglang_log" not in out and _DMESG.match(s):
         out.append("dmesg")
     if out:
@@ -293,6 +296,8 @@ def _close(seg: _Seg, end: int) -> tuple[str | None, frozenset[str]]:
             kind = "nccl_log"
         elif logs.get("ray_log"):
             kind = "ray_log"
+        elif logs.get("k8s_device_plugin"):
+            kind = "k8s_device_plugin"
         elif logs.get("dmesg"):
             kind = "dmesg"
         elif logs.get("traceback") or logs.get("fragment"):

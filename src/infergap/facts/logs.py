@@ -120,6 +120,14 @@ class LogDomain:
         return [(part, memo_part(self.snap, ("ray", str(part.path), part.start, part.end), lambda p=part: parse_ray_log(p.iter_lines())))
                 for part in _parts(self.snap, "ray_log")]
 
+    def device_plugin_logs(self) -> list[tuple[Any, Any]]:
+        """(part, :class:`~infergap.parsers.k8s_log.DevicePluginFacts`) of every pasted NVIDIA
+        Kubernetes device plugin log."""
+        from infergap.parsers.k8s_log import parse_device_plugin_log
+
+        return [(part, memo_part(self.snap, ("k8sdp", str(part.path), part.start, part.end), lambda p=part: parse_device_plugin_log(p.iter_lines())))
+                for part in _parts(self.snap, "k8s_device_plugin")]
+
     def evidence_parts(self, kind: str) -> list[Any]:
         """The recognised evidence parts serving ``kind`` (none without pasted evidence)."""
         return _parts(self.snap, kind)

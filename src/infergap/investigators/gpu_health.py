@@ -167,10 +167,35 @@ def _modes(g: GpuFacts) -> list[Finding]:
     return out
 
 
+def _device_plugin(ctx: Context) -> Finding | None:
+    """gpu.present from a pasted NVIDIA device plugin log: NVML not loadable in its container, or
+    loaded with no GPU (``internal/rm/rm.go``, ``internal/plugin/factory.go`` of
+    NVIDIA/k8s-device-plugin); None when no such log says either."""
+    for part, f in ctx.facts.device_plugin_logs():
+        if f.nvml_error is None and not f.no_devices:
+            continue
+        key = "nvml_error" if f.nvml_error is not None else "no_devices"
+        ev = [(part.label, f.evidence[key])] + ([(part.label, f.evidence["mig_strategy"])] if f.mig_strategy else [])
+        title = (f"The Kubernetes device plugin could not load NVML: {f.nvml_error}" if f.nvml_error is not None
+                 else "The Kubernetes device plugin found no GPU")
+        return finding("gpu.present", Status.actionable, title, evidence_=evidence(*ev), severity=Severity.P0, fix_kind=FixKind.software,
+                       expected_value="NVML loaded in the plugin's container and nvidia.com/gpu registered with the kubelet",
+                       impact="The node advertises no nvidia.com/gpu: pods asking for GPUs stay Pending, and a container started without the NVIDIA runtime sees no GPU"
+                              + (f"; mig-strategy {f.mig_strategy} needs NVML too." if f.mig_strategy and f.mig_strategy != "none" else "."),
+                       remedy=Remedy(commands=["nvidia-ctk runtime configure --runtime=containerd --set-as-default  (or --runtime=docker)",
+                                               "systemctl restart containerd", "kubectl -n kube-system delete pod <device-plugin pod>"]),
+                       references=["https://github.com/NVIDIA/k8s-device-plugin#prerequisites",
+                                   "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html"])
+    return None
+
+
 def investigate(ctx: Context) -> list[Finding]:
     """gpu.present (only when absent), and per GPU gpu.ecc, gpu.clocks, gpu.power_limit,
     gpu.throttle, gpu.thermals, gpu.mig, gpu.compute_mode."""
     gpus = ctx.facts.gpus()
+    plugin = _device_plugin(ctx) if not gpus else None
+    if plugin is not None:
+        return [plugin]
     if not gpus and not ctx.facts.pci_inventory_captured() and ctx.facts.nvml() is None and ctx.facts.pci_pasted() and ctx.facts.pci_functions():
         return [unknown("gpu.present", "No NVIDIA GPU in the pasted PCI list, which may be filtered",
                         "A pasted lspci is often a part of the list (lspci | grep …); whether the host has NVIDIA GPUs needs the whole list (lspci -nn) or nvidia-smi.",

@@ -216,6 +216,9 @@ SOURCES: tuple[Source, ...] = (
            parser=_P + "ollama_log:parse_ollama_log", facts=("engine_logs",), sample="evidence/ollama-9181-partial-offload.log"),
     Source("ray_log", "Ray driver or node log", lines=r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\s{1,8}(?:INFO|WARNING|ERROR|DEBUG) [\w.]{1,80}\.py:\d{1,6} -- ",
            parser=_P + "ray_log:parse_ray_log", facts=("ray_logs",), sample="evidence/openinstruct-1067-ray-shm-5g.log"),
+    Source("k8s_device_plugin", "NVIDIA Kubernetes device plugin log (kubectl logs)", prompt=r"kubectl\s{1,8}logs\b.{0,200}(?:device-plugin|nvdp)", prompt_rank=23,
+           lines=r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6}\s{1,12}\d{1,10} [\w.\-]{1,80}\.go:\d{1,6}\] |^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d (?:Loading NVML|Failed to initialize NVML)",
+           parser=_P + "k8s_log:parse_device_plugin_log", facts=("device_plugin_logs",), sample="evidence/k8sdp-303-nvml-not-loaded.log"),
     Source("llamacpp_log", "llama.cpp llama-server log", parser=_P + "llamacpp_log:parse_llamacpp_log", sample="evidence/llamacpp-12171-offload-all.log"),
 )
 RECORDS: dict[str, Source] = {s.kind: s for s in SOURCES}
