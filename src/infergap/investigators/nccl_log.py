@@ -308,8 +308,7 @@ def investigate(ctx: object) -> list[Finding]:
             x = fn(label, f, facts)
             if x:
                 out.append(x)
-        for fn2 in (nccl_env_from_log, _warnings):
-            x = fn2(label, f)
+        for x in (nccl_env_from_log(label, f, facts), _warnings(label, f)):
             if x:
                 out.append(x)
         v = _version(label, f, facts, part)
