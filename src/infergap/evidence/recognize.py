@@ -27,7 +27,7 @@ from infergap.parsers.ollama_log import is_ollama_line
 from infergap.parsers.k8s_log import is_device_plugin_line
 from infergap.parsers.ray_log import is_ray_line
 from infergap.evidence.signatures import line_kind
-from infergap.evidence.text import clean_line, decode
+from infergap.evidence.text import LineNumbers, clean_line, decode, line_number
 from infergap.messages import catalog as message_catalog
 from infergap.snapshot.sources import RECORDS, SOURCES
 
@@ -144,6 +144,8 @@ class EvidencePart:
     multi: bool = False
     #: Name shown in the label when ``path`` is a spooled copy of a pipe (``/dev/stdin``, ``<(cmd)``).
     name: str | None = None
+    #: Its lines carry the line numbers of ``cat -n`` (removed when the part is read).
+    numbered: bool = False
 
     @property
     def label(self) -> str:
@@ -155,7 +157,9 @@ class EvidencePart:
         """The part's lines, cleaned (no line ends, no ANSI codes), read from disk in 1 MiB chunks."""
         with open(self.path, "rb") as f:
             for _, raw in iter_raw_lines(f, self.start, self.end):
-                yield clean_line(raw.decode("utf-8", "replace"))
+                line = clean_line(raw.decode("utf-8", "replace"))
+                got = line_number(line) if self.numbered else None
+                yield got[1] if got is not None else line
 
     def text(self, limit_bytes: int = 16 * 1024 * 1024) -> str:
         """The part as one normalised block (indentation a paste added removed); at most ``limit_bytes``."""
@@ -164,7 +168,7 @@ class EvidencePart:
         with open(self.path, "rb") as f:
             f.seek(self.start)
             data = f.read(min(self.end - self.start, limit_bytes))
-        return clean_text(decode(data))
+        return clean_text(decode(data), numbered=self.numbered)
 
 
 @dataclass
@@ -188,6 +192,7 @@ class _Seg:
     vvv: int = 0
     family: str | None = None
     gap: bool = False
+    numbered: bool = False
 
 
 def start_kind(stripped: str) -> str | None:
@@ -354,6 +359,7 @@ class _Splitter:
     def __init__(self) -> None:
         self.seg = _Seg(0, 1)
         self.done: list[tuple[_Seg, int]] = []
+        self.numbers = LineNumbers()
 
     def cut(self, end: int, nxt_start: int, nxt_line: int, hint: str | None = None) -> None:
         """End the current segment at ``end`` (kept when it has content) and start a new one."""
@@ -365,6 +371,10 @@ class _Splitter:
         """Take one raw line (``lineno`` 1-based, starting at byte ``line_start``)."""
         pos = line_start + len(raw)
         line = clean_line(raw.decode("utf-8", "replace") if lineno > 1 else decode(raw))
+        if line[:1] in (" ", "\t") or line[:1].isdigit() or self.numbers.expect is not None:
+            plain = self.numbers.feed(line)
+            if plain is not line:
+                line, self.seg.numbered = plain, True
         s = line.strip()
         if s.startswith(">") and not s.startswith(">>>"):  # a Markdown quote
             s = s[1:].strip()
@@ -477,10 +487,11 @@ def _assemble(p: Path, segs: list[tuple[_Seg, int]]) -> tuple[list[EvidencePart]
             for k, v in sg.counts.items():
                 prev.counts[k] = prev.counts.get(k, 0) + v
             prev.n_lines += sg.n
+            prev.numbered = prev.numbered or sg.numbered
             continue
         parts.append(
             EvidencePart(p, len(parts), kind, kinds, sg.start, end, sg.first_line, sg.n,
-                         {k: v for k, v in sg.counts.items() if not k.startswith("_")})
+                         {k: v for k, v in sg.counts.items() if not k.startswith("_")}, numbered=sg.numbered)
         )
     if len(parts) > 1:
         for part in parts:
