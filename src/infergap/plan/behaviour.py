@@ -11,6 +11,7 @@ Rules and thresholds (stated so a reader can disagree):
   cache read from host memory (llama.cpp ``--no-kv-offload``), KV thrashing, preemption storms.
   Past the slots, queueing can cost a little throughput (the healthy H200 run lost 14 % at twice
   its slots, ``tests/fixtures/real-gpu/h200-llama-server/healthy-quick``), hence the margin.
+  A client-bound point is left out: its throughput is the client's, not the server's.
 - **Tail against median** (``load.queueing_tail``): p99/p50 of TTFT at least :data:`TAIL_RATIO`
   at a concurrency of at least 4 that the slots hold, with prompts and outputs of equal lengths
   (``len_spread`` 0): every request could start at once, so a long tail is requests waiting for
@@ -70,7 +71,7 @@ def tps_falling(facts: dict[str, Fact], pts: list[Any]) -> None:
     """``load.tps_falling`` (and ``load.tps_fall_share``): see the module docstring."""
     n = facts.get("server.n_slots")
     slots = n.value if n is not None and isinstance(n.value, int) and n.value >= 1 else None
-    judged = [p for p in pts if slots is None or p.concurrency <= slots]
+    judged = [p for p in pts if (slots is None or p.concurrency <= slots) and not getattr(p, "client_bound", False)]
     if len(judged) < 2:
         return
     curve = " → ".join(f"{_tps(p):.0f}" for p in judged)
