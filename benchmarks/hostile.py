@@ -119,12 +119,160 @@ def _cpu_name(value: str) -> Callable[[Path], None]:
     return edit
 
 
+#: Servers started for one input (killed when it ends): ``python -c _SERVER MODE PORT``.
+_SERVERS: list[subprocess.Popen] = []
+_SERVER = r"""
+import asyncio, socket, sys, time
+from aiohttp import web
+mode, port = sys.argv[1], int(sys.argv[2])
+if mode == "drip":  # an HTTP header, one byte a second, on every connection
+    import threading
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", port)); s.listen(16)
+    def drip(c):
+        try:
+            for b in b"HTTP/1.1 200 OK\r\nX-Pad: " + b"a" * 10000:
+                c.sendall(bytes([b])); time.sleep(1)
+        except OSError:
+            pass
+    while True:
+        threading.Thread(target=drip, args=(s.accept()[0],), daemon=True).start()
+body = open(sys.argv[3], "rb").read() if mode == "gzip" else b""
+async def models(req):
+    if mode == "gzip":
+        return web.Response(body=body, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"})
+    if mode == "redirect":
+        return web.Response(status=307, headers={"Location": "http://127.0.0.1:9/v1/models"})
+    return web.json_response({"data": [{"id": sys.argv[3]}]})
+async def chat(req):
+    if mode == "redirect":
+        return web.Response(status=307, headers={"Location": "http://127.0.0.1:9/v1/chat/completions"})
+    r = web.StreamResponse(headers={"Content-Type": "text/event-stream"}); await r.prepare(req)
+    if mode == "usage":  # usage far above max_tokens, no content
+        await r.write(b'data: {"choices": [{"delta": {}, "finish_reason": "length"}], "usage": {"prompt_tokens": 3, "completion_tokens": 99999999}}\n\n')
+    else:
+        await r.write(b'data: {"choices": [{"delta": {"content": "x"}, "finish_reason": "length"}]}\n\n')
+    await r.write(b"data: [DONE]\n\n")
+    return r
+app = web.Application(); app.router.add_get("/v1/models", models); app.router.add_post("/v1/chat/completions", chat)
+web.run_app(app, host="127.0.0.1", port=port, print=None)
+"""
+
+
+def _serve(d: Path, mode: str, arg: str = "m") -> str:
+    """Start a misbehaving server (:data:`_SERVER`) for one input; its URL."""
+    import socket
+    import time
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    if mode == "gzip":
+        arg = str(_file(d, "bomb.gz", gzip_bomb(1024)))
+    _SERVERS.append(subprocess.Popen([sys.executable, "-c", _SERVER, mode, str(port), arg], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL))
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    return f"http://127.0.0.1:{port}"
+
+
+def _bench(mode: str, arg: str = "m", *extra: str) -> Callable[[Path], list[str]]:
+    return lambda d: ["bench", "--url", _serve(d, mode, arg), "--concurrency", "1", "--num-prompts", "2", "--trials", "1",
+                      "--warmup", "0", "--output-len", "4", "--timeout", "3", *extra]
+
+
+def _fleet(make: Callable[[Path], None]) -> Callable[[Path], list[str]]:
+    def build(d: Path) -> list[str]:
+        nodes = d / "nodes"
+        nodes.mkdir()
+        shutil.copytree(HOST, nodes / "good")
+        make(nodes)
+        return ["fleet", "audit", "--snapshots", str(nodes), "--workers", "0", "--no-record", "--format", "json"]
+    return build
+
+
+def _sparse_node(nodes: Path) -> None:
+    info = tarfile.TarInfo("snap/files/proc/cpuinfo")
+    info.size = 8 << 30
+    with open(nodes / "sparse.tar", "wb") as f:
+        f.write(info.tobuf(format=tarfile.GNU_FORMAT))  # GNU base-256 size: above ustar's 8 GiB - 1
+        f.truncate(512 + info.size + 1024)
+
+
+def _many_node(nodes: Path) -> None:
+    with tarfile.open(nodes / "many.tar.gz", "w:gz", compresslevel=1) as tf:
+        for i in range(25_000):
+            tf.addfile(tarfile.TarInfo(f"snap/files/x/{i}"), io.BytesIO(b""))
+
+
+#: A value that is HTML, a Markdown link, code-span breakers and rich markup at once.
+MARKUP = "<img src=x onerror=alert(1)>``x`<script>alert(2)</script>```|[c](javascript:alert(3)) [/] [link=https://e.example]hidden[/link]"
+
+
+def _damaged_ledger(d: Path) -> list[str]:
+    sys.path.insert(0, str(ROOT / "src"))
+    from infergap.ledger import Ledger
+
+    db = d / "damaged.sqlite3"
+    with Ledger(db) as led:
+        for i in range(50):
+            led.record("audit", {"schema": "infergap.audit/1", "findings": [], "pad": "x" * 20_000, "i": i})
+    data = bytearray(db.read_bytes())
+    for off in range(8192, len(data), 4096):
+        data[off:off + 64] = b"\xff" * 64
+    db.write_bytes(bytes(data))
+    return ["audit", "--snapshot", str(HOST), "--format", "json", "--db", str(db)]
+
+
+def _symlinked_tmp(d: Path) -> list[str]:
+    victim = _file(d, "victim.txt", "precious\n")
+    os.symlink(victim, d / "r.json.tmp")
+    return ["audit", "--snapshot", str(HOST), "--format", "json", "--output", str(d / "r.json")]
+
+
 LLAMA = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
          "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256, "torch_dtype": "bfloat16"}
 DEEP = "[" * 500_000 + "]" * 500_000
 
 #: name -> builder (a scratch directory -> command-line arguments). The input bytes are built
 #: before the clock starts.
+SHELL = "1';touch /tmp/infergap-hostile-owned;echo '$(id)`id`"
+
+
+def _write(rel: str, value: str, host: Path = HOST) -> Callable[[Path], list[str]]:
+    """An audit of a copy of ``host`` whose file ``rel`` (a glob) holds ``value``: shell syntax
+    that must never reach a printed command (docs/security.md, class 1)."""
+    def make(d: Path) -> list[str]:
+        snap = d / "snap"
+        shutil.copytree(host, snap)
+        for p in snap.glob(rel):
+            p.write_text(value + "\n")
+        return ["audit", "--snapshot", str(snap), "--format", "json"]
+    return make
+
+
+def _env_value(d: Path) -> list[str]:
+    snap = d / "snap"
+    shutil.copytree(HOST, snap)
+    env = snap / "cmds" / "env.out"
+    env.write_text(env.read_text() + "NCCL_SOCKET_IFNAME=lo" + SHELL + "\n")
+    return ["audit", "--snapshot", str(snap), "--format", "json"]
+
+
+def _fix_report(value: str, commands: list[str]) -> Callable[[Path], list[str]]:
+    """``fix --audit`` (a dry run) of a report whose action or commands were edited (class 2)."""
+    def make(d: Path) -> list[str]:
+        f = {"id": "vm.swappiness", "investigator": "kernel_runtime", "status": "actionable", "severity": "P1",
+             "fix_kind": "runtime", "title": "vm.swappiness",
+             "remedy": {"commands": commands, "actions": [{"type": "sysctl", "target": "vm.swappiness", "value": value, "previous": "60"}]}}
+        doc = {"schema": "infergap.audit/1", "host": {}, "findings": [f], "summary": {}}
+        return ["fix", "--audit", str(_file(d, "audit.json", json.dumps(doc)))]
+    return make
+
+
 INPUTS: dict[str, Callable[[Path], list[str]]] = {
     "evidence: NCCL prefix, 300 KB host name": _evidence("nccl.log", "NCCL INFO x\n" + "h" * 300_000 + ":1:1 [0] NCCL INFO x\n"),
     "evidence: NCCL prefix, 40k anchors": _evidence("nccl2.log", "h:1:1 [0] NCCL INFO " + "] NCCL " * 40_000 + "\n"),
@@ -146,6 +294,23 @@ INPUTS: dict[str, Callable[[Path], list[str]]] = {
     "config: 5000-digit number": _config('{"hidden_size": ' + "9" * 5000 + "}"),
     "document: deep audit for plan": _plan_doc(DEEP),
     "document: NaN audit for plan": _plan_doc('{"schema": "infergap.audit/1", "x": NaN}'),
+    "server: gzip bomb /v1/models (1 GiB)": _bench("gzip"),
+    "server: redirect to another address": _bench("redirect"),
+    "server: header dripped 1 byte/s": _bench("drip"),
+    "server: usage above max_tokens": _bench("usage"),
+    "server: markup in the model id": _bench("ok", MARKUP, "--format", "md"),
+    "fleet: sparse 8 GiB tar node": _fleet(_sparse_node),
+    "fleet: 25,000-member node": _fleet(_many_node),
+    "markup: hostile CPU name, md report": lambda d: _snapshot_with(_cpu_name(MARKUP))(d)[:-1] + ["md"],
+    "ledger: damaged pages": _damaged_ledger,
+    "output: NAME.tmp planted as a symlink": _symlinked_tmp,
+    "command: shell syntax in a sysctl value": _write("files/proc/sys/kernel/nmi_watchdog", SHELL),
+    "command: shell syntax in the cpufreq governor": _write("files/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor", "powersave$(id)",
+                                                            ROOT / "tests" / "fixtures" / "hosts" / "seed-8x-rtxpro6000"),
+    "command: shell syntax in an NCCL variable": _env_value,
+    "fix: report commands disagree with actions": _fix_report("100", ["sysctl -w vm.swappiness=10"]),
+    "fix: non-ASCII digits in an action value": _fix_report("١٠", ["sysctl -w vm.swappiness=١٠"]),
+    "fix: trailing newline in an action value": _fix_report("10\n", ["sysctl -w vm.swappiness=10"]),
 }
 
 
@@ -167,7 +332,13 @@ def run_one(name: str, build: Callable[[Path], list[str]]) -> tuple[float, float
         d = Path(tmp)
         args = build(d)
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "INFERGAP_DB": str(d / "ledger.sqlite3"), "TMPDIR": tmp}
-        p = subprocess.run([sys.executable, "-c", _MEASURE, *args], capture_output=True, text=True, env=env)
+        try:
+            p = subprocess.run([sys.executable, "-c", _MEASURE, *args], capture_output=True, text=True, env=env)
+        finally:
+            while _SERVERS:
+                srv = _SERVERS.pop()
+                srv.kill()
+                srv.wait()
         kb, rc, seconds = p.stdout.split()
         peak_mb, rc_i, secs = int(kb) / 1024, int(rc), float(seconds)
         if "Traceback (most recent call last)" in p.stderr:

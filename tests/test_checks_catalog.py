@@ -198,6 +198,22 @@ def test_each_records_sample_is_recognised_as_its_kind(kind: str) -> None:
     assert kind in {k for p in parts for k in p.kinds}, (kind, [p.kind for p in parts])
 
 
+def test_the_readmes_kinds_are_the_records_kinds() -> None:
+    """The README's table of pasted kinds lists every recognised kind, each a record, and its
+    "(recognised, not read yet)" marks are exactly the records without a parser."""
+    import re
+
+    from infergap.evidence.recognize import KINDS
+    from infergap.snapshot.sources import RECORDS
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    table = text[text.index("| kind | output or log |"):]
+    rows = dict(re.findall(r"^\| `(\w+)` \| (.+) \|$", table[: table.index("\n\n")], re.M))
+    assert rows and set(rows) <= set(RECORDS), f"README lists kinds that are no record: {sorted(set(rows) - set(RECORDS))}"
+    assert set(rows) == set(KINDS), f"recognised kinds missing from the README: {sorted(set(KINDS) - set(rows))}"
+    assert {k for k, w in rows.items() if "not read yet" in w} == {k for k in rows if RECORDS[k].parser is None}
+
+
 def test_every_live_command_is_declared_by_its_record() -> None:
     from infergap.snapshot.sources import COMMANDS, RECORDS
 

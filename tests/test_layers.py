@@ -13,7 +13,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "infergap"
 
 #: Layer of each top-level package or module of ``infergap`` (docs/design.md, "Layers").
 LAYERS = {
-    "errors": 0, "findings": 0, "checks": 0, "gpudata": 0, "guard": 0, "datafile": 0, "httpsafe": 0,
+    "errors": 0, "findings": 0, "checks": 0, "gpudata": 0, "guard": 0, "datafile": 0, "httpsafe": 0, "shellcmd": 0,
     "snapshot": 1, "parsers": 1,
     "messages": 1,
     "evidence": 2, "facts": 2,

@@ -78,6 +78,12 @@ def _split_top(text: str) -> list[str]:
             cur.append(text[i:j])
             i = j
             continue
+        if text.startswith("//", i):  # a comment (it may quote an option name): not an argument
+            i = text.find("\n", i) if "\n" in text[i:] else len(text)
+            continue
+        if text.startswith("/*", i):
+            i = text.find("*/", i) + 2
+            continue
         if c in "({[":
             depth += 1
         elif c in ")}]":

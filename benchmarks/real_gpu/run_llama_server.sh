@@ -30,7 +30,7 @@ build() {
     log "building llama-server, llama-bench (log: $WORK/build.log)"
     (cd "$SRC" && setsid bash -c "cmake -B build -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF \
       -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=Release > $WORK/build.log 2>&1 && \
-      cmake --build build -j$(nproc) --target llama-server llama-bench >> $WORK/build.log 2>&1; echo \$? > $WORK/build.rc" \
+      cmake --build build -j$(nproc) --target llama-server llama-bench llama-quantize >> $WORK/build.log 2>&1; echo \$? > $WORK/build.rc" \
       < /dev/null > /dev/null 2>&1 &)
   fi
   [ -f "$MODEL" ] || PYTHONPATH="$GGUFPY:${PYTHONPATH:-}" python3 "$HERE/make_random_gguf.py" --model llama-3.1-8b --out "$MODEL"
@@ -44,7 +44,8 @@ build() {
 serve() {  # serve TAG FLAGS...: start llama-server in the background, wait until /health is ok
   local tag=$1; shift
   [ -f "$WORK/server.pid" ] && kill "$(cat "$WORK/server.pid")" 2>/dev/null && sleep 2  # one left by an interrupted run
-  "$BIN/llama-server" -m "$MODEL" --host 127.0.0.1 --port "$PORT" "$@" > "$OUT/$tag/server.log" 2>&1 &
+  # SERVER_ENV: variables for the server alone (CUDA_VISIBLE_DEVICES= hides the GPU from it, not from the doctor)
+  env ${SERVER_ENV:-} "$BIN/llama-server" -m "${SERVE_MODEL:-$MODEL}" --host 127.0.0.1 --port "$PORT" "$@" > "$OUT/$tag/server.log" 2>&1 &
   SERVER=$!
   echo $SERVER > "$WORK/server.pid"
   for _ in $(seq 1 240); do
@@ -99,6 +100,16 @@ case "${PHASE:-cases}" in
         ngl16-quick) case_run ngl16-quick "-ngl 16 -c 32768 --parallel 16 -fa on --metrics" --quick --concurrency 1,4 --num-prompts 4 "${SWEEP[@]}" ;;
         nometrics) mkdir -p "$OUT/nometrics"; serve nometrics -ngl 99 -c 32768 --parallel 16 -fa on && raw nometrics && \
                    python3 -c "from infergap.server import introspect; print(introspect('$URL').model_dump_json(indent=2))" > "$OUT/nometrics/server.json"; stop ;;
+        # misconfigurations the serving process and the sweep's shape must name (the doctor with process reading)
+        nkvo)    case_run nkvo "-ngl 99 -c 32768 --parallel 16 -fa on --metrics --no-kv-offload" --quick --concurrency 1,4,16 --num-prompts 16 --input-len 128 --output-len 32 ;;
+        nocb)    case_run nocb "-ngl 99 -c 32768 --parallel 16 -fa on --metrics --no-cont-batching" --quick --concurrency 1,4,16 --num-prompts 64 "${SWEEP[@]}" ;;
+        ub32)    case_run ub32 "-ngl 99 -c 65536 --parallel 16 -fa on --metrics -b 32 -ub 32" --quick --concurrency 1,4 --num-prompts 8 --input-len 2048 --output-len 16 ;;
+        ub-default) case_run ub-default "-ngl 99 -c 65536 --parallel 16 -fa on --metrics" --quick --concurrency 1,4 --num-prompts 8 --input-len 2048 --output-len 16 ;;
+        novis)   SERVER_ENV="CUDA_VISIBLE_DEVICES=" case_run novis "-ngl 99 -c 4096 --parallel 4 --metrics" --quick --concurrency 1,2 --num-prompts 2 --input-len 128 --output-len 16 ;;
+        q8)      SERVE_MODEL="${MODEL%.gguf}-q8_0.gguf" case_run q8 "-ngl 99 -c 32768 --parallel 16 -fa on --metrics" --quick --concurrency 1,4,16 --num-prompts 32 "${SWEEP[@]}" ;;
+        quant)   [ -f "${MODEL%.gguf}-q8_0.gguf" ] || "$BIN/llama-quantize" "$MODEL" "${MODEL%.gguf}-q8_0.gguf" Q8_0 > "$WORK/quant.log" 2>&1; tail -2 "$WORK/quant.log" ;;
+        bench-q8) for m in "$MODEL" "${MODEL%.gguf}-q8_0.gguf"; do "$BIN/llama-bench" -m "$m" -p 0 -n 128 -ngl 99 -fa 1 -o json; done > "$OUT/llama-bench-f16-q8.json" 2> "$OUT/llama-bench-f16-q8.err" ;;
+        bench-ub) for ub in 32 512; do "$BIN/llama-bench" -m "$MODEL" -p 2048 -n 0 -b "$ub" -ub "$ub" -ngl 99 -fa 1 -o json; done > "$OUT/llama-bench-ub.json" 2> "$OUT/llama-bench-ub.err" ;;
         bench)   "$BIN/llama-bench" -m "$MODEL" -p 0 -n 128 -ngl 99 -fa 1 -o json > "$OUT/llama-bench.json" 2> "$OUT/llama-bench.err"; tail -c 600 "$OUT/llama-bench.json" ;;
       esac
     done ;;

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from infergap import shellcmd
 from infergap.errors import UserError
 from infergap.findings import Action, Evidence, Finding, FixKind, Remedy, Severity, Status
 
@@ -59,6 +60,7 @@ class Check(BaseModel):
     tables: dict[str, dict[str, str]] = Field(default_factory=dict)
     texts: dict[str, str] = Field(default_factory=dict)
     actions: tuple[ActionSpec, ...] = ()
+    commands: dict[str, str] = Field(default_factory=dict)
     source: str = Field(min_length=8)
 
     def text(self, name: str, **values: object) -> str:
@@ -71,7 +73,15 @@ class Check(BaseModel):
 
 class _Catalog(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    commands: dict[str, str] = Field(default_factory=dict)
     checks: list[Check]
+
+
+@lru_cache(maxsize=1)
+def shared_commands() -> dict[str, str]:
+    """The command templates several checks and the ``fix`` handlers share (``commands:`` at the
+    top of ``checks.yaml``), by name (``sysctl_set``)."""
+    return dict(_catalog().commands)
 
 
 @lru_cache(maxsize=1)
@@ -81,20 +91,25 @@ def load() -> dict[str, Check]:
     Raises :class:`~infergap.errors.UserError` when the packaged file is not valid (a damaged
     install) or holds an id twice.
     """
-    from infergap import datafile
-
-    try:
-        cat = _Catalog.model_validate(datafile.packaged("checks.yaml"))
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
-        raise UserError(f"check catalog data/checks.yaml is not valid: {where}: {err['msg']}") from None
+    cat = _catalog()
     out: dict[str, Check] = {}
     for c in cat.checks:
         if c.id in out:
             raise UserError(f"check catalog data/checks.yaml: id {c.id} appears twice")
         out[c.id] = c
     return out
+
+
+@lru_cache(maxsize=1)
+def _catalog() -> _Catalog:
+    from infergap import datafile
+
+    try:
+        return _Catalog.model_validate(datafile.packaged("checks.yaml"))
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise UserError(f"check catalog data/checks.yaml is not valid: {where}: {err['msg']}") from None
 
 
 def get(check_id: str) -> Check:
@@ -193,30 +208,68 @@ def not_applicable(check_id: str, title: str, why: str, *, evidence_: list[Evide
     return finding(check_id, Status.not_applicable, title, impact=why, evidence_=evidence_, subject=subject)
 
 
-def sysctl_command(key: str, value: str) -> str:
-    """``sysctl -w key=value``, the value single-quoted when it holds whitespace (``tcp_rmem``).
+def template(owner: str | None, name: str) -> str:
+    """The command template ``name``: the check ``owner``'s own (``commands:`` of its entry) or a
+    shared one (:func:`shared_commands`). KeyError when neither holds it (a mistake in the code)."""
+    own = load()[owner].commands if owner else {}
+    return own[name] if name in own else shared_commands()[name]
 
-    >>> sysctl_command("net.ipv4.tcp_rmem", "4096 131072 16777216")
+
+def command(owner: str | None, name: str, /, **values: object) -> str:
+    """The command ``name`` of ``owner`` (see :func:`template`) filled with ``values`` through
+    :func:`infergap.shellcmd.fill`: each value validated for its kind and quoted.
+
+    Raises :class:`~infergap.shellcmd.BadValue` for a value that is not valid for its kind.
+
+    >>> command(None, "sysctl_set", key="net.ipv4.tcp_rmem", value="4096 131072 16777216")
     "sysctl -w net.ipv4.tcp_rmem='4096 131072 16777216'"
     """
-    return f"sysctl -w {key}='{value}'" if any(ch.isspace() for ch in value) else f"sysctl -w {key}={value}"
+    return shellcmd.fill(template(owner, name), **values)
+
+
+#: One line of a remedy: literal text that holds no value from input, or ``(template name,
+#: values)`` filled by :func:`command`.
+Line = str | tuple[str, dict[str, object]]
+
+
+def remedy(owner: str | None, *, commands: list[Line] = (), persist: list[Line] = (), revert: list[Line] = (),  # type: ignore[assignment]
+           actions: list[Action] = (), host_controlled: bool = False, note: str | None = None) -> Remedy:  # type: ignore[assignment]
+    """The :class:`~infergap.findings.Remedy` whose command lines are built from the templates of
+    ``owner`` (a check id, or None for shared templates only), the one way a command that holds a
+    value from input is made (docs/security.md, class 1).
+
+    When any value is not valid for its kind, the remedy has no command, no persist, no revert
+    and no action at all (a fix without its revert is worse than none), and the note says which
+    value was refused and why.
+    """
+    def build(lines: list[Line]) -> list[str]:
+        return [ln if isinstance(ln, str) else command(owner, ln[0], **ln[1]) for ln in lines]
+    try:
+        cmds, pers, rev = build(list(commands)), build(list(persist)), build(list(revert))
+    except shellcmd.BadValue as e:
+        why = f"No command shown: {e}."
+        return Remedy(host_controlled=host_controlled, note=f"{why} {note}" if note else why)
+    return Remedy(commands=cmds, persist=pers, revert=rev, actions=list(actions), host_controlled=host_controlled, note=note)
 
 
 def sysctl_remedy(settings: list[tuple[str, str, str]], *, host_controlled: bool = False, note: str | None = None) -> Remedy:
     """Runtime remedy for sysctls, each ``(key, good value, current value)``: ``sysctl -w`` now,
-    a line per key in :data:`SYSCTL_D` to persist, and the exact revert of each.
+    a line per key in :data:`SYSCTL_D` to persist, and the exact revert of each (templates
+    ``sysctl_*`` of the catalog). A current value that is not one to four integers (read from a
+    snapshot) gives no command, with a note (:func:`remedy`).
 
     ``host_controlled`` (the audit ran in a container and the keys are the host's) puts a note in
     front saying the commands are for the host.
     """
     if host_controlled:
         note = ("Inside a container: this kernel setting belongs to the host; run these commands on the host. " + (note or "")).strip()
-    revert: list[str] = []
+    revert: list[Line] = []
     for key, _good, current in settings:
-        revert += [sysctl_command(key, current), f"sed -i '/^{key} = /d' {SYSCTL_D}"]
-    return Remedy(
-        commands=[sysctl_command(key, good) for key, good, _ in settings],
-        persist=[f"echo '{key} = {good}' >> {SYSCTL_D}" for key, good, _ in settings] + [f"sysctl -p {SYSCTL_D}"],
+        revert += [("sysctl_set", {"key": key, "value": current}), ("sysctl_unpersist", {"key": key})]
+    return remedy(
+        None,
+        commands=[("sysctl_set", {"key": key, "value": good}) for key, good, _ in settings],
+        persist=[("sysctl_persist", {"key": key, "value": good}) for key, good, _ in settings] + [("sysctl_load", {})],
         revert=revert,
         actions=[Action(type="sysctl", target=key, value=good, previous=current) for key, good, current in settings],
         host_controlled=host_controlled,

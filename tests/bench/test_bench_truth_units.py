@@ -259,9 +259,43 @@ def test_failed_requests_do_not_make_the_client_the_limit():
 
     ok = [RequestRecord(intended=0.0) for _ in range(6)]
     dead = [RequestRecord(intended=0.0, error=e) for e in ("connection",) * 3 + ("cancelled",) * 3]
-    assert judge_client(health(), ok).client_bound  # the client alone left slots empty
-    h = judge_client(health(), ok[:3] + dead[:3])
-    assert not h.client_bound and h.reasons == []
+    def busy():
+        return ClientHealth(mean_in_flight=2.8, max_in_flight=4, target_in_flight=4, cpu_frac=0.97)
+
+    b = judge_client(busy(), ok)  # the client's own CPU, and it left slots empty
+    assert b.client_bound and "only 2.8 of 4 requests in flight" in b.reasons, b.reasons
+    h = judge_client(busy(), ok[:3] + dead[:3])
+    assert h.client_bound and not any("in flight" in r for r in h.reasons), h.reasons
+    assert not judge_client(health(), ok[:3] + dead[:3]).client_bound
+
+
+def test_loop_lag_of_a_busy_host_is_not_the_client_limit():
+    """On a busy host every point read client-bound from event-loop lag that other processes
+    caused (c=1, the client's own CPU at a few per cent): only the client's own CPU share or
+    its own send slip make it the limit; lag and empty slots are named beside that evidence."""
+    from infergap.bench.metrics import judge_client
+    from infergap.bench.models import ClientHealth, Stats
+
+    def health(cpu=0.04, slip=2.0):
+        return ClientHealth(loop_lag_ms=Stats(p99=85.0), send_slip_ms=Stats(p99=slip), cpu_frac=cpu,
+                            mean_in_flight=0.8, max_in_flight=1, target_in_flight=1)
+
+    assert not judge_client(health()).client_bound and judge_client(health()).reasons == []
+    own = judge_client(health(cpu=0.95))
+    assert own.client_bound and own.reasons[0].startswith("client CPU 95 %") and "event-loop lag p99 85.0 ms" in own.reasons
+    assert judge_client(health(slip=40.0)).reasons[0] == "send slip p99 40.0 ms"
+
+
+def test_a_client_cause_never_outranks_the_gpu():
+    """A point whose GPU was ≥ 90 % busy is GPU-bound even when the client was strained."""
+    from infergap.bench.engine_metrics import cause_of
+    from infergap.bench.models import ClientHealth, GPUTelemetry, PointResult, TelemetrySummary, TrialMetrics
+
+    health = ClientHealth(client_bound=True, reasons=["client CPU 95 % of a core"])
+    trial = TrialMetrics(trial=0, duration_s=3.0, requests=40, completed=40, failed=0, truncated=0, client=health)
+    p = PointResult(mode="concurrency", concurrency=4, trials=[trial], client_bound=True,
+                    telemetry=TelemetrySummary(available=True, gpus=[GPUTelemetry(index=0, util_pct_mean=97.0)]))
+    assert cause_of(p).cause == "gpu", cause_of(p)
 
 
 def test_cut_streams_neither_kill_the_server_nor_hide_its_death():

@@ -270,5 +270,5 @@ def _strained_point(waiting_mean: float):
 def test_a_queue_that_never_emptied_outweighs_a_strained_client():
     ex = _strained_point(13.5)
     assert ex.cause == "running_limit" and "all 2 slots" in ex.line and "event-loop lag" in ex.line, ex
-    # A queue that was mostly empty does not: the client may well have been what held the load back.
-    assert _strained_point(0.4).cause == "client"
+    # A mostly empty queue is still the server's limit: a client cause never outranks a server-side one.
+    assert _strained_point(0.4).cause == "running_limit"

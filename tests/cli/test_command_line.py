@@ -182,4 +182,4 @@ def test_help_shows_no_value_placeholder_on_flags():
         r = run_cli(*name, "--help", env={"COLUMNS": "200"})
         assert r.returncode == 0, (name, r.stderr)
         assert "<bool>" not in r.stdout and "list[Path]" not in r.stdout and "more_evidence" not in r.stdout, (name, r.stdout)
-    assert "--evidence  -e      FILE" in run_cli("plan", "--help", env={"COLUMNS": "200"}).stdout
+    assert "-e, --evidence FILE" in run_cli("plan", "--help", env={"COLUMNS": "200"}).stdout

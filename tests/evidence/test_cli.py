@@ -69,8 +69,10 @@ def test_evidence_only_and_unreachable_server(tmp_path):
     d = pasted_dir(tmp_path)
     url = f"http://127.0.0.1:{free_port()}"
     r = run("--no-host", "--format", "json", "--url", url, "--evidence", "sglang.log", cwd=d)
-    assert r.returncode == 0, r.stderr
-    assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"infergap: warning: {url}: no answer")
+    assert r.returncode == 2, r.stderr  # an input that could not be used, after the report of the rest
+    warn, err = r.stderr.strip().splitlines()
+    assert warn.startswith(f"infergap: warning: {url}: no answer")
+    assert err == f"infergap: error: --url {url}: the server could not be reached; the report above has no server part"
     rep = json.loads(r.stdout)
     (srv,) = [f for f in rep["findings"] if f["id"] == "server.config"]
     assert srv["status"] == "unknown"

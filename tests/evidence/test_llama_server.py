@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from infergap.plan.build import URL_PLACEHOLDER
 from tests.bench.bench_helpers import llama_server_bin
 from tests.evidence.evidence_data import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU = ROOT / "tests" / "fixtures" / "real-gpu" / "h200-llama-server"
-URL_PLACEHOLDER = "http://<server>:<port>"
 PASTE_5070 = ROOT / "tests" / "fixtures" / "evidence" / "nvsmi-libc6shim14-rtx5070.txt"
 BIN = llama_server_bin()
 

@@ -36,7 +36,10 @@ def test_bare_cuda_error_is_listed_as_read_and_unmatched_in_every_format():
     assert not rep.by_status(Status.actionable)
     assert rep.summary["evidence_unmatched"] == 1
     text = render_text(rep)
-    assert "23 unknown (1 pasted part(s) with no known cause)" in text.splitlines()[2]
+    # the CUDA catalog explains the line (evidence.message, unknown: the cause on the host is not established)
+    [msg] = rep.get("evidence.message")
+    assert msg.status == Status.unknown and "cudaErrorIllegalAddress (700)" in msg.impact
+    assert "24 unknown (1 pasted part(s) with no known cause)" in text.splitlines()[2]
     head = text.index("READ, NO KNOWN CAUSE: 1")
     assert head < text.index("UNKNOWN: ") and "an illegal memory access" in text[head:text.index("UNKNOWN: ")]
     assert " more (evidence missing or unreadable)" in text  # not listed twice

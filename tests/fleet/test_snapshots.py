@@ -93,7 +93,8 @@ def test_formats_fail_on_ledger_and_compare(tmp_path):
     runs = json.loads(r.stdout)
     assert [x["status"] for x in runs] == ["done"] * 3 and "5 nodes, 1 not audited" in runs[2]["what"]
     audits = json.loads(run_cli("history", "--db", str(db), "--kind", "audit", "--json", "--limit", "100").stdout)
-    assert len(audits) == 4 * 3 and len({a["host"] for a in audits}) == 4  # every node's audit, under its own identity
+    # every node's audit, under the host identity the snapshot itself gives: copies of one capture are one host
+    assert len(audits) == 4 * 3 and len({a["host"] for a in audits}) == 1
     r = run_cli("compare", str(runs[1]["id"]), str(runs[0]["id"]), "--db", str(db))
     assert r.returncode == 0, r.stderr
     assert "+ drift P0 check pcie.link@GPU0: node01" in r.stdout
@@ -192,3 +193,36 @@ def test_a_node_that_lost_a_gpu_is_not_left_without_peers(tmp_path):
     (d,) = r.drift
     assert (d.kind, d.key, d.nodes, d.severity) == ("hardware", "GPU count", ["node99"], "P1")
     assert d.majority == {"value": "2", "count": 5} and d.values[0] == {"value": "1", "count": 1, "nodes": ["node99"]}
+
+
+def test_drift_only_where_values_differ_and_values_as_reported(tmp_path):
+    """Two captures of one VM (tests/fixtures/hosts): a check ok on both sides whose judged value is
+    the same (container markers, the versions compared on their own, iommu tokens) is no drift,
+    and no value is printed as a ``<placeholder>``."""
+    r = run_cli("fleet", "audit", "--snapshots", str(ROOT / "tests" / "fixtures" / "hosts"), "-f", "json")
+    assert r.returncode == 0, r.stderr
+    drift = json.loads(r.stdout)["drift"]
+    keys = {d["key"] for d in drift}
+    assert not keys & {"container.detect", "runtime.versions", "iommu.mode"}, keys
+    for d in drift:
+        assert len({g["value"] for g in d["values"]}) == len(d["values"]), d  # the groups differ as printed
+        for g in d["values"]:
+            assert not re.search(r"<[a-z_ -]{2,40}>", g["value"]), g
+    cmd = next(d for d in drift if d["key"] == "kernel.cmdline")  # ok on both, but the command lines differ
+    assert all(g["value"].startswith("ok: ") for g in cmd["values"])
+
+
+def test_audit_and_fleet_give_one_snapshot_one_host(tmp_path):
+    """`audit --snapshot X` and `fleet audit --snapshots` over X record one host: `compare` of the two
+    runs warns of no different hosts."""
+    db = tmp_path / "ledger.sqlite3"
+    snap = ROOT / "tests" / "fixtures" / "hosts" / "h200-1gpu"
+    assert run_cli("audit", "--snapshot", str(snap), "--db", str(db), "-f", "json").returncode == 0
+    snaps = tmp_path / "snaps"
+    snaps.mkdir()
+    (snaps / "node00.tar.gz").write_bytes(to_targz(load("h200-1gpu")))
+    assert run_cli("fleet", "audit", "--snapshots", str(snaps), "--db", str(db)).returncode == 0
+    audits = json.loads(run_cli("history", "--db", str(db), "--kind", "audit", "--json").stdout)
+    assert len(audits) == 2 and len({a["host"] for a in audits}) == 1, audits
+    r = run_cli("compare", str(audits[1]["id"]), str(audits[0]["id"]), "--db", str(db))
+    assert r.returncode == 0 and "different hosts" not in r.stderr, r.stderr

@@ -28,7 +28,8 @@ def test_deep_c_state_enabled_is_p1_with_revert_per_state() -> None:
     f = one(found, "cpu.cstates")
     assert (f.status, f.severity, f.fix_kind) == ("actionable", "P1", "runtime")
     assert "C2 (100 µs)" in f.title
-    assert len(f.remedy.commands) == len(f.remedy.revert) == 1 and "state2/disable" in f.remedy.revert[0]
+    assert len(f.remedy.commands) == len(f.remedy.revert) == 1
+    assert "= C2 ] && echo 1 > $s/disable" in f.remedy.commands[0] and "= C2 ] && echo 0 > $s/disable" in f.remedy.revert[0]
 
 
 def test_deep_c_state_disabled_everywhere_is_ok() -> None:

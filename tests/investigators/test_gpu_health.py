@@ -43,7 +43,7 @@ def test_uncorrectable_ecc_errors_are_p0() -> None:
 
 def test_pending_row_remap_is_p0() -> None:
     f = one(_q(("        Pending                                        : No", "        Pending                                        : Yes")), "gpu.ecc")
-    assert (f.status, f.severity) == ("actionable", "P0") and f.remedy.commands == [f"drain the GPU, then nvidia-smi -r -i {BDF}"]
+    assert (f.status, f.severity) == ("actionable", "P0") and f.remedy.commands == [f"nvidia-smi -r -i {BDF}   # drain the GPU first"]
 
 
 def test_ecc_disabled_is_p2_reboot() -> None:

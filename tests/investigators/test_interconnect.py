@@ -101,7 +101,7 @@ def test_peermem_missing_with_rdma_nic_is_p1_without_nccl_log() -> None:
     f = one(audit_ids(_seed(), "interconnect"), "nvidia.peermem")
     assert (f.status, f.severity, f.fix_kind) == ("actionable", "P1", "runtime")
     assert [e.value for e in f.evidence] == ["mlx5_0", "nvidia_peermem not loaded"]
-    assert f.remedy.commands == ["modprobe nvidia-peermem"] and f.remedy.revert[0] == "modprobe -r nvidia_peermem"
+    assert f.remedy.commands == ["modprobe nvidia_peermem"] and f.remedy.revert[0] == "modprobe -r nvidia_peermem"
 
 
 def test_peermem_p2_when_nccl_stays_inside_one_node() -> None:

@@ -193,3 +193,17 @@ def test_ib_channels_without_gdrdma_and_no_reason_are_unknown() -> None:
     """NCCL#1516: channels via NET/IB/1/Shared, no /GDRDMA and no GDR line: not ok."""
     f = _net("nccl-1516-geforce-shm.log")
     assert f.status == "unknown" and "no channel shows GPU Direct RDMA" in f.title
+
+
+def test_ibstat_alone_gives_the_ports_and_their_bound_but_no_ok() -> None:
+    """ucx#9515: two 400 Gb/s InfiniBand ports Active; without an NCCL log the path is unknown."""
+    f = _net("ucx-9515-ibstat.txt")
+    assert f.status == "unknown" and f.title.startswith("2 HCA port(s) Active, 800 Gb/s together")
+    assert f.evidence[0].value == "mlx5_0 port 1: Active/LinkUp, 400 Gb/s, InfiniBand" and "100 GB/s" in f.impact
+
+
+def test_ibstat_rates_give_the_bound_of_an_nccl_log(tmp_path: Path) -> None:
+    """NCCL#1357's log with ibstat ports named like its HCAs: the bound is NICs used × rate."""
+    ib = evidence_text("ucx-9515-ibstat.txt").replace("mlx5_0", "mlx5_4").replace("mlx5_1", "mlx5_5")
+    f = one(audit_ids(pasted_text(tmp_path, "both.txt", evidence_text("nccl-1357-ib-gdr-two-nodes.log") + "\n" + ib), "nccl_log"), "nccl.net")
+    assert f.status == "ok" and f.details["bound_GBps"] == 100.0 and "2 NIC(s) × 400 Gb/s = 100.0 GB/s" in f.impact

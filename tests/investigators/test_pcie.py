@@ -130,7 +130,7 @@ def test_acs_redirection_on_bare_metal_is_p0_with_the_old_word_to_revert() -> No
     found = _seed_with({BRIDGE_CFG: hexs})
     f = one(found, "pcie.acs")
     assert (f.status, f.severity, f.fix_kind, f.subject) == ("actionable", "P0", "runtime", "0000:00:01.1")
-    assert f.remedy.commands == ["setpci -s 0000:00:01.1 ECAP_ACS+0x6.w=0000"] and f.remedy.revert == ["setpci -s 0000:00:01.1 ECAP_ACS+0x6.w=001d"]
+    assert f.remedy.commands == ["setpci -s 0000:00:01.1 ECAP_ACS+6.w=0000:ffff"] and f.remedy.revert == ["setpci -s 0000:00:01.1 ECAP_ACS+6.w=001d:ffff"]
 
 
 def test_acs_redirection_in_a_vm_is_expected() -> None:

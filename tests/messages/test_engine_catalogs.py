@@ -93,6 +93,14 @@ REAL_LINES = [
      "vllm.fused_moe.using_default_moe_config_performance", {}),
     ("vllm", "vllm-17768-moe-ansi.log", "Using default MoE config",
      "vllm.fused_moe.using_default_moe_config_performance", {}),
+    ("llamacpp", "llamacpp-6787-offload-none.log", "offloaded 0/33 layers to GPU",
+     "llamacpp.llama_model.offloaded_layers_gpu", {"a2": "0", "a3": "33"}),
+    ("llamacpp", "llmllamacpp-19-one-layer.log", "offloaded 1/35 layers",
+     "llamacpp.llama_model.offloaded_layers_gpu", {"a2": "1", "a3": "35"}),
+    ("llamacpp", "llamacpp-12171-offload-all.log", "offloaded 49/49 layers",
+     "llamacpp.llama_model.offloaded_layers_gpu", {"a2": "49", "a3": "49"}),
+    ("llamacpp", "llamacpp-12171-offload-all.log", "offloading 48 repeating layers to GPU",
+     "llamacpp.llama_model.offloading_repeating_layers_gpu", {"a2": "48"}),
 ]
 
 

@@ -52,3 +52,17 @@ def test_nvml_codes_names_classes_and_texts(tmp_path):
 
 def test_class_name():
     assert mine_nvml.class_name("NVML_ERROR_GPU_IS_LOST") == "NVMLError_GpuIsLost"
+
+
+def test_xid_codes_from_the_signature_catalog(tmp_path):
+    from tools.messages import mine_nvrm_xid
+
+    sig = Path(__file__).resolve().parents[2] / "src" / "infergap" / "data" / "signatures.yaml"
+    out = tmp_path / "x.yaml"
+    assert mine_nvrm_xid.main([str(sig), "test", "--out", str(out)]) == 0
+    doc = yaml.safe_load(out.read_text())
+    x79 = next(m for m in doc["messages"] if m["code"] == 79)
+    assert x79["check"] == "gpu.xid" and x79["severity"] == "P0"
+    line = "[ 1234.5678] NVRM: Xid (PCI:0000:3b:00): 79, pid=2231, name=python3, GPU has fallen off the bus."
+    assert [m["code"] for m in doc["messages"] if re.search(m["pattern"], line)] == [79]
+    assert len({m["code"] for m in doc["messages"]}) == doc["call_sites"] >= 50

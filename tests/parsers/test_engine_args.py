@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -60,25 +61,36 @@ def test_secrets_and_unknown_words_are_not_kept():
 
 
 BIN = llama_server_bin()
+HELP = Path(__file__).resolve().parents[1] / "fixtures" / "real-gpu" / "h200-llama-process" / "llama-server-help.txt"
+_NAME = re.compile(r"(?<![\w-])-{1,2}[a-zA-Z][\w.-]{0,60}")
+
+
+def help_names(text: str) -> set[str]:
+    """Option names in the option column of ``--help`` lines (a line that starts with a dash)."""
+    return {n for line in text.splitlines() if line.startswith("-")
+            for n in _NAME.findall(re.split(r"\s{2,}(?=[a-z(])", line, maxsplit=1)[0])}
+
+
+def check_help(text: str) -> None:
+    names = help_names(text)
+    assert len(names) > 300, text[:500]
+    known = {n for o in table("llama.cpp")["options"] for n in o["names"] + o["negated"]}
+    assert not sorted(names - known), sorted(names - known)
+    lines = {n: line for line in text.splitlines() if line.startswith("-") for n in help_names(line)}
+    assert "default: 512" in lines["--ubatch-size"] and "default: 2048" in lines["--batch-size"]
+    assert "default: -1, -1 = auto" in lines["--parallel"]
+    after = text[text.index("--no-kv-offload"):][:300]
+    assert "default: enabled" in after
+    assert "default: enabled" in text[text.index("--no-cont-batching"):][:300]
+
+
+def test_the_table_knows_every_option_of_the_real_help():
+    """``llama-server --help`` of the CUDA build of the same source on the H200 (kept as a fixture):
+    every option it prints is in the table, and the judged ones print the defaults the table holds."""
+    check_help(HELP.read_text())
 
 
 @pytest.mark.skipif(BIN is None, reason="no llama-server (.ci/run builds it at build/llama.cpp/bin)")
-def test_the_table_knows_every_option_of_the_real_help():
-    """``llama-server --help`` of the binary built from the same source: every option it prints is
-    in the table, and the judged ones print the default the table holds."""
+def test_the_table_knows_every_option_of_this_build():
     out = subprocess.run([str(BIN), "--help"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-    text = out.stdout + out.stderr
-    names = set()
-    for line in text.splitlines():
-        m = re.match(r"^((?:-{1,2}[\w-]+(?:, )?)+)", line)
-        if m:
-            names.update(n for n in re.findall(r"-{1,2}[\w-]+", m.group(1)))
-    assert len(names) > 150, text[:500]
-    missing = sorted(n for n in names if canonical("llama.cpp", n) == n and not any(n in o["names"] + o["negated"]
-                                                                                    for o in table("llama.cpp")["options"]))
-    assert not missing, missing
-    helps = {m.group(1): line for line in text.splitlines() if (m := re.match(r"^-{1,2}[\w-]+, (--[\w-]+)", line))}
-    assert "default: 512" in helps["--ubatch-size"] and "default: 2048" in helps["--batch-size"]
-    assert "-1 = auto" in next(line for line in text.splitlines() if "--parallel" in line)
-    assert "enabled" in next(line for line in text.splitlines() if "--no-kv-offload" in line or "--kv-offload" in line) or \
-        "enabled" in text[text.index("--kv-offload"):text.index("--kv-offload") + 300]
+    check_help(out.stdout + out.stderr)

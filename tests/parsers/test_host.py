@@ -42,3 +42,13 @@ def test_pip_list_json():
 def test_modules_and_cpulist():
     assert {"nvidia", "nvidia_uvm"} <= hp.parse_modules(h200("files/proc/modules"))
     assert hp.parse_cpulist(h200("files/sys/devices/system/node/node0/cpulist")) == list(range(16))
+
+
+def test_ibstat_ports() -> None:
+    """ucx#9515: two ConnectX-7 CAs, one port each."""
+    from infergap.parsers.host import parse_ibstat
+    from tests.parsers.inputs import EVIDENCE
+
+    ports = parse_ibstat((EVIDENCE / "ucx-9515-ibstat.txt").read_text())
+    assert [(p["ca"], p["port"], p["state"], p["rate"], p["link"]) for p in ports] == [
+        ("mlx5_0", "1", "Active", "400", "InfiniBand"), ("mlx5_1", "1", "Active", "400", "InfiniBand")]

@@ -11,7 +11,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import socket
+import threading
 import sys
 from pathlib import Path
 
@@ -77,3 +80,27 @@ def math_ceil(x: float) -> int:
 SEED_POINTS = [(1, 10.36, None), (10, 66.0, None), (2048, 2095.0, 235.0)]
 
 
+@contextlib.contextmanager
+def silent_listener():
+    """A TCP port on 127.0.0.1 that accepts every connection and closes it at once (a port where
+    something other than an HTTP server listens); yields the port."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    srv.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            conn.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        yield srv.getsockname()[1]
+    finally:
+        stop.set()
+        t.join(timeout=5)
+        srv.close()

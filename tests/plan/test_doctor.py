@@ -14,7 +14,7 @@ import time
 import pytest
 
 import chromium
-from plan_support import ROOT, free_port
+from plan_support import ROOT, free_port, silent_listener
 
 ARTEFACTS = ("audit.json", "server.json", "roofline.json", "bench.json", "plan.json", "plan.md", "report.md", "report.html")
 
@@ -107,22 +107,28 @@ def _same_stages_everywhere(stages: list[dict], stderr: str, out) -> None:
     """Each stage reads the same in the terminal, plan.md, report.md and report.html."""
     from markupsafe import escape
 
+    from infergap.guard import md_escape
+
     md, report_md, html = ((out / n).read_text() for n in ("plan.md", "report.md", "report.html"))
     for s in stages:
         rest = (f" — {s['verdict']}" if s["verdict"] else "") + (f" ({s['detail']})" if s["detail"] else "")
         assert f"\n{s['name']}: {s['status']}{rest}\n" in f"\n{stderr}", s
-        assert f"{s['name']} {s['status']}{rest}" in md and f"{s['name']} {s['status']}{rest}" in report_md, s
+        line = md_escape(f"{s['name']} {s['status']}{rest}")  # Markdown carries the values escaped
+        assert line in md and line in report_md, s
         cells = [re.escape(str(escape(x or ""))) for x in (s["name"], s["status"], s["verdict"], s["detail"])]
         row = '<tr><td>{}</td><td class="[a-z]*">{}</td><td class="[a-z]*">{}</td><td>{}</td></tr>'.format(*cells)
         assert re.search(row, html), (row, s)
 
 
 def test_stages_that_cannot_run_are_recorded(tmp_path):
-    """No server at the URL and a model the roofline does not know: recorded, and the rest goes on."""
-    url = f"http://127.0.0.1:{free_port()}"
-    r = _doctor("--url", url, "--quick", "--model", "no-such-model", "--snapshot", ROOT / "tests/fixtures/hosts/seed-8x-rtxpro6000",
-                "--output-dir", tmp_path, timeout=120)
-    assert r.returncode == 1, r.stderr  # the report is written, but nothing was measured
+    """A port that accepts connections but speaks no HTTP, and a model the roofline does not know:
+    recorded, and the rest goes on."""
+    with silent_listener() as port:
+        url = f"http://127.0.0.1:{port}"
+        r = _doctor("--url", url, "--quick", "--model", "no-such-model", "--snapshot", ROOT / "tests/fixtures/hosts/seed-8x-rtxpro6000",
+                    "--output-dir", tmp_path, timeout=120)
+    assert r.returncode == 2, r.stderr  # the report is written, but the server was not usable
+    assert r.stderr.strip().splitlines()[-1] == f"infergap: error: --url {url}: the server did not answer; nothing was measured"
     plan = json.loads((tmp_path / "plan.json").read_text())
     st = {s["name"]: s for s in plan["stages"]}
     assert st["server"]["status"] == "failed" and st["roofline"]["status"] == "skipped" and st["bench"]["status"] == "failed"

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from plan_support import ROOT, free_port
+from plan_support import ROOT, free_port, silent_listener
 
 FIX = ROOT / "tests" / "fixtures" / "evidence"
 LOGS = ("sglang-1362-server-args.log", "vllm-24162-nondefault.log")
@@ -35,8 +35,9 @@ def test_plan_stray_argument_without_evidence():
 
 def test_doctor_several_files_after_one_evidence(tmp_path):
     out = tmp_path / "d"
-    r = _run("doctor", "--url", f"http://127.0.0.1:{free_port()}", "--quick", "-o", out, "--evidence", "nccl-1232-two-nodes.log",
-             "sglang-13023-decode-no-graph.log")
+    with silent_listener() as port:  # accepts and closes: the doctor runs its stages without a server
+        r = _run("doctor", "--url", f"http://127.0.0.1:{port}", "--quick", "-o", out, "--evidence", "nccl-1232-two-nodes.log",
+                 "sglang-13023-decode-no-graph.log")
     assert "unexpected extra argument" not in r.stderr.lower(), r.stderr
     subjects = {f.get("subject") for f in json.loads((out / "audit.json").read_text())["findings"]}
     assert {"evidence/nccl-1232-two-nodes.log", "evidence/sglang-13023-decode-no-graph.log"} <= subjects

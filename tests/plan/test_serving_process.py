@@ -131,3 +131,16 @@ def test_a_log_that_says_the_gpu_is_not_there_is_the_first_fact_and_action():
     assert next(iter(plan.facts)) == "server.gpu_visible" and plan.facts["server.gpu_visible"].value is False
     assert "no CUDA-capable device" in plan.facts["server.gpu_visible"].source
     assert plan.levers[0].id == "engine.gpu_not_visible"
+
+
+def test_plan_with_a_url_reads_the_process_too(listener, tmp_path):
+    _, url = listener(0.0, "-m", "m.gguf", "--no-cont-batching")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"), "INFERGAP_DB": str(tmp_path / "l.db")}
+    r = subprocess.run([sys.executable, "-m", "infergap", "plan", "--url", url, "--format", "json"], capture_output=True,
+                       text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    import json
+
+    plan = json.loads(r.stdout)
+    assert plan["levers"][0]["id"] == "llamacpp.cont_batching"
+    assert any(s["name"] == "process" and s["status"] == "ran" for s in plan["stages"])

@@ -126,3 +126,18 @@ def test_nccl_and_ray_prefixes_name_the_logs_hosts():
     f = parse_engine_log(["(RayWorkerWrapper pid=4152, ip=10.1.2.3) " + x for x in lines])
     assert f.hosts[0] == "10.1.2.3" and "host-a" in f.hosts and "host-b" in f.hosts
     assert parse_engine_log(["INFO 05-13 08:48:35 llm_engine.py:100] Initializing an LLM engine"]).hosts == []
+
+
+def test_a_hostile_url_in_a_bench_file_never_reaches_a_verify_command(seed_inputs):
+    """A bench file is input: a URL holding shell syntax gives the placeholder and a note, and
+    every verify command splits into words where the URL is one of them."""
+    import shlex
+
+    audit, logs, rl, _ = seed_inputs
+    for url in ("http://h:1/$(touch /tmp/owned)", "http://h:1/';id;'", "http://h:1/`id`", "http://h:1\n; id", "-http://h"):
+        plan = build_plan(audit=audit, roofline=rl, bench=constructed_bench(SEED_POINTS, url=url), engine_logs=logs)
+        assert _verifies(plan)
+        for v in _verifies(plan):
+            words = shlex.split(v)
+            assert words[words.index("--url") + 1] == URL_PLACEHOLDER and "owned" not in v and "id;" not in v, v
+        assert "not a valid url" in plan.url_note, plan.url_note

@@ -191,6 +191,13 @@ def test_report_commands_are_never_executed(netns, sandbox, tmp_path):
         sysctl_finding("kernel.core_pattern", [{"target": "kernel.core_pattern", "value": "0", "previous": "0"}],
                        commands=[f"touch {marker}"])])
     r = netns.infergap("fix", "--audit", str(rep), "--db", str(sandbox["db"]), "--apply", "--yes", env=sandbox["env"])
+    # The commands shown are not what the actions do: the whole report is refused, nothing runs.
+    assert r.returncode == 2 and "is not among its commands" in r.stderr, r.stdout + r.stderr
+    assert not marker.exists() and netns.read("net.core.somaxconn") == som
+    rep = write_report(tmp_path / "audit.json", [
+        sysctl_finding("net.socket_buffers", [{"target": "net.core.somaxconn", "value": _bump(som), "previous": som}]),
+        sysctl_finding("kernel.core_pattern", [{"target": "kernel.core_pattern", "value": "0", "previous": "0"}])])
+    r = netns.infergap("fix", "--audit", str(rep), "--db", str(sandbox["db"]), "--apply", "--yes", env=sandbox["env"])
     assert r.returncode == 0, r.stdout + r.stderr
     assert not marker.exists()
     assert "not in the check catalog" in r.stdout and "kernel.core_pattern" in r.stdout

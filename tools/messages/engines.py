@@ -110,9 +110,16 @@ class Stats:
 
 def matchable(template: str, style: str) -> bool:
     """Whether ``template`` has a literal run of at least :data:`MIN_LITERAL` characters and no run
-    of more than 8 blanks inside its text (the shared pattern builder matches ``\\s{1,8}``)."""
-    if re.search(r"\S\s{9,}\S", c._matchable_line(template)):
+    of more than 8 blanks inside its text (the shared pattern builder matches ``\\s{1,8}``), and
+    whose line to match has a word in it (a banner of ``=====`` is not a message) and no two
+    placeholders side by side (``sm%d%d``: the first capture takes every digit, no line splits)."""
+    line = c._matchable_line(template)
+    if re.search(r"\S\s{9,}\S", line) or not re.search(r"[A-Za-z]{3}", line):
         return False
+    if style != "slog":
+        pieces = c.parse_template(line, style)
+        if any(a.kind and b.kind for a, b in zip(pieces, pieces[1:])):
+            return False
     return len(c.longest_literal(template, style)) >= MIN_LITERAL
 
 

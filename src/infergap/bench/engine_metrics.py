@@ -16,14 +16,12 @@ point where more load stopped turning into throughput. The causes, in the order 
    rejected for context (llama.cpp: ``n_tokens_max`` is the longest sequence since the server
    started, so it needs this point's own evidence beside it), or requests rejected for context
    (the server's own evidence, so it is tested before the client's health);
-2. **running limit, queue never empty** — on average at least one request waited in the engine's
-   own queue (``waiting_mean`` ≥ 1) while the number running stayed below the load: the server
-   had more work than it could run, so a strained client (noted in the line) was not the limit;
-3. **client-bound** — the load generator's own health says it was the limit;
-4. **running limit** — requests waited in the engine's queue while the number running stayed
-   below the load (the engine's slot / max-running limit);
-5. **host-bound** — requests queued while the GPU was less than 60 % busy;
-6. **GPU-bound** — the GPU was at least 90 % busy.
+2. **running limit** — requests waited in the engine's queue while the number running stayed
+   below the load (the engine's slot / max-running limit); a strained client is noted in the line;
+3. **host-bound** — requests queued while the GPU was less than 60 % busy;
+4. **GPU-bound** — the GPU was at least 90 % busy;
+5. **client-bound** — the load generator's own evidence (its CPU, its send slip) says it was the
+   limit, and no server-side cause above was seen: a client cause never outranks the server's.
 
 Thresholds: 90 % KV usage is where vLLM's documentation says requests "may get preempted"; the
 60 %/90 % GPU utilisation bounds follow the host-bound runs of llama-server on an H200 (42–51 %
@@ -316,27 +314,22 @@ def cause_of(p) -> Explanation:
         return Explanation(cause="kv", line=f"KV cache full at {lab}: {ctx_err} requests rejected for exceeding the context")
     why = "; ".join(next((t.client.reasons for t in p.trials if t.client.client_bound), [])) or "client health"
     load = _load(p)
-    running = None
     if e is not None and e.waiting_max and e.waiting_max > 0 and e.running_max is not None \
             and (p.mode == "rate" or load is None or e.running_max < load):
         limit = f"all {e.slots} slots" if e.slots and e.running_max >= e.slots else "the engine's limit"
         line = f"{e.running_max:.0f} running ({limit}), {e.waiting_max:.0f} waiting"
         if util is not None and util < GPU_IDLE_PCT:
             line += f"; GPU only {util:.0f} % busy{f' at {power:.0f} W' if power else ''}: the engine is host-bound too"
-        running = Explanation(cause="running_limit", line=line)
-        if p.client_bound and (e.waiting_mean or 0) >= 1:
-            running.line += (f" ({e.waiting_mean:.1f} waiting on average: the server had more work than it could run, "
-                             f"so the strained client — {why} — was not the limit)")
-            return running
-    if p.client_bound:
-        return Explanation(cause="client", line=f"client-bound at {lab}: the client, not the server, is the limit ({why})")
-    if running is not None:
-        return running
+        if p.client_bound:
+            line += f" (the client was strained too — {why} — but the server's queue is the cause)"
+        return Explanation(cause="running_limit", line=line)
     if util is not None and util < GPU_IDLE_PCT and e is not None and (e.waiting_max or 0) > 0:
         return Explanation(cause="host", line=f"GPU at {util:.0f} % utilisation{f' and {power:.0f} W' if power else ''} "
                            f"while requests queued at {lab}: the engine is host-bound")
     if util is not None and util >= GPU_BUSY_PCT:
         return Explanation(cause="gpu", line=f"GPU {util:.0f} % busy{f' at {power:.0f} W' if power else ''} at {lab}: the GPU is the limit")
+    if p.client_bound:
+        return Explanation(cause="client", line=f"client-bound at {lab}: the client, not the server, is the limit ({why})")
     if e is not None:
         return Explanation(cause="scaling", line=f"{e.running_mean or 0:.1f} running on average, "
                            f"{e.waiting_max or 0:.0f} waiting at most")

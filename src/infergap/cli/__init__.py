@@ -118,6 +118,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # plain help (Click's layout), not Rich's boxes: drawing them imports typer.rich_utils with
+    # rich.markdown, markdown-it and pygments, which cost more than the rest of --help together
+    rich_markup_mode=None,
 )
 
 
@@ -263,7 +266,8 @@ def main() -> None:
     try:
         rc = app(standalone_mode=False)  # returns the status of typer.Exit(status) raised by a command
         sys.exit(rc if isinstance(rc, int) else 0)
-    except cx.NoArgsIsHelpError:
+    except cx.NoArgsIsHelpError as e:  # `infergap` or `infergap fleet` alone: the help, on stdout
+        typer.echo(e.format_message())
         sys.exit(2)
     except cx.UsageError as e:
         # one line, like every other input error (Typer would draw a box)

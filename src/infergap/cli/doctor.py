@@ -27,6 +27,29 @@ def _record(files: dict[str, str], db: Path | None) -> None:
                 continue
 
 
+def _unreachable(url: str, timeout_s: float = 5.0) -> str | None:
+    """Why nothing answers at ``url``'s host and port (a TCP connection is refused, times out after
+    ``timeout_s`` seconds or the name does not resolve), or ``None`` when something listens there.
+    The URL's form was validated by its option; an unparsable port is left to the bench to report."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+    try:
+        with socket.create_connection((parts.hostname or "", port), timeout=timeout_s):
+            return None
+    except socket.gaierror:
+        return f"cannot resolve {parts.hostname}"
+    except TimeoutError:
+        return f"no answer from {parts.hostname}:{port} within {timeout_s:.0f} s"
+    except OSError as e:
+        return f"{parts.hostname}:{port}: {e.strerror or e}"
+
+
 @app.command()
 def doctor(
     url: str = url_option(True, "Server base URL, e.g. http://127.0.0.1:8000."),
@@ -68,6 +91,9 @@ def doctor(
     for p in evidence:
         if not p.exists():
             raise fail(f"--evidence {p}: no such file or directory")
+    unreachable = _unreachable(url)
+    if unreachable:  # before the audit: nothing the doctor does is worth its time without the server
+        raise fail(f"--url {url}: the server could not be reached ({unreachable}); nothing was run")
     sweep = {k: x for k, x in (("concurrency", [int(c) for c in concurrency] if concurrency else None), ("input_len", input_len),
                                 ("output_len", output_len), ("num_prompts", num_prompts)) if x is not None}
     try:
@@ -92,9 +118,9 @@ def doctor(
         out.print(escape(f"note: {plan.url_note}"))
     _record(res.files, db)
     out.print(escape(f"report: {res.files.get('report.html')}  ({len(res.files)} files in {output_dir}, {res.duration_s:.0f} s)"))
-    if not res.reachable:
-        typer.echo(f"infergap: error: the server at {url} could not be reached; nothing was measured", err=True)
-        raise typer.Exit(1)
+    if not res.reachable:  # something listens there, but it gave no usable answer (or went away)
+        typer.echo(f"infergap: error: --url {url}: the server did not answer; nothing was measured", err=True)
+        raise typer.Exit(2)
     if res.points == 0:
         typer.echo(f"infergap: error: the bench against {url} measured nothing (see the bench stage above)", err=True)
         raise typer.Exit(1)

@@ -88,6 +88,8 @@ def fix(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before each change."),
     persist: bool = typer.Option(False, "--persist", help="Also write the persistent form (sysctl.d, modules-load.d, udev rule)."),
     revert: bool = typer.Option(False, "--revert", help="Restore every value and file of fix run RUN (default: the last one)."),
+    force: bool = typer.Option(False, "--force", help="With --revert: revert even when a later fix run changed the same setting, "
+                                                      "and restore values changed since the run (each is warned about)."),
     run: str = typer.Argument(None, parser=v.run_id, metavar="[RUN_ID|last]", help="With --revert: the fix run to revert."),
     db: Path = db_option(),
     verify_url: str = url_option(False, "With --apply: bench the server at this URL before and after the changes and compare."),
@@ -101,15 +103,20 @@ def fix(
     from infergap.findings import FixKind, Severity
     from infergap.ledger import Ledger, host_fingerprint
     from infergap.remedy import apply_plan, load_report, plan_fix, revert_run
+    from infergap.remedy.engine import check_report
     from infergap.remedy.engine import ChangeState
 
     if dry_run and (apply or revert):
         raise UserError(f"--dry-run and {'--apply' if apply else '--revert'}: give one of them")
+    if force and not revert:
+        raise UserError("--force applies to --revert only")
     if run is not None and not revert:
         raise UserError(f"unexpected argument {run!r}: a run id is given only with --revert")
     if revert:
         with Ledger(db) as ledger:
-            res = revert_run(ledger, run or "last")
+            res = revert_run(ledger, run or "last", force=force)
+        for w in res.warnings:
+            typer.echo(f"infergap: warning: {w} (--force: reverting anyway)", err=True)
         if res.already_reverted:
             typer.echo(f"fix run {res.run_id} was already reverted; re-read only, nothing written")
         else:
@@ -143,6 +150,7 @@ def fix(
     audit_doc = None
     if report:
         findings, host = load_report(report)
+        check_report(findings, f"--audit {report}")
         source: dict[str, Any] = {"report": str(report)}
     else:
         findings, host, audit_doc = _audit_findings(snapshot)

@@ -17,7 +17,7 @@ from infergap.cli import validate as v
 from infergap.cli.options import db_option, format_option, output_option
 
 fleet_app = typer.Typer(name="fleet", help="Audit many nodes at once and find the ones that drifted from their peers.",
-                        no_args_is_help=True)
+                        no_args_is_help=True, rich_markup_mode=None)  # plain help, as the main app
 app.add_typer(fleet_app, name="fleet")
 
 
@@ -72,8 +72,10 @@ class _Ledger:
             return None
         from infergap.ledger import LedgerError
 
-        host = {"fingerprint": d.node.fingerprint, "hostname": d.node.name, "node_id": d.node.node_id,
-                "address": d.node.address, **{k: v for k, v in d.host.items() if k in ("cpu", "gpu_summary", "kernel", "driver")}}
+        # The host identity the audit itself records (the snapshot's own host object), so that
+        # `audit` and `fleet` of one snapshot are one host in the ledger and in `compare`.
+        host = {**d.host, "node_id": d.node.node_id, "address": d.node.address} if d.host else {
+            "fingerprint": d.node.fingerprint, "hostname": d.node.name, "node_id": d.node.node_id, "address": d.node.address}
         try:
             return self.led.record("audit", audit, host, parent_id=self.run_id)
         except LedgerError as e:

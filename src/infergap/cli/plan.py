@@ -56,7 +56,7 @@ def plan(
         b = load_bench(bench) if bench else None
         logs = engine_logs_from_files(list(evidence or []))
         cat = load_catalog(catalog) if catalog else None
-        cfg = None
+        cfg = proc = None
         if server:
             from infergap.server import introspect
 
@@ -66,16 +66,38 @@ def plan(
                 raise UserError(str(e)) from None
             for err in cfg.errors:
                 typer.echo(f"infergap: warning: {err}", err=True)
+            proc = _serving_process(server)
     except UserError as e:
         raise fail(str(e))
+    if not (audit or roofline or bench or server or evidence):  # after the files given were checked (a bad --catalog first)
+        raise fail("nothing to plan from: give --audit, --roofline, --bench (their --format json files), --url or --evidence")
     stages = [Stage(name="audit", status="given" if a else "missing", detail=str(audit) if audit else None),
               Stage(name="roofline", status="given" if r else "missing", detail=str(roofline) if roofline else None),
               Stage(name="bench", status="given" if b else "missing", detail=str(bench) if bench else None),
               Stage(name="server", status=("given" if cfg.reachable is not False else "failed") if cfg else ("from log" if logs else "missing"),
                     detail=server or (", ".join(lab for lab, _ in logs) if logs else None))]
     host = (a or {}).get("host") if isinstance(a, dict) else (a.host if a is not None else None)
+    if proc is not None:
+        stages.append(Stage(name="process", status="ran", detail=f"pid {proc.pid}"))
     p = build_plan(audit=a, roofline=r, bench=b, server=cfg, engine_logs=logs, catalog=cat, stages=stages,
-                   elsewhere=_elsewhere(host, cfg, b))
+                   elsewhere=_elsewhere(host, cfg, b), process=proc)
     emit_report("plan", fmt, output, json=lambda: render_json(p), md=lambda: render_markdown(p),
                 text=lambda **kw: render_text(p, **kw), payload=lambda: json.loads(render_json(p)), host=host,
                 db=db, inputs=[audit, roofline, bench, catalog, *(evidence or [])])
+    if cfg is not None and cfg.reachable is False:  # an input that could not be used: 2, after the plan
+        typer.echo(f"infergap: error: --url {server}: the server could not be reached; the plan above has no server part", err=True)
+        raise typer.Exit(2)
+
+
+def _serving_process(url: str):
+    """The serving process behind ``url`` when it runs on this machine (its flags and environment
+    become plan facts), else None with a one-line note on stderr."""
+    from infergap.plan.build import is_local_url
+    from infergap.snapshot.process import serving_process
+
+    if not is_local_url(url):
+        return None
+    proc, why = serving_process(url)
+    if proc is None:
+        typer.echo(f"infergap: note: the serving process of {url} was not read: {why}", err=True)
+    return proc

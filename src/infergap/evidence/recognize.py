@@ -24,8 +24,10 @@ from pathlib import Path
 
 from infergap.parsers.llamacpp_log import is_llamacpp_line
 from infergap.parsers.ollama_log import is_ollama_line
+from infergap.parsers.k8s_log import is_device_plugin_line
+from infergap.parsers.ray_log import is_ray_line
 from infergap.evidence.signatures import line_kind
-from infergap.evidence.text import clean_line, decode
+from infergap.evidence.text import LineNumbers, clean_line, decode, line_number
 from infergap.messages import catalog as message_catalog
 from infergap.snapshot.sources import RECORDS, SOURCES
 
@@ -41,7 +43,7 @@ MAX_NUL_SKIP = 16 * 1024 * 1024
 #: ``file:<path>`` answers ``Snapshot.read(path)``; ``log`` is read with ``Snapshot.evidence_parts(kind)``.
 KINDS: dict[str, tuple[str, str]] = {s.kind: (s.what, s.serves) for s in SOURCES if s.start or s.sample}
 
-LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "llamacpp_log", "ollama_log", "dmesg", "traceback", "fragment", "messages")
+LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "llamacpp_log", "ollama_log", "ray_log", "k8s_device_plugin", "dmesg", "traceback", "fragment", "messages")
 
 # -- start markers (tested on the stripped line), in the records' order ---------------------------
 _START: list[tuple[str, re.Pattern[str]]] = [(s.kind, re.compile(s.start)) for s in SOURCES if s.start]
@@ -142,6 +144,8 @@ class EvidencePart:
     multi: bool = False
     #: Name shown in the label when ``path`` is a spooled copy of a pipe (``/dev/stdin``, ``<(cmd)``).
     name: str | None = None
+    #: Its lines carry the line numbers of ``cat -n`` (removed when the part is read).
+    numbered: bool = False
 
     @property
     def label(self) -> str:
@@ -153,7 +157,9 @@ class EvidencePart:
         """The part's lines, cleaned (no line ends, no ANSI codes), read from disk in 1 MiB chunks."""
         with open(self.path, "rb") as f:
             for _, raw in iter_raw_lines(f, self.start, self.end):
-                yield clean_line(raw.decode("utf-8", "replace"))
+                line = clean_line(raw.decode("utf-8", "replace"))
+                got = line_number(line) if self.numbered else None
+                yield got[1] if got is not None else line
 
     def text(self, limit_bytes: int = 16 * 1024 * 1024) -> str:
         """The part as one normalised block (indentation a paste added removed); at most ``limit_bytes``."""
@@ -162,7 +168,7 @@ class EvidencePart:
         with open(self.path, "rb") as f:
             f.seek(self.start)
             data = f.read(min(self.end - self.start, limit_bytes))
-        return clean_text(decode(data))
+        return clean_text(decode(data), numbered=self.numbered)
 
 
 @dataclass
@@ -186,6 +192,7 @@ class _Seg:
     vvv: int = 0
     family: str | None = None
     gap: bool = False
+    numbered: bool = False
 
 
 def start_kind(stripped: str) -> str | None:
@@ -229,6 +236,10 @@ def log_kinds(line: str) -> tuple[str, ...]:
         out.append("ollama_log")
     if not out and is_llamacpp_line(s):
         out.append("llamacpp_log")
+    if not out and " -- " in s and is_ray_line(s):
+        out.append("ray_log")
+    if not out and ("] " in s or "NVML" in s or "devic" in s or "watcher" in s) and is_device_plugin_line(s):
+        out.append("k8s_device_plugin")
     if c in "[kADFJMNOS" and "sglang_log" not in out and _DMESG.match(s):
         out.append("dmesg")
     if out:
@@ -288,6 +299,10 @@ def _close(seg: _Seg, end: int) -> tuple[str | None, frozenset[str]]:
             kind = engine
         elif logs.get("nccl_log"):
             kind = "nccl_log"
+        elif logs.get("ray_log"):
+            kind = "ray_log"
+        elif logs.get("k8s_device_plugin"):
+            kind = "k8s_device_plugin"
         elif logs.get("dmesg"):
             kind = "dmesg"
         elif logs.get("traceback") or logs.get("fragment"):
@@ -344,6 +359,7 @@ class _Splitter:
     def __init__(self) -> None:
         self.seg = _Seg(0, 1)
         self.done: list[tuple[_Seg, int]] = []
+        self.numbers = LineNumbers()
 
     def cut(self, end: int, nxt_start: int, nxt_line: int, hint: str | None = None) -> None:
         """End the current segment at ``end`` (kept when it has content) and start a new one."""
@@ -355,6 +371,10 @@ class _Splitter:
         """Take one raw line (``lineno`` 1-based, starting at byte ``line_start``)."""
         pos = line_start + len(raw)
         line = clean_line(raw.decode("utf-8", "replace") if lineno > 1 else decode(raw))
+        if line[:1] in (" ", "\t") or line[:1].isdigit() or self.numbers.expect is not None:
+            plain = self.numbers.feed(line)
+            if plain is not line:
+                line, self.seg.numbered = plain, True
         s = line.strip()
         if s.startswith(">") and not s.startswith(">>>"):  # a Markdown quote
             s = s[1:].strip()
@@ -467,10 +487,11 @@ def _assemble(p: Path, segs: list[tuple[_Seg, int]]) -> tuple[list[EvidencePart]
             for k, v in sg.counts.items():
                 prev.counts[k] = prev.counts.get(k, 0) + v
             prev.n_lines += sg.n
+            prev.numbered = prev.numbered or sg.numbered
             continue
         parts.append(
             EvidencePart(p, len(parts), kind, kinds, sg.start, end, sg.first_line, sg.n,
-                         {k: v for k, v in sg.counts.items() if not k.startswith("_")})
+                         {k: v for k, v in sg.counts.items() if not k.startswith("_")}, numbered=sg.numbered)
         )
     if len(parts) > 1:
         for part in parts:

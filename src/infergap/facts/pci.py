@@ -224,6 +224,15 @@ class PciDomain(FactsBase):
         return None
 
     @memo
+    def ib_ports(self) -> list[dict[str, str]]:
+        """The InfiniBand/RoCE HCA ports of ``ibstat`` (:func:`~infergap.parsers.host.parse_ibstat`:
+        ``ca``, ``port``, ``state``, ``physical``, ``rate`` in Gb/s, ``link``); empty when not captured."""
+        from infergap.parsers.host import parse_ibstat
+
+        r = self.cmd_ok("ibstat")
+        return parse_ibstat(r.stdout) if r else []
+
+    @memo
     def iommu_group_types(self) -> dict[str, str]:
         """IOMMU group -> its type (``identity``, ``DMA``, ``DMA-FQ``) from ``/sys/kernel/iommu_groups/*/type``."""
         types = {}

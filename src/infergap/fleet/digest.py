@@ -34,8 +34,15 @@ from infergap.snapshot.core import Snapshot
 #: measurement that :func:`versions` / :func:`measurements` compare on their own.
 STATUS_ONLY = frozenset({
     "gpu.clocks", "gpu.thermals", "gpu.throttle", "mem.host", "kernel.pending_reboot", "kernel.version",
-    "driver.cuda_compat", "runtime.stack", "gpu.memory_bandwidth", "pcie.h2d_bandwidth", "nccl.allreduce_bandwidth",
+    "driver.cuda_compat", "runtime.stack", "runtime.versions", "gpu.memory_bandwidth", "pcie.h2d_bandwidth",
+    "nccl.allreduce_bandwidth",
+    # Its evidence lists whichever markers the capture could read (/.dockerenv, cgroup, lxcfs);
+    # the verdict, container or not, is the status.
+    "container.detect",
 })
+
+#: Tokens of a kernel command line that iommu.mode judges (the rest is kernel.cmdline's to compare).
+_IOMMU_TOKEN = re.compile(r"(?<!\S)[\w.]*iommu[\w.]*=\S*")
 
 #: Kernel command-line tokens that name a disk or an image, not a setting.
 _CMDLINE_IDENTITY = re.compile(r"\b(?:root|BOOT_IMAGE|initrd|resume|cryptdevice|rd\.luks\.uuid|ip)=\S*\s*")
@@ -74,10 +81,17 @@ class CheckState:
     value: str
     title: str
     remedy: dict[str, Any] | None = None
+    shown: str = ""
 
     def compared(self) -> str:
         """What must match across a class: status, severity and value."""
         return f"{self.status}{(' ' + self.severity) if self.severity else ''}" + (f": {self.value}" if self.value else "")
+
+    def display(self) -> str:
+        """:meth:`compared` as a person reads it: the value as the node reported it (``shown``),
+        without the ``<version>`` placeholders that make values comparable."""
+        v = self.shown or self.value
+        return f"{self.status}{(' ' + self.severity) if self.severity else ''}" + (f": {v}" if v else "")
 
 
 @dataclass
@@ -110,7 +124,7 @@ class NodeDigest:
         its own copy of each. Returns self."""
         si = sys.intern
         self.checks = {si(k): CheckState(si(c.check), si(c.subject), si(c.status), c.severity and si(c.severity), si(c.value),
-                                         si(c.title), c.remedy) for k, c in self.checks.items()}
+                                         si(c.title), c.remedy, si(c.shown)) for k, c in self.checks.items()}
         self.versions = {si(k): si(v) for k, v in self.versions.items()}
         self.measures = {si(k): v for k, v in self.measures.items()}
         return self
@@ -210,8 +224,10 @@ def _normalize(check: str, values: list[str], subjects: dict[str, str], embedded
     text = " | ".join(values)
     for v, k in embedded:
         text = text.replace(v, f"<{k}>")
-    if check in ("kernel.cmdline", "iommu.mode"):
+    if check == "kernel.cmdline":
         text = _CMDLINE_IDENTITY.sub("", text).strip()
+    if check == "iommu.mode":
+        text = " ".join(_IOMMU_TOKEN.findall(text))
     if check == "gpu.power_limit":
         text = re.sub(r",?\s{0,8}draw [\d.]{1,16}\s{0,4}W?", "", text)
     return _BDF.sub(lambda m: subjects.get(m.group(0).lower(), m.group(0)), text)
@@ -235,6 +251,7 @@ def digest(snap: Snapshot, node: NodeIdentity) -> tuple[NodeDigest, dict[str, An
         checks[key] = CheckState(
             check=f.id, subject=subj, status=f.status.value, severity=f.severity.value if f.severity else None,
             value=_normalize(f.id, [e.value for e in f.evidence], subjects, embedded), title=f.title,
+            shown=_normalize(f.id, [e.value for e in f.evidence], subjects),
             remedy=(f.remedy.model_dump(mode="json", exclude_defaults=True) if act and f.remedy else None))
     sev = report.summary.get("actionable_by_severity") or {}
     counts = {**{k: int(v) for k, v in sev.items()}, "unknown": report.summary["counts"].get("unknown", 0),

@@ -135,6 +135,17 @@ def _groups(values: dict[str, str]) -> tuple[list[dict[str, Any]], dict[str, Any
     return vals, majority
 
 
+def _show_as_reported(groups: list[dict[str, Any]], majority: dict[str, Any] | None, key: str, by_name: dict[str, NodeDigest]) -> None:
+    """Each group's value as its first node reported it (placeholders such as ``<kernel>`` only
+    make values comparable; a person reads the value itself). Edits ``groups`` and ``majority``."""
+    for g in groups:
+        state = by_name[g["nodes"][0]].checks.get(key)
+        if state is not None:
+            if majority is not None and majority["value"] == g["value"]:
+                majority["value"] = state.display()
+            g["value"] = state.display()
+
+
 def class_drift(klass: str, members: list[NodeDigest], tolerance: float = DEFAULT_TOLERANCE) -> list[DriftItem]:
     """Drift items of one class (see the module docstring). A class of one node yields none."""
     if len(members) < 2:
@@ -164,6 +175,7 @@ def class_drift(klass: str, members: list[NodeDigest], tolerance: float = DEFAUL
             fix = {"note": (f"No single-host finding asks for a change here; align the drifted node(s) with the class "
                             f"({majority['count']} of {len(members)} nodes: {majority['value']})") if majority else
                    "No single-host finding asks for a change here and the class is split: pick one setting for the class."}
+        _show_as_reported(groups, majority, key, by_name)
         out.append(DriftItem(klass, "check", key, ref.title, min(sevs, key=lambda s: _SEV_RANK[s]) if sevs else "P2",
                              drifted, groups, majority, len(members), fix))
     vkeys: dict[str, None] = {}

@@ -13,10 +13,11 @@ import tarfile
 import zlib
 from pathlib import Path
 
-from infergap.snapshot.core import MAX_FILE_BYTES, DirSnapshot, SnapshotError
+from infergap.snapshot.core import ARCHIVE_MAX_BYTES, MAX_FILE_BYTES, DirSnapshot, SnapshotError, check_archive
 
-#: Unpacked size above which a snapshot archive is refused (a real one is a few MB).
-MAX_SNAPSHOT_BYTES = 512 * 1024 * 1024
+#: Unpacked size above which a snapshot archive is refused (a real one is a few MB): the cap of
+#: ``audit --snapshot``.
+MAX_SNAPSHOT_BYTES = ARCHIVE_MAX_BYTES
 
 
 def _field(header: bytes, off: int, size: int) -> bytes:
@@ -117,6 +118,7 @@ class MemorySnapshot(DirSnapshot):
         self._has_links = False
         self._blobs: dict[str, bytes] = {}
         self._dirs: dict[str, set[str]] = {}
+        check_archive(data, label)  # members, one member's bytes, all bytes: before any is read
         try:
             self._blobs = read_tar(data)
         except SnapshotError as e:

@@ -70,14 +70,40 @@ def node_name(path: Path) -> str:
     return name
 
 
-def snapshot_stream(paths: Iterable[Path]) -> Iterator[tuple[NodeIdentity, Payload]]:
-    """``(identity, path)`` per snapshot; names made unique with ``#2``, ``#3`` suffixes."""
-    seen: dict[str, int] = {}
+def _suffix(p: Path, k: int, full: bool) -> str:
+    parts = p.parent.parts[1:] if p.is_absolute() else p.parent.parts
+    return "/".join([*parts[len(parts) - k:], p.name if full else node_name(p)]) if k else (p.name if full else node_name(p))
+
+
+def node_names(paths: list[Path]) -> list[str]:
+    """A unique display name per snapshot path: the name without ``.tar.gz`` where no other
+    node has it, else the shortest distinguishing part of the path — as many parent directories
+    as tell it apart (``a/snap``, ``x/a/snap``), then the file name with its suffix (``a`` and
+    ``a.tgz``). A name depends only on the nodes it collides with, never on their order, so two
+    fleet runs over the same snapshots (or with nodes added elsewhere) name each node alike and
+    ``compare`` reports no change that is only a renaming."""
+    paths = [Path(os.path.abspath(p)) for p in paths]
+    out = []
     for p in paths:
-        name = node_name(p)
-        seen[name] = seen.get(name, 0) + 1
-        if seen[name] > 1:
-            name = f"{name}#{seen[name]}"
+        group = [q for q in paths if q != p and node_name(q) == node_name(p)]
+        name = None
+        for full in (False, True):
+            for k in range(len(p.parent.parts)):
+                cand = _suffix(p, k, full)
+                if all(_suffix(q, k, full) != cand for q in group):
+                    name = cand
+                    break
+            if name is not None:
+                break
+        out.append(name or str(p))
+    return out
+
+
+def snapshot_stream(paths: Iterable[Path]) -> Iterator[tuple[NodeIdentity, Payload]]:
+    """``(identity, path)`` per snapshot (a path given twice is audited once), named by
+    :func:`node_names`."""
+    unique = list(dict.fromkeys(Path(os.path.abspath(p)) for p in paths))
+    for p, name in zip(unique, node_names(unique)):
         yield NodeIdentity(name=name, address=str(p)), str(p)
 
 
@@ -98,12 +124,14 @@ def audit_one(identity: NodeIdentity, payload: Payload, want_audit: bool = True)
             snap = MemorySnapshot(payload, identity.name)
         elif payload.endswith((".tar.gz", ".tgz", ".tar")) and os.path.isfile(payload):
             from infergap.fleet.memsnap import MemorySnapshot
+            from infergap.snapshot.core import check_archive
 
+            check_archive(payload, payload)  # the caps of audit --snapshot, before the file is read
             with open(payload, "rb") as f:
                 snap = MemorySnapshot(f.read(), payload)
         else:
             snap = open_snapshot(payload)
-    except (SnapshotError, OSError) as e:
+    except (SnapshotError, OSError, MemoryError) as e:
         return NodeDigest(node=identity, state="error", error=str(e).splitlines()[0] if str(e) else type(e).__name__), None
     try:
         d, audit = digest(snap, identity)

@@ -53,12 +53,22 @@ def _not_container_evidence(ctx: Context) -> list[tuple[str, str]]:
     return out
 
 
-def _limit_remedy(ctx: Context, what: str, val: str) -> Remedy:
+#: The lines of each limit's remedy (systemd.exec(5) Limit*, docker run --ulimit, limits.conf(5)),
+#: and the LXC one (lxc.container.conf(5) lxc.prlimit): literal text, no value from the host.
+_LIMIT_LINES = {
+    "memlock": (["systemd service: LimitMEMLOCK=infinity", "docker run --ulimit memlock=-1", "/etc/security/limits.conf: * - memlock unlimited"],
+                "LXC (on the host): lxc.prlimit.memlock = unlimited in /etc/pve/lxc/<id>.conf, restart the container"),
+    "nofile": (["systemd service: LimitNOFILE=1048576", "docker run --ulimit nofile=1048576", "/etc/security/limits.conf: * - nofile 1048576"],
+               "LXC (on the host): lxc.prlimit.nofile = 1048576 in /etc/pve/lxc/<id>.conf, restart the container"),
+}
+
+
+def _limit_remedy(ctx: Context, what: str) -> Remedy:
     c = ctx.facts.container()
     lxc = c.kind == "lxc"
+    lines, lxc_line = _LIMIT_LINES[what]
     return Remedy(
-        commands=[f"systemd service: Limit{what.upper()}={val}", f"docker run --ulimit {what}={'-1' if val == 'infinity' else val}", f"/etc/security/limits.conf: * - {what} {'unlimited' if val == 'infinity' else val}"]
-        + ([f"LXC (on the host): lxc.prlimit.{what} = {'unlimited' if val == 'infinity' else val} in /etc/pve/lxc/<id>.conf, restart the container"] if lxc else []),
+        commands=[*lines, lxc_line] if lxc else list(lines),
         persist=["the same line in the service unit / limits.conf / container config is persistent"],
         revert=["remove the line and restart the service"],
         host_controlled=lxc,
@@ -95,7 +105,7 @@ def _memlock(ctx: Context) -> Finding:
     return finding(cid, Status.actionable, f"Locked-memory limit is {_human(b)}, not unlimited",
                    severity=sev, evidence_=evidence(v, *(rdma[:1])), expected_value="unlimited",
                    impact="Pinned host buffers and RDMA memory registration (NCCL over InfiniBand/RoCE, GPUDirect) are capped by this limit; registrations beyond it fail with ENOMEM or fall back to slower paths.",
-                   remedy=_limit_remedy(ctx, "memlock", "infinity"), references=["setrlimit(2) RLIMIT_MEMLOCK", "NCCL troubleshooting guide: memlock"])
+                   remedy=_limit_remedy(ctx, "memlock"), references=["setrlimit(2) RLIMIT_MEMLOCK", "NCCL troubleshooting guide: memlock"])
 
 
 def _nofile(ctx: Context) -> Finding:
@@ -110,11 +120,36 @@ def _nofile(ctx: Context) -> Finding:
         return finding(cid, Status.ok, f"Open-files limit is {v.value}", evidence_=evidence(v), expected_value=f">= {NOFILE_GOOD}")
     return finding(cid, Status.actionable, f"Open-files limit is {n}", evidence_=evidence(v), expected_value=f">= {NOFILE_GOOD}",
                    impact="A server handling many concurrent client connections runs out of descriptors (EMFILE) and drops requests.",
-                   remedy=_limit_remedy(ctx, "nofile", "1048576"), references=["setrlimit(2) RLIMIT_NOFILE"])
+                   remedy=_limit_remedy(ctx, "nofile"), references=["setrlimit(2) RLIMIT_NOFILE"])
+
+
+def _ray_shm(ctx: Context) -> Finding | None:
+    """Ray's object store put on disk because /dev/shm was too small for it (a pasted Ray log), or None.
+
+    Ray falls back to /tmp when ``/dev/shm`` offers less than the object store it sizes (30 % of
+    RAM by default; ``determine_plasma_store_config`` in ray's ``python/ray/_private/services.py``),
+    and every object then moves through the page cache and the disk."""
+    for part, f in ctx.facts.ray_logs():
+        if f.object_store_dir is None or f.shm_available_bytes is None:
+            continue
+        size = f"--shm-size={f.shm_size_hint_gb:g}g" if f.shm_size_hint_gb else "--shm-size larger than Ray's object store (30 % of RAM by default)"
+        return finding("container.shm", Status.actionable, f"Ray put its object store on {f.object_store_dir}: /dev/shm had only {_gib(f.shm_available_bytes)}",
+                       evidence_=evidence((part.label, f.evidence["object_store"])), expected_value="/dev/shm larger than Ray's object store",
+                       impact="Ray's object store (tensors and weights passed between its workers, vLLM's and SGLang's multi-node executors included) lives on disk instead of memory: every transfer pays page-cache and disk copies.",
+                       remedy=Remedy(commands=[f"docker run {size} … (or --ipc=host)", "or ray start --object-store-memory=<bytes below the /dev/shm size>"], host_controlled=ctx.in_container),
+                       references=["https://github.com/ray-project/ray/pull/14629", "https://docs.ray.io/en/latest/ray-core/objects.html"])
+    return None
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
 def _shm(ctx: Context) -> Finding:
     cid = "container.shm"
+    ray = _ray_shm(ctx)
+    if ray is not None:
+        return ray
     df = ctx.facts.shm_mounts()
     if df is None:
         return unknown(cid, "/dev/shm size: not captured", "Needs df -h /dev/shm.")
@@ -127,7 +162,7 @@ def _shm(ctx: Context) -> Finding:
     if size is not None and size < SHM_GOOD_B:
         return finding(cid, Status.actionable, f"/dev/shm is only {e['size']}", evidence_=ev, expected_value=">= 1 GiB",
                        impact="NCCL's shared-memory transport and engines' IPC buffers live in /dev/shm; Docker's 64 MB default makes NCCL fail or fall back.",
-                       remedy=Remedy(commands=["docker run --shm-size=16g … (or --ipc=host)", "mount -o remount,size=16G /dev/shm"], revert=[f"mount -o remount,size={e['size']} /dev/shm"], host_controlled=ctx.in_container),
+                       remedy=checks.remedy(cid, commands=["docker run --shm-size=16g … (or --ipc=host)", "mount -o remount,size=16G /dev/shm"], revert=[("remount", {"size": e["size"]})], host_controlled=ctx.in_container),
                        references=["NCCL troubleshooting guide: Docker --shm-size", "vLLM docs: --ipc=host"])
     return finding(cid, Status.ok, f"/dev/shm is {e['size']}", evidence_=ev, expected_value=">= 1 GiB")
 

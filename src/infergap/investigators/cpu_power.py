@@ -15,7 +15,7 @@ Sources and thresholds:
 from __future__ import annotations
 
 from infergap import checks
-from infergap.findings import Action, Finding, Remedy, Status
+from infergap.findings import Action, Finding, Status
 from infergap.investigators.base import Context, evidence, finding, not_applicable
 from infergap.parsers.host import KernelVersion
 
@@ -54,12 +54,13 @@ def _cstates(ctx: Context) -> Finding:
         return finding(cid, Status.ok, f"No idle state with exit latency >= {DEEP_STATE_US} µs is enabled", evidence_=evs, expected_value=f"states >= {DEEP_STATE_US} µs disabled")
     host = ctx.in_container
     names = ", ".join(f"{s.name} ({s.latency_us} µs)" for s in deep)
-    cmds = [f"for f in /sys/devices/system/cpu/cpu*/cpuidle/state{s.index}/disable; do echo 1 > $f; done" for s in deep]
-    reverts = [f"for f in /sys/devices/system/cpu/cpu*/cpuidle/state{s.index}/disable; do echo 0 > $f; done" for s in deep]
+    # The command infergap fix runs for each action (by state name), so report and action agree.
+    cmds = [("cpuidle_set_by_name", {"name": s.name, "value": "1"}) for s in deep]
+    reverts = [("cpuidle_set_by_name", {"name": s.name, "value": "0"}) for s in deep]
     return finding(cid, Status.actionable, f"Deep C-states enabled: {names}",
         evidence_=evs, expected_value=f"idle states with exit latency >= {DEEP_STATE_US} µs disabled",
         impact="A CPU thread that launches kernels or polls for completions and wakes from a deep state pays its exit latency each time; at batch 1 the GPU waits on those threads every step.",
-        remedy=Remedy(commands=cmds, persist=["tuned-adm profile accelerator-performance (holds /dev/cpu_dma_latency), or processor.max_cstate=1 on the kernel command line, or disable C-states in the BIOS"],
+        remedy=checks.remedy(cid, commands=cmds, persist=["tuned-adm profile accelerator-performance (holds /dev/cpu_dma_latency), or processor.max_cstate=1 on the kernel command line, or disable C-states in the BIOS"],
                       revert=reverts, actions=[Action(type="cpuidle", target=s.name, value="1", previous="0") for s in deep], host_controlled=host,
                       note="Inside a container: cpuidle belongs to the host; run these on the host." if host else "Equivalent: cpupower idle-set -D 10 (revert: cpupower idle-set -E)."),
         references=["Documentation/admin-guide/pm/cpuidle.rst", "tuned: profiles/accelerator-performance/tuned.conf"],
@@ -98,8 +99,8 @@ def _freq_driver(ctx: Context) -> Finding:
             return finding(cid, Status.actionable, f"acpi-cpufreq drives a Zen CPU whose kernel offers amd_pstate ({kr.value if kr else 'kernel unknown'})",
                 evidence_=evs, expected_value=f"amd-pstate-epp (amd_pstate={mode})",
                 impact="acpi-cpufreq exposes only a few coarse P-states; amd_pstate uses CPPC for fine-grained frequency and lets the firmware boost the cores that feed the GPUs.",
-                remedy=Remedy(persist=[f"add amd_pstate={mode} to the kernel command line (GRUB_CMDLINE_LINUX or /etc/kernel/cmdline on Proxmox), update the boot loader, reboot", "enable CPPC in the BIOS if /sys/devices/system/cpu/amd_pstate stays absent"],
-                              revert=[f"remove amd_pstate={mode} from the kernel command line, reboot"], host_controlled=ctx.in_container),
+                remedy=checks.remedy(cid, persist=[("add", {"mode": mode}), "enable CPPC in the BIOS if /sys/devices/system/cpu/amd_pstate stays absent"],
+                                    revert=[("remove", {"mode": mode})], host_controlled=ctx.in_container),
                 references=["Documentation/admin-guide/pm/amd-pstate.rst"],
             )
         return finding(cid, Status.expected, "acpi-cpufreq on a Zen CPU: this kernel predates amd_pstate", evidence_=evs,
@@ -124,8 +125,8 @@ def _governor(ctx: Context) -> Finding:
     return finding(cid, Status.actionable, f"CPU governor is {prev} on {bad[prev]} CPU(s)",
                    evidence_=evs, expected_value="performance",
                    impact="A power-saving governor ramps frequency up only after load appears: the CPU work between GPU steps (scheduling, sampling, detokenizing) runs slower.",
-                   remedy=Remedy(commands=["cpupower frequency-set -g performance"], persist=["tuned-adm profile throughput-performance, or a systemd unit running cpupower at boot"],
-                                 revert=[f"cpupower frequency-set -g {prev}"], host_controlled=host,
+                   remedy=checks.remedy(cid, commands=[("set", {"governor": "performance"})], persist=["tuned-adm profile throughput-performance, or a systemd unit running cpupower at boot"],
+                                       revert=[("set", {"governor": prev})], host_controlled=host,
                                  note="intel_pstate's 'powersave' is its own algorithm, not the generic governor." if "intel_pstate" in cf["drivers"] else None),
                    references=["Documentation/admin-guide/pm/cpufreq.rst"])
 

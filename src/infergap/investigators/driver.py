@@ -77,7 +77,7 @@ def _persistence(ctx: Context) -> list[Finding]:
         else:
             out.append(finding(cid, Status.actionable, f"GPU {g.bdf}: persistence mode off", subject=g.bdf, evidence_=evidence((g.sources[-1], "Disabled")), expected_value="Enabled",
                                impact="Without persistence the driver tears the GPU down when the last client exits; every new process (engine restart, health check, benchmark) pays seconds of initialisation.",
-                               remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -pm 1"], persist=["systemctl enable --now nvidia-persistenced"], revert=[f"nvidia-smi -i {g.bdf} -pm 0"],
+                               remedy=checks.remedy(None, commands=[("persistence_set", {"bdf": g.bdf, "mode": "1"})], persist=["systemctl enable --now nvidia-persistenced"], revert=[("persistence_set", {"bdf": g.bdf, "mode": "0"})],
                                              actions=[Action(type="nvidia_persistence", target=g.bdf, value="1", previous="0")], host_controlled=ctx.in_container),
                                references=["NVIDIA driver documentation: Driver Persistence"]))
     return out

@@ -11,6 +11,7 @@ change: tune it); custom all-reduce disabled on more than two PCIe-only GPUs is 
 
 from __future__ import annotations
 
+from infergap import checks
 from infergap.checks import finding
 from infergap.findings import Finding, Remedy, Severity, Status, ev
 from infergap.investigators.base import facts_of
@@ -75,8 +76,7 @@ def _cuda_graph(label: str, f: EngineLogFacts) -> Finding | None:
             expected_value=f"cuda_graph_max_bs ≥ the running batch ({f.max_running})",
             impact="Batches larger than the largest captured graph run eagerly: each step pays kernel-launch overhead, steps get slower, "
                    "requests stay longer and the batch stays large — a self-sustaining slow state.",
-            remedy=Remedy(commands=[f"restart with --cuda-graph-max-bs {new} (SGLang; newer releases --cuda-graph-max-bs-decode) "
-                                    f"or --max-cudagraph-capture-size {new} (vLLM)"],
+            remedy=checks.remedy("engine.cuda_graph", commands=[("restart_bs", {"n": new})],
                           note="Larger graphs cost GPU memory taken from the KV cache; or cap --max-running-requests at the captured size."),
             details={"decode_batches": f.decode_batches, "without_graph": f.decode_no_graph, "max_running": f.max_running,
                      "cuda_graph_bs": f.cuda_graph_bs})

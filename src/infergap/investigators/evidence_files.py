@@ -192,6 +192,11 @@ def _xid_details(kind: str, tallies: list[XidTally]) -> dict[str, Any]:
     return {"xids": sorted({t.code for t in tallies}), "kind": kind, "events": sum(t.count for t in tallies), "gpus": gpus}
 
 
+def _xid_actions(rows: dict[int, Any], codes: list[int]) -> list[str]:
+    """NVIDIA's action text for each Xid code (from the catalog; the codes are integers)."""
+    return ["Xid %d: %s" % (int(c), rows[c].action) for c in codes]
+
+
 def _kind_finding(label: str, sig: Signature, group: list[tuple[XidTally, XidCode]]) -> Finding:
     """One ``gpu.xid`` finding for the Xids of one kind (an entry of the catalog): the severity of
     its worst event, each code's meaning and action, the GPUs that need a reset."""
@@ -208,7 +213,7 @@ def _kind_finding(label: str, sig: Signature, group: list[tuple[XidTally, XidCod
         title=f"NVIDIA Xid {', '.join(map(str, codes))} in the kernel log, {details['events']} event(s) on {len(details['gpus'])} GPU(s): {what}",
         evidence_=_xid_evidence(label, tallies), expected_value="no Xid events",
         impact=" ".join(f"Xid {c} ({rows[c].name}): {rows[c].meaning}." for c in codes) + " " + " ".join(sig.why.split()),
-        remedy=Remedy(commands=list(sig.finding.fix) + [f"Xid {c}: {rows[c].action}" for c in codes], revert=list(sig.finding.revert),
+        remedy=Remedy(commands=[*sig.finding.fix, *_xid_actions(rows, codes)], revert=list(sig.finding.revert),
                       note=(f"Needs a reset before it takes work: {', '.join(reset)}." if reset else "No GPU needs an immediate reset for these events (NVIDIA's Xid catalog); each code's action says what to do.")
                            + (f" {sig.finding.note}" if sig.finding.note else "")),
         references=refs, details=details | {"signatures": [sig.id], "reset_gpus": reset})

@@ -13,6 +13,8 @@ judges: topo -m or the plain table alone give unknown, with the command that wou
 
 from __future__ import annotations
 
+from collections import Counter
+
 from infergap import checks
 from infergap.facts import GpuFacts
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status
@@ -44,13 +46,13 @@ def _ecc(g: GpuFacts) -> Finding:
         return finding(cid, Status.actionable, f"GPU {g.bdf}: uncorrectable memory errors or a pending repair", severity=Severity.P0,
                        subject=g.bdf, evidence_=evs, expected_value="0 uncorrectable, nothing pending",
                        impact="Pending page retirement / row remapping takes effect only after a GPU reset; until then the faulty memory can corrupt results or crash the engine.",
-                       remedy=Remedy(commands=[f"drain the GPU, then nvidia-smi -r -i {g.bdf}"], note="If errors recur after reset, RMA the GPU."),
+                       remedy=checks.remedy("gpu.ecc", commands=[("reset", {"bdf": g.bdf})], note="If errors recur after reset, RMA the GPU."),
                        references=["NVIDIA GPU memory error management (dynamic page retirement, row remapping)"])
     if not g.ecc_current:
         return finding(cid, Status.actionable, f"GPU {g.bdf}: ECC is disabled", severity=Severity.P2, fix_kind=FixKind.reboot, subject=g.bdf,
                        evidence_=evs, expected_value="Enabled",
                        impact="Without ECC a memory error silently corrupts weights or KV cache; the capacity/bandwidth ECC costs is small on HBM GPUs.",
-                       remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -e 1"], note="Takes effect after a GPU reset or reboot.", revert=[f"nvidia-smi -i {g.bdf} -e 0"]))
+                       remedy=checks.remedy("gpu.ecc", commands=[("enable", {"bdf": g.bdf})], note="Takes effect after a GPU reset or reboot.", revert=[("disable", {"bdf": g.bdf})]))
     if g.ecc_volatile_uncorrected is None or (g.remap_pending is None and g.retired_pending is None):
         return unknown(cid, f"GPU {g.bdf}: ECC on; uncorrectable error counts or pending repairs not captured",
                        "Needs nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT (or -q -x, NVML) to rule out errors and pending repairs.", subject=g.bdf, evidence_=evs)
@@ -88,7 +90,7 @@ def _power(g: GpuFacts) -> Finding:
     if ref and g.power_limit_W < ref - 1:
         return finding(cid, Status.actionable, f"GPU {g.bdf}: power limit {g.power_limit_W:g} W below the default {ref:g} W", subject=g.bdf, evidence_=evs, expected_value=f"{ref:g} W",
                        impact="A lowered power limit caps clocks under load (SW power cap); decode and prefill slow down proportionally once the GPU is compute- or power-bound.",
-                       remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -pl {ref:g}"], revert=[f"nvidia-smi -i {g.bdf} -pl {g.power_limit_W:g}"], note="Leave it if it was lowered on purpose (facility power or cooling)."))
+                       remedy=checks.remedy("gpu.power_limit", commands=[("set", {"bdf": g.bdf, "watts": f"{ref:g}"})], revert=[("set", {"bdf": g.bdf, "watts": f"{g.power_limit_W:g}"})], note="Leave it if it was lowered on purpose (facility power or cooling)."))
     if not ref:
         return unknown(cid, f"GPU {g.bdf}: power limit {g.power_limit_W:g} W; the default limit is not captured",
                        "Needs nvidia-smi -q -d POWER (or -q -x, NVML) for the default and maximum limits.", subject=g.bdf, evidence_=evs)
@@ -155,22 +157,77 @@ def _modes(g: GpuFacts) -> list[Finding]:
         if g.mig_current == "Enabled":
             out.append(finding("gpu.mig", Status.actionable, f"GPU {g.bdf}: MIG is enabled", subject=g.bdf,
                                evidence_=evidence((_src(g, "mig_current"), "MIG Enabled")), impact="An inference server that expects whole GPUs sees only MIG slices.",
-                               remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -mig 0"], revert=[f"nvidia-smi -i {g.bdf} -mig 1"], note="Needs a GPU reset; leave it if slicing is intended.")))
+                               remedy=checks.remedy("gpu.mig", commands=[("set", {"bdf": g.bdf, "mode": "0"})], revert=[("set", {"bdf": g.bdf, "mode": "1"})], note="Needs a GPU reset; leave it if slicing is intended.")))
         else:
             out.append(finding("gpu.mig", Status.ok, f"GPU {g.bdf}: MIG {g.mig_current}", subject=g.bdf, evidence_=evidence((_src(g, "mig_current"), g.mig_current))))
     if g.compute_mode is not None:
         if g.compute_mode in ("Exclusive_Process", "Exclusive_Thread", "Prohibited"):
             out.append(finding("gpu.compute_mode", Status.actionable, f"GPU {g.bdf}: compute mode {g.compute_mode}", subject=g.bdf, evidence_=evidence((_src(g, "compute_mode"), g.compute_mode)), impact="Engines that open several contexts per GPU (workers, NCCL, graphs) fail without MPS.",
-                               remedy=Remedy(commands=[f"nvidia-smi -i {g.bdf} -c DEFAULT"], revert=[f"nvidia-smi -i {g.bdf} -c {g.compute_mode.upper()}"])))
+                               remedy=checks.remedy("gpu.compute_mode", commands=[("set", {"bdf": g.bdf, "mode": "DEFAULT"})], revert=[("set", {"bdf": g.bdf, "mode": g.compute_mode.upper()})])))
         else:
             out.append(finding("gpu.compute_mode", Status.ok, f"GPU {g.bdf}: compute mode {g.compute_mode}", subject=g.bdf, evidence_=evidence((_src(g, "compute_mode"), g.compute_mode))))
     return out
 
 
+def _device_plugin(ctx: Context) -> Finding | None:
+    """gpu.present from a pasted NVIDIA device plugin log: NVML not loadable in its container, or
+    loaded with no GPU (``internal/rm/rm.go``, ``internal/plugin/factory.go`` of
+    NVIDIA/k8s-device-plugin); None when no such log says either."""
+    for part, f in ctx.facts.device_plugin_logs():
+        if f.nvml_error is None and not f.no_devices:
+            continue
+        key = "nvml_error" if f.nvml_error is not None else "no_devices"
+        ev = [(part.label, f.evidence[key])] + ([(part.label, f.evidence["mig_strategy"])] if f.mig_strategy else [])
+        title = (f"The Kubernetes device plugin could not load NVML: {f.nvml_error}" if f.nvml_error is not None
+                 else "The Kubernetes device plugin found no GPU")
+        return finding("gpu.present", Status.actionable, title, evidence_=evidence(*ev), severity=Severity.P0, fix_kind=FixKind.software,
+                       expected_value="NVML loaded in the plugin's container and nvidia.com/gpu registered with the kubelet",
+                       impact="The node advertises no nvidia.com/gpu: pods asking for GPUs stay Pending, and a container started without the NVIDIA runtime sees no GPU"
+                              + (f"; mig-strategy {f.mig_strategy} needs NVML too." if f.mig_strategy and f.mig_strategy != "none" else "."),
+                       remedy=Remedy(commands=["nvidia-ctk runtime configure --runtime=containerd --set-as-default  (or --runtime=docker)",
+                                               "systemctl restart containerd", "kubectl -n kube-system delete pod <device-plugin pod>"]),
+                       references=["https://github.com/NVIDIA/k8s-device-plugin#prerequisites",
+                                   "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html"])
+    return None
+
+
+def _mig_listed(ctx: Context, found: list[Finding]) -> list[Finding]:
+    """gpu.mig of each GPU a pasted ``nvidia-smi mig -lgi``/``-lci`` shows split into instances,
+    unless the GPU's MIG mode is already judged from its own record."""
+    judged = any(f.id == "gpu.mig" for f in found)
+    out = []
+    for part, rows in ctx.facts.mig_instances():
+        by_gpu: dict[int, list[dict]] = {}
+        for r in rows:
+            by_gpu.setdefault(r["gpu"], []).append(r)
+        for gpu, rs in sorted(by_gpu.items()):
+            if judged:
+                continue
+            gis = [r for r in rs if r["kind"] == "gpu_instance"] or rs
+            profiles = ", ".join(f"{n}× {p}" for p, n in sorted(Counter(r["profile"] for r in gis).items()))
+            out.append(finding("gpu.mig", Status.actionable, f"GPU {gpu} is split into {len(gis)} MIG instance(s): {profiles}", subject=f"GPU{gpu}",
+                               evidence_=evidence(*((part.label, f"GPU {gpu} MIG {r['profile']} (profile {r['profile_id']}, instance {r['id']}, placement {r['placement']})") for r in gis[:8])),
+                               impact="An inference server on this GPU gets one slice (the profile's compute slices and memory), and a MIG instance has no "
+                                      "peer-to-peer or NVLink to another: tensor parallelism across instances falls back to copies through host memory.",
+                               remedy=checks.remedy("gpu.mig", commands=[("destroy_ci", {"gpu": gpu}), ("destroy_gi", {"gpu": gpu}), ("set_index", {"gpu": gpu, "mode": 0})],
+                                                    revert=[("set_index", {"gpu": gpu, "mode": 1})], note="Needs a GPU reset; leave it if slicing is intended."),
+                               references=["https://docs.nvidia.com/datacenter/tesla/mig-user-guide/"]))
+    return out
+
+
 def investigate(ctx: Context) -> list[Finding]:
     """gpu.present (only when absent), and per GPU gpu.ecc, gpu.clocks, gpu.power_limit,
-    gpu.throttle, gpu.thermals, gpu.mig, gpu.compute_mode."""
+    gpu.throttle, gpu.thermals, gpu.mig (also from a pasted ``nvidia-smi mig -lgi``),
+    gpu.compute_mode."""
+    found = _by_gpu(ctx)
+    return found + _mig_listed(ctx, found)
+
+
+def _by_gpu(ctx: Context) -> list[Finding]:
     gpus = ctx.facts.gpus()
+    plugin = _device_plugin(ctx) if not gpus else None
+    if plugin is not None:
+        return [plugin]
     if not gpus and not ctx.facts.pci_inventory_captured() and ctx.facts.nvml() is None and ctx.facts.pci_pasted() and ctx.facts.pci_functions():
         return [unknown("gpu.present", "No NVIDIA GPU in the pasted PCI list, which may be filtered",
                         "A pasted lspci is often a part of the list (lspci | grep …); whether the host has NVIDIA GPUs needs the whole list (lspci -nn) or nvidia-smi.",

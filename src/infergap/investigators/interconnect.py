@@ -203,23 +203,35 @@ def _p2p(ctx: Context) -> Finding | None:
                    remedy=Remedy(note="Check IOMMU mode, ACS on the bridges, and BIOS settings for PCIe peer-to-peer; DR means a driver registry key disabled it."))
 
 
+def _p2p_figures(run: Any) -> tuple[dict[str, float], dict[str, float], str]:
+    """(P2P enabled, P2P disabled, unit) of a run: the unidirectional bandwidth matrices, or the
+    GPU latency matrices when the paste holds only those (``P2P=Enabled Latency (P2P Writes)``)."""
+    on, off = run.uni(True), run.uni(False)
+    if on and off:
+        return on, off, "GB/s"
+    m = run.matrices
+    return m.get("enabled_latency_writes_us") or m.get("enabled_latency_us") or {}, m.get("disabled_latency_us", {}), "us"
+
+
 def _p2p_measured(ctx: Context) -> list[Finding]:
     """``gpu.p2p`` from each pasted ``p2pBandwidthLatencyTest``: the pairs that can access their
     peer whose unidirectional P2P=Enabled bandwidth is below ``min_enabled_over_disabled`` of the
-    P2P=Disabled copy (through host memory) are actionable; ok when every such pair is faster with
+    P2P=Disabled copy (through host memory) are actionable (with latency matrices only: a P2P
+    latency above the staged copy's divided by that ratio); ok when every such pair is faster with
     P2P; nothing when the paste has no pair with both figures (a refusal is the signature's)."""
     cid = "gpu.p2p"
     floor = checks_threshold(cid, "min_enabled_over_disabled")
     out = []
     for part, run in ctx.facts.p2p_bandwidth_runs():
-        on, off = run.uni(True), run.uni(False)
+        on, off, unit = _p2p_figures(run)
         pairs = sorted((k for k in on if k in off and k.split("-")[0] != k.split("-")[1] and run.access.get(k, True)),
                        key=lambda k: tuple(int(x) for x in k.split("-")))
         if not pairs:
             continue
-        slow = [k for k in pairs if on[k] < floor * off[k]]
+        # bandwidth: slower is lower; latency: slower is higher (a pair is slow past the same ratio)
+        slow = [k for k in pairs if (on[k] < floor * off[k] if unit == "GB/s" else on[k] * floor > off[k])]
         shown = slow or pairs
-        evs = [ev(part.label, f"GPU{k.replace('-', ' -> GPU')}: P2P {on[k]:g} GB/s, without P2P {off[k]:g} GB/s") for k in shown[:6]]
+        evs = [ev(part.label, f"GPU{k.replace('-', ' -> GPU')}: P2P {on[k]:g} {unit}, without P2P {off[k]:g} {unit}") for k in shown[:6]]
         if slow:
             out.append(finding(cid, Status.actionable, subject=part.label,
                 title=f"P2P is slower than copying through host memory for {len(slow)} of {len(pairs)} GPU pair(s)",
@@ -298,7 +310,7 @@ def _peermem(ctx: Context) -> Finding | None:
     return finding(cid, Status.actionable, "nvidia_peermem is not loaded although an RDMA NIC is present",
                    severity=sev, evidence_=evs, expected_value="loaded",
                    impact=why + " Without it NCCL logs 'GPU Direct RDMA Disabled' (a public report: 180 -> 10 GB/s). The open kernel module's DMA-BUF path (NCCL >= 2.19 with kernel >= 5.12) is the alternative.",
-                   remedy=Remedy(commands=["modprobe nvidia-peermem"], persist=["echo nvidia-peermem > /etc/modules-load.d/nvidia-peermem.conf"],
+                   remedy=Remedy(commands=["modprobe nvidia_peermem"], persist=["echo nvidia-peermem > /etc/modules-load.d/nvidia-peermem.conf"],
                                  revert=["modprobe -r nvidia_peermem", "rm -f /etc/modules-load.d/nvidia-peermem.conf"],
                                  actions=[Action(type="modprobe", target="nvidia_peermem")], host_controlled=host,
                                  note="Inside a container the module is the host's: load it on the host." if host else None),

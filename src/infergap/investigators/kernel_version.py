@@ -39,7 +39,7 @@ def _pending_reboot(ctx: Context) -> Finding:
         return finding(cid, Status.actionable, f"A newer kernel is installed but not booted: running {kr.value}, installed {latest}",
             evidence_=evs, expected_value=latest,
             impact="Fixes and driver updates in the installed kernel are not in effect, and the reboot-class fixes of this report can be combined with booting it.",
-            remedy=Remedy(persist=[f"reboot into {latest} (after applying the kernel command-line changes of this report)"], revert=[f"select {kr.value} in the boot loader"], host_controlled=ctx.in_container),
+            remedy=checks.remedy(cid, persist=[("boot", {"release": latest})], revert=[("select", {"release": kr.value})], host_controlled=ctx.in_container),
             references=["uname(1); /lib/modules/<release>"])
     return finding(cid, Status.ok, f"Running the newest installed kernel ({kr.value})", evidence_=evs)
 

@@ -14,9 +14,10 @@ A matched message is never silent and never ok:
   said, what it means, where upstream it is printed, and the command that tells more. A line an
   actionable finding already cites gets the explanation in that finding's details instead.
 
-Severity: the entry's own (curated) severity; else the check's; else P1 for an error or fatal
-message and P2 for a warning. Informational and internal-consistency messages, and info-level
-ones, are listed as ``unknown`` (nothing to fix on the host).
+Severity of a message that feeds a check: the entry's own (curated) severity; else the check's;
+else P1 for an error or fatal message and P2 for a warning. A message without a check is
+``unknown`` (explained, its cause on the host not established: the evidence accounting still lists
+its paste as read with no known cause) unless its entry carries a curated severity.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ EXAMPLES = 3
 #: Messages without a check explained one finding each per part; beyond this, one summary.
 MAX_EXPLAINED = 40
 _LOUD = ("fatal", "error", "warn")
+#: Parts a check's own investigator reads line by line: a catalog message of that check in such a
+#: part is already its evidence (the kernel log's Xid lines are tallied per kind by gpu.xid).
+READ_BY_OWNER = {"gpu.xid": ("dmesg",)}
 _QUIET_CLASSES = ("informational", "internal")
 
 
@@ -81,6 +85,8 @@ def _record(m: Message, ms: list[MessageMatch]) -> dict[str, Any]:
 def _feed(findings: list[Finding], part: Any, m: Message, ms: list[MessageMatch]) -> Finding | None:
     """Join a message with a check to that check's findings; a new finding when it has none to join."""
     assert m.check is not None
+    if part.kind in READ_BY_OWNER.get(m.check, ()):
+        return None  # the check's own reader parsed this part (an Xid line of a kernel log)
     own = [f for f in findings if f.id == m.check]
     loud = m.level in _LOUD or bool(m.severity)
     rec = _record(m, ms)
@@ -120,7 +126,7 @@ def _cited_by(findings: list[Finding], part: Any, ms: list[MessageMatch]) -> Fin
 
 def _explain(part: Any, m: Message, ms: list[MessageMatch]) -> Finding:
     """``evidence.message`` of a message without a check: what was said, what it means, what tells more."""
-    act = m.level in _LOUD and m.cls not in _QUIET_CLASSES
+    act = bool(m.severity) and m.level in _LOUD  # a person judged it; else explained, the cause left open
     return finding(MESSAGE_CHECK, Status.actionable if act else Status.unknown, _said(m, ms), subject=part.label,
                    evidence_=_lines(part.label, ms), severity=_severity(m) if act else None,
                    impact=f"{m.meaning} (class {m.cls}; printed by {m.source})", remedy=Remedy(note=_note(m)),

@@ -273,6 +273,27 @@ def _env_from_evidence(facts: Facts) -> dict[str, str]:
     return out
 
 
+def _ports_alone(facts: Facts) -> Finding | None:
+    """``nccl.net`` from ``ibstat`` when no NCCL log shows the path: a port that is not Active is
+    actionable (P1: NCCL cannot use it, or falls back); all Active is unknown with their rates."""
+    ports = facts.ib_ports()
+    if not ports:
+        return None
+    src = facts.src("ibstat")
+    evs = [ev(src, f"{p['ca']} port {p['port']}: {p.get('state', '?')}/{p.get('physical', '?')}, {p.get('rate', '?')} Gb/s, {p.get('link', '?')}") for p in ports[:8]]
+    down = [p for p in ports if p.get("state") != "Active"]
+    if down:
+        return finding("nccl.net", Status.actionable, subject=src, severity=Severity.P1,
+                       title=f"{len(down)} of {len(ports)} HCA port(s) not Active: " + ", ".join(f"{p['ca']}/{p['port']} {p.get('state', '?')}" for p in down[:4]),
+                       evidence_=evs, expected_value="State: Active, Physical state: LinkUp on every port NCCL uses",
+                       impact="NCCL cannot send over a port that is not Active: it leaves the HCA out, or a job pinned to it (NCCL_IB_HCA) fails or falls back to sockets.",
+                       remedy=Remedy(commands=["ibstat   # cable, switch port and subnet manager (Initializing: no SM)", "export NCCL_IB_HCA=<the Active HCAs>"]))
+    total = sum(float(p["rate"]) for p in ports if p.get("rate", "").replace(".", "", 1).isdigit())
+    return finding("nccl.net", Status.unknown, subject=src, title=f"{len(ports)} HCA port(s) Active, {total:g} Gb/s together; no NCCL log shows the path NCCL takes",
+                   evidence_=evs, impact=f"These ports bound a ring all-reduce between nodes at {total / 8:g} GB/s (NICs used × line rate); "
+                   "whether NCCL uses them with GPU Direct RDMA is in its NCCL_DEBUG=INFO log (NCCL_DEBUG_SUBSYS=INIT,NET).")
+
+
 def investigate(ctx: object) -> list[Finding]:
     """Findings from every NCCL log in the snapshot's evidence (none when there is no NCCL log)."""
     facts = facts_of(ctx)
@@ -287,8 +308,7 @@ def investigate(ctx: object) -> list[Finding]:
             x = fn(label, f, facts)
             if x:
                 out.append(x)
-        for fn2 in (nccl_env_from_log, _warnings):
-            x = fn2(label, f)
+        for x in (nccl_env_from_log(label, f, facts), _warnings(label, f)):
             if x:
                 out.append(x)
         v = _version(label, f, facts, part)
@@ -297,6 +317,10 @@ def investigate(ctx: object) -> list[Finding]:
         n = _net(label, f, facts, part)
         if n:
             out.append(n)
+    if not any(x.id == "nccl.net" for x in out):
+        alone = _ports_alone(facts)
+        if alone is not None:
+            out.append(alone)
     return out
 
 
@@ -321,7 +345,7 @@ def _link_name(f: NcclLogFacts, lk) -> str:
     return "RoCE" if links == {"RoCE"} else "IB" if links <= {"IB", ""} else "IB/RoCE"
 
 
-def _bound(f: NcclLogFacts, net: list) -> tuple[dict, str]:
+def _bound(f: NcclLogFacts, net: list, facts: Facts | None = None) -> tuple[dict, str]:
     """(details, sentence) of the bound the NICs give a ring all-reduce across nodes: NICs used
     per node (distinct NET device indexes of the inter-host channels, else the devices listed)
     × their line rate (the log's speed lines, Mbps), in GB/s; the measured busbw beside it."""
@@ -329,7 +353,9 @@ def _bound(f: NcclLogFacts, net: list) -> tuple[dict, str]:
     by_index = {d.index: d.name for d in f.net_devs}
     names = [by_index[i] for i in used if i in by_index] if f.net_devs else [f.socket_ifaces[i] for i in used if i < len(f.socket_ifaces)]
     names = names or [d.name for d in f.net_devs]
-    rates = [f.nic_speed_mbps.get(n) for n in names]
+    ib_rate = {p["ca"]: int(float(p["rate"]) * 1000) for p in (facts.ib_ports() if facts is not None else [])
+               if p.get("rate", "").replace(".", "", 1).isdigit()}
+    rates = [f.nic_speed_mbps.get(n) or ib_rate.get(n) for n in names]
     out: dict = {"nics": names, "rate_mbps": rates, "busbw_max_GBps": f.busbw_max_GBps, "busbw_avg_GBps": f.busbw_avg_GBps}
     entry = get("nccl.net")
     if not names or any(r is None for r in rates):
@@ -418,7 +444,7 @@ def _net_status(label: str, f: NcclLogFacts, facts: Facts, net: list) -> tuple[S
 def _net(label: str, f: NcclLogFacts, facts: Facts, part: object) -> Finding | None:
     """``nccl.net``: the network path between hosts (see the catalog entry's ``decides``)."""
     net = [lk for lk in _inter_host(f) if lk.transport.startswith("NET")]
-    bound, bound_text = _bound(f, net)
+    bound, bound_text = _bound(f, net, facts)
     details = {"transports": {f"{lk.src}->{lk.dst}": _link_name(f, lk) for lk in net[:32]}, "gdr_hca": f.gdr_hca, "gdr_why": f.gdr_why,
                "socket_ifaces": f.socket_ifaces, "bootstrap_ifaces": f.bootstrap_ifaces, "oob_iface": f.oob_iface, "gid_index": f.gid_index, **bound}
     evidence = _path_evidence(label, f, net)

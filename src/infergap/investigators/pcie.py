@@ -145,10 +145,12 @@ def _mrrs(ctx: Context, f: PciFunction) -> Finding:
     new_code = 5  # 128 << 5 = 4096 (PCIe Base Spec, DevCtl bits 14:12)
     prev_bits = f"{devctl & 0x7000:04x}" if devctl is not None else None
     host = ctx.in_container
-    rem = Remedy(
-        commands=[f"setpci -s {f.bdf} CAP_EXP+8.w={new_code << 12:04x}:7000"],
+    write = {"bdf": f.bdf, "reg": "CAP_EXP+8.w", "mask": "7000"}
+    rem = checks.remedy(
+        cid,
+        commands=[("setpci_write", {**write, "value": f"{new_code << 12:04x}"})],
         persist=["a boot-time systemd unit (or udev rule) running the setpci command above, or the firmware's 'Max Read Request' setting"],
-        revert=[f"setpci -s {f.bdf} CAP_EXP+8.w={prev_bits}:7000"] if prev_bits else [f"setpci -s {f.bdf} CAP_EXP+8.w=<previous bits 14:12>:7000"],
+        revert=[("setpci_write", {**write, "value": prev_bits})] if prev_bits else [("revert_unknown", {"bdf": f.bdf})],
         actions=[Action(type="setpci", target=f.bdf, pci_register="CAP_EXP+8.w", value=f"{new_code << 12:04x}", mask="7000", previous=prev_bits)],
         host_controlled=host,
         note="Inside a container: PCI config space belongs to the host; run this on the host." if host else "setpci writes the live register; save the old word first (the revert above holds it).",
@@ -257,9 +259,9 @@ def _acs(ctx: Context, gpus: list[PciFunction]) -> list[Finding]:
                 subject=b.bdf,
                 evidence_=evidence((src, "ACSCtl " + " ".join(f + "+" for f in flags))), expected_value="ReqRedir- CmpltRedir-",
                 impact="With request/completion redirect on, GPU peer traffic under this bridge is routed up to the root complex: low P2P bandwidth or NCCL hangs (NCCL troubleshooting guide, PCI ACS).",
-                remedy=Remedy(commands=[f"setpci -s {b.bdf} ECAP_ACS+0x6.w=0000"],
-                              persist=[f"kernel command line pci=disable_acs_redir={b.bdf} (Linux >= 5.1), or disable ACS in the BIOS"],
-                              revert=[f"setpci -s {b.bdf} ECAP_ACS+0x6.w={word}"] if word else [],
+                remedy=checks.remedy(cid, commands=[("setpci_write", {"bdf": b.bdf, "reg": "ECAP_ACS+6.w", "value": "0000", "mask": "ffff"})],
+                              persist=[("persist", {"bdf": b.bdf})],
+                              revert=[("setpci_write", {"bdf": b.bdf, "reg": "ECAP_ACS+6.w", "value": word, "mask": "ffff"})] if word else [],
                               actions=[Action(type="setpci", target=b.bdf, pci_register="ECAP_ACS+0x6.w", value="0000", mask="ffff", previous=word)] if word else [],
                               host_controlled=host),
                 references=["NCCL troubleshooting guide: PCI Access Control Services (ACS)", "Documentation/admin-guide/kernel-parameters.txt: pci=disable_acs_redir"],

@@ -84,7 +84,7 @@ _NCCL_ENV = checks.get("nccl.env")
 BAD_NCCL = {k: (v, _NCCL_ENV.text(f"set {k}")) for k, v in _NCCL_ENV.tables["disabling_variables"].items() if k != "NCCL_IB_DISABLE"}
 
 
-def _nccl_env(ctx: Context) -> Finding:
+def _nccl_env(ctx: Context) -> Finding | None:
     env = ctx.facts.env()
     conf = ctx.facts.value("/etc/nccl.conf")
     if env is None and conf is None:
@@ -105,8 +105,6 @@ def _nccl_env(ctx: Context) -> Finding:
     ifn = nccl.get("NCCL_SOCKET_IFNAME", "")
     if ifn and re.match(r"^(=)?(lo|docker)", ifn):
         bad.append(("NCCL_SOCKET_IFNAME", ifn, "Sockets bound to loopback/docker bridge: multi-node traffic cannot leave the host."))
-    if nccl.get("NCCL_DEBUG", "").upper() in ("INFO", "TRACE"):
-        bad.append(("NCCL_DEBUG", nccl["NCCL_DEBUG"], "Verbose NCCL logging left on in production adds logging on every communicator setup."))
     src = ctx.facts.src("env") if env is not None else "files/etc/nccl.conf"
     evs = evidence(*[(src, f"{k}={v}") for k, v in nccl.items()]) or evidence((src, "no NCCL_* variables set"))
     if bad:
@@ -117,10 +115,21 @@ def _nccl_env(ctx: Context) -> Finding:
         sev = Severity.P0 if any(k in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_P2P_LEVEL", "NCCL_IB_DISABLE") for k, _, _ in bad) else Severity.P2
         return finding("nccl.env", Status.actionable, "NCCL variables that degrade collectives: " + ", ".join(f"{k}={v}" for k, v, _ in bad),
                        severity=sev, evidence_=evs, impact=" ".join(w for _, _, w in bad),
-                       remedy=Remedy(commands=[f"unset {k} in the server's environment (service unit, container env, launch script)" for k, _, _ in bad],
-                                     revert=[f"export {k}={v}" for k, v, _ in bad], note="Takes effect when the server restarts."),
+                       remedy=checks.remedy("nccl.env", commands=[("unset", {"name": k}) for k, _, _ in bad],
+                                            revert=[("export", {"name": k, "value": v}) for k, v, _ in bad], note="Takes effect when the server restarts."),
                        references=["NCCL documentation: Environment Variables"])
+    if _a_log_finds_risky(ctx):  # one check, one status: the log's actionable finding stands alone
+        return None
     return finding("nccl.env", Status.ok, "No NCCL variable that disables a transport" + (f" ({len(nccl)} NCCL_* set)" if nccl else ""), evidence_=evs)
+
+
+def _a_log_finds_risky(ctx: Context) -> bool:
+    """Whether a pasted NCCL log echoes a variable that disables a transport (its nccl.env is actionable)."""
+    for part, f in ctx.facts.nccl_logs():
+        x = nccl_env_from_log(part.label, f)
+        if x is not None and x.status == Status.actionable:
+            return True
+    return False
 
 
 #: Components whose versions are checked here (the driver in driver.py, NCCL logs in nccl_log.py).
@@ -158,10 +167,11 @@ def _known_versions(ctx: Context, skip: set[str] = frozenset()) -> list[Finding]
 _RISKY_ENV = {k: (v, _NCCL_ENV.text(f"logged {k}")) for k, v in _NCCL_ENV.tables["disabling_variables"].items()}
 
 
-def nccl_env_from_log(label: str, f: Any) -> Finding | None:
+def nccl_env_from_log(label: str, f: Any, facts: Any = None) -> Finding | None:
     """nccl.env from the variables an NCCL_DEBUG=INFO log echoes (``f`` its
     :class:`~infergap.parsers.nccl.NcclLogFacts`): one that disables a transport is P1; None when
-    the log echoes none."""
+    the log echoes none, or when it is ok and the host's own environment in ``facts`` (a
+    :class:`~infergap.facts.Facts`) already gives the check its status (one check, one status)."""
     if not f.env:
         return None
     risky = []
@@ -175,8 +185,10 @@ def nccl_env_from_log(label: str, f: Any) -> Finding | None:
             title="NCCL runs with " + ", ".join(f"{k}={v}" for k, v, _ in risky),
             evidence_=evidence, expected_value="unset unless a documented hardware limit requires it",
             impact="; ".join(f"{k}={v} {why}" for k, v, why in risky) + ". Often left over from debugging a hang whose cause (ACS, IOMMU) was elsewhere.",
-            remedy=Remedy(commands=[f"unset {' '.join(k for k, _, _ in risky)}   # in the server's environment, then restart it"],
-                          revert=[f"export {k}={v}" for k, v, _ in risky]))
+            remedy=checks.remedy("nccl.env", commands=[("unset", {"name": k}) for k, _, _ in risky],
+                                 revert=[("export", {"name": k, "value": v}) for k, v, _ in risky]))
+    if facts is not None and (facts.env() is not None or facts.value("/etc/nccl.conf") is not None):
+        return None
     return finding("nccl.env", Status.ok, subject=label,
                    title="NCCL_* variables set: " + ", ".join(sorted(f.env)), evidence_=evidence)
 

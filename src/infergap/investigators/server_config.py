@@ -11,6 +11,7 @@ capacity, not speed — flat or slower in public reports, worse when prefill dom
 
 from __future__ import annotations
 
+from infergap import checks
 from infergap.checks import finding
 from infergap.facts import Facts
 from infergap.findings import Finding, Remedy, Status, ev
@@ -62,7 +63,7 @@ def _graph_limit(cfg: ServerConfig, subject: str, observed: int | None, observed
                        expected_value=f"cuda_graph_max_bs ≥ {observed}",
                        impact="Decode steps of batches above the captured size run without CUDA graphs (launch-bound), which keeps requests "
                               "in flight longer and the batch large.",
-                       remedy=Remedy(commands=[f"restart with --cuda-graph-max-bs {new} (SGLang) / --max-cudagraph-capture-size {new} (vLLM)"],
+                       remedy=checks.remedy("server.cuda_graph_max_bs", commands=[("restart", {"n": new})],
                                      note="Each captured size costs GPU memory taken from the KV cache."))
     return finding("server.cuda_graph_max_bs", Status.ok, subject=subject,
                    title=f"CUDA graphs cover the running batch ({observed} ≤ {cap})",

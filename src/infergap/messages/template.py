@@ -121,7 +121,10 @@ def _matchable_line(template: str) -> str:
 
 
 def _escape_literal(text: str) -> str:
-    return r"\s{1,8}".join(re.escape(w) for w in re.split(r"\s+", text))
+    """Literal text escaped; a run of n blanks matches 1 to max(8, 2n) blanks (a paste may
+    collapse them; a source string continued over lines holds long runs)."""
+    words = re.split(r"(\s+)", text)
+    return "".join(re.escape(w) if i % 2 == 0 else r"\s{1,%d}" % max(8, 2 * len(w)) for i, w in enumerate(words))
 
 
 def _group_name(piece: Piece, used: set[str], n: int) -> str:

@@ -258,3 +258,35 @@ def kernel_releases_from_listing(text: str) -> list[str]:
         elif re.match(r"^\d+\.\d+", line):
             rels.add(line)
     return sorted(rels)
+
+
+def parse_ibstat(text: str) -> list[dict[str, str]]:
+    """One dict per HCA port of ``ibstat`` (rdma-core's ``infiniband-diags``): ``ca``, ``port``,
+    ``state`` (Active, Down, Initializing), ``physical`` (LinkUp, Polling, Disabled), ``rate``
+    (Gb/s as printed), ``link`` (InfiniBand or Ethernet, i.e. RoCE), ``firmware``.
+
+    >>> parse_ibstat("CA 'mlx5_0'\\n\\tFirmware version: 28.36.1010\\n\\tPort 1:\\n\\t\\tState: Active\\n"
+    ...              "\\t\\tPhysical state: LinkUp\\n\\t\\tRate: 400\\n\\t\\tLink layer: InfiniBand\\n")
+    [{'ca': 'mlx5_0', 'firmware': '28.36.1010', 'port': '1', 'state': 'Active', 'physical': 'LinkUp', 'rate': '400', 'link': 'InfiniBand'}]
+    """
+    out: list[dict[str, str]] = []
+    ca: dict[str, str] = {}
+    keys = {"State": "state", "Physical state": "physical", "Rate": "rate", "Link layer": "link"}
+    for line in text.splitlines():
+        s = line.strip()
+        m = re.match(r"^CA '([\w.\-]{1,64})'$", s)
+        if m:
+            ca = {"ca": m.group(1)}
+            continue
+        if not ca:
+            continue
+        p = re.match(r"^Port (\d{1,3}):$", s)
+        if p and len(out) < 256:
+            out.append({**ca, "port": p.group(1)})
+            continue
+        k, sep, v = s.partition(": ")
+        if sep and k == "Firmware version":
+            ca["firmware"] = v.strip()
+        elif sep and k in keys and out and out[-1]["ca"] == ca["ca"]:
+            out[-1][keys[k]] = v.strip()
+    return out

@@ -24,7 +24,9 @@ _LINE = re.compile(
     r"llama_init_from_model: |llama_new_context_with_model: |llama_kv_cache\w*: |ggml_cuda_init: |"
     r"common_init_from_params: |main: server is listening on |main: HTTP server is listening|"
     r"ggml_cuda_init: failed to initialize CUDA|warning: no usable GPU found|"
-    r"cmn +\w+: |srv  llama_server: )")
+    r"cmn +\w+: |srv  llama_server: |"
+    # the offload messages of src/llama-model.cpp, pasted without their function's prefix
+    r"offloaded \d{1,5}/\d{1,5} layers to GPU$|offloading (?:output layer|\d{1,5} repeating layers) to (?:CPU|GPU)$)")
 
 _OFFLOAD = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 _SLOTS = re.compile(r"n_slots = (\d+)")
@@ -56,6 +58,8 @@ def is_llamacpp_line(line: str) -> bool:
     True
     >>> is_llamacpp_line("load_tensors: offloaded 49/49 layers to GPU"), is_llamacpp_line("INFO 05-01 12:00:00 [api_server.py:1] x")
     (True, False)
+    >>> is_llamacpp_line("offloaded 0/49 layers to GPU")  # the message alone, its prefix left out of a paste
+    True
     """
     return bool(_LINE.match(_PREFIX.sub("", line.lstrip(), count=1)))
 

@@ -11,6 +11,7 @@ Rules and thresholds (stated so a reader can disagree):
   cache read from host memory (llama.cpp ``--no-kv-offload``), KV thrashing, preemption storms.
   Past the slots, queueing can cost a little throughput (the healthy H200 run lost 14 % at twice
   its slots, ``tests/fixtures/real-gpu/h200-llama-server/healthy-quick``), hence the margin.
+  A client-bound point is left out: its throughput is the client's, not the server's.
 - **Tail against median** (``load.queueing_tail``): p99/p50 of TTFT at least :data:`TAIL_RATIO`
   at a concurrency of at least 4 that the slots hold, with prompts and outputs of equal lengths
   (``len_spread`` 0): every request could start at once, so a long tail is requests waiting for
@@ -28,6 +29,12 @@ Rules and thresholds (stated so a reader can disagree):
   configuration implies (KV bytes per token × total context) means the KV cache lives elsewhere.
   Judged only when that cache is at least :data:`KV_MIN_B` bytes (smaller ones hide in the
   compute buffers' noise).
+- **The GPU not used at all** (``server.gpu_visible`` False): the GPU busy at most
+  :data:`GPU_IDLE_PCT` % at every point and less than :data:`GPU_UNUSED_SHARE` of the weights' bytes
+  in GPU memory: the server runs without the GPU (hidden by ``CUDA_VISIBLE_DEVICES``, a CPU build),
+  not with some layers off it (those leave the rest resident and the GPU partly busy: the H200 run
+  at ``-ngl 16`` held 11 GB and was 4-7 % busy; the run with ``CUDA_VISIBLE_DEVICES=`` held 0.6 GB
+  and was 0 % busy).
 - **Quantized weights that buy little** (``regime.quant_kernel_bound``): weights of a quantized
   type read at less than :data:`~infergap.plan.facts.LATENCY_BOUND_EFF` of the memory bound at
   batch 1: fewer bytes did not buy proportionally more speed, so the decode kernels for that
@@ -49,6 +56,8 @@ PREFILL_MIN_TOKENS = 512
 PREFILL_SLOW = 0.15
 KV_PRESENT_SHARE = 0.5
 KV_MIN_B = 1 << 30
+GPU_IDLE_PCT = 1.0
+GPU_UNUSED_SHARE = 0.1
 #: Weight types that are not quantized (``model.quant`` as the roofline names them).
 UNQUANTIZED = ("f32", "f16", "bf16", "fp16", "fp32", "float16", "bfloat16", "float32")
 
@@ -62,7 +71,7 @@ def tps_falling(facts: dict[str, Fact], pts: list[Any]) -> None:
     """``load.tps_falling`` (and ``load.tps_fall_share``): see the module docstring."""
     n = facts.get("server.n_slots")
     slots = n.value if n is not None and isinstance(n.value, int) and n.value >= 1 else None
-    judged = [p for p in pts if slots is None or p.concurrency <= slots]
+    judged = [p for p in pts if (slots is None or p.concurrency <= slots) and not getattr(p, "client_bound", False)]
     if len(judged) < 2:
         return
     curve = " → ".join(f"{_tps(p):.0f}" for p in judged)
@@ -154,6 +163,18 @@ def kv_on_gpu(facts: dict[str, Fact]) -> None:
     _put(facts, "load.kv_on_gpu", on, src)
 
 
+def gpu_unused(facts: dict[str, Fact]) -> None:
+    """``server.gpu_visible`` False when the sweep never used the GPU: see the module docstring."""
+    util, used, wb = facts.get("load.util_by_c"), facts.get("load.gpu_mem_used_B"), facts.get("model.weight_bytes")
+    if util is None or used is None or wb is None or not util.value or not wb.value:
+        return
+    busy = max(util.value.values())
+    if busy <= GPU_IDLE_PCT and used.value < GPU_UNUSED_SHARE * wb.value:
+        _put(facts, "server.gpu_visible", False,
+             f"bench telemetry: GPU busy at most {busy:.0f} % at c={'/'.join(map(str, util.value))} and {used.value / 1e9:.1f} GB "
+             f"in GPU memory vs {wb.value / 1e9:.1f} GB of weights [{wb.source}]: the server does not use the GPU")
+
+
 def quant_kernel_bound(facts: dict[str, Fact]) -> None:
     """``regime.quant_kernel_bound`` and ``model.weight_type``: see the module docstring."""
     q, eff = facts.get("model.quant"), facts.get("regime.batch1_eff")
@@ -178,5 +199,6 @@ def from_behaviour(facts: dict[str, Fact], bench: Any, roofline: dict[str, Any] 
             tps_falling(facts, pts)
             queueing_tail(facts, bench, pts)
             prefill_rate(facts, bench, pts, roofline)
+    gpu_unused(facts)
     kv_on_gpu(facts)
     quant_kernel_bound(facts)

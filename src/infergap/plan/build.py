@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from infergap import __version__
+from infergap import __version__, shellcmd
 from infergap.plan.catalog import TIER_ORDER, Lever, load_catalog
 from infergap.plan.conditions import Fact, evaluate
 from infergap.plan.facts import completed, gather, how_to_find
@@ -301,8 +302,9 @@ def _pow2(n: int) -> int:
 
 
 #: What the verify commands name when the plan does not know the address of the server its
-#: evidence describes: the reader fills it in.
-URL_PLACEHOLDER = "http://<server>:<port>"
+#: evidence describes: the reader fills it in (letters only, so the
+#: command stays one shell word without quotes).
+URL_PLACEHOLDER = "http://SERVER:PORT"
 
 
 def is_local_url(url: str) -> bool:
@@ -393,6 +395,8 @@ def verify_url(server: Any, bench: Any, elsewhere: str | None) -> tuple[str | No
     URL is this machine's own (:func:`is_local_url`), the server on this machine is not the one the
     evidence describes: :data:`URL_PLACEHOLDER` instead. None: no URL known."""
     url = server.url if server is not None and getattr(server, "url", None) else (bench.environment.url if bench is not None else None)
+    if url and not shellcmd.valid("url", url):  # a bench file is input: its URL is data, never shell
+        return URL_PLACEHOLDER, f"the verify commands name {URL_PLACEHOLDER}: {shellcmd.BadValue(url, 'url')}"
     if url and elsewhere and is_local_url(url):
         return URL_PLACEHOLDER, (f"the verify commands name {URL_PLACEHOLDER}, the server the evidence describes, not {url}, "
                                  f"which would reach this machine: {elsewhere}")
@@ -403,8 +407,13 @@ def _params(facts: dict[str, Fact], url: str | None) -> dict[str, Any]:
     v = {k: f.value for k, f in facts.items()}
     seen = [x for x in (v.get("load.running_max"), v.get("load.max_concurrency")) if isinstance(x, int)]
     tp = v.get("par.tp") or v.get("gpu.count") or 1
-    out = {"n": _pow2(max(seen)) if seen else "N", "tp": tp, "dp": max(1, (v.get("gpu.count") or tp) // 2), "url": url or "URL",
-           "ubatch": v.get("server.ubatch", "N")}
+    tp = tp if isinstance(tp, int) and not isinstance(tp, bool) and tp > 0 else 1
+    gpus = v.get("gpu.count") if isinstance(v.get("gpu.count"), int) else tp
+    ub = v.get("server.ubatch")
+    # The URL is one quoted shell word (verify_url let only a valid URL or the placeholder through);
+    # the numbers are integers or a letter the reader fills in.
+    out = {"n": _pow2(max(seen)) if seen else "N", "tp": tp, "dp": max(1, gpus // 2), "url": shlex.quote(url) if url else "URL",
+           "ubatch": ub if isinstance(ub, int) and not isinstance(ub, bool) else "N"}
     out.update(_slots(v))
     return out
 

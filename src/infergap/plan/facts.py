@@ -546,16 +546,16 @@ def gather(audit: dict[str, Any] | None = None, roofline: dict[str, Any] | None 
     """All facts from the given inputs. Precedence for a fact several inputs give: the serving
     process (``process``, a :class:`~infergap.snapshot.process.ProcessEvidence`, with
     ``process_cpu``, its CPU use during the sweep), the live server, then engine logs, then the
-    audit, then the roofline (which only assumes a TP). The bench's error facts come first in
-    the returned order, then a GPU the server cannot see; the behaviour facts
+    audit, then the roofline (which only assumes a TP). A GPU the server cannot see comes first
+    in the returned order (from its log, its process or the sweep), then the bench's error facts; the behaviour facts
     (:mod:`infergap.plan.behaviour`) follow the bench's."""
     from infergap.plan.behaviour import from_behaviour
     from infergap.plan.process_facts import from_process
 
     facts: dict[str, Fact] = {}
-    if bench is not None:  # first: a plan built on failed requests must say so before anything else
+    gpu_absent_from_logs(facts, engine_logs or [])  # first: a server without its GPU explains everything after
+    if bench is not None:  # then: a plan built on failed requests must say so before anything else
         from_bench_errors(facts, bench)
-    gpu_absent_from_logs(facts, engine_logs or [])
     if process is not None:
         from_process(facts, process, process_cpu)
     if server is not None and server.reachable is not False:
@@ -573,6 +573,8 @@ def gather(audit: dict[str, Any] | None = None, roofline: dict[str, Any] | None 
         from_process(facts, process, process_cpu)  # again: flags judged against the model's layers
     from_behaviour(facts, bench, roofline)
     derive(facts)
+    if "server.gpu_visible" in facts:  # from the process or the sweep: still the first fact
+        facts = {"server.gpu_visible": facts["server.gpu_visible"], **facts}
     return facts
 
 

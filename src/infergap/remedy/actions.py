@@ -20,7 +20,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
-from infergap.checks import action_targets, sysctl_command
+from infergap import checks
+from infergap.checks import action_targets, command
+from infergap.shellcmd import valid
 from infergap.findings import Action
 from infergap.remedy.system import SystemPaths
 
@@ -46,10 +48,30 @@ MODULES = frozenset(action_targets("modprobe"))
 #: Control for MRRS, bits 14:12; ACS Control). Keys are the canonical spelling; values the check id.
 SETPCI_REGISTERS: dict[str, str] = action_targets("setpci")
 
-BDF_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-_SYSCTL_VALUE_RE = re.compile(r"^-?\d{1,20}(\s+-?\d{1,20}){0,3}$")
-_HEX_WORD_RE = re.compile(r"^(0x)?[0-9a-fA-F]{1,4}$")
-_CSTATE_RE = re.compile(r"^[A-Za-z0-9_\-]{1,16}$")
+# Anchored with \A/\Z (``$`` accepts a trailing newline) and ASCII only (``\d`` and
+# ``str.isdigit`` accept non-ASCII digits): a report or a journal is input (docs/security.md).
+BDF_RE = re.compile(r"\A[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z", re.ASCII)
+_HEX_WORD_RE = re.compile(r"\A(0x)?[0-9a-fA-F]{1,4}\Z", re.ASCII)
+_WORD_RE = re.compile(r"\A[0-9a-f]{4}\Z", re.ASCII)
+_CPU_STATES_RE = re.compile(r"\Acpu[0-9]{1,5}=[01]( cpu[0-9]{1,5}=[01]){0,8191}\Z", re.ASCII)
+
+
+def undeclared(check_id: str, a: Action) -> str | None:
+    """Why the catalog entry of ``check_id`` does not let ``infergap fix`` run ``a`` (None when
+    it does): the entry must declare the action's type and, where it lists targets, this target
+    (a sysctl key, a module, a setpci register). Types whose target comes from the host (a
+    cpuidle state, a GPU) are checked by their handler's own pattern."""
+    c = checks.load().get(check_id)
+    if c is None:
+        return f"{check_id!r} is not a check of the catalog"
+    specs = [s for s in c.actions if s.type == a.type]
+    if not specs:
+        return f"the catalog entry of {check_id} declares no {a.type} action"
+    target = {"modprobe": a.target.replace("-", "_"),
+              "setpci": (a.pci_register or "").replace("+0x", "+").upper().replace(".W", ".w")}.get(a.type, a.target)
+    if any(not s.targets or target in s.targets for s in specs):
+        return None
+    return f"the catalog entry of {check_id} declares no {a.type} action on {target}"
 
 
 class RemedyRefused(Exception):
@@ -143,6 +165,15 @@ class Handler(ABC):
         """The files ``--persist`` writes (full new content, computed from their current content)."""
         return []
 
+    #: The files ``--persist`` may write, relative to the ``etc`` root: the only files a revert
+    #: restores or removes.
+    FILES: tuple[str, ...] = ()
+
+    def valid_state(self, value: str) -> bool:
+        """Whether ``value`` (a journalled ``before``) is a state this handler reads and may
+        restore; a journal is input, so ``fix --revert`` writes nothing else."""
+        return False
+
 
 def _read_text(path: Path) -> str:
     try:
@@ -156,11 +187,15 @@ class SysctlHandler(Handler):
     ``<etc>/sysctl.d/90-infergap.conf`` (read by ``systemd-sysctl`` and ``sysctl --system`` at boot)."""
 
     CONF = "sysctl.d/90-infergap.conf"
+    FILES = (CONF,)
+
+    def valid_state(self, value: str) -> bool:
+        return valid("sysctl_value", value)
 
     def validate(self, a: Action) -> None:
         if a.target not in SYSCTL_KEYS:
             raise RemedyRefused(f"sysctl {a.target!r} is not a key the check catalog knows")
-        if a.value is None or not _SYSCTL_VALUE_RE.match(a.value.strip()):
+        if a.value is None or not valid("sysctl_value", a.value) or a.value != a.value.strip():
             raise RemedyRefused(f"sysctl {a.target}: value {a.value!r} is not one to four integers")
 
     def _path(self, a: Action) -> Path:
@@ -190,10 +225,10 @@ class SysctlHandler(Handler):
         self._write(a, before)
 
     def command(self, a: Action) -> str:
-        return sysctl_command(a.target, normalize(a.value) or "")
+        return command(None, "sysctl_set", key=a.target, value=normalize(a.value) or "")
 
     def revert_command(self, a: Action, before: str) -> str:
-        return sysctl_command(a.target, before)
+        return command(None, "sysctl_set", key=a.target, value=normalize(before) or "")
 
     def host_owned(self, a: Action) -> bool:
         return a.target not in NETNS_SYSCTLS
@@ -211,6 +246,11 @@ class SysctlHandler(Handler):
 class ModprobeHandler(Handler):
     """``modprobe``: loads an allow-listed module; state ``loaded``/``absent`` from
     ``<sys>/module/<name>``; persists to ``<etc>/modules-load.d/infergap.conf``."""
+
+    FILES = ("modules-load.d/infergap.conf",)
+
+    def valid_state(self, value: str) -> bool:
+        return value in ("loaded", "absent")
 
     def _name(self, a: Action) -> str:
         return a.target.replace("-", "_")
@@ -233,10 +273,10 @@ class ModprobeHandler(Handler):
             _run(["modprobe", "-r", self._name(a)])
 
     def command(self, a: Action) -> str:
-        return f"modprobe {self._name(a)}"
+        return command(None, "modprobe_load", module=self._name(a))
 
     def revert_command(self, a: Action, before: str) -> str:
-        return f"modprobe -r {self._name(a)}" if before == "absent" else "(module was loaded before: nothing to do)"
+        return command(None, "modprobe_unload", module=self._name(a)) if before == "absent" else "(module was loaded before: nothing to do)"
 
     def persist_files(self, a: Action) -> list[PersistFile]:
         path = self.paths.etc / "modules-load.d/infergap.conf"
@@ -250,6 +290,10 @@ class SetpciHandler(Handler):
     the write when the device is added (``<etc>/udev/rules.d/90-infergap-setpci.rules``)."""
 
     RULES = "udev/rules.d/90-infergap-setpci.rules"
+    FILES = (RULES,)
+
+    def valid_state(self, value: str) -> bool:
+        return _WORD_RE.match(value) is not None
 
     def _reg(self, a: Action) -> str:
         reg = (a.pci_register or "").replace("+0x", "+").upper().replace(".W", ".w")
@@ -300,11 +344,14 @@ class SetpciHandler(Handler):
     def restore(self, a: Action, before: str) -> None:
         _run(["setpci", "-s", a.target, self._arg(a, before)])
 
+    def _cmd(self, a: Action, value: str) -> str:
+        return command(None, "setpci_write", bdf=a.target, reg=self._reg(a), value=f"{self._int(value):04x}", mask=f"{self._int(a.mask or '0'):04x}")
+
     def command(self, a: Action) -> str:
-        return f"setpci -s {a.target} {self._arg(a, a.value or '0')}"
+        return self._cmd(a, a.value or "0")
 
     def revert_command(self, a: Action, before: str) -> str:
-        return f"setpci -s {a.target} {self._arg(a, before)}"
+        return self._cmd(a, before)
 
     def persist_files(self, a: Action) -> list[PersistFile]:
         path = self.paths.etc / self.RULES
@@ -324,8 +371,11 @@ class CpuidleHandler(Handler):
 
     persistable = False
 
+    def valid_state(self, value: str) -> bool:
+        return _CPU_STATES_RE.match(value) is not None
+
     def validate(self, a: Action) -> None:
-        if not _CSTATE_RE.match(a.target):
+        if not valid("cstate", a.target):
             raise RemedyRefused(f"cpuidle state name {a.target!r} is not valid")
         if (a.value or "1") not in ("0", "1"):
             raise RemedyRefused(f"cpuidle {a.target}: disable value {a.value!r} is not 0 or 1")
@@ -368,7 +418,7 @@ class CpuidleHandler(Handler):
         self._write(dict(item.split("=", 1) for item in before.split()), self._files(a))
 
     def command(self, a: Action) -> str:
-        return f"for s in /sys/devices/system/cpu/cpu*/cpuidle/state*; do [ \"$(cat $s/name)\" = {a.target} ] && echo {a.value or '1'} > $s/disable; done"
+        return command(None, "cpuidle_set_by_name", name=a.target, value=a.value or "1")
 
     def revert_command(self, a: Action, before: str) -> str:
         return f"restore each CPU's {a.target} disable flag: {before}"
@@ -381,6 +431,9 @@ class PersistenceHandler(Handler):
     the ``nvidia-persistenced`` service)."""
 
     persistable = False
+
+    def valid_state(self, value: str) -> bool:
+        return value in ("0", "1")
 
     def validate(self, a: Action) -> None:
         if not BDF_RE.match(a.target):
@@ -404,10 +457,10 @@ class PersistenceHandler(Handler):
             _run(["nvidia-smi", "-i", a.target, "-pm", "0"])
 
     def command(self, a: Action) -> str:
-        return f"nvidia-smi -i {a.target} -pm 1"
+        return command(None, "persistence_set", bdf=a.target, mode="1")
 
     def revert_command(self, a: Action, before: str) -> str:
-        return f"nvidia-smi -i {a.target} -pm 0" if before == "0" else "(was enabled before: nothing to do)"
+        return command(None, "persistence_set", bdf=a.target, mode="0") if before == "0" else "(was enabled before: nothing to do)"
 
 
 HANDLERS: dict[str, type[Handler]] = {

@@ -12,8 +12,10 @@ verifies each by re-reading. A run already reverted is only re-verified, never w
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shlex
 import tempfile
 from enum import Enum
 from pathlib import Path
@@ -24,7 +26,7 @@ from pydantic import BaseModel, Field
 from infergap.errors import UserError
 from infergap.findings import SEVERITY_ORDER, Action, Finding, FixKind, Severity, Status
 from infergap.ledger import Ledger, local_host
-from infergap.remedy.actions import Handler, RemedyFailed, RemedyRefused, handler_for, normalize
+from infergap.remedy.actions import HANDLERS, Handler, RemedyFailed, RemedyRefused, handler_for, normalize, undeclared
 from infergap.remedy.system import SystemPaths, container_reason, is_root
 
 
@@ -121,6 +123,7 @@ class RevertResult(BaseModel):
     already_reverted: bool
     ok: bool
     steps: list[RevertStep]
+    warnings: list[str] = Field(default_factory=list)
 
 
 NOT_RUNTIME_REASON = {
@@ -189,6 +192,9 @@ def _plan_action(base: dict[str, Any], a: Action, paths: SystemPaths, container:
     ch = Change(**base, action=a, audit_value=a.previous)
     try:
         h = handler_for(a, paths)
+        why = undeclared(base["check_id"], a)
+        if why:
+            raise RemedyRefused(why)
     except RemedyRefused as e:
         ch.state, ch.reason = ChangeState.refused, f"not in the check catalog: {e}"
         return ch
@@ -292,6 +298,13 @@ def _apply_all(ledger: Ledger, run_id: int, payload: dict[str, Any], changes: li
                 ch.state, ch.reason = ChangeState.failed, f"applied, but cannot read {e.filename} to persist it: {e.strerror or e}"
                 pfiles, ok = [], False
             for pf in pfiles:
+                for d in _missing_dirs(pf.path, paths.etc):
+                    seq += 1
+                    if not _mkdir_one(ledger, run_id, seq, ch, d):
+                        ok = False
+                        break
+                if not ok:
+                    break
                 seq += 1
                 if not _persist_one(ledger, run_id, seq, ch, pf.path, pf.content.encode()):
                     ok = False
@@ -344,6 +357,34 @@ def _apply_one(ledger: Ledger, run_id: int, seq: int, ch: Change, h: Handler) ->
     return True
 
 
+def _missing_dirs(path: Path, top: Path) -> list[Path]:
+    """The directories between ``top`` (kept) and ``path`` that do not exist yet, outermost first."""
+    out = []
+    d = path.parent
+    while d != top and top in d.parents and not d.exists():
+        out.append(d)
+        d = d.parent
+    return out[::-1]
+
+
+def _mkdir_one(ledger: Ledger, run_id: int, seq: int, ch: Change, d: Path) -> bool:
+    """Create ``d`` for ``--persist``, journalled first (step kind ``dir``) so the revert removes it."""
+    step = ledger.journal_begin(run_id, seq, check_id=ch.check_id, subject=ch.subject, step_kind="dir",
+                                target=str(d), command=f"mkdir {d}", file_existed=False)
+    try:
+        d.mkdir()
+    except OSError as e:
+        ledger.journal_end(step, status="failed", error=f"mkdir {d}: {e.strerror or e}")
+        ch.state, ch.reason = ChangeState.failed, f"applied, but cannot create {d} to persist it: {e.strerror or e}"
+        return False
+    ledger.journal_end(step, status="applied", after="created")
+    return True
+
+
+def _digest(data: bytes) -> str:
+    return f"{len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()}"
+
+
 def _persist_one(ledger: Ledger, run_id: int, seq: int, ch: Change, path: Path, data: bytes) -> bool:
     existed = path.exists()
     try:
@@ -361,7 +402,7 @@ def _persist_one(ledger: Ledger, run_id: int, seq: int, ch: Change, path: Path, 
         err = None if ok else "re-read content differs from what was written"
     except OSError as e:
         ok, err = False, f"write {path}: {e.strerror or e}"
-    ledger.journal_end(step, status="applied" if ok else "failed", after=f"{len(data)} bytes" if ok else None, error=err)
+    ledger.journal_end(step, status="applied" if ok else "failed", after=_digest(data) if ok else None, error=err)
     if not ok:
         ch.state, ch.reason = ChangeState.failed, f"applied, but persisting failed: {err}"
     else:
@@ -384,13 +425,19 @@ def find_run(ledger: Ledger, ref: str = "last") -> int:
     return run.id
 
 
-def revert_run(ledger: Ledger, ref: str = "last", *, paths: SystemPaths | None = None) -> RevertResult:
+def revert_run(ledger: Ledger, ref: str = "last", *, paths: SystemPaths | None = None, force: bool = False) -> RevertResult:
     """Restore every journalled value and file of fix run ``ref`` in reverse order, verifying each.
 
     Steps still ``pending`` (interrupted between journal and change) and ``failed`` steps are
     restored too: their ``before`` value is known. A run whose status is ``reverted`` is only
     re-read (``verified``/``drifted``), so reverting twice writes nothing the second time.
-    Raises :class:`FixRefused` when not root or there is no such run.
+
+    The journal is input (docs/security.md, class 2): only files the handlers write under the
+    run's ``etc`` root and the directories ``--persist`` created there are restored or removed,
+    only ``before`` values valid for their handler are written, and a setting whose value is no
+    longer the one the run set is left alone (``changed_since``) unless ``force``. Raises
+    :class:`FixRefused` when not root, there is no such run, or a later fix run that is not
+    reverted changed one of the same settings (with ``force``: a warning instead).
     """
     run_id = find_run(ledger, ref)
     if not is_root():
@@ -402,7 +449,6 @@ def revert_run(ledger: Ledger, ref: str = "last", *, paths: SystemPaths | None =
         paths = SystemPaths(proc_sys=Path(roots["proc_sys"]), etc=Path(roots["etc"]), sys=Path(roots["sys"])) \
             if roots else SystemPaths.from_env()
     already = run.status == "reverted"
-    out: list[RevertStep] = []
     steps = ledger.steps(run_id)
     if already:
         # After a revert each target holds the state journalled by its *first* step.
@@ -410,19 +456,46 @@ def revert_run(ledger: Ledger, ref: str = "last", *, paths: SystemPaths | None =
         for st in steps:
             first.setdefault(st["target"], st)
         out = [_verify_step(st, paths) for st in reversed(list(first.values()))]
-    else:
-        out = [_revert_step(ledger, st, paths) for st in reversed(steps)]
-    ok = all(s.status in ("reverted", "unchanged", "verified") for s in out)
-    if already:
-        return RevertResult(run_id=run_id, revert_run_id=None, already_reverted=True, ok=ok, steps=out)
-    rev_id = ledger.record("fix", {"mode": "revert", "reverts": run_id, "steps": [s.model_dump(mode="json") for s in out]},
+        return RevertResult(run_id=run_id, revert_run_id=None, already_reverted=True,
+                            ok=all(s.status == "verified" for s in out), steps=out)
+    warnings = _later_changes(ledger, run_id, steps)
+    if warnings and not force:
+        raise FixRefused(f"fix run {run_id}: {warnings[0]}: revert it first (reverting out of order would leave the wrong "
+                         "value), or give --force")
+    out = [_revert_step(ledger, st, paths, force) for st in reversed(steps)]
+    ok = all(s.status in ("reverted", "unchanged") for s in out)
+    rev_id = ledger.record("fix", {"mode": "revert", "reverts": run_id, "warnings": warnings, "steps": [s.model_dump(mode="json") for s in out]},
                            local_host(), status="ok" if ok else "failed", parent_id=run_id)
     ledger.update_run(run_id, status="reverted" if ok else "revert_failed")
-    return RevertResult(run_id=run_id, revert_run_id=rev_id, already_reverted=False, ok=ok, steps=out)
+    return RevertResult(run_id=run_id, revert_run_id=rev_id, already_reverted=False, ok=ok, steps=out, warnings=warnings)
+
+
+def _later_changes(ledger: Ledger, run_id: int, steps: list[dict[str, Any]]) -> list[str]:
+    """One line per later fix run, not reverted, that changed a setting or file of ``steps``."""
+    mine = {st["target"] for st in steps if st["step_kind"] in ("value", "file")}
+    out = []
+    for run in sorted(ledger.runs(kind="fix"), key=lambda r: r.id):
+        if run.id <= run_id or run.status == "reverted" or not isinstance(run.payload, dict) or run.payload.get("mode") != "apply":
+            continue
+        same = sorted(mine & {st["target"] for st in ledger.steps(run.id)})
+        if same:
+            out.append(f"fix run {run.id} changed {', '.join(same)} after it and is not reverted")
+    return out
+
+
+def _allowed(paths: SystemPaths) -> tuple[set[Path], set[Path]]:
+    """The files the handlers' ``--persist`` writes under ``paths.etc``, and the directories
+    between ``etc`` and them (those ``--persist`` may have created)."""
+    files = {paths.etc / f for cls in HANDLERS.values() for f in cls.FILES}
+    dirs = {d for f in files for d in f.parents if paths.etc in d.parents}
+    return files, dirs
 
 
 def _step_handler(st: dict[str, Any], paths: SystemPaths) -> tuple[Action, Handler]:
     a = Action.model_validate_json(st["action_json"])
+    why = undeclared(st["check_id"], a)
+    if why:
+        raise RemedyRefused(f"journalled action not in the check catalog: {why}")
     return a, handler_for(a, paths)
 
 
@@ -437,6 +510,10 @@ def _verify_step(st: dict[str, Any], paths: SystemPaths) -> RevertStep:
             rs.restored, rs.read_back = st["before"], h.read(a)
             if not h.matches(a, rs.read_back, st["before"]):
                 rs.status = "drifted"
+        elif st["step_kind"] == "dir":
+            rs.read_back = "present" if Path(st["target"]).exists() else "absent"
+            if rs.read_back == "present":
+                rs.status = "drifted"
         else:
             p = Path(st["target"])
             want = st["file_previous"] if st["file_existed"] else None
@@ -444,52 +521,115 @@ def _verify_step(st: dict[str, Any], paths: SystemPaths) -> RevertStep:
             rs.read_back = "absent" if have is None else f"{len(have)} bytes"
             if have != want:
                 rs.status = "drifted"
-    except (RemedyFailed, RemedyRefused, OSError) as e:
+    except (RemedyFailed, RemedyRefused, OSError, ValueError) as e:
         rs.status, rs.error = "drifted", str(e)
     return rs
 
 
-def _revert_step(ledger: Ledger, st: dict[str, Any], paths: SystemPaths) -> RevertStep:
+def _revert_step(ledger: Ledger, st: dict[str, Any], paths: SystemPaths, force: bool = False) -> RevertStep:
     rs = RevertStep(seq=st["seq"], check_id=st["check_id"], step_kind=st["step_kind"], target=st["target"],
                     command="", restored=None, read_back=None, status="reverted")
     try:
-        if st["step_kind"] == "value":
-            a, h = _step_handler(st, paths)
-            before = st["before"]
-            if before is None:
-                rs.status, rs.command = "unchanged", "(no value was read before: nothing was changed)"
-            else:
-                rs.command, rs.restored = h.revert_command(a, before), before
-                now = h.read(a)
-                if h.matches(a, now, before):
-                    rs.status = "unchanged"
-                else:
-                    h.restore(a, before)
-                rs.read_back = h.read(a)
-                if not h.matches(a, rs.read_back, before):
-                    rs.status, rs.error = "revert_failed", f"re-read shows {rs.read_back!r}, not {before!r}"
-        else:
-            p = Path(st["target"])
-            if st["file_existed"]:
-                prev = st["file_previous"] or b""
-                rs.command, rs.restored = f"restore {p} ({len(prev)} bytes)", f"{len(prev)} bytes"
-                if not p.exists() or p.read_bytes() != prev:
-                    _atomic_write(p, prev, st["file_mode"])
-                have = p.read_bytes()
-                rs.read_back = f"{len(have)} bytes"
-                if have != prev:
-                    rs.status, rs.error = "revert_failed", "content differs from the journalled previous content"
-            else:
-                rs.command, rs.restored = f"remove {p} (it did not exist before)", "absent"
-                if p.exists():
-                    p.unlink()
-                rs.read_back = "absent" if not p.exists() else "present"
-                if p.exists():
-                    rs.status, rs.error = "revert_failed", "file still exists"
-    except (RemedyFailed, RemedyRefused, OSError) as e:
+        {"value": _revert_value, "dir": _revert_dir}.get(st["step_kind"], _revert_file)(rs, st, paths, force)
+    except (RemedyFailed, RemedyRefused, OSError, ValueError) as e:
         rs.status, rs.error = "revert_failed", str(e)
     ledger.journal_revert(st["id"], status=rs.status, value=rs.read_back, error=rs.error)
     return rs
+
+
+def _revert_value(rs: RevertStep, st: dict[str, Any], paths: SystemPaths, force: bool) -> None:
+    a, h = _step_handler(st, paths)
+    before = st["before"]
+    if before is None:
+        rs.status, rs.command = "unchanged", "(no value was read before: nothing was changed)"
+        return
+    if not isinstance(before, str) or not h.valid_state(before):
+        raise RemedyRefused(f"journalled value {before!r} is not a valid {a.type} state: not written")
+    rs.command, rs.restored = h.revert_command(a, before), before
+    now = h.read(a)
+    set_by_run = st["after"] if st["after"] is not None else st["intended"]
+    if h.matches(a, now, before):
+        rs.status = "unchanged"
+    elif set_by_run is not None and not h.matches(a, now, set_by_run) and not force:
+        rs.status, rs.read_back = "changed_since", now
+        rs.error = (f"now {now!r}, the run set {set_by_run!r}: changed since by something else, not restored "
+                    f"(--force restores {before!r})")
+        return
+    else:
+        h.restore(a, before)
+    rs.read_back = h.read(a)
+    if not h.matches(a, rs.read_back, before):
+        rs.status, rs.error = "revert_failed", f"re-read shows {rs.read_back!r}, not {before!r}"
+
+
+def _revert_file(rs: RevertStep, st: dict[str, Any], paths: SystemPaths, force: bool) -> None:
+    p = Path(st["target"])
+    if p not in _allowed(paths)[0]:
+        raise RemedyRefused(f"{p} is not a file infergap fix writes under {paths.etc}: not touched")
+    have = p.read_bytes() if p.exists() else None
+    wrote = st["after"]
+    if wrote and "sha256" in wrote and (have is None or _digest(have) != wrote) and not force:
+        rs.status, rs.read_back = "changed_since", "absent" if have is None else f"{len(have)} bytes"
+        rs.error = f"{p} is no longer what the run wrote ({wrote}): changed since, not restored (--force restores it)"
+        return
+    if st["file_existed"]:
+        prev = st["file_previous"] or b""
+        rs.command, rs.restored = f"restore {p} ({len(prev)} bytes)", f"{len(prev)} bytes"
+        if have != prev:
+            _atomic_write(p, prev, (st["file_mode"] or 0o644) & 0o777)
+        have = p.read_bytes()
+        rs.read_back = f"{len(have)} bytes"
+        if have != prev:
+            rs.status, rs.error = "revert_failed", "content differs from the journalled previous content"
+    else:
+        rs.command, rs.restored = f"remove {p} (it did not exist before)", "absent"
+        if p.exists():
+            p.unlink()
+        rs.read_back = "absent" if not p.exists() else "present"
+        if p.exists():
+            rs.status, rs.error = "revert_failed", "file still exists"
+
+
+def _revert_dir(rs: RevertStep, st: dict[str, Any], paths: SystemPaths, force: bool) -> None:
+    d = Path(st["target"])
+    if d not in _allowed(paths)[1]:
+        raise RemedyRefused(f"{d} is not a directory infergap fix --persist creates under {paths.etc}: not touched")
+    rs.command, rs.restored = f"rmdir {d} (created by the run)", "absent"
+    if d.is_dir():
+        try:
+            d.rmdir()
+        except OSError as e:
+            rs.status, rs.read_back, rs.error = "revert_failed", "present", f"kept: {e.strerror or e} (something else was put there)"
+            return
+    rs.read_back = "absent" if not d.exists() else "present"
+    if d.exists():
+        rs.status, rs.error = "revert_failed", "directory still exists"
+
+
+def check_report(findings: Iterable[Finding], path: Path | str) -> None:
+    """Refuse a report (``fix --audit``) whose shown commands and executable actions disagree: each
+    action's command, as its handler renders it, must be one of the finding's commands (compared
+    as words, :func:`shlex.split`). A report edited to run something other than what it shows
+    raises :class:`UserError` naming the file, the finding and the action, in one line. Actions
+    no handler accepts are left to the plan, which refuses them one by one."""
+    paths = SystemPaths()
+    for f in findings:
+        if f.remedy is None or not f.remedy.actions:
+            continue
+        shown = []
+        for c in f.remedy.commands:
+            try:
+                shown.append(shlex.split(c, comments=True))
+            except ValueError:
+                continue
+        for a in f.remedy.actions:
+            try:
+                cmd = handler_for(a, paths).command(a)
+            except (RemedyRefused, ValueError):
+                continue
+            if shlex.split(cmd, comments=True) not in shown:
+                raise UserError(f"{path}: finding {f.id}{' ' + f.subject if f.subject else ''}: the action {cmd} is not among "
+                                "its commands (the report shows one change and would make another): refused")
 
 
 def load_report(path: Path) -> tuple[list[Finding], dict[str, Any]]:

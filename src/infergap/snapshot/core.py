@@ -449,6 +449,39 @@ def _check_compressed_stream(path: str | os.PathLike[str]) -> None:
         raise SnapshotError(f"snapshot {path}: the archive is damaged ({reason})") from None
 
 
+def check_archive(source: str | os.PathLike[str] | bytes, label: str) -> None:
+    """Hold an archive — a file, or the bytes a fleet node sent — to the caps ``audit
+    --snapshot`` applies (:data:`ARCHIVE_MAX_MEMBERS`, :data:`ARCHIVE_MAX_MEMBER_BYTES`,
+    :data:`ARCHIVE_MAX_BYTES`) before anything reads its files: one streaming pass over the
+    member headers (gzip inflated in steps, member data skipped, nothing kept), and a plain tar
+    larger than the total cap is refused by its size (a sparse file of gigabytes costs nothing
+    to make). Raises :class:`SnapshotError` naming ``label`` and the cap; damage is left to the
+    reader, which names it."""
+    import io
+    import zlib
+
+    if isinstance(source, (bytes, bytearray)):
+        f: Any = io.BytesIO(source)
+        size = len(source)
+    else:
+        try:
+            size = os.stat(source).st_size
+            f = open(source, "rb")
+        except OSError as e:
+            raise SnapshotError(f"snapshot {label}: cannot read ({e.strerror or e})") from None
+    with f:
+        gz = f.read(2) == b"\x1f\x8b"
+        f.seek(0)
+        if not gz and size > ARCHIVE_MAX_BYTES + 1024 * (ARCHIVE_MAX_MEMBERS + 2):  # data + headers and padding
+            raise SnapshotError(f"snapshot {label}: {size} bytes, more than the {ARCHIVE_MAX_BYTES} accepted unpacked")
+        try:
+            with tarfile.open(fileobj=f, mode="r|gz" if gz else "r|") as tf:
+                for _m in _check_members(label, tf):
+                    pass
+        except (tarfile.TarError, OSError, EOFError, zlib.error):
+            pass  # not a readable archive: the reader reports it with its own reason
+
+
 def _check_members(path: str | os.PathLike[str], members: Any) -> Any:
     """Yield the members of an archive while holding their headers to the caps; raise
     :class:`SnapshotError` naming the cap that was hit."""

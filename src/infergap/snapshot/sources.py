@@ -189,6 +189,10 @@ SOURCES: tuple[Source, ...] = (
            prompt=r"\b(?:all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv|gather|scatter|hypercube)_perf\b", prompt_rank=21,
            repeats=True, holds_log_lines=True, parser=_P + "nccl:parse_nccl_tests", facts=("nccl_tests_runs",),
            sample="evidence/nccltests-232-allreduce-two-nodes.txt"),
+    Source("ibstat", "ibstat", _cmd("ibstat", "ibstat"), "cmd:ibstat", start=r"^CA '[\w.\-]{1,64}'$", prompt=r"\bibstat\b", prompt_rank=22,
+           repeats=True, parser=_P + "host:parse_ibstat", facts=("ib_ports",), sample="evidence/ucx-9515-ibstat.txt"),
+    Source("nvsmi_mig", "nvidia-smi mig -lgi / -lci", start=r"^\|\s{0,4}(?:GPU|Compute) instances:\s{0,80}\|$", prompt=r"nvidia-smi\s{1,8}mig\s{1,8}-l[gc]i\b",
+           prompt_rank=2, repeats=True, parser=_P + "nvsmi:parse_mig_instances", facts=("mig_instances",), sample="evidence/draf-933-mig-lgi.txt"),
     # -- sources without a start marker: commands collected live only, and logs (recognised by their lines) --
     Source("lscpu_json", "lscpu -J", _cmd("lscpu_json", "lscpu", "-J")),
     Source("dmidecode", "dmidecode -t bios -t system", _cmd("dmidecode", "dmidecode", "-t", "bios", "-t", "system")),
@@ -212,6 +216,11 @@ SOURCES: tuple[Source, ...] = (
     Source("vllm_log", "vLLM server log", parser=_P + "engine_log:parse_engine_log", sample="evidence/vllm-15036-engine-config.log"),
     Source("ollama_log", "Ollama server log", lines=r"\blevel=(?:INFO|WARN|ERROR|DEBUG) source=[\w./-]{1,80}\.go:\d{1,6} msg=",
            parser=_P + "ollama_log:parse_ollama_log", facts=("engine_logs",), sample="evidence/ollama-9181-partial-offload.log"),
+    Source("ray_log", "Ray driver or node log", lines=r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\s{1,8}(?:INFO|WARNING|ERROR|DEBUG) [\w.]{1,80}\.py:\d{1,6} -- ",
+           parser=_P + "ray_log:parse_ray_log", facts=("ray_logs",), sample="evidence/openinstruct-1067-ray-shm-5g.log"),
+    Source("k8s_device_plugin", "NVIDIA Kubernetes device plugin log (kubectl logs)", prompt=r"kubectl\s{1,8}logs\b.{0,200}(?:device-plugin|nvdp)", prompt_rank=23,
+           lines=r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6}\s{1,12}\d{1,10} [\w.\-]{1,80}\.go:\d{1,6}\] |^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d (?:Loading NVML|Failed to initialize NVML)",
+           parser=_P + "k8s_log:parse_device_plugin_log", facts=("device_plugin_logs",), sample="evidence/k8sdp-303-nvml-not-loaded.log"),
     Source("llamacpp_log", "llama.cpp llama-server log", parser=_P + "llamacpp_log:parse_llamacpp_log", sample="evidence/llamacpp-12171-offload-all.log"),
 )
 RECORDS: dict[str, Source] = {s.kind: s for s in SOURCES}
@@ -219,7 +228,7 @@ RECORDS: dict[str, Source] = {s.kind: s for s in SOURCES}
 #: The order ``infergap collect`` runs the commands in (the cheap ones first, the kernel log last).
 _COLLECT_ORDER = ("uname", "lscpu", "lscpu_json", "numactl", "ulimit", "nvsmi", "nvsmi_q", "nvsmi_qx", "nvsmi_topo", "nvsmi_nvlink",
                   "nvsmi_p2p", "nvsmi_csv", "sysctl_all", "pip_list", "df", "torch", "lspci", "lspci_vvv", "lspci_tree", "dmidecode",
-                  "systemd_detect_virt", "systemd_detect_virt_c", "modules_installed", "boot_ls", "nvcc", "cpupower", "kernel_log")
+                  "systemd_detect_virt", "systemd_detect_virt_c", "modules_installed", "boot_ls", "nvcc", "cpupower", "ibstat", "kernel_log")
 COMMANDS: dict[str, Command] = {n: RECORDS[n].command for n in _COLLECT_ORDER if RECORDS[n].command is not None}  # type: ignore[misc]
 
 #: Files (glob patterns, absolute host paths) a snapshot holds. ``config`` of PCI functions is
