@@ -124,6 +124,18 @@ def test_compare_refuses_changes_inside_the_spread():
     assert one.metrics[0].verdict == "within noise" and one.notes
 
 
+def test_a_difference_inside_the_runs_own_spread_is_noise_whatever_its_size():
+    """Two runs of one server on a busy host: the baseline's trials went 10, 40, 12 tok/s, the
+    new run's 38, 42, 45. The medians (12 → 42, +250 %) lie outside each other's ranges, which
+    was called "better"; but the baseline's own trials already differ by 30 tok/s, so a 30 tok/s
+    difference between the runs is what the noise makes."""
+    c = compare_bench(_result([10.0, 40.0, 12.0]), _result([38.0, 42.0, 45.0])).points[0].metrics[0]
+    assert c.change_pct == 250.0 and c.verdict == "within noise" and not c.significant, c
+    # Outside both runs' spreads together it is a change, however unsteady each run was.
+    far = compare_bench(_result([10.0, 40.0, 12.0]), _result([80.0, 84.0, 90.0])).points[0].metrics[0]
+    assert far.verdict == "better" and far.significant, far
+
+
 def test_unstable_point_is_marked():
     r = _result([1.0, 1.5, 1.0])
     assert r.points[0].unstable and "output_throughput_tps" in r.points[0].unstable_metrics

@@ -1,7 +1,7 @@
 """Compare two bench runs point by point, refusing to call a change real inside the noise. Pure.
 
 A change is *significant* only when each run's median lies outside the other run's min–max range
-over its trials (the same configuration measured 38 and 66 tok/s on two days: a single number
+over its trials and the medians differ by more than the two ranges together (the same configuration measured 38 and 66 tok/s on two days: a single number
 proves nothing; the reference ``bench.md`` asks to refuse to call a change an improvement inside
 the spread).
 """
@@ -59,15 +59,20 @@ def _key(p: PointResult) -> tuple:
 
 def compare_metric(name: str, a: Spread, b: Spread) -> MetricChange:
     """Compare one metric's trial spreads. Significant when ``b.median`` is outside
-    ``[a.min, a.max]`` and ``a.median`` is outside ``[b.min, b.max]``; the direction is judged
-    with higher-is-better for throughputs and lower-is-better for latencies."""
+    ``[a.min, a.max]``, ``a.median`` is outside ``[b.min, b.max]``, and the medians differ by more
+    than both runs' own trial-to-trial ranges together (``(a.max − a.min) + (b.max − b.min)``,
+    in the metric's unit): one run at the low end of its range and the other at the high end of
+    its own already differ that much with nothing changed, so a difference inside it is noise
+    whatever its size in per cent. The direction is judged with higher-is-better for
+    throughputs and lower-is-better for latencies."""
     m = MetricChange(metric=name, a=a, b=b)
     if a.median is None or b.median is None:
         return m
     m.change_pct = (b.median - a.median) / abs(a.median) * 100.0 if a.median else None
     outside_a = not (a.min <= b.median <= a.max)
     outside_b = not (b.min <= a.median <= b.max)
-    m.significant = outside_a and outside_b
+    noise = (a.max - a.min) + (b.max - b.min)
+    m.significant = outside_a and outside_b and abs(b.median - a.median) > noise
     if not m.significant:
         m.verdict = "within noise"
     else:

@@ -191,6 +191,8 @@ SOURCES: tuple[Source, ...] = (
            sample="evidence/nccltests-232-allreduce-two-nodes.txt"),
     Source("ibstat", "ibstat", _cmd("ibstat", "ibstat"), "cmd:ibstat", start=r"^CA '[\w.\-]{1,64}'$", prompt=r"\bibstat\b", prompt_rank=22,
            repeats=True, parser=_P + "host:parse_ibstat", facts=("ib_ports",), sample="evidence/ucx-9515-ibstat.txt"),
+    Source("nvsmi_mig", "nvidia-smi mig -lgi / -lci", start=r"^\|\s{0,4}(?:GPU|Compute) instances:\s{0,80}\|$", prompt=r"nvidia-smi\s{1,8}mig\s{1,8}-l[gc]i\b",
+           prompt_rank=2, repeats=True, parser=_P + "nvsmi:parse_mig_instances", facts=("mig_instances",), sample="evidence/draf-933-mig-lgi.txt"),
     # -- sources without a start marker: commands collected live only, and logs (recognised by their lines) --
     Source("lscpu_json", "lscpu -J", _cmd("lscpu_json", "lscpu", "-J")),
     Source("dmidecode", "dmidecode -t bios -t system", _cmd("dmidecode", "dmidecode", "-t", "bios", "-t", "system")),
