@@ -276,7 +276,10 @@ def _apply(cfg: ServerConfig, path: str, data: Any, text: str) -> None:
             # transformers serve (transformers/cli/serving/server.py registers /load_model and /reset)
             cfg.put("engine", "transformers", src)
         elif "llama" in title.lower():
-            cfg.put("engine", "llama.cpp", src)
+            # llama-cpp-python's server (``python -m llama_cpp.server``) titles its FastAPI app
+            # "🦙 llama.cpp Python API" with the package's version (llama_cpp/server/app.py); it is
+            # its own engine, with its own options, not llama.cpp's llama-server.
+            cfg.put("engine", "llama-cpp-python" if "python" in title.lower() else "llama.cpp", src)
             cfg.put("version", (data.get("info") or {}).get("version"), src)
 
 

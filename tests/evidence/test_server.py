@@ -182,14 +182,14 @@ def test_llama_cpp_python_live(llama_server):
     cfg = introspect(llama_server, api_key=API_KEY, timeout_s=10)
     import llama_cpp
 
-    assert cfg.reachable and cfg.engine == "llama.cpp" and cfg.version == llama_cpp.__version__
+    assert cfg.reachable and cfg.engine == "llama-cpp-python" and cfg.version == llama_cpp.__version__
     assert cfg.served_model_name and cfg.served_model_name.endswith("tiny.gguf")
     assert cfg.sources["served_model_name"] == "GET /v1/models"
 
 
 def test_llama_cpp_python_without_key(llama_server):
     cfg = introspect(llama_server, api_key="", timeout_s=10)
-    assert cfg.engine == "llama.cpp"  # /openapi.json is public
+    assert cfg.engine == "llama-cpp-python"  # /openapi.json is public
     assert "GET /v1/models: HTTP 401, needs an admin API key (--api-key or INFERGAP_API_KEY)" in cfg.errors
 
 
@@ -266,4 +266,23 @@ def test_body_arriving_in_pieces_is_read_whole():
     with AppServer({"/openapi.json": pieces}) as s:
         cfg = introspect(s.url, timeout_s=10)
     assert not any("openapi" in e for e in cfg.errors), cfg.errors
-    assert cfg.engine == "llama.cpp" and cfg.version == "0.3.36"
+    assert cfg.engine == "llama-cpp-python" and cfg.version == "0.3.36"  # its own engine, not llama-server
+
+
+def test_llama_cpp_python_is_its_own_engine_in_the_plan():
+    """llama-cpp-python's server (its FastAPI title "🦙 llama.cpp Python API", its /v1/models
+    entry owned by "me", as llama_cpp/server/app.py serves them) is named as what it is: never
+    "llama.cpp" with the package's version, never given llama-server's flags."""
+    from infergap.plan import build_plan
+    from infergap.server import ServerConfig, _apply, finish
+
+    cfg = ServerConfig(url="http://127.0.0.1:8000", reachable=True)
+    doc = {"openapi": "3.1.0", "info": {"title": "🦙 llama.cpp Python API", "version": "0.3.36"}, "paths": {}}
+    _apply(cfg, "/openapi.json", doc, json.dumps(doc))
+    models = {"object": "list", "data": [{"id": "/models/tiny.gguf", "object": "model", "owned_by": "me", "permissions": []}]}
+    _apply(cfg, "/v1/models", models, json.dumps(models))
+    finish(cfg)
+    assert (cfg.engine, cfg.version) == ("llama-cpp-python", "0.3.36")
+    text = build_plan(server=cfg).model_dump_json()
+    assert "llama-cpp-python" in text and "llama.cpp" not in text.replace("llama.cpp Python", "")
+    assert not any(flag in text for flag in ("--parallel", "--ctx-size", "-np ", "--n-gpu-layers"))

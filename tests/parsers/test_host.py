@@ -52,3 +52,21 @@ def test_ibstat_ports() -> None:
     ports = parse_ibstat((EVIDENCE / "ucx-9515-ibstat.txt").read_text())
     assert [(p["ca"], p["port"], p["state"], p["rate"], p["link"]) for p in ports] == [
         ("mlx5_0", "1", "Active", "400", "InfiniBand"), ("mlx5_1", "1", "Active", "400", "InfiniBand")]
+
+
+def test_ibv_devinfo_ports_in_ibstats_shape() -> None:
+    """DeepEP#60: a RoCE port PORT_DOWN, and a second HCA whose ports the paste cut off."""
+    from tests.parsers.inputs import EVIDENCE
+
+    ports = hp.parse_ibv_devinfo((EVIDENCE / "deepep-60-ibv-devinfo.txt").read_text())
+    assert ports == [{"ca": "mlx5_12", "firmware": "22.38.1900", "port": "1", "state": "Down", "link": "Ethernet"}]
+
+
+def test_ibv_devinfo_verbose_gives_the_rate() -> None:
+    from tests.parsers.inputs import EVIDENCE
+
+    text = (EVIDENCE / "deepep-60-ibv-devinfo.txt").read_text().replace(
+        "PORT_DOWN (1)", "PORT_ACTIVE (4)\n                        active_width:           4X (2)\n"
+        "                        active_speed:           25.0 Gbps (32)\n                        phys_state:             LINK_UP (5)")
+    (p,) = hp.parse_ibv_devinfo(text)[:1]
+    assert (p["state"], p["physical"], p["rate"]) == ("Active", "LinkUp", "100")

@@ -28,3 +28,14 @@ def test_a_plugin_that_loaded_nvml_is_not_a_finding(tmp_path: Path) -> None:
     text = replaced(evidence_text("k8sdp-303-nvml-not-loaded.log"), "Failed to initialize NVML: could not load NVML library.", "Fetching devices.")
     f = one(audit_ids(pasted_text(tmp_path, "dp.log", text), "gpu_health"), "gpu.present")
     assert f.status is Status.unknown
+
+
+def test_nvidia_smis_own_nvml_failure_is_not_the_plugins() -> None:
+    """scicomp#60: nvidia-smi printing ``Failed to initialize NVML: Driver/library version mismatch``
+    is the driver's finding, not a device plugin log."""
+    from infergap.evidence.recognize import scan_file
+    from tests.parsers.inputs import EVIDENCE
+
+    parts, _ = scan_file(EVIDENCE / "scicomp-60-nvml-mismatch.txt")
+    assert "k8s_device_plugin" not in {k for p in parts for k in p.kinds}
+    assert not is_device_plugin_line("Failed to initialize NVML: Driver/library version mismatch")

@@ -100,3 +100,25 @@ def test_the_tables_mig_cell_is_read() -> None:
 
     gpus = parse_nvsmi_table((EVIDENCE / "ollama-4814-mig-table.txt").read_text())
     assert [(g.bdf, g.mig_current) for g in gpus] == [("0000:05:00.0", "Enabled"), ("0000:86:00.0", "Enabled")]
+
+
+def test_mig_lgi_instances_and_gpu_mig() -> None:
+    """dra-driver-nvidia-gpu#933: GPU 3 left with three 1g.10gb instances at placements 0, 1, 5."""
+    from infergap.findings import Status
+    from infergap.parsers.nvsmi import parse_mig_instances
+    from tests.investigators.memsnap import audit_ids, one, pasted
+    from tests.parsers.inputs import lines
+
+    rows = parse_mig_instances(lines("draf-933-mig-lgi.txt"))
+    assert [(r["gpu"], r["profile"], r["id"], r["placement"]) for r in rows] == [(3, "1g.10gb", 7, "0:1"), (3, "1g.10gb", 8, "1:1"), (3, "1g.10gb", 12, "5:1")]
+    f = one(audit_ids(pasted("draf-933-mig-lgi.txt"), "gpu_health"), "gpu.mig")
+    assert f.status is Status.actionable and f.subject == "GPU3" and "3 MIG instance(s)" in f.title
+    assert f.remedy.commands[-1] == "nvidia-smi -i 3 -mig 0"
+
+
+def test_mig_lci_rows_are_compute_instances() -> None:
+    from infergap.parsers.nvsmi import parse_mig_instances
+
+    rows = parse_mig_instances(["| Compute instances:                                  |",
+                                "|   0      1       MIG 1g.5gb           0         0          0:1     |"])
+    assert rows == [{"kind": "compute_instance", "gpu": 0, "gi": 1, "profile": "1g.5gb", "profile_id": 0, "id": 0, "placement": "0:1"}]

@@ -25,6 +25,10 @@ H200 = Path(__file__).resolve().parents[1] / "fixtures" / "hosts" / "h200-1gpu"
     ("mi300x", "mi300x"),
     ("NVIDIA L40S", "l40s"),
     ("NVIDIA B200", "b200"),
+    ("NVIDIA L4", "l4"), ("l4", "l4"), ("NVIDIA A10G", "a10g"), ("a10g", "a10g"),
+    ("NVIDIA RTX 6000 Ada Generation", "rtx-6000-ada"), ("rtx-6000-ada", "rtx-6000-ada"),
+    ("NVIDIA H20", "h20"), ("h20", "h20"), ("NVIDIA GB200", "gb200"), ("gb200", "gb200"),
+    ("NVIDIA B300", "b300"), ("b300", "b300"),
 ])
 def test_names_map_to_entries(name, gpu_id):
     assert find_gpu(name).id == gpu_id
@@ -92,3 +96,15 @@ def test_auto_on_this_host_answers():
         assert "--gpu auto:" in str(e)
     else:
         assert hw.count >= 1
+
+
+def test_datasheet_rows_cite_their_source_and_follow_the_units():
+    """The rows added for GPUs users name (L4, A10G, RTX 6000 Ada, H20, GB200, B300): each cites a
+    source, and the dense FP8 rate is at most twice BF16 (a with-sparsity figure left unhalved
+    would break the header's units)."""
+    for gid in ("l4", "a10g", "rtx-6000-ada", "h20", "gb200", "b300"):
+        g = find_gpu(gid)
+        assert g.source and ("nvidia.com" in g.source or "no datasheet" in g.source or "no public datasheet" in g.source), gid
+        assert g.sm is not None and g.memory_GB > 0 and g.bandwidth_GBps > 0, gid
+        if g.fp8_tflops:
+            assert g.fp8_tflops <= 2 * g.bf16_tflops * 1.01, gid

@@ -97,6 +97,10 @@ def test_the_startup_log_is_read_as_vllm_evidence(vllm_limited):
     ec = _one(findings, "engine.config")
     assert ec["status"] == "ok" and ec["title"].startswith(f"vLLM {VLLM_VERSION}")
     assert {"max_num_seqs=2", f"kv_cache_tokens={kv_tokens}"} <= {e["value"] for e in ec["evidence"]}
+    # the version the log states is checked against the known-bad vLLM versions before it is ok
+    rv = _one(findings, "runtime.versions")
+    assert rv["status"] == "ok" and rv["title"].startswith(f"vLLM {VLLM_VERSION}: checked against"), rv
+    assert {"source": "evidence/" + s.log.name, "value": f"vLLM {VLLM_VERSION}"} in rv["evidence"]
 
 
 def test_enforce_eager_on_the_cpu_build_is_no_cuda_graph_finding(vllm_starved):

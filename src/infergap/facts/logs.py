@@ -128,6 +128,15 @@ class LogDomain:
         return [(part, memo_part(self.snap, ("k8sdp", str(part.path), part.start, part.end), lambda p=part: parse_device_plugin_log(p.iter_lines())))
                 for part in _parts(self.snap, "k8s_device_plugin")]
 
+    def mig_instances(self) -> list[tuple[Any, list[dict[str, Any]]]]:
+        """(part, instances of :func:`~infergap.parsers.nvsmi.parse_mig_instances`) of every
+        pasted ``nvidia-smi mig -lgi`` / ``-lci`` output that lists at least one instance."""
+        from infergap.parsers.nvsmi import parse_mig_instances
+
+        runs = [(part, memo_part(self.snap, ("mig", str(part.path), part.start, part.end), lambda p=part: parse_mig_instances(p.iter_lines())))
+                for part in _parts(self.snap, "nvsmi_mig")]
+        return [(part, rows) for part, rows in runs if rows]
+
     def evidence_parts(self, kind: str) -> list[Any]:
         """The recognised evidence parts serving ``kind`` (none without pasted evidence)."""
         return _parts(self.snap, kind)

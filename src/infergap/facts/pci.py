@@ -226,11 +226,16 @@ class PciDomain(FactsBase):
     @memo
     def ib_ports(self) -> list[dict[str, str]]:
         """The InfiniBand/RoCE HCA ports of ``ibstat`` (:func:`~infergap.parsers.host.parse_ibstat`:
-        ``ca``, ``port``, ``state``, ``physical``, ``rate`` in Gb/s, ``link``); empty when not captured."""
-        from infergap.parsers.host import parse_ibstat
+        ``ca``, ``port``, ``state``, ``physical``, ``rate`` in Gb/s, ``link``), else of
+        ``ibv_devinfo`` in the same shape (:func:`~infergap.parsers.host.parse_ibv_devinfo`);
+        empty when neither was captured."""
+        from infergap.parsers.host import parse_ibstat, parse_ibv_devinfo
 
         r = self.cmd_ok("ibstat")
-        return parse_ibstat(r.stdout) if r else []
+        if r:
+            return parse_ibstat(r.stdout)
+        r = self.cmd_ok("ibv_devinfo")
+        return parse_ibv_devinfo(r.stdout) if r else []
 
     @memo
     def iommu_group_types(self) -> dict[str, str]:

@@ -13,6 +13,8 @@ judges: topo -m or the plain table alone give unknown, with the command that wou
 
 from __future__ import annotations
 
+from collections import Counter
+
 from infergap import checks
 from infergap.facts import GpuFacts
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status
@@ -189,9 +191,39 @@ def _device_plugin(ctx: Context) -> Finding | None:
     return None
 
 
+def _mig_listed(ctx: Context, found: list[Finding]) -> list[Finding]:
+    """gpu.mig of each GPU a pasted ``nvidia-smi mig -lgi``/``-lci`` shows split into instances,
+    unless the GPU's MIG mode is already judged from its own record."""
+    judged = any(f.id == "gpu.mig" for f in found)
+    out = []
+    for part, rows in ctx.facts.mig_instances():
+        by_gpu: dict[int, list[dict]] = {}
+        for r in rows:
+            by_gpu.setdefault(r["gpu"], []).append(r)
+        for gpu, rs in sorted(by_gpu.items()):
+            if judged:
+                continue
+            gis = [r for r in rs if r["kind"] == "gpu_instance"] or rs
+            profiles = ", ".join(f"{n}× {p}" for p, n in sorted(Counter(r["profile"] for r in gis).items()))
+            out.append(finding("gpu.mig", Status.actionable, f"GPU {gpu} is split into {len(gis)} MIG instance(s): {profiles}", subject=f"GPU{gpu}",
+                               evidence_=evidence(*((part.label, f"GPU {gpu} MIG {r['profile']} (profile {r['profile_id']}, instance {r['id']}, placement {r['placement']})") for r in gis[:8])),
+                               impact="An inference server on this GPU gets one slice (the profile's compute slices and memory), and a MIG instance has no "
+                                      "peer-to-peer or NVLink to another: tensor parallelism across instances falls back to copies through host memory.",
+                               remedy=checks.remedy("gpu.mig", commands=[("destroy_ci", {"gpu": gpu}), ("destroy_gi", {"gpu": gpu}), ("set_index", {"gpu": gpu, "mode": 0})],
+                                                    revert=[("set_index", {"gpu": gpu, "mode": 1})], note="Needs a GPU reset; leave it if slicing is intended."),
+                               references=["https://docs.nvidia.com/datacenter/tesla/mig-user-guide/"]))
+    return out
+
+
 def investigate(ctx: Context) -> list[Finding]:
     """gpu.present (only when absent), and per GPU gpu.ecc, gpu.clocks, gpu.power_limit,
-    gpu.throttle, gpu.thermals, gpu.mig, gpu.compute_mode."""
+    gpu.throttle, gpu.thermals, gpu.mig (also from a pasted ``nvidia-smi mig -lgi``),
+    gpu.compute_mode."""
+    found = _by_gpu(ctx)
+    return found + _mig_listed(ctx, found)
+
+
+def _by_gpu(ctx: Context) -> list[Finding]:
     gpus = ctx.facts.gpus()
     plugin = _device_plugin(ctx) if not gpus else None
     if plugin is not None:

@@ -279,7 +279,7 @@ def _ports_alone(facts: Facts) -> Finding | None:
     ports = facts.ib_ports()
     if not ports:
         return None
-    src = facts.src("ibstat")
+    src = facts.src("ibstat") if facts.command("ibstat") is not None else facts.src("ibv_devinfo")
     evs = [ev(src, f"{p['ca']} port {p['port']}: {p.get('state', '?')}/{p.get('physical', '?')}, {p.get('rate', '?')} Gb/s, {p.get('link', '?')}") for p in ports[:8]]
     down = [p for p in ports if p.get("state") != "Active"]
     if down:

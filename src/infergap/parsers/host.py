@@ -290,3 +290,49 @@ def parse_ibstat(text: str) -> list[dict[str, str]]:
         elif sep and k in keys and out and out[-1]["ca"] == ca["ca"]:
             out[-1][keys[k]] = v.strip()
     return out
+
+
+_IBV_STATE = {"PORT_ACTIVE": "Active", "PORT_DOWN": "Down", "PORT_INIT": "Initializing", "PORT_ARMED": "Armed", "PORT_ACTIVE_DEFER": "Active"}
+_IBV_PHYS = {"LINK_UP": "LinkUp", "POLLING": "Polling", "DISABLED": "Disabled", "SLEEP": "Sleep", "LINK_ERROR_RECOVERY": "LinkErrorRecovery"}
+
+
+def parse_ibv_devinfo(text: str) -> list[dict[str, str]]:
+    """One dict per HCA port of ``ibv_devinfo`` (rdma-core's ``libibverbs-utils``), in the shape of
+    :func:`parse_ibstat`: ``ca`` (``hca_id``), ``firmware`` (``fw_ver``), ``port``, ``state``
+    (``PORT_ACTIVE`` is Active, ``PORT_DOWN`` Down, ``PORT_INIT`` Initializing), ``link``
+    (``link_layer``); with ``-v`` also ``physical`` (``phys_state``) and ``rate`` in Gb/s (the
+    lanes of ``active_width`` × ``active_speed``, as ibstat computes it).
+
+    >>> parse_ibv_devinfo("hca_id:\\tmlx5_12\\n\\tfw_ver:\\t\\t22.38.1900\\n\\t\\tport:\\t1\\n"
+    ...                   "\\t\\t\\tstate:\\t\\t\\tPORT_DOWN (1)\\n\\t\\t\\tlink_layer:\\t\\tEthernet\\n")
+    [{'ca': 'mlx5_12', 'firmware': '22.38.1900', 'port': '1', 'state': 'Down', 'link': 'Ethernet'}]
+    """
+    out: list[dict[str, str]] = []
+    ca: dict[str, str] = {}
+    lanes = None
+    for line in text.splitlines():
+        k, sep, v = line.strip().partition(":")
+        v = v.strip()
+        if not sep:
+            continue
+        if k == "hca_id" and re.fullmatch(r"[\w.\-]{1,64}", v):
+            ca = {"ca": v}
+        elif not ca:
+            continue
+        elif k == "fw_ver":
+            ca["firmware"] = v
+        elif k == "port" and v.isdigit() and len(out) < 256:
+            out.append({**ca, "port": v})
+        elif out and out[-1]["ca"] == ca["ca"]:
+            word = v.split(" ")[0]
+            if k == "state":
+                out[-1]["state"] = _IBV_STATE.get(word, word)
+            elif k == "phys_state":
+                out[-1]["physical"] = _IBV_PHYS.get(word, word)
+            elif k == "link_layer":
+                out[-1]["link"] = v
+            elif k == "active_width" and re.fullmatch(r"\d{1,2}X", word):
+                lanes = int(word[:-1])
+            elif k == "active_speed" and lanes and re.fullmatch(r"\d{1,4}(?:\.\d{1,3})?", word):
+                out[-1]["rate"] = f"{lanes * float(word):g}"
+    return out

@@ -26,8 +26,10 @@ _CRI = r"(?:\d{4}-\d\d-\d\dT[\d:.]{8,20}(?:Z|[+-]\d\d:\d\d) std(?:out|err) [FP] 
 #: A klog line (``I1023 10:14:11.984927       1 main.go:199] ``).
 KLOG = re.compile(_CRI + r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6}\s{1,12}\d{1,10} [\w.\-]{1,80}\.go:\d{1,6}\] ")
 #: A line of the 1.x plugin, with Go's ``log`` date or, in the first releases, without one.
-_OLD = re.compile(r"(?:\d{4}/\d\d/\d\d \d\d:\d\d:\d\d )?(?:[Ll]oading NVML$|Failed to (?:initialize NVML: |start nvml with error:)|Fetching devices\.$|"
-                  r"Starting FS watcher\.$|Starting OS watcher\.$|Starting to serve on \S|Registered device plugin with Kubelet|No devices found\. Waiting indefinitely)")
+#: nvidia-smi prints ``Failed to initialize NVML: …`` too: without Go's date that line is not the plugin's.
+_OLD = re.compile(r"\d{4}/\d\d/\d\d \d\d:\d\d:\d\d (?:Loading NVML$|Failed to initialize NVML: |Fetching devices\.$|Starting FS watcher\.$|"
+                  r"Starting OS watcher\.$|Starting to serve on \S|Registered device plugin with Kubelet|No devices found\. Waiting indefinitely)"
+                  r"|(?:[Ll]oading NVML$|Failed to start nvml with error:)")
 _NVML_ERR = re.compile(r"(?:NVML not detected|Failed to initialize NVML|Failed to start nvml with error|nvml init failed):\s{1,8}(.{1,300})")
 _MIG = re.compile(r"""mig-strategy="?(\w{1,20})|"migStrategy":\s{0,4}"(\w{1,20})\"""")
 
@@ -40,6 +42,8 @@ def is_device_plugin_line(line: str) -> bool:
     >>> is_device_plugin_line("2022/05/13 23:09:23 Loading NVML")
     True
     >>> is_device_plugin_line("INFO 05-15 11:07:08 [api_server.py:1] vLLM")
+    False
+    >>> is_device_plugin_line("Failed to initialize NVML: Driver/library version mismatch")  # nvidia-smi's
     False
     """
     s = line.strip()

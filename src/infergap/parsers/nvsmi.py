@@ -11,6 +11,7 @@ import csv
 import io
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -649,4 +650,39 @@ def parse_nvsmi_table(text: str) -> list[NvsmiGpu]:
             if mig:
                 g.mig_current = mig.group(1)
         out.append(g)
+    return out
+
+
+#: A row of ``nvidia-smi mig -lgi`` (GPU, profile name, profile id, instance id, placement) and
+#: of ``nvidia-smi mig -lci`` (GPU, GPU instance, name, profile id, instance id, placement), as
+#: printed by nvidia-smi of R450 and later (``|   3  MIG 1g.10gb   19   7   0:1   |``).
+_MIG_GI = re.compile(r"^\|\s{1,8}(\d{1,3})\s{1,8}MIG (\d{1,2}g\.\d{1,4}gb(?:\+\w{1,8})?)\s{1,30}(\d{1,4})\s{1,30}(\d{1,4})\s{1,30}(\d{1,2}):(\d{1,2})\s{0,30}\|$")
+_MIG_CI = re.compile(r"^\|\s{1,8}(\d{1,3})\s{1,8}(\d{1,4})\s{1,10}MIG (\d{1,2}(?:c\.\d{1,2})?g\.\d{1,4}gb(?:\+\w{1,8})?)\s{1,30}(\d{1,4})\s{1,30}(\d{1,4})\s{1,30}(\d{1,2}):(\d{1,2})\s{0,30}\|$")
+
+
+def parse_mig_instances(lines: Iterable[str]) -> list[dict[str, Any]]:
+    """The MIG instances ``nvidia-smi mig -lgi`` (GPU instances) or ``-lci`` (compute instances)
+    lists: one dict per instance, ``kind`` ``gpu_instance`` or ``compute_instance``, ``gpu``
+    (the nvidia-smi index), ``gi`` (the GPU instance of a compute instance), ``profile`` (its
+    name, ``1g.10gb``: compute slices and memory), ``profile_id``, ``id``, ``placement``
+    (``start:size`` in memory slices). Rows outside those tables are ignored.
+
+    >>> parse_mig_instances(["| GPU instances:                                          |",
+    ...                      "|   3  MIG 1g.10gb           19        7          0:1     |"])
+    [{'kind': 'gpu_instance', 'gpu': 3, 'gi': None, 'profile': '1g.10gb', 'profile_id': 19, 'id': 7, 'placement': '0:1'}]
+    """
+    out: list[dict[str, Any]] = []
+    for line in lines:
+        s = line.strip()
+        if not s.startswith("|") or "MIG" not in s:
+            continue
+        m = _MIG_GI.match(s)
+        if m:
+            out.append({"kind": "gpu_instance", "gpu": int(m.group(1)), "gi": None, "profile": m.group(2), "profile_id": int(m.group(3)),
+                        "id": int(m.group(4)), "placement": f"{m.group(5)}:{m.group(6)}"})
+            continue
+        m = _MIG_CI.match(s)
+        if m:
+            out.append({"kind": "compute_instance", "gpu": int(m.group(1)), "gi": int(m.group(2)), "profile": m.group(3),
+                        "profile_id": int(m.group(4)), "id": int(m.group(5)), "placement": f"{m.group(6)}:{m.group(7)}"})
     return out

@@ -452,7 +452,7 @@ def _actions(lv: Lever, facts: dict[str, Fact], params: dict[str, Any]) -> list[
     eng = facts.get("engine.name")
     ver = facts.get("engine.version")
     out: list[str] = []
-    names = {"sglang": "SGLang", "vllm": "vLLM", "llama.cpp": "llama.cpp"}
+    names = {"sglang": "SGLang", "vllm": "vLLM", "llama.cpp": "llama.cpp", "llama-cpp-python": "llama-cpp-python"}
     for e, variants in lv.engines.items():
         if eng is not None and eng.value != e:
             continue

@@ -191,6 +191,11 @@ SOURCES: tuple[Source, ...] = (
            sample="evidence/nccltests-232-allreduce-two-nodes.txt"),
     Source("ibstat", "ibstat", _cmd("ibstat", "ibstat"), "cmd:ibstat", start=r"^CA '[\w.\-]{1,64}'$", prompt=r"\bibstat\b", prompt_rank=22,
            repeats=True, parser=_P + "host:parse_ibstat", facts=("ib_ports",), sample="evidence/ucx-9515-ibstat.txt"),
+    Source("nvsmi_mig", "nvidia-smi mig -lgi / -lci", start=r"^\|\s{0,4}(?:GPU|Compute) instances:\s{0,80}\|$", prompt=r"nvidia-smi\s{1,8}mig\s{1,8}-l[gc]i\b",
+           prompt_rank=2, repeats=True, parser=_P + "nvsmi:parse_mig_instances", facts=("mig_instances",), sample="evidence/draf-933-mig-lgi.txt"),
+    Source("ibv_devinfo", "ibv_devinfo", _cmd("ibv_devinfo", "ibv_devinfo", "-v"), "cmd:ibv_devinfo", start=r"^hca_id:\s{1,8}[\w.\-]{1,64}$",
+           prompt=r"\bibv_devinfo\b", prompt_rank=22, repeats=True, parser=_P + "host:parse_ibv_devinfo", facts=("ib_ports",),
+           sample="evidence/deepep-60-ibv-devinfo.txt"),
     # -- sources without a start marker: commands collected live only, and logs (recognised by their lines) --
     Source("lscpu_json", "lscpu -J", _cmd("lscpu_json", "lscpu", "-J")),
     Source("dmidecode", "dmidecode -t bios -t system", _cmd("dmidecode", "dmidecode", "-t", "bios", "-t", "system")),
@@ -226,7 +231,7 @@ RECORDS: dict[str, Source] = {s.kind: s for s in SOURCES}
 #: The order ``infergap collect`` runs the commands in (the cheap ones first, the kernel log last).
 _COLLECT_ORDER = ("uname", "lscpu", "lscpu_json", "numactl", "ulimit", "nvsmi", "nvsmi_q", "nvsmi_qx", "nvsmi_topo", "nvsmi_nvlink",
                   "nvsmi_p2p", "nvsmi_csv", "sysctl_all", "pip_list", "df", "torch", "lspci", "lspci_vvv", "lspci_tree", "dmidecode",
-                  "systemd_detect_virt", "systemd_detect_virt_c", "modules_installed", "boot_ls", "nvcc", "cpupower", "ibstat", "kernel_log")
+                  "systemd_detect_virt", "systemd_detect_virt_c", "modules_installed", "boot_ls", "nvcc", "cpupower", "ibstat", "ibv_devinfo", "kernel_log")
 COMMANDS: dict[str, Command] = {n: RECORDS[n].command for n in _COLLECT_ORDER if RECORDS[n].command is not None}  # type: ignore[misc]
 
 #: Files (glob patterns, absolute host paths) a snapshot holds. ``config`` of PCI functions is
