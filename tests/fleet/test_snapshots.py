@@ -120,12 +120,16 @@ def test_html_heat_map_in_headless_chromium(tmp_path):
         "drift": "document.querySelectorAll('#heatmap td.drift').length",
         "p0": "document.querySelectorAll('#heatmap td.c-P0').length",
         "h2": "Array.from(document.querySelectorAll('h2')).map(h => h.textContent)",
-        "p0bg": "getComputedStyle(document.querySelector('#heatmap td.c-P0')).backgroundColor"},
+        "p0bg": "getComputedStyle(document.querySelector('#heatmap td.c-P0')).backgroundColor",
+        "legend": "Array.from(document.querySelectorAll('.legend span')).map(s => [s.className, getComputedStyle(s).backgroundColor])"},
         shots={"heat": (1200, 900, "#heatmap")})
     assert res.requests == [page.resolve().as_uri()], res.requests
     assert not [c for c in res.console if c[0] in ("error", "assert", "warning")] and not res.exceptions, (res.console, res.exceptions)
     assert res.values["rows"] == 7 and res.values["drift"] == 4 and res.values["p0"] >= 1
     assert res.values["p0bg"] == "rgb(180, 35, 24)"
+    legend = dict(res.values["legend"])  # the legend shows the colours the cells use
+    assert legend and all(bg not in ("rgba(0, 0, 0, 0)", "transparent") for bg in legend.values()), legend
+    assert legend.get("c-P0") == "rgb(180, 35, 24)", legend
     assert res.values["h2"][:3] == ["Summary", "Drift", "Node × check matrix"]
     img = Image.open(io.BytesIO(res.shots["heat"])).convert("RGB")
     colors = dict((c, n) for n, c in img.getcolors(maxcolors=1 << 20))
