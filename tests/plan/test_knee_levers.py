@@ -48,6 +48,13 @@ def test_the_first_action_follows_from_the_knee_cause(engine, cause, first, flag
     assert flag in plan.top_actions[0], plan.top_actions
 
 
+def test_client_processes_are_no_more_than_the_client_has_cores():
+    """A client-bound knee on a 2-core client was told to re-run with --client-procs 4."""
+    two = build_plan(facts=facts(None, "client", client__cpus=2))
+    assert "--client-procs 2 " in two.top_actions[0] and "--client-procs 4" not in two.top_actions[0], two.top_actions
+    assert "--client-procs 4 " in build_plan(facts=facts(None, "client", client__cpus=16)).top_actions[0]
+
+
 def test_a_knee_lever_outranks_a_better_scored_lever_of_an_earlier_tier():
     # Slots saturated alone would select llamacpp.more_slots too; here the host bent the curve,
     # so its (small-change) lever comes before the flag flip.

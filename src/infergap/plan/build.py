@@ -413,9 +413,15 @@ def _params(facts: dict[str, Fact], url: str | None) -> dict[str, Any]:
     # The URL is one quoted shell word (verify_url let only a valid URL or the placeholder through);
     # the numbers are integers or a letter the reader fills in.
     out = {"n": _pow2(max(seen)) if seen else "N", "tp": tp, "dp": max(1, gpus // 2), "url": shlex.quote(url) if url else "URL",
-           "ubatch": ub if isinstance(ub, int) and not isinstance(ub, bool) else "N"}
+           "ubatch": ub if isinstance(ub, int) and not isinstance(ub, bool) else "N", "procs": _client_procs(v.get("client.cpus"))}
     out.update(_slots(v))
     return out
+
+
+def _client_procs(cpus: Any) -> int:
+    """Client processes for a re-run: one per core the client had (``client.cpus``), 2 to 4
+    (4 when the count is unknown): more processes than cores share them and help nothing."""
+    return max(2, min(4, cpus)) if isinstance(cpus, int) and not isinstance(cpus, bool) else 4
 
 
 #: Most slots the plan proposes at once: past this llama.cpp's per-step host work (sampling every

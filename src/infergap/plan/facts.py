@@ -356,6 +356,9 @@ def from_bench(facts: dict[str, Fact], bench: Any, roofline: dict[str, Any] | No
         if shared else "no prompt prefix is shared by design"))
     cb = [p.label for p in bench.points if p.client_bound and getattr(p, "valid", True)]
     _put(facts, "regime.client_bound", bool(cb), "bench client health: " + (", ".join(cb) + " client-bound" if cb else "no point client-bound"))
+    cpus = str((getattr(bench.environment, "client_host", None) or {}).get("cpus", ""))
+    if cpus.isdigit() and int(cpus) > 0:
+        _put(facts, "client.cpus", int(cpus), f"bench client host: {cpus} CPU(s) available to the client")
     if len(pts) >= 2 and pts[-1].concurrency >= 2 * pts[-2].concurrency:
         a, b = _tps(pts[-2]), _tps(pts[-1])
         if a:
