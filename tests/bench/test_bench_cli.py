@@ -115,3 +115,14 @@ def test_output_temporary_name_planted_as_a_symlink_redirects_nothing(stub_serve
     assert r.returncode == 0, r.stderr
     assert victim.read_text() == "precious\n"
     assert load_result(out).points
+
+
+def test_a_model_the_server_does_not_serve_is_one_line(stub_server):
+    """``--served-model`` is checked against /v1/models before any load: a name the server does
+    not list is one clear line and exit 2, not a sweep of failed requests."""
+    s = stub_server("--tokens", "4")
+    r = run_bench("--url", s.url, "--served-model", "no-such-model", "--concurrency", "1", "--num-prompts", "2",
+                  "--trials", "1", "--warmup", "0", timeout=120)
+    assert r.returncode == 2, (r.returncode, r.stderr[-800:])
+    err = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(err) == 1 and "no-such-model" in err[0] and "/v1/models" in err[0] and "Traceback" not in r.stderr, err

@@ -178,3 +178,21 @@ def test_requests_waiting_in_the_engine_mark_the_slots_saturated():
     f = {"server.n_slots": Fact(value=4, source="GET /props"), "load.waiting_max": Fact(value=0, source="engine /metrics")}
     derive(f)
     assert "load.slots_saturated" not in f
+
+
+def test_slots_are_sized_only_from_hardware_the_audit_found():
+    """The one-slot H200 run's plan, with the GPU taken from the audit: on a host whose audit
+    found no GPU the H200 named for the roofline sized ``--parallel 64 --ctx-size 262144``."""
+    d = D / "p1"
+    audit, rl = json.loads((d / "audit.json").read_text()), json.loads((d / "roofline.json").read_text())
+    bench, server = load_result(d / "bench.json"), ServerConfig.model_validate_json((d / "server.json").read_text())
+    audit["host"]["gpus"] = []
+    rl["hardware"]["memory_source"] = "datasheet"  # what `roofline --gpu h200` gives on a host without one
+    none = build_plan(audit=audit, roofline=rl, bench=bench, server=server)
+    assert "server.kv_slots_max" not in none.facts
+    assert not any("--parallel 64" in a for lv in none.levers for a in lv.actions), [lv.actions for lv in none.levers]
+    # Without an audit the GPU is assumed: said so, and no more slots than the sweep reached (c=16).
+    bare = build_plan(roofline=rl, bench=bench, server=server)
+    assert bare.facts["server.kv_slots_assumed"].value is True and "assumed" in bare.facts["server.kv_slots_max"].source
+    act = next(a for lv in bare.levers if lv.id == "llamacpp.parallel" for a in lv.actions)
+    assert "--parallel 16 " in act and "assumed" in act and "c=16" in act, act

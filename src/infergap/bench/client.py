@@ -580,8 +580,8 @@ async def probe(url: str, model: str | None, api: str, *, output_len: int = 8,
     A field a server ignores silently does no harm; whether generation really ran to
     ``max_tokens`` is checked on every request of the run (``truncated``).
 
-    Raises UserError (one line) when the server is unreachable, the path is wrong or the
-    endpoint fails.
+    Raises UserError (one line) when the server is unreachable, the path is wrong, the endpoint
+    fails, or ``model`` is not among the models /v1/models lists (when it lists any).
     """
     base = split_url(url)
     versions: dict[str, str] = {}
@@ -600,6 +600,9 @@ async def probe(url: str, model: str | None, api: str, *, output_len: int = 8,
             if not ids:
                 raise UserError(f"--url {url}: /v1/models lists no model; pass --model")
             model = ids[0]
+        elif ids and model not in ids:
+            shown = ", ".join(repr(i[:80]) for i in ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+            raise UserError(f"--served-model {model[:80]!r}: {base}/v1/models does not list it (it serves {shown})")
         for path in ("/version", "/props", "/get_server_info"):
             try:
                 st, obj, _ = await _get_json(s, base + path, 3.0)

@@ -439,8 +439,13 @@ def _slots(v: dict[str, Any]) -> dict[str, Any]:
         p *= 2
     if isinstance(now, int) and p <= now:
         p = min(most, now * 2)
-    return {**base, "slots": p, "ctx": ctx, "ctx_total": p * ctx, "slots_now": now or 1,
-            "slots_why": f"the KV budget holds {most} slots of {ctx} tokens; {p} is a power of two ≤ {min(most, MAX_SLOTS)}"}
+    why = f"the KV budget holds {most} slots of {ctx} tokens; {p} is a power of two ≤ {min(most, MAX_SLOTS)}"
+    seen = v.get("load.max_concurrency")
+    if v.get("server.kv_slots_assumed") and isinstance(seen, int) and _pow2(seen) < p:
+        p = max(_pow2(seen), now or 1)
+        why = (f"the GPU memory is assumed ({v.get('gpu.name') or 'the GPU named with --gpu'}, not found by an audit): "
+               f"{p} slots, no more than the sweep's c={seen} showed; measure before going higher")
+    return {**base, "slots": p, "ctx": ctx, "ctx_total": p * ctx, "slots_now": now or 1, "slots_why": why}
 
 
 def _actions(lv: Lever, facts: dict[str, Fact], params: dict[str, Any]) -> list[str]:

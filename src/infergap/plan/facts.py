@@ -106,6 +106,10 @@ def from_audit(facts: dict[str, Fact], audit: dict[str, Any]) -> None:
     status as ``finding.<id>``."""
     host = audit.get("host") or {}
     gpus = [g for g in host.get("gpus") or [] if g.get("name")]
+    if "gpus" in host:
+        _put(facts, "audit.gpus_found", len(gpus), "audit host.gpus")
+    if gpus and gpus[0].get("memory_total_B"):
+        _put(facts, "gpu.memory_B", gpus[0]["memory_total_B"], f"audit host.gpus: {gpus[0]['name']}")
     if gpus:
         _put(facts, "gpu.count", len(gpus), "audit host.gpus")
         _put(facts, "gpu.name", gpus[0]["name"], "audit host.gpus")
@@ -500,15 +504,29 @@ def _derive_llamacpp(facts: dict[str, Fact]) -> None:
             c = min(full)
             _put(facts, "regime.host_bound", util[c] < HOST_BOUND_UTIL,
                  f"bench telemetry: GPU busy {util[c]:.0f} % at c={c} with {n} slot(s) occupied (< {HOST_BOUND_UTIL:.0f} % is host-bound)")
-    # slots the KV budget holds at the current per-slot context
+    kv_slots(facts, v, wb)
+
+
+def kv_slots(facts: dict[str, Fact], v: dict[str, Any], wb: Any) -> None:
+    """``server.kv_slots_max``: the slots the KV budget holds at the current per-slot context
+    (``KV_USABLE`` × GPU memory − weights, over KV bytes per token × tokens per slot). The GPU
+    memory is the one the audit found; without an audit's GPU list it is the roofline's GPU (named
+    with ``--gpu``), and ``server.kv_slots_assumed`` says so. An audit that found no GPU sizes
+    nothing: an H200's memory says nothing of a host without one."""
     mem, kvt, ctx = v.get("gpu.memory_B"), v.get("model.kv_bytes_per_token"), v.get("server.slot_context")
-    if mem and kvt and wb and isinstance(ctx, int) and ctx > 0:
-        budget = KV_USABLE * mem - wb
-        if budget > 0:
-            slots = int(budget // (kvt * ctx))
-            _put(facts, "server.kv_slots_max", slots,
-                 f"KV budget {budget / 1e9:.0f} GB ({KV_USABLE:.0%} of {mem / 1e9:.0f} GB GPU memory − {wb / 1e9:.1f} GB weights) "
-                 f"/ ({kvt / 1024:.0f} KiB per token × {ctx} tokens per slot)")
+    if v.get("audit.gpus_found") == 0 or not (mem and kvt and wb and isinstance(ctx, int) and ctx > 0):
+        return
+    budget = KV_USABLE * mem - wb
+    if budget <= 0:
+        return
+    src = facts["gpu.memory_B"].source
+    assumed = not (src.startswith("audit") or "host-reported" in src)
+    note = f"; assumed: the {v.get('gpu.name') or 'GPU'} named with --gpu, no audit found it" if assumed else ""
+    _put(facts, "server.kv_slots_max", int(budget // (kvt * ctx)),
+         f"KV budget {budget / 1e9:.0f} GB ({KV_USABLE:.0%} of {mem / 1e9:.0f} GB GPU memory − {wb / 1e9:.1f} GB weights) "
+         f"/ ({kvt / 1024:.0f} KiB per token × {ctx} tokens per slot){note}")
+    if assumed:
+        _put(facts, "server.kv_slots_assumed", True, src)
 
 
 def completed(p: Any) -> int:
