@@ -199,6 +199,11 @@ def prompt_index(d: dict) -> int | None:
     return int(m.group(1)) if m else None
 
 
+#: Prompt tokens the usage block counts per whitespace word (--tokens-per-word): a tokenizer that
+#: splits each word into several tokens, as real ones do for rare words and most scripts.
+TOKENS_PER_WORD = 1.0
+
+
 def make_app(tokens: int, itl_ms: float, slots: int = 0, close_after_stream: bool = False,
              faults: dict[str, int] | None = None, shared=None, worker: int = 0, workers: int = 1,
              spread: float = 0.0) -> web.Application:
@@ -277,7 +282,7 @@ def make_app(tokens: int, itl_ms: float, slots: int = 0, close_after_stream: boo
             req.transport.close()  # in the middle of the chunked body
             return resp
         st.add("tokens", n)
-        prompt = len(str(d.get("messages") or d.get("prompt") or "").split())
+        prompt = round(len(str(d.get("messages") or d.get("prompt") or "").split()) * TOKENS_PER_WORD)
         fin = {"id": "x", "object": "chat.completion.chunk", "model": MODEL,
                "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
         use = {"id": "x", "object": "chat.completion.chunk", "model": MODEL, "choices": [],
@@ -333,7 +338,11 @@ def main() -> None:
     for kind, what in (("fail", "HTTP 503"), ("error", "an error event after 2 tokens"),
                        ("cut", "the connection closed after 2 tokens"), ("drop", "a re-used connection closed unanswered")):
         ap.add_argument(f"--{kind}-every", type=int, default=0, metavar="K", help=f"{what} for prompt indexes i %% K == K - 1")
+    ap.add_argument("--tokens-per-word", type=float, default=1.0, metavar="F",
+                    help="usage.prompt_tokens counts F tokens per whitespace word of the prompt")
     a = ap.parse_args()
+    global TOKENS_PER_WORD
+    TOKENS_PER_WORD = a.tokens_per_word
     if a.workers <= 1:
         serve(a)
         return

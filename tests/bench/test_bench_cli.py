@@ -126,3 +126,22 @@ def test_a_model_the_server_does_not_serve_is_one_line(stub_server):
     assert r.returncode == 2, (r.returncode, r.stderr[-800:])
     err = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(err) == 1 and "no-such-model" in err[0] and "/v1/models" in err[0] and "Traceback" not in r.stderr, err
+
+
+def test_prompt_lengths_are_checked_against_the_servers_count(stub_server, tmp_path):
+    """A server whose tokenizer counts five tokens per word: ``--input-len 64`` sent about 320
+    prompt tokens by its own count (usage.prompt_tokens), and nothing said so."""
+    s = stub_server("--tokens", "4", "--tokens-per-word", "5")
+    out = tmp_path / "r.json"
+    r = run_bench("--url", s.url, "--api", "completions", "--concurrency", "1", "--num-prompts", "4", "--trials", "1",
+                  "--warmup", "0", "--input-len", "64", "--output-len", "4", "--format", "json", "--output", str(out),
+                  timeout=120)
+    assert r.returncode == 0, r.stderr[-800:]
+    warn = [ln for ln in r.stderr.splitlines() if "prompt tokens" in ln]
+    assert len(warn) == 1 and "usage.prompt_tokens" in warn[0] and "--input-len 64" in warn[0], r.stderr[-800:]
+    assert any("prompt tokens" in w for w in load_result(out).warnings)
+    # Counts that agree say nothing.
+    ok = stub_server("--tokens", "4")
+    quiet = run_bench("--url", ok.url, "--api", "completions", "--concurrency", "1", "--num-prompts", "4", "--trials", "1",
+                      "--warmup", "0", "--input-len", "64", "--output-len", "4", "--format", "json", timeout=120)
+    assert quiet.returncode == 0 and "prompt tokens" not in quiet.stderr, quiet.stderr[-800:]

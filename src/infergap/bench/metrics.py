@@ -399,3 +399,31 @@ def _strain(h: ClientHealth, records: list[RequestRecord] | None) -> list[str]:
     if h.target_in_flight and h.mean_in_flight < IN_FLIGHT_FRAC * h.target_in_flight and not fails:
         out.append(f"only {h.mean_in_flight:.1f} of {h.target_in_flight} requests in flight")
     return out
+
+
+#: Relative difference between the prompt length asked (``--input-len``) and the server's own
+#: count (``usage.prompt_tokens``) above which the run says so: the salt and a chat template add a
+#: few tokens; more than this is a tokenizer that counts the synthetic words differently.
+PROMPT_LEN_TOLERANCE = 0.05
+
+
+def prompt_length_warning(result) -> str | None:
+    """One line when the prompts' mean length by the server's count (``usage.prompt_tokens``,
+    over every trial whose completed requests all carried it) differs from ``--input-len`` by
+    more than :data:`PROMPT_LEN_TOLERANCE`; None when they agree, when the server gave no counts,
+    or for datasets whose lengths are not ``--input-len`` (ShareGPT, traces)."""
+    s = result.settings
+    if s.dataset != "random" or not s.input_len:
+        return None
+    trials = [t for p in result.points for t in p.trials
+              if t.completed and t.input_token_source.get("usage") == t.completed]
+    done = sum(t.completed for t in trials)
+    if not done:
+        return None
+    mean = sum(t.input_tokens for t in trials) / done
+    off = mean / s.input_len - 1
+    if abs(off) <= PROMPT_LEN_TOLERANCE:
+        return None
+    return (f"prompts averaged {mean:.0f} prompt tokens by the server's count (usage.prompt_tokens) for --input-len "
+            f"{s.input_len} ({off:+.0%}): the reports count the server's tokens; pass --tokenizer with the served "
+            "model's tokenizer to size the prompts exactly")

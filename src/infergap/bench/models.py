@@ -274,6 +274,9 @@ class BenchResult(BaseModel):
     capacity: Capacity | None = None
     interrupted: bool = False
     error: str | None = None
+    #: What the run measured that the reader should know before the numbers (one line each):
+    #: prompts whose length by the server's count differs from the one asked.
+    warnings: list[str] = Field(default_factory=list)
 
     model_config = {"populate_by_name": True}
 

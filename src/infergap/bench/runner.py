@@ -30,8 +30,8 @@ from infergap import __version__
 from infergap.bench import datasets, engine_metrics, multiproc, slo, workloads
 from infergap.bench.client import StreamClient, probe, split_url
 from infergap.bench.datasets import Prompt
-from infergap.bench.metrics import (DEFINITIONS, RequestRecord, judge_client, judge_point, stats, summarize_trials,
-                                    trial_metrics)
+from infergap.bench.metrics import (DEFINITIONS, RequestRecord, judge_client, judge_point, prompt_length_warning, stats,
+                                    summarize_trials, trial_metrics)
 from infergap.bench.models import (BenchEnvironment, BenchResult, BenchSettings, ClientHealth, ConnectionHealth, PointResult,
                                    TrialMetrics)
 from infergap.bench.telemetry import GPUSampler
@@ -551,6 +551,9 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
                                           retry_failures=client.retry_failures,
                                           fresh_per_request=client.fresh_per_request, note=client.connection_note)
     _explain(result.points)
+    warn = prompt_length_warning(result)
+    if warn:
+        result.warnings.append(warn)
     if search is not None:
         result.capacity = search.result
     result.interrupted = runner.stopping

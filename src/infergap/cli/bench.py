@@ -201,6 +201,8 @@ def bench(
     finally:
         prog.stop()
     write(result)
+    for w in result.warnings:
+        typer.echo(f"infergap: warning: {w}", err=True)
     if output is None:
         write_report(render_all(result))
     else:
