@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+from rich import box
 from rich.table import Table
 
 from infergap.guard import md_escape, md_fence, safe_console, term_safe
@@ -256,10 +257,38 @@ def _notes(result: BenchResult) -> list[str]:
     return notes
 
 
+#: Columns of the two tables the sweep is split into on a terminal narrower than :data:`WIDE`.
+_SPLIT = (("point", "req/s", "out tok/s", "total tok/s", "failed", "retried", "trunc", "stability"),
+          ("point", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "ITL p50", "ITL p99"))
+#: Terminal width (columns) from which the sweep is one table.
+WIDE = 160
+
+
+def _tables(result: BenchResult, width: int | None) -> list[Table]:
+    """The sweep as one table, or as two (throughput and outcome; latencies) below :data:`WIDE`
+    columns, so that every cell shows whole at 100 columns (a cut "UNSTA…" hides the verdict):
+    no borders, cells wrapped at spaces and folded, never cut with an ellipsis."""
+    groups = [COLUMNS] if width is None or width >= WIDE else list(_SPLIT)
+    out = []
+    all_rows = rows(result)
+    for i, cols in enumerate(groups):
+        t = (Table(title="infergap bench", show_lines=False) if len(groups) == 1 else
+             Table(title="infergap bench" if i == 0 else None, show_lines=False, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False))
+        for c in cols:
+            t.add_column(c, justify="left" if c in ("point", "stability") else "right", overflow="fold",
+                         min_width=len("[client-bound]") if c.endswith("/s") else None)  # the throughput cells' marker whole
+        idx = [COLUMNS.index(c) for c in cols]
+        for r in all_rows:
+            t.add_row(*[r[j] for j in idx])
+        out.append(t)
+    return out
+
+
 def to_text(result: BenchResult, comparison: BenchComparison | None = None, width: int | None = None) -> str:
     """Terminal report: the sweep table (latencies in ms; throughputs median (min–max) over
-    trials), notes, the metric definitions, and the comparison with a baseline if given. Lines
-    are wrapped at ``width`` columns when given, never when ``None`` (a file or a pipe)."""
+    trials), notes, the metric definitions (on a terminal, ``width`` given: one line saying where they
+    are), and the comparison with a baseline if given. Lines are wrapped at ``width`` columns when
+    given, never when ``None`` (a file or a pipe); below :data:`WIDE` columns the sweep is two tables."""
     buf = io.StringIO()
     con = safe_console(file=buf, width=width or 1000, force_terminal=False, no_color=True, soft_wrap=width is None)
     fails = failure_summary(result)
@@ -267,14 +296,10 @@ def to_text(result: BenchResult, comparison: BenchComparison | None = None, widt
         con.print("FAILED REQUESTS")
         for n in fails:
             con.print(f"- {n}", highlight=False)
-    table = Table(title="infergap bench", show_lines=False)
-    for c in COLUMNS:
-        table.add_column(c, justify="left" if c in ("point", "stability") else "right")
-    for r in rows(result):
-        table.add_row(*r)
     for line in head_lines(result):
         con.print(line, highlight=False)
-    con.print(table)
+    for table in _tables(result, width):
+        con.print(table)
     con.print("latencies in ms (median over trials of the per-trial percentile); throughputs: median (min–max) over trials")
     for line in point_lines(result):
         con.print(f"- {line}", highlight=False)
@@ -282,9 +307,12 @@ def to_text(result: BenchResult, comparison: BenchComparison | None = None, widt
         con.print(f"- {n}", highlight=False)
     if comparison is not None:
         con.print(comparison_text(comparison), highlight=False)
-    con.print("definitions:")
-    for k, v in result.definitions.items():
-        con.print(f"  {k}: {v}", highlight=False)
+    if width is None:  # a file or a pipe keeps the definitions with the numbers
+        con.print("definitions:")
+        for k, v in result.definitions.items():
+            con.print(f"  {k}: {v}", highlight=False)
+    else:  # on a terminal, one line instead of the same block after every run
+        con.print(f"definitions of the {len(result.definitions)} metrics: in the report's Markdown (-f md) and JSON (-f json)")
     return term_safe(buf.getvalue())  # plain text: no value may drive the terminal
 
 

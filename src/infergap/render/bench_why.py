@@ -52,9 +52,14 @@ def point_lines(result: BenchResult) -> list[str]:
     from infergap.bench.workloads import describe
 
     out = []
+    unexplained: dict[str, list[str]] = {}  # one line for the points that share "no engine metrics (why)"
     for p in result.points:
         ex = p.explanation
-        if ex is not None:
+        if ex is not None and ex.cause == "unknown" and not ex.knee:
+            if ex.line not in unexplained:
+                out.append(ex.line)
+            unexplained.setdefault(ex.line, []).append(p.label)
+        elif ex is not None:
             out.append(ex.line if p.label in ex.line and not ex.knee else f"{p.label}{' (knee)' if ex.knee else ''}: {ex.line}")
         if p.engine is not None and p.engine.available:
             out.append(f"{p.label} engine: {engine_line(p.engine)}")
@@ -62,6 +67,7 @@ def point_lines(result: BenchResult) -> list[str]:
             d = describe(p.workload)
             if d:
                 out.append(f"{p.label} workload: {d}")
+    out = [f"{', '.join(unexplained[x])}: {x}" if x in unexplained else x for x in out]
     missing = {engine_line(p.engine) for p in result.points if p.engine is not None and not p.engine.available}
     out += sorted(missing)
     return out
