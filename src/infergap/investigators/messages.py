@@ -96,7 +96,8 @@ def _feed(findings: list[Finding], part: Any, m: Message, ms: list[MessageMatch]
     if target is None and loud:
         target = next((f for f in own if f.status == Status.expected), None)
     if target is not None:
-        target.evidence.extend(_lines(part.label, ms))
+        if not any(e.source == part.label for e in target.evidence):  # its owner read this part: its lines are there already
+            target.evidence.extend(_lines(part.label, ms))
         target.details.setdefault("messages", []).append(rec)
         return None
     weaker = next((f for f in own if f.status in (Status.ok, Status.unknown)), None)
@@ -152,11 +153,13 @@ def _cpu_parts(facts: Any) -> set[str]:
     return {part.label for part, f in logs if str(f.args.get("device_config", "")).lower() == "cpu"}
 
 
-def join_messages(facts: Any, findings: list[Finding]) -> list[Finding]:
+def join_messages(facts: Any, findings: list[Finding], owners: set[str] | None = None) -> list[Finding]:
     """``findings`` with every catalog message of every evidence part joined in (see the module
     docstring); returns the new list (joined findings are changed in place). Run after every
     investigator, before the evidence accounting (:func:`~infergap.investigators.evidence_files.unmatched`).
-    A message whose check does not apply to the part (:data:`NOT_ON_CPU`) is explained, not joined."""
+    A message whose check does not apply to the part (:data:`NOT_ON_CPU`) is explained, not joined.
+    ``owners``: the investigators that ran when not all did; a message of a check another
+    investigator owns is then left out (that investigator's reading of the part is missing too)."""
     out = list(findings)
     explained: dict[str, list[tuple[Message, list[MessageMatch]]]] = defaultdict(list)
     parts = {}
@@ -166,6 +169,8 @@ def join_messages(facts: Any, findings: list[Finding]) -> list[Finding]:
             m = dataclasses.replace(m, check=None, severity=None, cls="informational",
                                     meaning=m.meaning + " On vLLM's CPU build (device_config=cpu) there are no CUDA graphs to lose.")
         if m.check:
+            if owners is not None and checks.get(m.check).investigator not in owners:
+                continue
             new = _feed(out, part, m, ms)
             if new is not None:
                 out.append(new)
