@@ -8,7 +8,9 @@ import pytest
 
 from tests.evidence.evidence_data import FIX
 from infergap.evidence import EvidenceSnapshot
-from infergap.investigators import engine_log, nccl_log, server_config
+from infergap.facts import Facts
+from infergap.investigators import engine_log, nccl_log, runtime, server_config
+from infergap.investigators.base import Context
 
 # file -> [(check id, status, severity or None, words the title must contain)]
 EXPECT = {
@@ -37,9 +39,12 @@ EXPECT = {
 
 
 def findings_for(*paths, base=None, server=None):
+    """The findings of the log readers over the pasted files, and ``nccl.env`` of ``runtime``
+    (its owner, which reads the variables a log echoes)."""
     snap = EvidenceSnapshot(base, list(paths))
-    ctx = SimpleNamespace(snap=snap, server=server)
-    return [f for m in (nccl_log, engine_log, server_config) for f in m.investigate(ctx)]
+    ctx = Context(snap=snap, facts=Facts(snap), server=server)
+    found = [f for m in (nccl_log, engine_log, server_config) for f in m.investigate(ctx)]
+    return found + [f for f in runtime.investigate(ctx) if f.id == "nccl.env" and f.subject]
 
 
 @pytest.mark.parametrize("name", sorted(EXPECT))

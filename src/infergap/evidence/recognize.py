@@ -400,8 +400,9 @@ class _Splitter:
             self._marker(sk, s, line_start, lineno)
         elif lk:
             self._log(lk, line_start, lineno)
-        elif self.seg.kind is None and message_catalog().match_line(s):
-            self._log(("messages",), line_start, lineno)  # a known message in a format of no known kind
+        elif self.seg.kind is None and self.seg.family is None and message_catalog().match_line(s):
+            # a known message in a format of no known kind (inside a known log, such a line stays the log's)
+            self._log(("messages",), line_start, lineno)
         else:
             self._other(s, line, raw)
         self.seg.n += 1

@@ -52,13 +52,39 @@ def _severity(m: Message) -> Severity:
     return Severity.P1 if m.level in ("fatal", "error") else Severity.P2
 
 
+def _literal(mm: MessageMatch) -> int:
+    """Characters of the line the template itself matched (its captured values left out)."""
+    return (mm.span[1] - mm.span[0]) - sum(len(v or "") for v in mm.captures.values())
+
+
+def _wrappers(matches: list[MessageMatch]) -> set[int]:
+    """Indices of matches that only wrap a more specific one on the same line: a generic template
+    (``CUDA error: %s``, printed in those words by several components) whose span holds another
+    match with more literal text, and which feeds no check. The specific message explains the line."""
+    by_line: dict[int, list[int]] = defaultdict(list)
+    for i, mm in enumerate(matches):
+        by_line[mm.line_no].append(i)
+    out = set()
+    for idx in by_line.values():
+        for i in idx:
+            a = matches[i]
+            if a.message.check is None and any(
+                    j != i and a.span[0] <= matches[j].span[0] and matches[j].span[1] <= a.span[1] and _literal(matches[j]) > _literal(a)
+                    for j in idx):
+                out.add(i)
+    return out
+
+
 def _grouped(facts: Any) -> list[tuple[Any, Message, list[MessageMatch]]]:
-    """(part, message, its matches) for every part, in part then first-line order."""
+    """(part, message, its matches) for every part, in part then first-line order; a match that
+    only wraps a more specific one on its line is left out (:func:`_wrappers`)."""
     out = []
     for part, matches in facts.message_matches():
         by: dict[str, list[MessageMatch]] = defaultdict(list)
-        for mm in matches:
-            by[mm.message.id].append(mm)
+        drop = _wrappers(matches)
+        for i, mm in enumerate(matches):
+            if i not in drop:
+                by[mm.message.id].append(mm)
         out += [(part, ms[0].message, ms) for ms in by.values()]
     return out
 

@@ -120,7 +120,8 @@ def _nccl_env(ctx: Context) -> Finding | None:
                        references=["NCCL documentation: Environment Variables"])
     if _a_log_finds_risky(ctx):  # one check, one status: the log's actionable finding stands alone
         return None
-    return finding("nccl.env", Status.ok, "No NCCL variable that disables a transport" + (f" ({len(nccl)} NCCL_* set)" if nccl else ""), evidence_=evs)
+    return finding("nccl.env", Status.ok, "No NCCL variable that disables a transport" + (f" ({len(nccl)} NCCL_* set)" if nccl else ""), evidence_=evs,
+                   subject=src if src.startswith("evidence/") else None)  # variables a pasted log or env dump echoes
 
 
 def _a_log_finds_risky(ctx: Context) -> bool:
