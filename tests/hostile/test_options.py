@@ -184,3 +184,19 @@ def test_every_numeric_option_goes_through_the_shared_validators():
                 unchecked.append(f"{name} {p.opts[0] if p.opts else p.name}")
     assert not unchecked, ("numeric options without a parser from infergap.cli.validate (use e.g. "
                            f"parser=validate.number(gt=0, le=...)): {unchecked}")
+
+
+@pytest.mark.parametrize("url,problem", [
+    ("http://[::1", "not a valid URL (Invalid IPv6 URL)"),
+    ("http://exa mple:80", "a URL cannot contain blanks or control characters"),
+    ("http://127.0.0.1:99999", "not a valid URL (Port out of range 0-65535)"),
+    ("http://127.0.0.1:9/v1\nX: y", "a URL cannot contain blanks or control characters"),
+    ("ftp://example", "expected http://HOST:PORT or https://HOST:PORT"),
+])
+@pytest.mark.parametrize("command", ["bench", "audit", "plan"])
+def test_a_malformed_url_is_one_line_before_any_request(command, url, problem):
+    """--url is checked where it is read (bench ended in a ValueError or http.client.InvalidURL
+    traceback; a newline in the URL went into the message raw)."""
+    r = run_cli(command, "--url", url, timeout=60)
+    shown = url.replace("\n", "\\n")
+    assert r.returncode == 2 and r.stderr.strip() == f"infergap: error: --url {shown}: {problem}", r.stderr

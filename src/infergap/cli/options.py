@@ -90,7 +90,9 @@ def format_option(default: Enum, choices: str = "text, json or md") -> Any:
 
 def url_option(required: bool, help: str) -> Any:
     """``--url URL``: the inference server's base URL."""
-    return typer.Option(... if required else None, "--url", metavar="URL", help=help)
+    from infergap.cli.validate import server_url
+
+    return typer.Option(... if required else None, "--url", metavar="URL", help=help, parser=server_url)
 
 
 def served_model_option(help: str = "Model name to request from the server (default: the first one /v1/models lists).") -> Any:

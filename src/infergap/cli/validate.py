@@ -164,3 +164,33 @@ gpu_count = number(integer=True, ge=1, le=4096)
 fraction = number(gt=0, le=1)
 #: Tokens in a prompt, an output or a context.
 tokens = number(integer=True, ge=1, le=10_000_000, cap_reason="ten million tokens")
+
+
+_URL_BAD_CHARS = re.compile(r"[\x00-\x20\x7f]")
+
+
+def server_url(value: Any) -> str | None:
+    """``--url``: an ``http(s)://host[:port][/path]`` URL, checked before anything is sent: no
+    blank or control character (a newline would end an HTTP header line), a host, and a port in
+    1..65535. Raises :class:`ValueError` ``"<value>: <problem>"`` (the message shows the value
+    with ``repr`` escapes, so a newline in it stays on one line)."""
+    from urllib.parse import urlsplit
+
+    if value is None:
+        return None
+    text = str(value)
+    shown = repr(text)[1:-1]
+    if _URL_BAD_CHARS.search(text):
+        raise ValueError(f"{shown}: a URL cannot contain blanks or control characters")
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as e:
+        raise ValueError(f"{shown}: not a valid URL ({e})") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"{shown}: expected http://HOST:PORT or https://HOST:PORT")
+    if not parts.hostname:
+        raise ValueError(f"{shown}: no host in the URL")
+    if port is not None and not 0 < port < 65536:
+        raise ValueError(f"{shown}: port {port} is not in 1..65535")
+    return text
