@@ -13,6 +13,7 @@ import pytest
 from bench_helpers import bench_cmd, bench_env, run_bench
 
 from infergap.bench import load_result
+from infergap.guard import md_escape
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +42,7 @@ def test_llama_cpp_default_interrupt_requests_fail_the_bench(llama_server_defaul
     r = run_bench(*common, "--format", "md", "--output", md, "--max-error-rate", "100%")
     assert r.returncode == 0, r.stderr  # a budget of 100 % accepts anything
     text = md.read_text()
-    assert "## Failed requests" in text and "interrupted" in text and "--interrupt_requests False" in text
+    assert "## Failed requests" in text and "interrupted" in text and md_escape("--interrupt_requests False") in text  # Markdown escapes the _
     assert "INVALID" not in text and "FAILURES" in text  # within budget, still marked
 
 

@@ -21,7 +21,7 @@ def test_container_shm_is_actionable_from_the_ray_log_alone() -> None:
     f = one(audit_ids(pasted("openinstruct-1067-ray-shm-5g.log"), "container"), "container.shm")
     assert f.status is Status.actionable and "5.00 GiB" in f.title
     assert f.evidence[0].source == "evidence/openinstruct-1067-ray-shm-5g.log"
-    assert "--shm-size=10.24g" in f.remedy.commands[0]
+    assert "--shm-size=10.24g" in f.remedy.note and not f.remedy.commands  # advice in words: no command line holds a pasted value
 
 
 def test_a_ray_log_without_the_fallback_says_nothing_about_shm(tmp_path: Path) -> None:

@@ -136,7 +136,8 @@ def _ray_shm(ctx: Context) -> Finding | None:
         return finding("container.shm", Status.actionable, f"Ray put its object store on {f.object_store_dir}: /dev/shm had only {_gib(f.shm_available_bytes)}",
                        evidence_=evidence((part.label, f.evidence["object_store"])), expected_value="/dev/shm larger than Ray's object store",
                        impact="Ray's object store (tensors and weights passed between its workers, vLLM's and SGLang's multi-node executors included) lives on disk instead of memory: every transfer pays page-cache and disk copies.",
-                       remedy=Remedy(commands=[f"docker run {size} … (or --ipc=host)", "or ray start --object-store-memory=<bytes below the /dev/shm size>"], host_controlled=ctx.in_container),
+                       remedy=Remedy(note=f"Start the container with a larger /dev/shm (docker run {size}, or --ipc=host), or give Ray an object store "
+                                          "that fits it (ray start --object-store-memory=BYTES, below the /dev/shm size).", host_controlled=ctx.in_container),
                        references=["https://github.com/ray-project/ray/pull/14629", "https://docs.ray.io/en/latest/ray-core/objects.html"])
     return None
 
