@@ -45,7 +45,7 @@ def test_doctor_writes_every_artefact(doctor_run, llama_server):
     schemas = {n: json.loads((out / n).read_text()).get("schema") for n in ("audit.json", "roofline.json", "bench.json", "plan.json")}
     assert schemas == {"audit.json": "infergap.audit/1", "roofline.json": "infergap.roofline/1", "bench.json": "infergap.bench/1",
                        "plan.json": "infergap.plan/1"}
-    assert json.loads((out / "server.json").read_text())["engine"] == "llama.cpp"
+    assert json.loads((out / "server.json").read_text())["engine"] == "llama-cpp-python"  # the server is llama-cpp-python's, named as itself
     bench = json.loads((out / "bench.json").read_text())
     assert [p["concurrency"] for p in bench["points"]] == [1, 2, 4]
     assert all(p["trials"][0]["completed"] > 0 for p in bench["points"])
@@ -156,7 +156,7 @@ def test_plan_reads_a_live_server(llama_server):
     assert r.returncode == 0, r.stderr
     plan = json.loads(r.stdout)
     assert next(s for s in plan["stages"] if s["name"] == "server")["status"] == "given"
-    assert plan["facts"]["engine.name"]["value"] == "llama.cpp" and plan["facts"]["engine.name"]["source"].startswith("GET ")
+    assert plan["facts"]["engine.name"]["value"] == "llama-cpp-python" and plan["facts"]["engine.name"]["source"].startswith("GET ")
     assert plan["unknowns"] and all(u["command"].startswith("infergap ") or "--evidence" in u["command"] for u in plan["unknowns"])
     assert not any("infergap plan --url" in u["command"] for u in plan["unknowns"])  # never asks for what it was given
 
