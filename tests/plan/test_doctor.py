@@ -50,7 +50,7 @@ def test_doctor_writes_every_artefact(doctor_run, llama_server):
     assert [p["concurrency"] for p in bench["points"]] == [1, 2, 4]
     assert all(p["trials"][0]["completed"] > 0 for p in bench["points"])
     plan = json.loads((out / "plan.json").read_text())
-    assert [s["name"] for s in plan["stages"]] == ["server", "audit", "roofline", "bench", "plan"]
+    assert [s["name"] for s in plan["stages"]] == ["server", "process", "audit", "roofline", "bench", "plan"]
     assert all(s["status"] == "ran" for s in plan["stages"]), plan["stages"]
     verdicts = {s["name"]: s["verdict"] for s in plan["stages"]}
     assert verdicts["bench"] == "ok: 3 of 3 point(s) within the 1.0% failure budget"
