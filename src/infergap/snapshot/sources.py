@@ -196,6 +196,10 @@ SOURCES: tuple[Source, ...] = (
     Source("ibv_devinfo", "ibv_devinfo", _cmd("ibv_devinfo", "ibv_devinfo", "-v"), "cmd:ibv_devinfo", start=r"^hca_id:\s{1,8}[\w.\-]{1,64}$",
            prompt=r"\bibv_devinfo\b", prompt_rank=22, repeats=True, parser=_P + "host:parse_ibv_devinfo", facts=("ib_ports",),
            sample="evidence/deepep-60-ibv-devinfo.txt"),
+    Source("nvbandwidth", "nvbandwidth (NVIDIA's copy-bandwidth tool)",
+           start=r"^(?:nvbandwidth Version: \S{1,40}$|(?:Running|Waiving) (?:host|device|all)_[a-z0-9_]{1,80}\.$|memcpy (?:CE|SM) (?:CPU|GPU)\(row\) (?:->|<-|<->) (?:CPU|GPU)\(column\) bandwidth \(GB/s\)$)",
+           prompt=r"\bnvbandwidth\b", prompt_rank=22, repeats=True, parser=_P + "nvbandwidth:parse_nvbandwidth", facts=("nvbandwidth_runs",),
+           sample="evidence/nvbandwidth-15-4090-h2d.txt"),
     # -- sources without a start marker: commands collected live only, and logs (recognised by their lines) --
     Source("lscpu_json", "lscpu -J", _cmd("lscpu_json", "lscpu", "-J")),
     Source("dmidecode", "dmidecode -t bios -t system", _cmd("dmidecode", "dmidecode", "-t", "bios", "-t", "system")),
