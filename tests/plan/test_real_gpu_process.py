@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from infergap.bench.models import BenchResult
+from infergap.bench.results import BenchResult
 from infergap.parsers.llamacpp_log import parse_llamacpp_log
 from infergap.plan.build import build_plan
 from infergap.server import ServerConfig
