@@ -217,6 +217,25 @@ class Snapshot:
         self.close()
 
 
+def _holds_symlink(top: str) -> bool:
+    """Whether the tree under ``top`` holds a symlink (file or folder; symlinked folders are not
+    entered). One ``scandir`` per folder: the entry types come with the listing, so a snapshot of
+    thousands of files costs no system call per file. An unreadable folder is skipped (its files
+    are reported unreadable when read)."""
+    todo = [top]
+    while todo:
+        try:
+            with os.scandir(todo.pop()) as it:
+                for e in it:
+                    if e.is_symlink():
+                        return True
+                    if e.is_dir(follow_symlinks=False):
+                        todo.append(e.path)
+        except OSError:
+            continue
+    return False
+
+
 class DirSnapshot(Snapshot):
     """A snapshot directory in the layout ``files/``, ``cmds/``, ``probes/``, ``meta.json``.
 
@@ -240,9 +259,7 @@ class DirSnapshot(Snapshot):
         # Snapshot files are plain files (symlinks are stored as ``.link`` text). A tree that holds
         # real symlinks anyway gets every read checked against the root, so that a link cannot
         # make the audit read (and report) the machine it runs on; a normal tree skips the check.
-        self._has_links = any(
-            os.path.islink(os.path.join(d, n)) for d, dirs, files in os.walk(self.root) for n in (*dirs, *files)
-        )
+        self._has_links = _holds_symlink(str(self.root))
 
     def _host(self, path: str) -> str:
         # String normalisation, not Path.resolve(): resolving costs syscalls per component and
