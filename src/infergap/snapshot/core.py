@@ -237,12 +237,31 @@ def _check_layout(root: Path, label: str, archive: bool) -> None:
                         f"probes/, evidence/); write one with 'infergap collect', or read logs with --evidence")
 
 
+def _holds_symlink(top: str) -> bool:
+    """Whether the tree under ``top`` holds a symlink (file or folder; symlinked folders are not
+    entered). One ``scandir`` per folder: the entry types come with the listing, so a snapshot of
+    thousands of files costs no system call per file. An unreadable folder is skipped (its files
+    are reported unreadable when read)."""
+    todo = [top]
+    while todo:
+        try:
+            with os.scandir(todo.pop()) as it:
+                for e in it:
+                    if e.is_symlink():
+                        return True
+                    if e.is_dir(follow_symlinks=False):
+                        todo.append(e.path)
+        except OSError:
+            continue
+    return False
+
+
 class DirSnapshot(Snapshot):
     """A snapshot directory in the layout ``files/``, ``cmds/``, ``probes/``, ``meta.json``.
 
-    Raises :class:`SnapshotError` when ``root`` does not exist or is not a directory. A directory
-    without any of the layout's parts is accepted only if it holds loose evidence files elsewhere;
-    an empty directory is a valid, empty snapshot (everything reads as absent).
+    Raises :class:`SnapshotError` when ``root`` does not exist, is not a directory, or holds
+    entries but none of the layout's parts (:func:`_check_layout`); an empty directory is a
+    valid, empty snapshot (everything reads as absent).
     """
 
     kind = "directory"
@@ -261,9 +280,7 @@ class DirSnapshot(Snapshot):
         # Snapshot files are plain files (symlinks are stored as ``.link`` text). A tree that holds
         # real symlinks anyway gets every read checked against the root, so that a link cannot
         # make the audit read (and report) the machine it runs on; a normal tree skips the check.
-        self._has_links = any(
-            os.path.islink(os.path.join(d, n)) for d, dirs, files in os.walk(self.root) for n in (*dirs, *files)
-        )
+        self._has_links = _holds_symlink(str(self.root))
 
     def _host(self, path: str) -> str:
         # String normalisation, not Path.resolve(): resolving costs syscalls per component and
