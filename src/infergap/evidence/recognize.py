@@ -58,7 +58,7 @@ _REPEATING = {s.kind for s in SOURCES if s.repeats}
 #: Kinds whose output holds lines that look like a log or a failure signature (from the records).
 _HOLDS_LOGS = {s.kind for s in SOURCES if s.holds_log_lines}
 #: Kinds one of whose markers, inside a part of the key kind, continues it.
-_CONTINUES = {"lspci_vvv": {"lspci"}, "collect_env": {"pip_freeze", "collect_env"}, "nvsmi_topo": {"nvsmi_p2p"}, "check_env": {"pip_freeze", "env"}}
+_CONTINUES = {"nvsmi_q": {"nvsmi_q_part"}, "lspci_vvv": {"lspci"}, "collect_env": {"pip_freeze", "collect_env"}, "nvsmi_topo": {"nvsmi_p2p"}, "check_env": {"pip_freeze", "env"}}
 
 # -- log line shapes (tested on the cleaned line) ----------------------------------------------
 _NCCL = re.compile(RECORDS["nccl_log"].lines or "")
@@ -150,7 +150,9 @@ class EvidencePart:
     @property
     def label(self) -> str:
         """Evidence source label: ``evidence/<file name>`` (``#<line>`` when the file has several parts)."""
-        base = f"evidence/{self.name or self.path.name}"
+        from infergap.guard import name_safe
+
+        base = f"evidence/{name_safe(self.name or self.path.name)}"
         return f"{base}#L{self.first_line}" if self.multi else base
 
     def iter_lines(self):
