@@ -86,3 +86,47 @@ def test_node_names_are_unique_and_stable_when_nodes_are_added(tmp_path):
     same_stem = [tmp_path / "w/a", tmp_path / "w/a.tgz"]
     names = [n.name for n, _ in snapshot_stream(same_stem)]
     assert len(set(names)) == 2
+
+
+def _damaged(data: bytes, how: str) -> bytes:
+    """A real capture's archive (gzip'd tar) damaged after its first member: a later header's
+    checksum broken, or the compressed stream cut short."""
+    import gzip
+
+    if how == "truncated":
+        return data[: len(data) // 2]
+    raw = bytearray(gzip.decompress(data))
+    with tarfile.open(fileobj=io.BytesIO(bytes(raw))) as tf:
+        third = tf.getmembers()[2].offset
+    raw[third + 148:third + 156] = b"0000000\0"  # a checksum no header has
+    return gzip.compress(bytes(raw))
+
+
+@pytest.mark.parametrize("how,words", [("bad header", "bad header at byte"), ("truncated", "truncated")])
+def test_a_damaged_node_archive_is_an_error_not_a_partial_audit(how, words):
+    """Python's tar reader stops without a word at a bad header after the first member; a node
+    audited from the members before it would look like a host that lacks the rest."""
+    from infergap.fleet.runner import NodeIdentity
+    from tests.conftest import HOSTS
+
+    data = _damaged((HOSTS / "h200-1gpu-collect.tar.gz").read_bytes(), how)
+    d, _ = audit_one(NodeIdentity(name="n", address="x"), data)
+    assert d.state == "error" and words in d.error and d.error.startswith("snapshot n: "), d.error
+
+
+def test_a_node_archive_in_memory_audits_as_the_same_archive_on_disk():
+    """The fleet reads a node's archive in memory; it must conclude what ``audit --snapshot``
+    concludes from the same file unpacked to disk."""
+    from infergap.audit import run_audit
+    from infergap.snapshot.core import ArchiveSnapshot
+    from infergap.snapshot.memory import MemorySnapshot
+    from tests.conftest import HOSTS
+
+    path = HOSTS / "h200-2gpu-collect.tar.gz"
+
+    def conclusions(snap):
+        with snap:
+            return sorted((f.id, f.subject or "", f.status.value, f.title) for f in run_audit(snap, parallel=False).findings)
+
+    mem = conclusions(MemorySnapshot.from_archive(path.read_bytes(), str(path)))
+    assert mem and mem == conclusions(ArchiveSnapshot(path))

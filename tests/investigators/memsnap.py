@@ -1,4 +1,5 @@
-"""An in-memory snapshot for investigator tests: a few host files and command outputs, nothing else.
+"""Investigator tests over an in-memory snapshot (:class:`infergap.snapshot.memory.MemorySnapshot`):
+a few host files and command outputs, nothing else.
 
 Values come from the real captures under ``tests/fixtures/hosts`` (the seed 8-GPU host and the
 H200 captures) so that each test reads what a real machine wrote.
@@ -7,7 +8,6 @@ H200 captures) so that each test reads what a real machine wrote.
 from __future__ import annotations
 
 import json
-import tarfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -15,40 +15,8 @@ from typing import Any
 from infergap.audit import run_audit
 from infergap.evidence import EvidenceSnapshot
 from infergap.findings import Finding
-from infergap.snapshot.core import CmdResult, Snapshot
-
-
-class MemorySnapshot(Snapshot):
-    """A snapshot held in dictionaries.
-
-    ``files``: host path -> text; directories exist implicitly above every file.
-    ``cmds``: command name -> stdout (exit status 0) or a :class:`CmdResult`.
-    ``probes``: probe name -> JSON-like object.
-    """
-
-    kind = "memory"
-    label = "in-memory test snapshot"
-
-    def __init__(self, files: dict[str, str] | None = None, cmds: dict[str, str | CmdResult] | None = None,
-                 probes: dict[str, Any] | None = None) -> None:
-        self.files = {p.rstrip("/"): t for p, t in (files or {}).items()}
-        self.cmds = {n: (c if isinstance(c, CmdResult) else CmdResult(name=n, stdout=c, rc=0)) for n, c in (cmds or {}).items()}
-        self.probes = dict(probes or {})
-
-    def _read_bytes(self, path: str) -> bytes | None:
-        t = self.files.get(path.rstrip("/"))
-        return None if t is None else t.encode()
-
-    def _listdir(self, path: str) -> list[str] | None:
-        base = path.rstrip("/") + "/"
-        names = {p[len(base):].split("/", 1)[0] for p in self.files if p.startswith(base)}
-        return sorted(names) if names else None
-
-    def _cmd(self, name: str) -> CmdResult | None:
-        return self.cmds.get(name)
-
-    def _probe(self, name: str) -> Any | None:
-        return self.probes.get(name)
+from infergap.snapshot.core import Snapshot
+from infergap.snapshot.memory import MemorySnapshot, read_archive
 
 
 #: Findings the audit adds after the investigators ran (audit.py), not made by the one under test.
@@ -98,12 +66,8 @@ def _host_members(host: str) -> dict[str, bytes]:
             if p.is_file():
                 out[p.relative_to(root).as_posix()] = p.read_bytes()
         return out
-    with tarfile.open(f"{root}.tar.gz") as tf:
-        for m in tf.getmembers():
-            if m.isfile():
-                data = tf.extractfile(m)
-                out[m.name.split("/", 1)[1]] = data.read() if data else b""
-    return out
+    members = read_archive(Path(f"{root}.tar.gz").read_bytes(), host)
+    return {name.split("/", 1)[1]: data for name, data in members.items()}
 
 
 def host_text(host: str, rel: str) -> str:

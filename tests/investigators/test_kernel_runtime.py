@@ -66,8 +66,7 @@ def test_socket_buffers_on_a_host_without_gpu_do_not_apply() -> None:
     """A live audit of a machine without GPUs listed a P2 to raise buffers that only NCCL between GPU
     nodes uses. The seed host's whole lspci with its NVIDIA functions taken out is such a host."""
     lspci = "".join(ln for ln in host_cmds(SEED, "lspci")["lspci"].splitlines(True) if "NVIDIA" not in ln)
-    snap = _seed()
-    snap.cmds.update(MemorySnapshot({}, cmds={"lspci": lspci}).cmds)
+    snap = MemorySnapshot(host_files(SEED, SYS, "/proc/swaps"), cmds={"lspci": lspci})
     f = one(audit_ids(snap, "kernel_runtime"), "net.socket_buffers")
     assert f.status == "not_applicable" and "no NVIDIA GPU" in f.title
 

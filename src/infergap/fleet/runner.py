@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Iterator, Union
 
 from infergap.errors import UserError
 from infergap.fleet.digest import NodeDigest, NodeIdentity
+from infergap.snapshot.memory import MemorySnapshot
 
 log = logging.getLogger(__name__)
 
@@ -119,16 +120,9 @@ def audit_one(identity: NodeIdentity, payload: Payload, want_audit: bool = True)
 
     try:
         if isinstance(payload, bytes):
-            from infergap.fleet.memsnap import MemorySnapshot
-
-            snap = MemorySnapshot(payload, identity.name)
+            snap = MemorySnapshot.from_archive(payload, identity.name)
         elif payload.endswith((".tar.gz", ".tgz", ".tar")) and os.path.isfile(payload):
-            from infergap.fleet.memsnap import MemorySnapshot
-            from infergap.snapshot.core import check_archive
-
-            check_archive(payload, payload)  # the caps of audit --snapshot, before the file is read
-            with open(payload, "rb") as f:
-                snap = MemorySnapshot(f.read(), payload)
+            snap = MemorySnapshot.from_archive_file(payload)
         else:
             snap = open_snapshot(payload)
     except (SnapshotError, OSError, MemoryError) as e:

@@ -471,7 +471,7 @@ def _check_compressed_stream(path: str | os.PathLike[str]) -> None:
         with gzip.open(path, "rb") as g:
             try:
                 with tarfile.open(fileobj=g, mode="r|") as tf:
-                    for _m in _check_members(path, tf):
+                    for _m in check_members(path, tf):
                         pass
             except tarfile.TarError:
                 pass  # not a tar inside: reported by the unpacking step with its own reason
@@ -514,13 +514,13 @@ def check_archive(source: str | os.PathLike[str] | bytes, label: str) -> None:
             raise SnapshotError(f"snapshot {label}: {size} bytes, more than the {ARCHIVE_MAX_BYTES} accepted unpacked")
         try:
             with tarfile.open(fileobj=f, mode="r|gz" if gz else "r|") as tf:
-                for _m in _check_members(label, tf):
+                for _m in check_members(label, tf):
                     pass
         except (tarfile.TarError, OSError, EOFError, zlib.error):
             pass  # not a readable archive: the reader reports it with its own reason
 
 
-def _check_members(path: str | os.PathLike[str], members: Any) -> Any:
+def check_members(path: str | os.PathLike[str], members: Any) -> Any:
     """Yield the members of an archive while holding their headers to the caps; raise
     :class:`SnapshotError` naming the cap that was hit."""
     count = 0
@@ -605,7 +605,7 @@ def _extract_capped(path: str | os.PathLike[str], dest: str) -> None:
     paths, links out of the tree or device files) and the caps above (members, bytes of one
     member, bytes in all); raises :class:`SnapshotError` naming the cap that was hit."""
     with tarfile.open(path, "r:*") as tf:
-        for m in _check_members(path, tf):  # checked again: a plain .tar skips the pre-check
+        for m in check_members(path, tf):  # checked again: a plain .tar skips the pre-check
             try:
                 tf.extract(m, dest, filter="data", set_attrs=False)
             except tarfile.FilterError as e:
