@@ -86,7 +86,7 @@ def test_the_checker_sees_imports() -> None:
     import re
 
     sample = SRC / "audit.py"
-    plain = set(re.findall(r"^from infergap\.(\w+)", sample.read_text(encoding="utf-8"), re.M))
+    plain = set(re.findall(r"^\s*from infergap\.(\w+)", sample.read_text(encoding="utf-8"), re.M))
     assert plain, "audit.py has no infergap imports to compare with"
     assert {top for _, top in _imports(sample)} == plain
 

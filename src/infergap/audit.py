@@ -9,13 +9,15 @@ lets the report render: its error is listed under ``investigators`` and a findin
 from __future__ import annotations
 
 import logging
+import os
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
-from infergap.checks import get as check, investigator_failed, unknown
+from infergap.checks import get as check
+from infergap.checks import investigator_failed, unknown
 from infergap.facts import Facts
 from infergap.findings import Evidence, Finding
 from infergap.investigators import REGISTRY
@@ -24,6 +26,9 @@ from infergap.investigators.evidence_files import unmatched
 from infergap.investigators.messages import join_messages
 from infergap.snapshot.core import LiveSnapshot, Snapshot
 from infergap.synthesis import AuditReport, InvestigatorRun, host_summary, synthesize
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from infergap.server import ServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -48,18 +53,16 @@ def _run_one(mod: ModuleType, ctx: Context, progress: ProgressFn | None) -> tupl
     return InvestigatorRun(name=name, duration_s=round(dt, 4), error=err, findings=len(found)), found
 
 
-def _live_as_root(snap: Any) -> bool:
+def _live_as_root(snap: Snapshot) -> bool:
     """Whether this is a live audit run by root (then "run as root" is no advice: what is still
     denied is hidden by the container or a security module, not by file modes)."""
-    import os
-
     return getattr(snap, "kind", None) == "live" and hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 def run_audit(
     snap: Snapshot,
     *,
-    server: Any = None,
+    server: ServerConfig | None = None,
     investigators: list[ModuleType] | None = None,
     parallel: bool | None = None,
     progress: ProgressFn | None = None,

@@ -12,12 +12,13 @@ what the investigators emit.
 
 from __future__ import annotations
 
+import difflib
 from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from infergap import shellcmd
+from infergap import datafile, shellcmd
 from infergap.errors import UserError
 from infergap.findings import Action, Evidence, Finding, FixKind, Remedy, Severity, Status
 
@@ -102,8 +103,6 @@ def load() -> dict[str, Check]:
 
 @lru_cache(maxsize=1)
 def _catalog() -> _Catalog:
-    from infergap import datafile
-
     try:
         return _Catalog.model_validate(datafile.packaged("checks.yaml"))
     except ValidationError as e:
@@ -119,7 +118,6 @@ def get(check_id: str) -> Check:
         return cat[check_id]
     if check_id.lower() in cat:  # ids are lower case; PCIE.ACS means pcie.acs
         return cat[check_id.lower()]
-    import difflib
 
     near = difflib.get_close_matches(check_id, list(cat), n=3, cutoff=0.5)
     hint = f" (did you mean {', '.join(near)}?)" if near else f" ({len(cat)} checks: infergap checks lists them)"

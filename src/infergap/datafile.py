@@ -41,8 +41,12 @@ infergap.errors.UserError: example.yaml: YAML aliases are not accepted in this f
 
 from __future__ import annotations
 
+import hashlib
+import marshal
 import os
+import tempfile
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -234,8 +238,6 @@ def cache_dir() -> Path | None:
 
 
 def _key(raw: bytes) -> str:
-    import hashlib
-    import marshal
     import sys
 
     h = hashlib.sha256(CACHE_FORMAT)
@@ -250,8 +252,6 @@ def _entry(name: str, key: str) -> Path | None:
 
 
 def _cache_get(path: Path, key: str) -> Any:
-    import marshal
-
     try:
         with open(path, "rb") as f:
             if os.fstat(f.fileno()).st_uid != os.getuid():
@@ -265,9 +265,6 @@ def _cache_get(path: Path, key: str) -> Any:
 
 def _cache_put(path: Path, key: str, data: Any) -> None:
     """Store ``data`` atomically; stale entries of the same file removed. Never raises."""
-    import marshal
-    import tempfile
-
     try:
         blob = marshal.dumps((CACHE_FORMAT, key, data))
     except ValueError:  # a type marshal cannot store (a timestamp): parse each run instead
@@ -294,8 +291,6 @@ def _cache_put(path: Path, key: str, data: Any) -> None:
 
 def packaged_bytes(name: str) -> bytes:
     """The bytes of the packaged data file ``data/<name>`` (``name`` may hold ``/``)."""
-    from importlib import resources
-
     ref = resources.files("infergap").joinpath("data", *name.split("/"))
     return ref.read_bytes()
 

@@ -15,13 +15,32 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel, Field
 
+from infergap.audit import run_audit
 from infergap.errors import UserError
+from infergap.evidence.overlay import open_with_evidence
+from infergap.facts import other_host
 from infergap.guard import dumps, write_atomic
 from infergap.plan import Plan, Stage, build_plan
+from infergap.plan.build import is_local_url
+from infergap.plan.inputs import engine_logs_from
+from infergap.render.plan import render_json, render_markdown
+from infergap.roofline import Parallel, Workload, bounds, host_gpus, load_hardware, load_model
+from infergap.roofline.gguf import ggml_types
+from infergap.server import introspect
+from infergap.snapshot import LiveSnapshot, open_snapshot
+from infergap.snapshot.process import cpu_since, serving_process
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from infergap.bench.results import BenchResult
+    from infergap.roofline.model import ModelSpec
+    from infergap.server import ServerConfig
+    from infergap.snapshot.core import Snapshot
+    from infergap.snapshot.process import ProcessEvidence
+    from infergap.synthesis import AuditReport
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +74,7 @@ def plain(message: object) -> str:
     return _INTERNAL.sub(" ", str(message)).replace("( ", "(").replace("  ", " ").strip()
 
 
-def bench_stage(bench: Any) -> tuple[str, str, str]:
+def bench_stage(bench: BenchResult | None) -> tuple[str, str, str]:
     """Status, verdict and detail of the doctor's bench stage. Status: ``partial`` when the sweep
     ended early (server gone), ``failed`` when it ended before measuring any point, else ``ran``.
     Verdict against the failure budget (``settings.max_error_rate`` per point): ``failed`` when no
@@ -95,7 +114,7 @@ def bench_stage(bench: Any) -> tuple[str, str, str]:
     return status, f"ok: {n} of {n} point(s) within the {budget}", detail
 
 
-def audit_stage(audit: Any) -> tuple[str, str, str | None]:
+def audit_stage(audit: AuditReport | None) -> tuple[str, str, str | None]:
     """Status, verdict and detail of the doctor's audit stage: ``partial`` when an investigator
     errored (its checks are missing from the report), else ``ran``; the verdict counts the
     actionable findings by severity, the unknown ones (checks the evidence could not settle) and
@@ -115,7 +134,7 @@ def audit_stage(audit: Any) -> tuple[str, str, str | None]:
     return "ran", verdict, detail
 
 
-def _model_candidates(cfg: Any) -> list[str]:
+def _model_candidates(cfg: ServerConfig) -> list[str]:
     """Names to try for the roofline from what the server reports (a local path with a
     config.json, or a built-in name matching the path's last component)."""
     out = []
@@ -132,13 +151,12 @@ def _model_candidates(cfg: Any) -> list[str]:
     return out
 
 
-def _gguf_overrides(cfg: Any, name: str) -> dict[str, str]:
+def _gguf_overrides(cfg: ServerConfig, name: str) -> dict[str, str]:
     """For a GGUF the server reports but this machine does not have: the weights' tensor type
     from the server's own ``model_ftype`` (``/props``: ``Q4_K - Medium`` → ``q4_k``)."""
     ft = getattr(cfg, "model_type", None)
     if not ft or not name.lower().endswith(".gguf") or Path(name).is_file():
         return {}
-    from infergap.roofline.gguf import ggml_types
 
     t = re.split(r"[\s-]", str(ft).strip().lower(), maxsplit=1)[0]
     return {"weights": t} if t in ggml_types() else {}
@@ -184,7 +202,6 @@ def run_doctor(url: str, output_dir: str | Path, *, model: str | None = None, qu
     res = run.res
 
     # plan
-    from infergap.render.plan import render_json, render_markdown
 
     plan = build_plan(audit=audit, roofline=rl, bench=bench, server=cfg if cfg is not None and cfg.reachable else None,
                       engine_logs=logs, stages=list(res.stages), elsewhere=elsewhere, process=proc, process_cpu=cpu)
@@ -248,8 +265,6 @@ def sweep_settings(quick: bool, sweep: dict[str, Any] | None) -> dict[str, Any]:
 
 def _server_stage(run: _Run, url: str, api_key: str | None) -> Any:
     """Introspect the server (``server.json``); the config, or None when introspection failed."""
-    from infergap.server import introspect
-
     cfg = None
     try:
         cfg = introspect(url, api_key=api_key)
@@ -270,9 +285,6 @@ def _process_stage(run: _Run, url: str) -> Any:
     """The serving process behind ``url`` when it runs on this machine (``process.json``:
     :class:`~infergap.snapshot.process.ProcessEvidence`, secrets scrubbed); None when the URL is
     another machine's or the process cannot be found (the stage says why)."""
-    from infergap.plan.build import is_local_url
-    from infergap.snapshot.process import serving_process
-
     if not is_local_url(url):
         run.stage("process", "skipped", "the server runs on another machine: its process is read there (infergap doctor on that host)")
         return None
@@ -293,12 +305,11 @@ def _process_stage(run: _Run, url: str) -> Any:
     return proc
 
 
-def _process_cpu(run: _Run, proc: Any, bench: Any) -> dict[str, Any] | None:
+def _process_cpu(run: _Run, proc: ProcessEvidence | None, bench: BenchResult) -> dict[str, Any] | None:
     """The CPU the serving process used during the sweep (:func:`~infergap.snapshot.process.cpu_since`),
     written into ``process.json``; None without a process or a bench."""
     if proc is None or bench is None:
         return None
-    from infergap.snapshot.process import cpu_since
 
     try:
         cpu = cpu_since(proc)
@@ -309,13 +320,9 @@ def _process_cpu(run: _Run, proc: Any, bench: Any) -> dict[str, Any] | None:
     return cpu
 
 
-def _audit_stage(run: _Run, cfg: Any, snapshot: str | None, evidence: list[str] | None) -> tuple[Any, list[tuple[str, Any]], Any]:
+def _audit_stage(run: _Run, cfg: ServerConfig, snapshot: str | None, evidence: list[str] | None) -> tuple[Any, list[tuple[str, Any]], Any]:
     """Audit the host or snapshot with the evidence (``audit.json``): (the report or None, the
     engine logs found, the snapshot, left open for the roofline; the caller closes it)."""
-    from infergap.audit import run_audit
-    from infergap.evidence.overlay import open_with_evidence
-    from infergap.plan.inputs import engine_logs_from
-
     audit = None
     logs: list[tuple[str, Any]] = []
     snap = None
@@ -331,7 +338,7 @@ def _audit_stage(run: _Run, cfg: Any, snapshot: str | None, evidence: list[str] 
     return audit, logs, snap
 
 
-def evidence_elsewhere(snap: Any, snapshot: str | None) -> str | None:
+def evidence_elsewhere(snap: Snapshot, snapshot: str | None) -> str | None:
     """Why the audited evidence describes another machine than this one, or None when it may be
     this one: pasted evidence the audit took for another host (``snap.other_host``), or a
     ``snapshot`` whose GPUs are not this machine's (:func:`infergap.facts.other_host`, which
@@ -340,8 +347,6 @@ def evidence_elsewhere(snap: Any, snapshot: str | None) -> str | None:
     why = getattr(snap, "other_host", None)
     if why or snap is None or snapshot is None:
         return why
-    from infergap.facts import other_host
-    from infergap.snapshot import LiveSnapshot
 
     try:
         with LiveSnapshot() as live:
@@ -351,11 +356,9 @@ def evidence_elsewhere(snap: Any, snapshot: str | None) -> str | None:
     return f"--snapshot {snapshot}: {why}" if why else None
 
 
-def _load_spec(model: str | None, cfg: Any) -> Any:
+def _load_spec(model: str | None, cfg: ServerConfig) -> ModelSpec:
     """The roofline's model: ``model``, else the first of the server's names that loads. Raises
     UserError when none does."""
-    from infergap.roofline import load_model
-
     names = [model] if model else _model_candidates(cfg)
     errs = []
     for n in names:
@@ -372,13 +375,10 @@ def _load_spec(model: str | None, cfg: Any) -> Any:
                     "nor a built-in model; pass --model CONFIG|NAME")
 
 
-def _roofline_stage(run: _Run, cfg: Any, snap: Any, snapshot: str | None, settings: dict[str, Any],
+def _roofline_stage(run: _Run, cfg: ServerConfig, snap: Snapshot, snapshot: str | None, settings: dict[str, Any],
                     model: str | None, gpu: str | None, gpus: int | None) -> Any:
     """Bound the model on the audited host's GPUs (or ``gpu`` × ``gpus``) at the server's TP and
     the sweep's concurrencies (``roofline.json``); the result, or None when skipped or failed."""
-    from infergap.roofline import Parallel, Workload, bounds, host_gpus, load_hardware
-    from infergap.snapshot import open_snapshot
-
     try:
         spec = _load_spec(model, cfg)
         host = None

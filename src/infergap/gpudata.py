@@ -24,6 +24,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from infergap import datafile
+
 P2p = Literal["supported", "not_supported"]
 NvlinkLayout = Literal["none", "bridge", "switch"]
 
@@ -61,8 +63,6 @@ class PcieGen(BaseModel):
 
 
 def _data(name: str) -> Any:
-    from infergap import datafile
-
     return datafile.packaged(name)
 
 

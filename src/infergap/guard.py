@@ -8,12 +8,15 @@ problem) for bad input, never a bare ``ValueError``/``RecursionError``/``Validat
 
 from __future__ import annotations
 
+import ast
 import errno
 import json
 import math
 import os
 import re
+import stat
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Iterable, TypeVar
 
@@ -124,8 +127,6 @@ def md_fence(text: str) -> str:
 def map_leaves(obj: Any, leaf: Any) -> Any:
     """A copy of a JSON-like tree (mappings, lists, tuples) with ``leaf`` applied to every other
     value (strings, numbers, None). Keys are kept as they are."""
-    from collections.abc import Mapping
-
     if isinstance(obj, Mapping):
         return {k: map_leaves(v, leaf) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -351,8 +352,6 @@ def os_reason(e: OSError) -> str:
 def read_capped(path: str | os.PathLike[str], max_bytes: int, label: str | None = None) -> bytes:
     """The bytes of a regular file, refusing one larger than ``max_bytes`` (a directory, FIFO or
     device is refused too, without blocking). Raises UserError ``"<label>: <problem>"``."""
-    import stat
-
     label = label or str(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -408,8 +407,6 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, inputs: Ite
     """Write ``data`` to ``path`` through a temporary file in the same directory and a rename, so
     a failure (full disk, interrupt) leaves the previous file whole. Refuses a path that is one of
     ``inputs``. Raises UserError naming ``option`` and the path (a full disk is named as such)."""
-    import stat
-
     check_not_input(path, inputs, option)
     p = Path(path)
     if p.is_dir():
@@ -464,8 +461,6 @@ def literal(text: str, *, max_depth: int = MAX_JSON_DEPTH, max_len: int = 1 << 2
     """``ast.literal_eval`` of a Python literal found in a log (an argument dump), refusing text
     longer than ``max_len`` or nested deeper than ``max_depth`` before the parser sees it (the
     parser would raise RecursionError or MemoryError). Raises ValueError for anything refused."""
-    import ast
-
     if len(text) > max_len:
         raise ValueError(f"literal of {len(text)} characters, more than {max_len}")
     level = 0

@@ -10,6 +10,8 @@ and read bodies with :func:`read_body`; the synchronous engine-metrics scraper u
 
 from __future__ import annotations
 
+import http.client
+import socket
 import threading
 from typing import Any, Mapping
 from urllib.parse import urlsplit
@@ -61,9 +63,6 @@ def get(url: str, *, timeout_s: float, max_bytes: int, headers: Mapping[str, str
     server dripping bytes cannot hold it); a 3xx, a body over ``max_bytes`` or a
     ``Content-Encoding`` other than identity (none is asked for) is refused. Raises
     :class:`RequestRefused` (an OSError) with one line for every failure."""
-    import http.client
-    import socket
-
     parts = urlsplit(url)
     cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     conn = cls(parts.hostname or "", parts.port, timeout=timeout_s)

@@ -21,6 +21,7 @@ than this code knows, or a file that is not an infergap ledger, raises :class:`L
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import json
 import logging
@@ -33,8 +34,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
+from urllib.parse import quote
 
 from infergap.errors import UserError
+from infergap.guard import finite, map_leaves
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +134,6 @@ def db_reason(e: BaseException, path: Path | None = None) -> str:
 def _guarded(method: Any) -> Any:
     """A Ledger method whose SQLite and OS failures become one :class:`LedgerError` line naming
     the file and :func:`db_reason` (a damaged page is met by whichever query reads it)."""
-    import functools
-
     @functools.wraps(method)
     def run(self: "Ledger", *a: Any, **kw: Any) -> Any:
         try:
@@ -314,8 +315,6 @@ MAX_VALUE_CHARS = 8192
 def cap_values(obj: Any) -> Any:
     """A copy of a JSON-like tree with strings cut to :data:`MAX_VALUE_CHARS` and NaN/±Infinity
     as null (JSON has no such numbers)."""
-    from infergap.guard import finite, map_leaves
-
     def cut(v: Any) -> Any:
         if isinstance(v, str) and len(v) > MAX_VALUE_CHARS:
             return v[:MAX_VALUE_CHARS] + f"… [{len(v) - MAX_VALUE_CHARS} characters cut]"
@@ -366,8 +365,6 @@ class Ledger:
     def _open_readonly(self) -> None:
         """Open for reading only (``history``, ``compare``): nothing is created or migrated, so a
         read-only directory or file works. A ledger that does not exist yet reads as empty."""
-        from urllib.parse import quote
-
         if not self.path.exists():
             self._db = sqlite3.connect(":memory:", isolation_level=None)
             self._setup()

@@ -24,12 +24,15 @@ from __future__ import annotations
 import logging
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from infergap.errors import UserError
 from infergap.guard import loads
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from infergap.parsers.engine_log import EngineLogFacts
 
 log = logging.getLogger(__name__)
 
@@ -500,7 +503,7 @@ def fill_from_log(cfg: ServerConfig, log_cfg: ServerConfig) -> list[str]:
     return filled
 
 
-def server_config_from_log(facts: Any, source: str) -> ServerConfig:
+def server_config_from_log(facts: EngineLogFacts, source: str) -> ServerConfig:
     """A :class:`ServerConfig` from :class:`infergap.parsers.engine_log.EngineLogFacts` (an engine
     startup log), every field sourced to ``source`` (the log's evidence label)."""
     cfg = ServerConfig(engine=facts.engine, version=facts.version)

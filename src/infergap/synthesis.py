@@ -9,12 +9,16 @@ shape is the contract of docs/design.md ``{"schema": "infergap.audit/1", "host",
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from infergap import __version__
 from infergap.findings import FIX_KIND_ORDER, SEVERITY_ORDER, Finding, Status
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from infergap.facts import Facts
+    from infergap.snapshot.core import Snapshot
 
 SCHEMA = "infergap.audit/1"
 
@@ -104,13 +108,13 @@ def synthesize(findings: list[Finding], runs: list[InvestigatorRun], host: dict[
     )
 
 
-def _unreadable_note(snap: Any, prefix: str, what: str) -> str | None:
+def _unreadable_note(snap: Snapshot, prefix: str, what: str) -> str | None:
     """``"GPUs unknown (permission denied)"`` when files under ``prefix`` could not be read."""
     denied = snap.unreadable_under(prefix) if hasattr(snap, "unreadable_under") else []
     return f"{what} unknown ({denied[0][1]})" if denied else None
 
 
-def host_summary(snap: Any, facts: Any) -> dict[str, Any]:
+def host_summary(snap: Snapshot, facts: Facts) -> dict[str, Any]:
     """What the report says about the host: snapshot kind/label, kernel, CPU, GPUs, container, VM."""
     gpus = facts.gpus()
     vendor, model, _fam = facts.cpu_vendor_model()

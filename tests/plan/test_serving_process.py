@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from infergap.parsers.engine_args import parse_argv
-from infergap.plan.build import build_plan
-from infergap.plan.signals import gather
+from infergap.plan.build import build_plan, gather
 from infergap.snapshot.process import cpu_since, find_listener, serving_process
 
 #: A listener with threads that burn CPU on demand: argv after the script is ignored by it, so the

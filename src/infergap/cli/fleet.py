@@ -8,13 +8,17 @@ import sys
 import time
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from infergap.cli import app, fail, render_report, write_report
+from infergap.cli import app, fail, render_report
 from infergap.cli import validate as v
+from infergap.cli import write_report
 from infergap.cli.options import db_option, format_option, output_option
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from infergap.fleet.drift import FleetReport
 
 fleet_app = typer.Typer(name="fleet", help="Audit many nodes at once and find the ones that drifted from their peers.",
                         no_args_is_help=True, rich_markup_mode=None)  # plain help, as the main app
@@ -37,7 +41,7 @@ class FleetFailOn(str, Enum):
     drift = "drift"
 
 
-def _fails(report: Any, fail_on: FleetFailOn) -> bool:
+def _fails(report: FleetReport, fail_on: FleetFailOn) -> bool:
     """Whether the run fails ``--fail-on``: a node not audited always does; ``drift``: any drift
     item; P0/P1/P2: a drift item or an actionable finding on any node of that severity or worse."""
     if report.failed():
@@ -95,7 +99,7 @@ class _Ledger:
         self.led.close()
         self.led = None
 
-    def finish(self, report: Any) -> None:
+    def finish(self, report: FleetReport) -> None:
         if self.led is None or self.run_id is None:
             return
         from infergap.ledger import LedgerError

@@ -20,9 +20,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from infergap.errors import UserError
+from infergap.evidence.recognize import CHUNK_BYTES, KINDS, EvidencePart, Unrecognized, scan_file
 from infergap.guard import os_reason
 from infergap.parsers.host import parse_pip_lines
-from infergap.evidence.recognize import CHUNK_BYTES, KINDS, EvidencePart, Unrecognized, scan_file
+from infergap.snapshot import open_snapshot
 from infergap.snapshot.core import CmdResult, Snapshot
 
 log = logging.getLogger(__name__)
@@ -330,9 +332,6 @@ def open_with_evidence(snapshot: str | os.PathLike[str] | None, evidence: list[s
     Raises :class:`infergap.errors.UserError` for an evidence path that does not exist (one line
     naming it), :class:`infergap.snapshot.SnapshotError` for a bad snapshot.
     """
-    from infergap.errors import UserError
-    from infergap.snapshot import open_snapshot
-
     t0 = time.perf_counter()
 
     def read(snap: Snapshot) -> Snapshot:

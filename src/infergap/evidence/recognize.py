@@ -22,13 +22,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infergap.evidence.signatures import line_kind
+from infergap.evidence.text import LineNumbers, clean_line, clean_text, decode, line_number
+from infergap.guard import name_safe
+from infergap.messages import catalog as message_catalog
+from infergap.parsers.k8s_log import is_device_plugin_line
 from infergap.parsers.llamacpp_log import is_llamacpp_line
 from infergap.parsers.ollama_log import is_ollama_line
-from infergap.parsers.k8s_log import is_device_plugin_line
 from infergap.parsers.ray_log import is_ray_line
-from infergap.evidence.signatures import line_kind
-from infergap.evidence.text import LineNumbers, clean_line, decode, line_number
-from infergap.messages import catalog as message_catalog
 from infergap.snapshot.sources import RECORDS, SOURCES
 
 #: Longest line read at once; a longer line is read in pieces (bounded memory on a runaway line).
@@ -150,8 +151,6 @@ class EvidencePart:
     @property
     def label(self) -> str:
         """Evidence source label: ``evidence/<file name>`` (``#<line>`` when the file has several parts)."""
-        from infergap.guard import name_safe
-
         base = f"evidence/{name_safe(self.name or self.path.name)}"
         return f"{base}#L{self.first_line}" if self.multi else base
 
@@ -165,8 +164,6 @@ class EvidencePart:
 
     def text(self, limit_bytes: int = 16 * 1024 * 1024) -> str:
         """The part as one normalised block (indentation a paste added removed); at most ``limit_bytes``."""
-        from infergap.evidence.text import clean_text
-
         with open(self.path, "rb") as f:
             f.seek(self.start)
             data = f.read(min(self.end - self.start, limit_bytes))

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from infergap import datafile
 from infergap.errors import UserError
 from infergap.findings import SEVERITY_ORDER, FixKind, Severity
 
@@ -237,8 +238,6 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
     unreadable file, bad YAML, a missing field, a bad regular expression or version range, a
     source that is not a public URL, or a duplicated id.
     """
-    from infergap import datafile
-
     where = str(path) if path else "infergap/data/signatures.yaml"
     data: Any = datafile.read(path) if path else datafile.packaged("signatures.yaml")
     if not isinstance(data, dict) or not isinstance(data.get("signatures"), list):

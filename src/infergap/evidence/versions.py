@@ -14,9 +14,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from infergap.checks import finding
+from infergap.evidence.signatures import checked_against, version_issues
+from infergap.facts.logs import engine_logs
+from infergap.findings import SEVERITY_ORDER, Remedy, Status, ev
 from infergap.gpudata import sm_of
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from infergap.facts import Facts
+    from infergap.snapshot.core import Snapshot
 
 _CHECK_ENV = {
     "driver": re.compile(r"^\s*(?:CUDA Driver Version|Nvidia driver version|NVIDIA driver version|Driver Version)\s*:\s*(\d+\.\d+(?:\.\d+)?)", re.I),
@@ -79,7 +87,7 @@ def _from_text(sv: StackVersions, text: str, source: str) -> None:
                 sv.add("nccl", pm.group(2), source)
 
 
-def stack_versions(snap: Any, facts: Any = None) -> StackVersions:
+def stack_versions(snap: Snapshot, facts: Facts | None = None) -> StackVersions:
     """Every version and GPU architecture the host facts and the pasted evidence give.
 
     ``snap`` is any snapshot (evidence parts are read when it has ``evidence_parts``); ``facts`` a
@@ -129,17 +137,15 @@ def stack_versions(snap: Any, facts: Any = None) -> StackVersions:
     return sv
 
 
-def _from_engine_logs(sv: StackVersions, snap: Any) -> None:
+def _from_engine_logs(sv: StackVersions, snap: Snapshot) -> None:
     """The version a vLLM or SGLang server log states (``vLLM API server version 0.6.1``,
     ``sglang==0.4.6``), read by the engine-log parser: checked like one from ``pip``."""
-    from infergap.facts.logs import engine_logs
-
     for part, f in engine_logs(snap):
         if getattr(f, "engine", None) in ("vllm", "sglang") and getattr(f, "version", None):
             sv.add(f.engine, str(f.version).lstrip("v"), part.label)
 
 
-def memo_versions(facts: Any) -> StackVersions:
+def memo_versions(facts: Facts) -> StackVersions:
     """:func:`stack_versions` of the facts' input, computed once per snapshot (investigators share it)."""
     return facts.memo(("stack_versions",), lambda: stack_versions(facts.snap, facts))
 
@@ -158,10 +164,6 @@ def version_finding(check_id: str, checks: list[tuple[str, str]], source: str, s
     revert, every entry's source), ``unknown`` when an entry applies only to GPU architectures the
     input does not show, else ``ok`` naming how many known issues were checked. Never None.
     """
-    from infergap.evidence.signatures import checked_against, version_issues
-    from infergap.checks import finding
-    from infergap.findings import SEVERITY_ORDER, Remedy, Status, ev
-
     desc = ", ".join(f"{_LABEL.get(c, c)} {v}" for c, v in checks)
     sure, unsure = list(extra), []
     for comp, ver in checks:

@@ -17,9 +17,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from infergap.errors import UserError
 from infergap.facts.base import FactsBase, Value, memo
+from infergap.facts.logs import nccl_logs
 from infergap.facts.pci import BDF, NVIDIA
 from infergap.gpudata import device_name as data_device_name
+from infergap.guard import loads
+from infergap.parsers.nccl import parse_nccl_log
 from infergap.parsers.nvsmi import (
     NvsmiGpu,
     NvsmiParseError,
@@ -28,6 +32,7 @@ from infergap.parsers.nvsmi import (
     csv_to_gpus,
     normalize_bdf,
     nvml_to_gpus,
+    parse_nvlink_status,
     parse_nvsmi_q_text,
     parse_nvsmi_q_versions,
     parse_nvsmi_table,
@@ -219,9 +224,6 @@ class GpuDomain(FactsBase):
     @memo
     def torch_info(self) -> dict[str, Any] | None:
         """The ``torch`` command's JSON (torch version, CUDA build, arch list, devices), or None."""
-        from infergap.errors import UserError
-        from infergap.guard import loads
-
         r = self.cmd_ok("torch")
         if not r:
             return None
@@ -306,8 +308,6 @@ class GpuDomain(FactsBase):
     def nvlink_status(self) -> dict[int, dict[int, float | None]]:
         """Per-GPU NVLink links and their speed (GB/s, None for an inactive link) from ``nvidia-smi
         nvlink -s`` (:func:`~infergap.parsers.nvsmi.parse_nvlink_status`); empty when absent."""
-        from infergap.parsers.nvsmi import parse_nvlink_status
-
         r = self.cmd_ok("nvsmi_nvlink")
         return parse_nvlink_status(r.stdout) if r else {}
 
@@ -320,9 +320,6 @@ class GpuDomain(FactsBase):
     def nccl_runs(self) -> list[tuple[str, Any]]:
         """(source, :class:`~infergap.parsers.nccl.NcclLogFacts`) for every NCCL log in the input:
         pasted or snapshot evidence, and the NCCL run of ``audit --active`` (``probes/active.json``)."""
-        from infergap.facts.logs import nccl_logs
-        from infergap.parsers.nccl import parse_nccl_log
-
         out = [(part.label, f) for part, f in nccl_logs(self.snap)]
         a = self.snap.probe("active")
         if isinstance(a, dict) and isinstance(a.get("nccl_log"), str) and a["nccl_log"].strip():
@@ -362,51 +359,3 @@ def _overlay(m: GpuFacts, g: NvsmiGpu, src: str) -> None:
             m.name_source = src
     m.sources.append(src)
 
-
-def other_host(base: Snapshot, pasted: Snapshot) -> str | None:
-    """Why the GPUs of ``pasted`` (evidence files alone) cannot be ``base``'s (this machine or a
-    snapshot), or None when they may be. Pasted evidence of another host (a bug report read on a
-    laptop) is audited as its own host instead of being merged into this one.
-
-    Compared, in order: GPUs in the evidence and none here; PCI addresses none of which is here;
-    product names none of which is here; the GPU count, when the evidence names GPUs only by index
-    (``nvidia-smi topo -m``)."""
-    from infergap.facts import Facts
-
-    ev = Facts(pasted).gpus()
-    if not ev:
-        return None
-    here = "this machine" if getattr(base, "kind", None) == "live" else (getattr(base, "label", "") or "the snapshot")
-    mine = Facts(base).gpus()
-    names = sorted({g.name for g in ev if g.name and g.name != "unknown device"})
-    what = f"{len(ev)} GPU(s)" + (f" ({', '.join(names)})" if names else "")
-    if not mine:
-        return f"the evidence describes {what}; {here} has no NVIDIA GPU"
-    addr = {g.bdf for g in ev if BDF.fullmatch(g.bdf)}
-    if addr and not addr & {g.bdf for g in mine}:
-        return f"the evidence describes {what} at PCI addresses {here} does not have"
-    my_names = {g.name for g in mine if g.name and g.name != "unknown device"}
-    if names and my_names and not set(names) & my_names:
-        return f"the evidence describes {what}; {here} has {', '.join(sorted(my_names))}"
-    if not addr and len(ev) != len(mine):
-        return f"the evidence describes {what}; {here} has {len(mine)}"
-    return None
-
-
-def report_other_host(host: dict[str, Any]) -> str | None:
-    """Why the host of an audit report (its ``host`` summary: ``cpu``, ``gpus``) is not this
-    machine, or None when it may be: the CPU model or the set of GPUs (PCI address, name) differs
-    from this machine's, read live."""
-    from infergap.facts import Facts
-    from infergap.snapshot import LiveSnapshot
-
-    with LiveSnapshot() as live:
-        facts = Facts(live)
-        cpu = facts.cpu_vendor_model()[1]
-        gpus = sorted((g.bdf, g.name) for g in facts.gpus())
-    theirs = sorted((g.get("bdf"), g.get("name")) for g in host.get("gpus") or [])
-    if host.get("cpu") and cpu and host["cpu"] != cpu:
-        return f"CPU {host['cpu']!r}, here {cpu!r}"
-    if "gpus" in host and theirs != gpus:
-        return f"GPUs {len(theirs)} × {theirs[0][1] if theirs else 'none'}, here {len(gpus)} × {gpus[0][1] if gpus else 'none'}"
-    return None

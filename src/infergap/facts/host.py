@@ -12,6 +12,7 @@ from typing import Any
 
 from infergap.facts.base import FactsBase, Value, memo
 from infergap.parsers import host as hp
+from infergap.parsers.dmesg import parse_dmesg
 
 
 class HostDomain(FactsBase):
@@ -132,8 +133,6 @@ class HostDomain(FactsBase):
     def kernel_log_facts(self) -> Any:
         """The host's own kernel log lines (``cmds/kernel_log``) parsed
         (:func:`~infergap.parsers.dmesg.parse_dmesg`), or None when the command did not run or failed."""
-        from infergap.parsers.dmesg import parse_dmesg
-
         r = self.snap.cmd("kernel_log")
         return parse_dmesg(r.stdout.splitlines()) if r is not None and r.ok else None
 

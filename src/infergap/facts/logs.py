@@ -10,16 +10,27 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from infergap.messages import match_lines
+from infergap.parsers.cuda_samples import parse_p2p_bandwidth
+from infergap.parsers.dmesg import parse_dmesg
 from infergap.parsers.engine_log import EngineLogFacts, parse_engine_log
-from infergap.parsers.nccl import NcclLogFacts, parse_nccl_log
+from infergap.parsers.k8s_log import parse_device_plugin_log
+from infergap.parsers.nccl import NcclLogFacts, parse_nccl_log, parse_nccl_tests
+from infergap.parsers.nvbandwidth import parse_nvbandwidth
+from infergap.parsers.nvsmi import parse_mig_instances
+from infergap.parsers.ray_log import parse_ray_log
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from infergap.evidence.recognize import EvidencePart
+    from infergap.snapshot.core import Snapshot
 
 _LOCK = threading.Lock()
 _CACHE: "weakref.WeakKeyDictionary[Any, tuple[dict[tuple, Any], dict[tuple, threading.Lock]]]" = weakref.WeakKeyDictionary()
 
 
-def memo_part(snap: Any, key: tuple, fn: Callable[[], Any]) -> Any:
+def memo_part(snap: Snapshot, key: tuple, fn: Callable[[], Any]) -> Any:
     """``fn()`` computed once per (snapshot, key); concurrent callers of the same key wait for it."""
     with _LOCK:
         try:
@@ -35,12 +46,12 @@ def memo_part(snap: Any, key: tuple, fn: Callable[[], Any]) -> Any:
         return values[key]
 
 
-def _parts(snap: Any, kind: str) -> list[Any]:
+def _parts(snap: Snapshot, kind: str) -> list[Any]:
     getter = getattr(snap, "evidence_parts", None)
     return list(getter(kind)) if getter is not None else []
 
 
-def nccl_logs(snap: Any) -> list[tuple[Any, NcclLogFacts]]:
+def nccl_logs(snap: Snapshot) -> list[tuple[EvidencePart, NcclLogFacts]]:
     """(part, facts) for every evidence part carrying NCCL lines (NCCL logs, and engine logs
     with NCCL lines interleaved), skipping parts without any NCCL line."""
     out = []
@@ -51,7 +62,7 @@ def nccl_logs(snap: Any) -> list[tuple[Any, NcclLogFacts]]:
     return out
 
 
-def engine_logs(snap: Any) -> list[tuple[Any, EngineLogFacts]]:
+def engine_logs(snap: Snapshot) -> list[tuple[EvidencePart, EngineLogFacts]]:
     """(part, facts) for every SGLang, vLLM or llama.cpp log part."""
     out = []
     for part in _parts(snap, "engine_log"):
@@ -72,10 +83,8 @@ def engine_logs(snap: Any) -> list[tuple[Any, EngineLogFacts]]:
     return out
 
 
-def kernel_logs(snap: Any) -> list[tuple[Any, Any]]:
+def kernel_logs(snap: Snapshot) -> list[tuple[Any, Any]]:
     """(part, :class:`~infergap.parsers.dmesg.DmesgFacts`) for every pasted kernel log part."""
-    from infergap.parsers.dmesg import parse_dmesg
-
     return [(part, memo_part(snap, ("dmesg", str(part.path), part.start, part.end), lambda p=part: parse_dmesg(p.iter_lines())))
             for part in _parts(snap, "dmesg")]
 
@@ -84,13 +93,13 @@ class LogDomain:
     """Log accessors of :class:`infergap.facts.Facts`: the parsed log parts of the evidence (each
     parsed once per snapshot, shared by every investigator), and the evidence parts themselves."""
 
-    snap: Any
+    snap: Snapshot
 
-    def nccl_logs(self) -> list[tuple[Any, NcclLogFacts]]:
+    def nccl_logs(self) -> list[tuple[EvidencePart, NcclLogFacts]]:
         """(part, :class:`~infergap.parsers.nccl.NcclLogFacts`) of every part with NCCL lines."""
         return nccl_logs(self.snap)
 
-    def engine_logs(self) -> list[tuple[Any, EngineLogFacts]]:
+    def engine_logs(self) -> list[tuple[EvidencePart, EngineLogFacts]]:
         """(part, :class:`~infergap.parsers.engine_log.EngineLogFacts`) of every engine log part."""
         return engine_logs(self.snap)
 
@@ -101,46 +110,34 @@ class LogDomain:
     def p2p_bandwidth_runs(self) -> list[tuple[Any, Any]]:
         """(part, :class:`~infergap.parsers.cuda_samples.P2pBandwidthRun`) of every pasted
         ``p2pBandwidthLatencyTest`` output."""
-        from infergap.parsers.cuda_samples import parse_p2p_bandwidth
-
         return [(part, memo_part(self.snap, ("p2pbw", str(part.path), part.start, part.end), lambda p=part: parse_p2p_bandwidth(p.iter_lines())))
                 for part in _parts(self.snap, "p2p_bandwidth")]
 
     def nvbandwidth_runs(self) -> list[tuple[Any, Any]]:
         """(part, :class:`~infergap.parsers.nvbandwidth.NvbandwidthRun`) of every pasted
         ``nvbandwidth`` output."""
-        from infergap.parsers.nvbandwidth import parse_nvbandwidth
-
         return [(part, memo_part(self.snap, ("nvbw", str(part.path), part.start, part.end), lambda p=part: parse_nvbandwidth(p.iter_lines())))
                 for part in _parts(self.snap, "nvbandwidth")]
 
     def nccl_tests_runs(self) -> list[tuple[Any, Any]]:
         """(part, :class:`~infergap.parsers.nccl.NcclTestsRun`) of every pasted nccl-tests output."""
-        from infergap.parsers.nccl import parse_nccl_tests
-
         return [(part, memo_part(self.snap, ("nccltests", str(part.path), part.start, part.end), lambda p=part: parse_nccl_tests(p.iter_lines())))
                 for part in _parts(self.snap, "nccl_tests")]
 
     def ray_logs(self) -> list[tuple[Any, Any]]:
         """(part, :class:`~infergap.parsers.ray_log.RayLogFacts`) of every pasted Ray log."""
-        from infergap.parsers.ray_log import parse_ray_log
-
         return [(part, memo_part(self.snap, ("ray", str(part.path), part.start, part.end), lambda p=part: parse_ray_log(p.iter_lines())))
                 for part in _parts(self.snap, "ray_log")]
 
     def device_plugin_logs(self) -> list[tuple[Any, Any]]:
         """(part, :class:`~infergap.parsers.k8s_log.DevicePluginFacts`) of every pasted NVIDIA
         Kubernetes device plugin log."""
-        from infergap.parsers.k8s_log import parse_device_plugin_log
-
         return [(part, memo_part(self.snap, ("k8sdp", str(part.path), part.start, part.end), lambda p=part: parse_device_plugin_log(p.iter_lines())))
                 for part in _parts(self.snap, "k8s_device_plugin")]
 
     def mig_instances(self) -> list[tuple[Any, list[dict[str, Any]]]]:
         """(part, instances of :func:`~infergap.parsers.nvsmi.parse_mig_instances`) of every
         pasted ``nvidia-smi mig -lgi`` / ``-lci`` output that lists at least one instance."""
-        from infergap.parsers.nvsmi import parse_mig_instances
-
         runs = [(part, memo_part(self.snap, ("mig", str(part.path), part.start, part.end), lambda p=part: parse_mig_instances(p.iter_lines())))
                 for part in _parts(self.snap, "nvsmi_mig")]
         return [(part, rows) for part, rows in runs if rows]
@@ -169,8 +166,6 @@ class LogDomain:
     def message_matches(self) -> list[tuple[Any, list[Any]]]:
         """(part, its :class:`~infergap.messages.MessageMatch` list) for every recognised evidence
         part: the message catalogs (``data/messages``) matched on every line, once per part."""
-        from infergap.messages import match_lines
-
         return [(p, memo_part(self.snap, ("messages", str(p.path), p.start, p.end),
                               lambda p=p: match_lines(p.iter_lines(), p.first_line)))
                 for p in self.all_parts()]

@@ -11,12 +11,13 @@ the product's GPU data for NVIDIA GPUs newer than that file.
 from __future__ import annotations
 
 import functools
-from typing import Any
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from infergap.facts.base import FactsBase, Value, memo
 from infergap.gpudata import device_name as data_device_name
+from infergap.parsers.host import parse_ibstat, parse_ibv_devinfo
 from infergap.parsers.pci import (
     ConfigSpace,
     ConfigSpaceError,
@@ -229,8 +230,6 @@ class PciDomain(FactsBase):
         ``ca``, ``port``, ``state``, ``physical``, ``rate`` in Gb/s, ``link``), else of
         ``ibv_devinfo`` in the same shape (:func:`~infergap.parsers.host.parse_ibv_devinfo`);
         empty when neither was captured."""
-        from infergap.parsers.host import parse_ibstat, parse_ibv_devinfo
-
         r = self.cmd_ok("ibstat")
         if r:
             return parse_ibstat(r.stdout)
@@ -254,8 +253,6 @@ class PciDomain(FactsBase):
     @memo
     def pci_ids(self) -> Any:
         """The system's pci.ids database (:func:`~infergap.parsers.pci.system_pci_ids`): vendor and device names."""
-        from infergap.parsers.pci import system_pci_ids
-
         return system_pci_ids()
 
 

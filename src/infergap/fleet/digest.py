@@ -23,11 +23,15 @@ import hashlib
 import re
 import sys
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infergap.audit import run_audit
 from infergap.facts import Facts
+from infergap.investigators.bandwidth import MEASURED_GBPS, MEMORY_BANDWIDTH
 from infergap.snapshot.core import Snapshot
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from infergap.synthesis import AuditReport
 
 #: Checks compared by status and severity only: their evidence holds readings that differ between
 #: healthy peers (temperature, clocks, power draw, idle throttle reasons), or a version or
@@ -193,7 +197,7 @@ def _first_number(pattern: str, text: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
-def measurements(report: Any, subjects: dict[str, str]) -> dict[str, float]:
+def measurements(report: AuditReport, subjects: dict[str, str]) -> dict[str, float]:
     """Numbers compared with the class median: host memory (GiB) and, when measured, device
     memory copy (GB/s), pinned host-to-device copy (GB/s) and the NCCL all-reduce bus bandwidth at
     the largest size (GB/s). Keys name the GPU (``GPU0``) where per GPU."""
@@ -205,8 +209,8 @@ def measurements(report: Any, subjects: dict[str, str]) -> dict[str, float]:
             kb = _first_number(r"MemTotal (\d+) kB", text)
             if kb:
                 out["host memory GiB"] = round(kb / 2**20, 2)
-        elif f.id == "gpu.memory_bandwidth" and isinstance(f.details.get("measured_GBps"), (int, float)):
-            out[f"{subj} memory copy GB/s"] = round(float(f.details["measured_GBps"]), 1)
+        elif f.id == MEMORY_BANDWIDTH and isinstance(f.details.get(MEASURED_GBPS), (int, float)):
+            out[f"{subj} memory copy GB/s"] = round(float(f.details[MEASURED_GBPS]), 1)
         elif f.id == "pcie.h2d_bandwidth":
             v = _first_number(r"H2D pinned ([\d.]+) GB/s", text)
             if v is not None:

@@ -13,13 +13,16 @@ import glob
 import logging
 import multiprocessing
 import os
+import socket
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Union
 
 from infergap.errors import UserError
-from infergap.fleet.digest import NodeDigest, NodeIdentity
+from infergap.fleet import node_task
+from infergap.fleet.digest import NodeDigest, NodeIdentity, digest
+from infergap.snapshot import SnapshotError, open_snapshot
 from infergap.snapshot.memory import MemorySnapshot
 
 log = logging.getLogger(__name__)
@@ -115,8 +118,6 @@ def audit_one(identity: NodeIdentity, payload: Payload, want_audit: bool = True)
     becomes a digest of state ``error`` with the one-line reason; never raises."""
     if isinstance(payload, NodeDigest):
         return payload, None
-    from infergap.fleet.digest import digest
-    from infergap.snapshot import SnapshotError, open_snapshot
 
     try:
         if isinstance(payload, bytes):
@@ -234,8 +235,6 @@ def check_reachable(address: str) -> None:
     """Raise :class:`UserError` when nothing accepts a TCP connection at the Ray address that
     ``address`` names (``auto`` reads ``RAY_ADDRESS``; ``auto`` without it, and ``local``, are left
     to Ray, which finds a cluster on this machine or says there is none)."""
-    import socket
-
     addr = os.environ.get("RAY_ADDRESS", "") if address == "auto" else address
     if not addr or addr in ("auto", "local"):
         return
@@ -324,7 +323,6 @@ def _submit(ray: Any, ids: list[NodeIdentity], nodes: list[dict[str, Any]],
     from ray import cloudpickle
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from infergap.fleet import node_task
 
     cloudpickle.register_pickle_by_value(node_task)
     try:

@@ -20,6 +20,12 @@ from infergap.gpudata import datasheet_bandwidth_TBps, pcie_link_GBps, sku
 from infergap.investigators.base import Context, evidence, finding, unknown
 
 NAME = "bandwidth"
+#: The check this investigator writes the measured device memory copy into, and the detail keys
+#: of that finding that other stages read (the plan's ``gpu.measured_bw_GBps``, the fleet's
+#: per-node measurements): the figure in GB/s counting read + write, and the datasheet peak in TB/s.
+MEMORY_BANDWIDTH = "gpu.memory_bandwidth"
+MEASURED_GBPS = "measured_GBps"
+DATASHEET_TBPS = "datasheet_TBps"
 H2D_OK = checks.threshold("pcie.h2d_bandwidth", "min_fraction_of_link")
 MEM_OK = checks.threshold("gpu.memory_bandwidth", "min_fraction_of_datasheet")
 
@@ -161,14 +167,14 @@ def _judge(ctx: Context, data: dict) -> list[Finding]:
         if peak:
             frac = c["d2d_copy_GBps"] / 1000 / peak
             st = Status.ok if frac >= MEM_OK else Status.actionable
-            out.append(finding("gpu.memory_bandwidth", st, f"GPU {subj}: memory copy {c['d2d_copy_GBps'] / 1000:.2f} TB/s = {frac:.0%} of the {peak} TB/s datasheet peak",
+            out.append(finding(MEMORY_BANDWIDTH, st, f"GPU {subj}: memory copy {c['d2d_copy_GBps'] / 1000:.2f} TB/s = {frac:.0%} of the {peak} TB/s datasheet peak",
                                subject=subj, evidence_=mevs, expected_value=f">= {MEM_OK:.0%} of {peak} TB/s",
                                impact="Decode is bound by memory bandwidth; this measured figure is the ceiling to use in the roofline (infergap roofline --measured-bandwidth).",
                                remedy=Remedy(note="Check clocks and throttling under load (gpu.clocks, gpu.throttle).") if st == Status.actionable else None,
-                               details={"measured_GBps": c["d2d_copy_GBps"], "datasheet_TBps": peak}))
+                               details={MEASURED_GBPS: c["d2d_copy_GBps"], DATASHEET_TBPS: peak}))
         else:
-            out.append(finding("gpu.memory_bandwidth", Status.unknown, f"GPU {subj}: memory copy {c['d2d_copy_GBps'] / 1000:.2f} TB/s (no datasheet figure for {name or 'this GPU'})",
-                               subject=subj, evidence_=mevs, details={"measured_GBps": c["d2d_copy_GBps"]},
+            out.append(finding(MEMORY_BANDWIDTH, Status.unknown, f"GPU {subj}: memory copy {c['d2d_copy_GBps'] / 1000:.2f} TB/s (no datasheet figure for {name or 'this GPU'})",
+                               subject=subj, evidence_=mevs, details={MEASURED_GBPS: c["d2d_copy_GBps"]},
                                impact="Judging the copy needs the GPU's datasheet bandwidth: add the model to src/infergap/data/gpus.yaml, or capture nvidia-smi -q so the GPU is named."))
     ar = data.get("allreduce")
     if ar and ar.get("sizes"):

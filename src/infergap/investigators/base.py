@@ -8,13 +8,16 @@ here for the investigators.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from infergap import checks
 from infergap.checks import SYSCTL_D, finding, not_applicable, unknown
 from infergap.facts import Facts, Value
 from infergap.findings import Evidence, Remedy
 from infergap.snapshot.core import Snapshot
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from infergap.server import ServerConfig
 
 __all__ = ["SYSCTL_D", "Context", "evidence", "facts_of", "finding", "not_applicable", "sysctl_remedy", "unknown"]
 
@@ -26,7 +29,7 @@ class Context:
 
     snap: Snapshot
     facts: Facts
-    server: Any = None
+    server: ServerConfig | None = None
 
     @property
     def in_container(self) -> bool:
@@ -34,7 +37,7 @@ class Context:
         return self.facts.container().inside
 
 
-def facts_of(ctx: Any) -> Facts:
+def facts_of(ctx: Context) -> Facts:
     """The facts of an investigator's input (built over its snapshot when a caller passed none)."""
     return getattr(ctx, "facts", None) or Facts(ctx.snap)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from infergap import checks
 from infergap.findings import Action, Finding, Status
-from infergap.investigators.base import Context, evidence, finding, not_applicable
+from infergap.investigators.base import Context, evidence, finding, not_applicable, unknown
 from infergap.parsers.host import KernelVersion
 
 NAME = "cpu_power"
@@ -24,8 +24,6 @@ DEEP_STATE_US = checks.threshold("cpu.cstates", "deep_exit_latency_us")
 
 
 def _no_cpu_pm(ctx: Context, cid: str, what: str) -> Finding:
-    from infergap.investigators.base import unknown
-
     denied = ctx.facts.unreadable_under("/sys/devices/system/cpu")
     if denied:
         path, why = denied[0]

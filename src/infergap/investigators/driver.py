@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from infergap import checks
+from infergap.evidence.versions import memo_versions, version_finding
 from infergap.findings import Action, Finding, Remedy, Status
 from infergap.investigators.base import Context, evidence, finding, unknown
 
@@ -86,8 +87,6 @@ def _persistence(ctx: Context) -> list[Finding]:
 def _known_issues(ctx: Context) -> Finding | None:
     """``driver.version``: the driver version (host facts or pasted ``nvidia-smi``, ``collect_env``,
     ``sglang.check_env``) checked against the known-bad driver versions of ``signatures.yaml``."""
-    from infergap.evidence.versions import memo_versions, version_finding
-
     sv = memo_versions(ctx.facts)
     if "driver" not in sv.versions:
         return None

@@ -20,17 +20,21 @@ alone P2 (a marginal link that retrains).
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infergap import checks
-from infergap.guard import name_safe
 from infergap.checks import finding, unknown
-from infergap.investigators.base import facts_of
 from infergap.evidence.recognize import KINDS
-from infergap.parsers.dmesg import MAX_TALLIES, DmesgFacts, XidTally
 from infergap.evidence.signatures import Signature, SignatureHit, XidCode, catalog, scan_lines, xid_code
-from infergap.investigators.interconnect import p2p_product_limit
 from infergap.findings import SEVERITY_ORDER, Finding, FixKind, Remedy, Severity, Status, ev
+from infergap.guard import name_safe
+from infergap.investigators.base import facts_of
+from infergap.investigators.interconnect import p2p_product_limit
+from infergap.parsers.dmesg import MAX_TALLIES, DmesgFacts, XidTally
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from infergap.evidence.recognize import EvidencePart
+    from infergap.facts import Facts
 
 NAME = "evidence"
 #: Check ids the signature catalog may yield: the catalog entries marked ``signatures: true`` (a
@@ -43,7 +47,7 @@ MESSAGE_CHECK = "evidence.message"
 _READER_KINDS = {"engine_log": {"sglang_log", "vllm_log"}, "nccl_log": {"nccl_log"}}
 
 
-def signature_hits(facts: Any, part: Any) -> dict[str, SignatureHit]:
+def signature_hits(facts: Facts, part: EvidencePart) -> dict[str, SignatureHit]:
     """Message signatures matched in one evidence part (memoized per input and part)."""
     return facts.memo(("sig", str(part.path), part.start, part.end), lambda: scan_lines(part.iter_lines()))
 
@@ -116,7 +120,7 @@ def _fold_consequences(merged: dict[tuple[str, str], Finding]) -> None:
             root.impact = f"{root.impact or ''} In this log the same incident then shows as: {then}.".strip()
 
 
-def _read_elsewhere(sig: Signature, facts: Any, part: Any) -> bool:
+def _read_elsewhere(sig: Signature, facts: Facts, part: EvidencePart) -> bool:
     """Whether the investigator named by ``read_by`` reads this part (and so reports the line)."""
     if not sig.read_by or not part.kinds & _READER_KINDS[sig.read_by]:
         return False
@@ -125,7 +129,7 @@ def _read_elsewhere(sig: Signature, facts: Any, part: Any) -> bool:
     return True
 
 
-def _rdma_present(hits: dict[str, SignatureHit], facts: Any, nccl: list[Any]) -> bool:
+def _rdma_present(hits: dict[str, SignatureHit], facts: Facts, nccl: list[Any]) -> bool:
     """Whether an RDMA NIC is in the evidence (a line that shows one, NCCL's IB devices) or on the host."""
     if any(catalog().by_id(h).shows == "rdma_device" for h in hits) or any(f.ib_devices for f in nccl):
         return True
@@ -135,7 +139,7 @@ def _rdma_present(hits: dict[str, SignatureHit], facts: Any, nccl: list[Any]) ->
         return False
 
 
-def signature_applies(sig: Signature, facts: Any, part: Any, hits: dict[str, SignatureHit]) -> bool:
+def signature_applies(sig: Signature, facts: Facts, part: EvidencePart, hits: dict[str, SignatureHit]) -> bool:
     """Whether the entry's ``when`` holds for this part (multi-node, an RDMA NIC present ...)."""
     if sig.when is None:
         return True
@@ -272,7 +276,7 @@ def _kernel_log(label: str, f: DmesgFacts) -> list[Finding]:
     return out
 
 
-def _host_kernel_log(facts: Any) -> list[Finding]:
+def _host_kernel_log(facts: Facts) -> list[Finding]:
     """Kernel-log findings of the audited host itself (``cmds/kernel_log``: its GPU, PCIe and IOMMU
     lines), for a host with an NVIDIA GPU: the Xid and AER findings, ``gpu.xid`` ok citing the
     lines read when none is an Xid (errors since the ring buffer's oldest line), unknown with the
@@ -296,7 +300,7 @@ def _host_kernel_log(facts: Any) -> list[Finding]:
     return out
 
 
-def _signature_findings(facts: Any, merged: dict[tuple[str, str], Finding], with_xids: set[str]) -> None:
+def _signature_findings(facts: Facts, merged: dict[tuple[str, str], Finding], with_xids: set[str]) -> None:
     """The catalog's signatures matched in every part (those another investigator reads left to it)."""
     cat = catalog()
     for part in facts.all_parts():
@@ -362,7 +366,7 @@ for _k in ("sglang_log", "vllm_log", "llamacpp_log"):
 _NEXT_HOST = "`infergap collect` on the host (one snapshot of everything the checks read)"
 
 
-def failure_lines(part: Any, limit: int = 3) -> tuple[int, list[str]]:
+def failure_lines(part: EvidencePart, limit: int = 3) -> tuple[int, list[str]]:
     """(count, first ``limit`` distinct lines cut at 300 characters) of the lines of ``part`` that
     report a failure (see :data:`_FAILURE`), streamed."""
     n, ex = 0, []
@@ -385,7 +389,7 @@ def _cites(f: Finding, label: str) -> bool:
     return f.subject == label or any(e.source == label for e in f.evidence)
 
 
-def unmatched(facts: Any, findings: list[Finding]) -> list[Finding]:
+def unmatched(facts: Facts, findings: list[Finding]) -> list[Finding]:
     """``evidence.unmatched`` (unknown) for each recognised evidence part that would otherwise
     leave no trace in the report: a part with failure lines when no actionable finding cites its
     file, and a part no finding cites when nothing else of its file is cited either. Each says

@@ -14,12 +14,16 @@ NVLink none / bridge groups / NVSwitch, PCI device ids) comes from ``data/gpus.y
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infergap.checks import threshold as checks_threshold
 from infergap.findings import Action, Finding, FixKind, Remedy, Severity, Status, ev
 from infergap.gpudata import Sku, device_name, sku
 from infergap.investigators.base import Context, evidence, finding, not_applicable, unknown
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from infergap.facts import Facts
+    from infergap.server import ServerConfig
 
 NAME = "interconnect"
 ASPEED = 0x1A03
@@ -481,13 +485,13 @@ def allreduce_from_engine_log(label: str, f: Any) -> Finding | None:
     return None
 
 
-def allreduce_from_server(cfg: Any, subject: str, facts: Any, log_reported: bool) -> Finding | None:
+def allreduce_from_server(cfg: ServerConfig, subject: str, facts: Facts, log_reported: bool) -> Finding | None:
     """allreduce.custom from a server's configuration (``cfg`` a :class:`~infergap.server.ServerConfig`,
     ``facts`` the host's :class:`~infergap.facts.Facts`): custom all-reduce turned off with TP > 2
     is P1 on NVLink GPUs and expected on PCIe-only ones; None when an engine log already reported
     it (``log_reported``) or the links are not known."""
 
-    def _src(cfg: Any, field: str) -> str:
+    def _src(cfg: ServerConfig, field: str) -> str:
         return cfg.sources.get(field, cfg.url or "server")
 
     tp = cfg.tp_size

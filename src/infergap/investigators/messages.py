@@ -24,13 +24,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infergap import checks
 from infergap.checks import finding
 from infergap.findings import Finding, Remedy, Severity, Status, ev
 from infergap.investigators.evidence_files import MESSAGE_CHECK
 from infergap.messages import LABELS, Message, MessageMatch
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from infergap.evidence.recognize import EvidencePart
+    from infergap.facts import Facts
 
 #: Example lines kept per message and part.
 EXAMPLES = 3
@@ -75,7 +79,7 @@ def _wrappers(matches: list[MessageMatch]) -> set[int]:
     return out
 
 
-def _grouped(facts: Any) -> list[tuple[Any, Message, list[MessageMatch]]]:
+def _grouped(facts: Facts) -> list[tuple[Any, Message, list[MessageMatch]]]:
     """(part, message, its matches) for every part, in part then first-line order; a match that
     only wraps a more specific one on its line is left out (:func:`_wrappers`)."""
     out = []
@@ -108,7 +112,7 @@ def _record(m: Message, ms: list[MessageMatch]) -> dict[str, Any]:
     return {"id": m.id, "lines": len(ms), "meaning": m.meaning, "source": m.source}
 
 
-def _feed(findings: list[Finding], part: Any, m: Message, ms: list[MessageMatch]) -> Finding | None:
+def _feed(findings: list[Finding], part: EvidencePart, m: Message, ms: list[MessageMatch]) -> Finding | None:
     """Join a message with a check to that check's findings; a new finding when it has none to join."""
     assert m.check is not None
     if part.kind in READ_BY_OWNER.get(m.check, ()):
@@ -141,7 +145,7 @@ def _feed(findings: list[Finding], part: Any, m: Message, ms: list[MessageMatch]
     return new
 
 
-def _cited_by(findings: list[Finding], part: Any, ms: list[MessageMatch]) -> Finding | None:
+def _cited_by(findings: list[Finding], part: EvidencePart, ms: list[MessageMatch]) -> Finding | None:
     """The actionable finding that already cites one of these lines (same text in its evidence)."""
     texts = {m.line.strip() for m in ms}
     for f in findings:
@@ -151,7 +155,7 @@ def _cited_by(findings: list[Finding], part: Any, ms: list[MessageMatch]) -> Fin
     return None
 
 
-def _explain(part: Any, m: Message, ms: list[MessageMatch]) -> Finding:
+def _explain(part: EvidencePart, m: Message, ms: list[MessageMatch]) -> Finding:
     """``evidence.message`` of a message without a check: what was said, what it means, what tells more."""
     act = bool(m.severity) and m.level in _LOUD  # a person judged it; else explained, the cause left open
     return finding(MESSAGE_CHECK, Status.actionable if act else Status.unknown, _said(m, ms), subject=part.label,
@@ -160,7 +164,7 @@ def _explain(part: Any, m: Message, ms: list[MessageMatch]) -> Finding:
                    references=[m.source], details={"messages": [_record(m, ms)], "class": m.cls})
 
 
-def _summary(part: Any, rest: list[tuple[Message, list[MessageMatch]]]) -> Finding:
+def _summary(part: EvidencePart, rest: list[tuple[Message, list[MessageMatch]]]) -> Finding:
     n = sum(len(ms) for _m, ms in rest)
     return finding(MESSAGE_CHECK, Status.unknown, f"{len(rest)} more recognised message(s) ({n} line(s))",
                    subject=part.label, evidence_=[ev(part.label, f"{m.id}: {m.meaning}") for m, _ms in rest[:10]],
@@ -173,13 +177,13 @@ def _summary(part: Any, rest: list[tuple[Message, list[MessageMatch]]]) -> Findi
 NOT_ON_CPU = frozenset({"engine.cuda_graph"})
 
 
-def _cpu_parts(facts: Any) -> set[str]:
+def _cpu_parts(facts: Facts) -> set[str]:
     """Labels of the evidence parts that are logs of vLLM's CPU build."""
     logs = facts.engine_logs() if hasattr(facts, "engine_logs") else []
     return {part.label for part, f in logs if str(f.args.get("device_config", "")).lower() == "cpu"}
 
 
-def join_messages(facts: Any, findings: list[Finding], owners: set[str] | None = None) -> list[Finding]:
+def join_messages(facts: Facts, findings: list[Finding], owners: set[str] | None = None) -> list[Finding]:
     """``findings`` with every catalog message of every evidence part joined in (see the module
     docstring); returns the new list (joined findings are changed in place). Run after every
     investigator, before the evidence accounting (:func:`~infergap.investigators.evidence_files.unmatched`).

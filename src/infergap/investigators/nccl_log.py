@@ -13,11 +13,15 @@ from __future__ import annotations
 import re
 
 from infergap.checks import finding, get, not_applicable, threshold
-from infergap.investigators.base import facts_of
+from infergap.evidence.signatures import catalog
+from infergap.evidence.versions import memo_versions, version_finding
 from infergap.facts import Facts
-from infergap.parsers.nccl import NcclLogFacts
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status, ev
+from infergap.gpudata import sku
+from infergap.investigators.base import facts_of
+from infergap.investigators.evidence_files import merge_finding, signature_applies, signature_finding, signature_hits
 from infergap.investigators.runtime import nccl_env_from_log
+from infergap.parsers.nccl import NcclLogFacts
 
 NAME = "nccl_log"
 _UNSUPPORTED = {"CNS", "GNS", "TNS", "NS", "DR"}
@@ -63,8 +67,6 @@ def _p2p_set_up_failed(label: str, f: NcclLogFacts, intra: list, evidence: list,
 def _gpu_models(facts: Facts) -> tuple[list[str], bool | None]:
     """The GPU product names the evidence holds, and whether every one of them lacks PCIe P2P by
     product design (``p2p: not_supported`` in data/gpus.yaml); None when a model is not known."""
-    from infergap.gpudata import sku
-
     try:
         names = [g.name for g in facts.gpus() if g.name and g.name != "unknown device"]
     except Exception:
@@ -233,10 +235,6 @@ def _p2p(label: str, f: NcclLogFacts, facts: Facts) -> Finding | None:
 def _version(label: str, f: NcclLogFacts, facts: Facts, part: object) -> Finding | None:
     """``nccl.version``: the log's NCCL version (and the CUDA it was built with) checked against the
     catalog of known issues, with the catalog's NCCL message signatures seen in this log."""
-    from infergap.evidence.signatures import catalog
-    from infergap.evidence.versions import memo_versions, version_finding
-    from infergap.investigators.evidence_files import signature_hits
-
     cat = catalog()
     hits = signature_hits(facts, part)
     extra = [cat.by_id(sid) for sid in hits if cat.by_id(sid).finding.id == "nccl.version"]
@@ -397,9 +395,6 @@ def _path_evidence(label: str, f: NcclLogFacts, net: list) -> list:
 def _net_signatures(label: str, facts: Facts, part: object) -> Finding | None:
     """The known network failures of signatures.yaml (entries of ``nccl.net``) matched in this
     log whose condition holds, merged into one finding (the most severe entry's text)."""
-    from infergap.evidence.signatures import catalog
-    from infergap.investigators.evidence_files import merge_finding, signature_applies, signature_finding, signature_hits
-
     cat = catalog()
     hits = signature_hits(facts, part)
     merged: dict = {}

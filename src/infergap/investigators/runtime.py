@@ -9,11 +9,17 @@ NCCL environment variables (NCCL documentation "Environment Variables").
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from infergap import checks
+from infergap.evidence.signatures import version_issues
+from infergap.evidence.versions import memo_versions, version_finding
 from infergap.findings import Finding, Remedy, Severity, Status, ev
 from infergap.investigators.base import Context, evidence, finding, unknown
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from infergap.facts import Facts
+    from infergap.parsers.nccl import NcclLogFacts
 
 NAME = "runtime"
 PACKAGES = ("torch", "sglang", "vllm", "flashinfer-python", "flashinfer", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "transformers", "triton", "llama-cpp-python", "text-generation-server")
@@ -142,9 +148,6 @@ def _known_versions(ctx: Context, skip: set[str] = frozenset()) -> list[Finding]
     ``sglang.check_env``, the version a vLLM or SGLang log states) checked against the known-bad versions of ``signatures.yaml``: one
     finding per finding id a matching entry yields (except ids in ``skip``, already decided from
     the host itself), and ``runtime.versions`` ok for the rest."""
-    from infergap.evidence.signatures import version_issues
-    from infergap.evidence.versions import memo_versions, version_finding
-
     sv = memo_versions(ctx.facts)
     logged_nccl = bool(ctx.facts.nccl_logs())
     checks = [(c, *sv.versions[c]) for c in VERSION_COMPONENTS if c in sv.versions and not (c == "nccl" and logged_nccl)]
@@ -168,7 +171,7 @@ def _known_versions(ctx: Context, skip: set[str] = frozenset()) -> list[Finding]
 _RISKY_ENV = {k: (v, _NCCL_ENV.text(f"logged {k}")) for k, v in _NCCL_ENV.tables["disabling_variables"].items()}
 
 
-def nccl_env_from_log(label: str, f: Any, facts: Any = None) -> Finding | None:
+def nccl_env_from_log(label: str, f: NcclLogFacts, facts: Facts | None = None) -> Finding | None:
     """nccl.env from the variables an NCCL_DEBUG=INFO log echoes (``f`` its
     :class:`~infergap.parsers.nccl.NcclLogFacts`): one that disables a transport is P1; None when
     the log echoes none, or when it is ok and the host's own environment in ``facts`` (a

@@ -15,6 +15,7 @@ from infergap import checks
 from infergap.checks import finding
 from infergap.facts import Facts
 from infergap.findings import Finding, Remedy, Status, ev
+from infergap.gpudata import sm_of
 from infergap.investigators.base import facts_of
 from infergap.investigators.interconnect import allreduce_from_server
 from infergap.server import ServerConfig, fill_from_log, server_config_from_log
@@ -73,8 +74,6 @@ def _graph_limit(cfg: ServerConfig, subject: str, observed: int | None, observed
 def _is_sm120(facts: Facts) -> bool | None:
     """True when the GPUs are compute capability 12.x (NVML or torch), else when a GPU's name is an
     SM120 part in the GPU data; None when neither the capability nor a name is known."""
-    from infergap.gpudata import sm_of
-
     caps = facts.compute_capabilities()
     if caps:
         return any(c.startswith("12.") for c in caps)

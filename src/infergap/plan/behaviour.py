@@ -46,10 +46,13 @@ Rules and thresholds (stated so a reader can disagree):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infergap.plan.conditions import Fact
 from infergap.plan.signals import LATENCY_BOUND_EFF, WEIGHTS_ON_GPU, _med, _put, _tps, completed
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from infergap.bench.results import BenchResult, PointResult
 
 FALL_SHARE = 0.75
 TAIL_RATIO = 4.0
@@ -64,7 +67,7 @@ GPU_UNUSED_SHARE = 0.1
 UNQUANTIZED = ("f32", "f16", "bf16", "fp16", "fp32", "float16", "bfloat16", "float32")
 
 
-def _points(bench: Any) -> list[Any]:
+def _points(bench: BenchResult) -> list[PointResult]:
     return sorted([p for p in bench.points if p.mode == "concurrency" and p.concurrency and _tps(p) is not None
                    and getattr(p, "valid", True) and completed(p)], key=lambda p: p.concurrency)
 
@@ -92,7 +95,7 @@ def tps_falling(facts: dict[str, Fact], pts: list[Any]) -> None:
     _put(facts, "load.tps_fall_share", round(share, 3), src)
 
 
-def queueing_tail(facts: dict[str, Fact], bench: Any, pts: list[Any]) -> None:
+def queueing_tail(facts: dict[str, Fact], bench: BenchResult, pts: list[PointResult]) -> None:
     """``load.ttft_tail_ratio`` and ``load.queueing_tail``: see the module docstring."""
     s = bench.settings
     if getattr(s, "len_spread", 0.0) not in (0, 0.0, None):
@@ -127,7 +130,7 @@ def prefill_bound_s(prefill: dict[str, Any], tokens: int) -> float | None:
     return max(tc * tokens / P, tm) + (prefill.get("t_comm_s") or 0.0)
 
 
-def prefill_rate(facts: dict[str, Fact], bench: Any, pts: list[Any], roofline: dict[str, Any] | None) -> None:
+def prefill_rate(facts: dict[str, Fact], bench: BenchResult, pts: list[PointResult], roofline: dict[str, Any] | None) -> None:
     """``regime.prefill_eff`` and ``regime.prefill_slow``: see the module docstring."""
     pf = (roofline or {}).get("prefill")
     c1 = next((p for p in pts if p.concurrency == 1), None)
@@ -193,7 +196,7 @@ def quant_kernel_bound(facts: dict[str, Fact]) -> None:
           f"they should; the {q.value.upper()} decode kernels set the pace)" if held else ""))
 
 
-def from_behaviour(facts: dict[str, Fact], bench: Any, roofline: dict[str, Any] | None) -> None:
+def from_behaviour(facts: dict[str, Fact], bench: BenchResult | None, roofline: dict[str, Any] | None) -> None:
     """Every behaviour fact the sweep and the roofline support (none without a bench)."""
     if bench is not None:
         pts = _points(bench)

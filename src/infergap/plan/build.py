@@ -14,18 +14,42 @@ changes, then engineering, in those orders.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 import shlex
+import socket
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
 from infergap import __version__, shellcmd
+from infergap.plan.behaviour import from_behaviour
 from infergap.plan.catalog import TIER_ORDER, Lever, load_catalog
 from infergap.plan.conditions import Fact, evaluate
-from infergap.plan.signals import completed, gather, how_to_find
+from infergap.plan.process_facts import from_process
+from infergap.plan.signals import (
+    completed,
+    derive,
+    from_audit,
+    from_bench,
+    from_bench_errors,
+    from_engine_logs,
+    from_roofline,
+    from_server,
+    gpu_absent_from_logs,
+    how_to_find,
+)
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from infergap.bench.results import BenchResult, PointResult
+    from infergap.parsers.engine_log import EngineLogFacts
+    from infergap.roofline.bounds import RooflineResult
+    from infergap.server import ServerConfig
+    from infergap.snapshot.process import ProcessEvidence
+    from infergap.synthesis import AuditReport
 
 SCHEMA = "infergap.plan/1"
 
@@ -192,7 +216,7 @@ class Plan(BaseModel):
 
 # -- gap -----------------------------------------------------------------------------------------
 
-def _tps(p: Any) -> float | None:
+def _tps(p: PointResult) -> float | None:
     s = p.summary.get("output_throughput_tps")
     return s.median if s is not None else None
 
@@ -212,7 +236,7 @@ def _batched_bound(rl: dict[str, Any], c: int) -> tuple[float | None, str | None
     return None, None, "outside the roofline's batch range"
 
 
-def build_gap(roofline: dict[str, Any] | None, bench: Any) -> Gap:
+def build_gap(roofline: dict[str, Any] | None, bench: BenchResult | None) -> Gap:
     """Measured vs bound at each concurrency; which bound binds (batch 1: the per-GPU bound's parts;
     batches: memory or compute from the roofline's batched model)."""
     gap = Gap()
@@ -310,10 +334,6 @@ URL_PLACEHOLDER = "http://SERVER:PORT"
 def is_local_url(url: str) -> bool:
     """True when ``url`` names this machine: a loopback address, ``localhost``, ``0.0.0.0`` or
     this machine's host name."""
-    import ipaddress
-    import socket
-    from urllib.parse import urlsplit
-
     try:
         host = (urlsplit(url).hostname or "").lower()
     except ValueError:
@@ -330,8 +350,6 @@ def this_machine() -> set[str]:
     """Names of this machine, lower case: its host name (and the name's first label) and the
     addresses the kernel's routing table marks local (``/proc/net/fib_trie``, ``/32 host LOCAL``;
     nothing when that file cannot be read). No name lookup: nothing here can wait on a network."""
-    import socket
-
     name = socket.gethostname().lower()
     out = {name, name.split(".")[0], "localhost", "127.0.0.1", "::1"}
     try:
@@ -346,7 +364,7 @@ def this_machine() -> set[str]:
     return out
 
 
-def log_hosts(engine_logs: list[tuple[str, Any]] | None, url: str | None) -> tuple[str | None, str | None]:
+def log_hosts(engine_logs: list[tuple[str, EngineLogFacts]] | None, url: str | None) -> tuple[str | None, str | None]:
     """Whether the engine logs come from the server at ``url``: ``(note, elsewhere)``.
 
     A log names its host through NCCL's or Ray's line prefixes
@@ -358,7 +376,6 @@ def log_hosts(engine_logs: list[tuple[str, Any]] | None, url: str | None) -> tup
     without logs or without a URL."""
     if not engine_logs or not url:
         return None, None
-    from urllib.parse import urlsplit
 
     try:
         uh = (urlsplit(url).hostname or "").lower()
@@ -388,7 +405,7 @@ def log_hosts(engine_logs: list[tuple[str, Any]] | None, url: str | None) -> tup
     return ("; ".join(notes) or None), elsewhere
 
 
-def verify_url(server: Any, bench: Any, elsewhere: str | None) -> tuple[str | None, str | None]:
+def verify_url(server: ServerConfig | None, bench: BenchResult | None, elsewhere: str | None) -> tuple[str | None, str | None]:
     """The server URL the verify commands name, and why it is not the one this run reached (or
     None). The URL is the live ``server``'s, else the ``bench`` result's (a bench file names the
     server it measured). When ``elsewhere`` says the evidence describes another machine and that
@@ -472,10 +489,47 @@ def _actions(lv: Lever, facts: dict[str, Fact], params: dict[str, Any]) -> list[
     return out
 
 
-def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, server: Any = None,
-               engine_logs: list[tuple[str, Any]] | None = None, catalog: list[Lever] | None = None,
+def gather(audit: dict[str, Any] | None = None, roofline: dict[str, Any] | None = None, bench: BenchResult | None = None,
+           server: ServerConfig | None = None, log_configs: list[ServerConfig] | None = None,
+           engine_logs: list[tuple[str, EngineLogFacts]] | None = None,
+           process: ProcessEvidence | None = None, process_cpu: dict[str, Any] | None = None) -> dict[str, Fact]:
+    """All facts from the given inputs. Precedence for a fact several inputs give: the serving
+    process (``process``, a :class:`~infergap.snapshot.process.ProcessEvidence`, with
+    ``process_cpu``, its CPU use during the sweep), the live server, then engine logs, then the
+    audit, then the roofline (which only assumes a TP). A GPU the server cannot see comes first
+    in the returned order (from its log, its process or the sweep), then the bench's error facts; the behaviour facts
+    (:mod:`infergap.plan.behaviour`) follow the bench's."""
+    facts: dict[str, Fact] = {}
+    gpu_absent_from_logs(facts, engine_logs or [])  # first: a server without its GPU explains everything after
+    if bench is not None:  # then: a plan built on failed requests must say so before anything else
+        from_bench_errors(facts, bench)
+    if process is not None:
+        from_process(facts, process, process_cpu)
+    if server is not None and server.reachable is not False:
+        from_server(facts, server)
+    for cfg in log_configs or []:
+        from_server(facts, cfg)
+    from_engine_logs(facts, engine_logs or [])
+    if audit is not None:
+        from_audit(facts, audit)
+    if roofline is not None:
+        from_roofline(facts, roofline)
+    if bench is not None:
+        from_bench(facts, bench, roofline)
+    if process is not None and roofline is not None:
+        from_process(facts, process, process_cpu)  # again: flags judged against the model's layers
+    from_behaviour(facts, bench, roofline)
+    derive(facts)
+    if "server.gpu_visible" in facts:  # from the process or the sweep: still the first fact
+        facts = {"server.gpu_visible": facts["server.gpu_visible"], **facts}
+    return facts
+
+
+def build_plan(audit: AuditReport | dict[str, Any] | None = None, roofline: RooflineResult | dict[str, Any] | None = None,
+               bench: BenchResult | None = None, server: ServerConfig | None = None,
+               engine_logs: list[tuple[str, EngineLogFacts]] | None = None, catalog: list[Lever] | None = None,
                stages: list[Stage] | None = None, facts: dict[str, Fact] | None = None, elsewhere: str | None = None,
-               process: Any = None, process_cpu: dict[str, Any] | None = None) -> Plan:
+               process: ProcessEvidence | None = None, process_cpu: dict[str, Any] | None = None) -> Plan:
     """Synthesize the plan from any subset of the inputs.
 
     ``audit``: an :class:`~infergap.synthesis.AuditReport` or its JSON dict (``infergap.audit/1``);

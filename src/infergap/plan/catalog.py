@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from infergap import datafile
 from infergap.errors import UserError
 from infergap.plan.conditions import OPS, version_key
 
@@ -119,8 +120,6 @@ def _check_cond(c: Any) -> None:
 def load_catalog(path: str | Path | None = None) -> list[Lever]:
     """The shipped catalog, or the YAML file at ``path``. Raises :class:`UserError` naming the
     file and the entry for a file that does not parse or an entry that does not validate."""
-    from infergap import datafile
-
     where = str(path) if path else "infergap/data/levers.yaml"
     data = datafile.read(path) if path else datafile.packaged("levers.yaml")
     items = data.get("levers") if isinstance(data, dict) else None

@@ -6,10 +6,19 @@ Each loader raises :class:`~infergap.errors.UserError` naming the file and the p
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infergap.errors import UserError
+from infergap.evidence.overlay import open_with_evidence
+from infergap.facts.logs import engine_logs
 from infergap.guard import read_json, validate
+from infergap.roofline.bounds import RooflineResult
+from infergap.synthesis import AuditReport
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from infergap.bench.results import BenchResult
+    from infergap.parsers.engine_log import EngineLogFacts
+    from infergap.snapshot.core import Snapshot
 
 
 #: Bytes of an audit or roofline document the plan reads. An audit of an 8-GPU host with its
@@ -31,8 +40,6 @@ def load_audit(path: str | Path) -> dict[str, Any]:
     """An ``infergap audit --format json`` document (``infergap.audit/1``), checked against
     :class:`infergap.synthesis.AuditReport` so a hand-edited or cut file is refused with one line
     naming the file and the first bad field, instead of failing later inside the plan."""
-    from infergap.synthesis import AuditReport
-
     data = _json(path, "infergap.audit/1", "audit")
     validate(AuditReport, data, f"--audit {path}")
     return data
@@ -41,14 +48,12 @@ def load_audit(path: str | Path) -> dict[str, Any]:
 def load_roofline(path: str | Path) -> dict[str, Any]:
     """An ``infergap roofline --format json`` document (``infergap.roofline/1``), checked against
     :class:`infergap.roofline.bounds.RooflineResult` like the audit document."""
-    from infergap.roofline.bounds import RooflineResult
-
     data = _json(path, "infergap.roofline/1", "roofline")
     validate(RooflineResult, data, f"--roofline {path}")
     return data
 
 
-def load_bench(path: str | Path) -> Any:
+def load_bench(path: str | Path) -> BenchResult:
     """An ``infergap bench --format json`` document as a :class:`~infergap.bench.BenchResult`."""
     from infergap.bench import load_result
 
@@ -58,20 +63,17 @@ def load_bench(path: str | Path) -> Any:
         raise UserError(f"--bench {e}") from None
 
 
-def engine_logs_from(snap: Any) -> list[tuple[str, Any]]:
+def engine_logs_from(snap: Snapshot) -> list[tuple[str, EngineLogFacts]]:
     """(label, :class:`~infergap.parsers.engine_log.EngineLogFacts`) of every SGLang/vLLM log in a
     snapshot's evidence."""
-    from infergap.facts.logs import engine_logs
-
     return [(part.label, facts) for part, facts in engine_logs(snap)]
 
 
-def engine_logs_from_files(paths: list[str | Path]) -> list[tuple[str, Any]]:
+def engine_logs_from_files(paths: list[str | Path]) -> list[tuple[str, EngineLogFacts]]:
     """Engine-log facts of the given evidence files (other evidence kinds are ignored here; the
     audit reads them)."""
     if not paths:
         return []
-    from infergap.evidence.overlay import open_with_evidence
 
     snap = open_with_evidence(None, [str(p) for p in paths], host=False)
     try:

@@ -13,11 +13,14 @@ default, "must be >=32 to use BLAS").
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infergap.parsers.engine_args import ParsedArgs, canonical, parse_argv
 from infergap.plan.conditions import Fact
 from infergap.plan.signals import _put
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from infergap.snapshot.process import ProcessEvidence
 
 THREAD_SATURATED = 0.9
 SMALL_UBATCH = 128
@@ -26,11 +29,11 @@ SMALL_UBATCH = 128
 HIDDEN = ("", "-1", "none", "void", "nodevfiles")
 
 
-def _src(proc: Any, what: str) -> str:
+def _src(proc: ProcessEvidence, what: str) -> str:
     return f"serving process pid {proc.pid} ({proc.url}): {what}"
 
 
-def _gpu_env(facts: dict[str, Fact], proc: Any) -> None:
+def _gpu_env(facts: dict[str, Fact], proc: ProcessEvidence) -> None:
     if "CUDA_VISIBLE_DEVICES" in proc.env:
         v = proc.env["CUDA_VISIBLE_DEVICES"]
         hidden = v.strip().lower() in HIDDEN
@@ -44,7 +47,7 @@ def _gpu_env(facts: dict[str, Fact], proc: Any) -> None:
                   (f"; {proc.gpu_note}" if proc.gpu_note else "")))
 
 
-def _flag(p: ParsedArgs, proc: Any, name: str) -> tuple[Any, str]:
+def _flag(p: ParsedArgs, proc: ProcessEvidence, name: str) -> tuple[Any, str]:
     """(value, where it came from) of option ``name``: as given, or the source's default."""
     v = p.value(name)
     key = canonical(p.engine, name)
@@ -54,7 +57,7 @@ def _flag(p: ParsedArgs, proc: Any, name: str) -> tuple[Any, str]:
     return v, _src(proc, f"{key} not given: default {v!r} [{p.source}]")
 
 
-def _llamacpp(facts: dict[str, Fact], p: ParsedArgs, proc: Any) -> None:
+def _llamacpp(facts: dict[str, Fact], p: ParsedArgs, proc: ProcessEvidence) -> None:
     kvo, s = _flag(p, proc, "--kv-offload")
     if isinstance(kvo, bool):
         _put(facts, "server.kv_offload", kvo, s)
@@ -93,7 +96,7 @@ def _ngl_all(facts: dict[str, Fact], ngl: Any, s: str) -> None:
         _put(facts, "server.ngl_all", n >= need, s + f" ({'≥' if n >= need else '<'} {need} layers: {where})")
 
 
-def thread_facts(facts: dict[str, Fact], proc: Any, cpu: dict[str, Any] | None) -> None:
+def thread_facts(facts: dict[str, Fact], proc: ProcessEvidence, cpu: dict[str, Any] | None) -> None:
     """``proc.busiest_thread_share`` and ``proc.cpu_saturated`` from the CPU the process used
     during the sweep (:func:`infergap.snapshot.process.cpu_since`)."""
     if not cpu:
@@ -108,7 +111,7 @@ def thread_facts(facts: dict[str, Fact], proc: Any, cpu: dict[str, Any] | None) 
     _put(facts, "proc.cpu_saturated", share >= THREAD_SATURATED, s)
 
 
-def from_process(facts: dict[str, Fact], proc: Any, cpu: dict[str, Any] | None = None) -> ParsedArgs | None:
+def from_process(facts: dict[str, Fact], proc: ProcessEvidence, cpu: dict[str, Any] | None = None) -> ParsedArgs | None:
     """Facts from the serving process ``proc`` (and ``cpu``, its use during the sweep); returns
     the parsed flags (None when the engine has no argument table)."""
     _put(facts, "proc.read", True, _src(proc, " ".join(proc.argv)[:600] or "(no command line readable)"))

@@ -20,10 +20,17 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infergap.gpudata import sm_of
+from infergap.investigators.bandwidth import MEASURED_GBPS, MEMORY_BANDWIDTH
 from infergap.plan.conditions import Fact
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from infergap.bench.results import BenchResult, PointResult
+    from infergap.parsers.engine_log import EngineLogFacts
+    from infergap.server import ServerConfig
+    from infergap.snapshot.process import ProcessEvidence
 
 LATENCY_BOUND_EFF = 0.5
 COMM_BOUND_SHARE = 0.25
@@ -125,10 +132,10 @@ def from_audit(facts: dict[str, Fact], audit: dict[str, Any]) -> None:
     for fid, f in worst.items():
         ev = (f.get("evidence") or [{}])[0].get("source")
         _put(facts, f"finding.{fid}", f["status"], f"audit {fid}" + (f": {ev}" if ev else ""))
-    bw = [f["details"]["measured_GBps"] for f in audit.get("findings") or []
-          if f["id"] == "gpu.memory_bandwidth" and isinstance((f.get("details") or {}).get("measured_GBps"), (int, float))]
+    bw = [f["details"][MEASURED_GBPS] for f in audit.get("findings") or []
+          if f["id"] == MEMORY_BANDWIDTH and isinstance((f.get("details") or {}).get(MEASURED_GBPS), (int, float))]
     if bw:
-        _put(facts, "gpu.measured_bw_GBps", round(min(bw), 1), f"audit gpu.memory_bandwidth: device-to-device copy {min(bw) / 1000:.2f} TB/s (slowest GPU)")
+        _put(facts, "gpu.measured_bw_GBps", round(min(bw), 1), f"audit {MEMORY_BANDWIDTH}: device-to-device copy {min(bw) / 1000:.2f} TB/s (slowest GPU)")
     if "engine.moe_config" in worst:
         _put(facts, "log.moe_default", worst["engine.moe_config"]["status"] == "actionable", "audit engine.moe_config")
     if "engine.kv_pressure" in worst:
@@ -187,7 +194,7 @@ def from_roofline(facts: dict[str, Fact], rl: dict[str, Any]) -> None:
         _put(facts, "regime.communication_bound", share >= COMM_BOUND_SHARE and (par.get("tp") or 1) > 1, s + f" (≥ {COMM_BOUND_SHARE:.0%} is communication-bound)")
 
 
-def from_server(facts: dict[str, Fact], cfg: Any, overwrite: bool = False) -> None:
+def from_server(facts: dict[str, Fact], cfg: ServerConfig, overwrite: bool = False) -> None:
     """Engine, version, parallel sizes and serving flags from a :class:`~infergap.server.ServerConfig`."""
     def src(field: str) -> str:
         return cfg.sources.get(field) or cfg.url or "server"
@@ -234,7 +241,7 @@ def from_server(facts: dict[str, Fact], cfg: Any, overwrite: bool = False) -> No
         put("load.kv_pressure", cfg.preemptions_total > 0, "preemptions_total")
 
 
-def from_engine_logs(facts: dict[str, Fact], logs: list[tuple[str, Any]]) -> None:
+def from_engine_logs(facts: dict[str, Fact], logs: list[tuple[str, EngineLogFacts]]) -> None:
     """Facts only logs carry: decode batches without CUDA graphs, untuned MoE tables, the
     largest running batch, custom all-reduce disabled (and why)."""
     if not logs:
@@ -269,7 +276,7 @@ _CTX_ERR = re.compile(r"exceeds the available context size|exceed_context_size|m
 _CTX_TOKENS = re.compile(r"request \((\d+) tokens\) exceeds the available context size \((\d+)")
 
 
-def _context_facts(facts: dict[str, Fact], bench: Any) -> None:
+def _context_facts(facts: dict[str, Fact], bench: BenchResult) -> None:
     """Requests the server refused as longer than its context, and completed requests cut short
     (fewer output tokens than asked: a slot out of context stops generating)."""
     trials = [(p, t) for p in bench.points for t in p.trials]
@@ -299,7 +306,7 @@ def _context_facts(facts: dict[str, Fact], bench: Any) -> None:
         _put(facts, "load.request_len", int(s.input_len) + int(s.output_len), f"bench settings: {s.input_len} prompt + {s.output_len} output tokens per request")
 
 
-def from_bench_errors(facts: dict[str, Fact], bench: Any) -> None:
+def from_bench_errors(facts: dict[str, Fact], bench: BenchResult) -> None:
     """The sweep's failed requests: ``load.error_rate`` (failed / sent over every point, requests
     cancelled with Ctrl-C not counted), ``load.error_kind`` (the most frequent kind; ``none``),
     ``load.error_cause`` (the most likely cause, :func:`infergap.bench.metrics.likely_cause`) and
@@ -338,7 +345,7 @@ def from_bench_errors(facts: dict[str, Fact], bench: Any) -> None:
         _put(facts, "load.error_kind", "none", src)  # no failure: levers for a kind of failure do not apply
 
 
-def from_bench(facts: dict[str, Fact], bench: Any, roofline: dict[str, Any] | None) -> None:
+def from_bench(facts: dict[str, Fact], bench: BenchResult, roofline: dict[str, Any] | None) -> None:
     """Load and regime facts from the sweep (and the roofline, for batch-1 efficiency). Points
     above the failure budget (``valid`` False) or where no request completed are left out: their
     figures describe the requests that happened to succeed, or none."""
@@ -395,7 +402,7 @@ def from_bench(facts: dict[str, Fact], bench: Any, roofline: dict[str, Any] | No
                      f"bench c=1 {_tps(c1):.2f} tok/s vs {at:.1f} tok/s, the bound at the {bwf.value / 1000:.2f} TB/s measured [{bwf.source}]")
 
 
-def from_engine_metrics(facts: dict[str, Fact], bench: Any) -> None:
+def from_engine_metrics(facts: dict[str, Fact], bench: BenchResult) -> None:
     """Facts from the engine's /metrics during the sweep and the knee's explanation
     (:mod:`infergap.bench.engine_metrics`): what bent the curve (``load.knee_cause``: ``kv``,
     ``client``, ``running_limit``, ``host``, ``gpu``, ``scaling``, ``unknown``, or ``none`` when
@@ -532,74 +539,36 @@ def kv_slots(facts: dict[str, Fact], v: dict[str, Any], wb: Any) -> None:
         _put(facts, "server.kv_slots_assumed", True, src)
 
 
-def completed(p: Any) -> int:
+def completed(p: PointResult) -> int:
     """Requests of a bench point that completed (over its trials); a point where none did has no
     throughput to speak of (its 0 tok/s measures the failures, not the server)."""
     trials = getattr(p, "trials", None)
     return sum(t.completed for t in trials) if trials else 1
 
 
-def _med(p: Any, key: str) -> float | None:
+def _med(p: PointResult, key: str) -> float | None:
     s = p.summary.get(key)
     return s.median if s is not None else None
 
 
-def _mem_used_B(p: Any) -> float | None:
+def _mem_used_B(p: PointResult) -> float | None:
     t = getattr(p, "telemetry", None)
     gs = [g for g in (t.gpus if t is not None else []) if g.mem_used_MiB_max is not None]
     return sum(g.mem_used_MiB_max for g in gs) * 1024 * 1024 if gs else None
 
 
-def _util(p: Any) -> float | None:
+def _util(p: PointResult) -> float | None:
     t = getattr(p, "telemetry", None)
     gs = [g.util_pct_mean for g in (t.gpus if t is not None else []) if g.util_pct_mean is not None]
     return sum(gs) / len(gs) if gs else None
 
 
-def _tps(p: Any) -> float | None:
+def _tps(p: PointResult) -> float | None:
     s = p.summary.get("output_throughput_tps")
     return s.median if s is not None else None
 
 
-def gather(audit: dict[str, Any] | None = None, roofline: dict[str, Any] | None = None, bench: Any = None,
-           server: Any = None, log_configs: list[Any] | None = None, engine_logs: list[tuple[str, Any]] | None = None,
-           process: Any = None, process_cpu: dict[str, Any] | None = None) -> dict[str, Fact]:
-    """All facts from the given inputs. Precedence for a fact several inputs give: the serving
-    process (``process``, a :class:`~infergap.snapshot.process.ProcessEvidence`, with
-    ``process_cpu``, its CPU use during the sweep), the live server, then engine logs, then the
-    audit, then the roofline (which only assumes a TP). A GPU the server cannot see comes first
-    in the returned order (from its log, its process or the sweep), then the bench's error facts; the behaviour facts
-    (:mod:`infergap.plan.behaviour`) follow the bench's."""
-    from infergap.plan.behaviour import from_behaviour
-    from infergap.plan.process_facts import from_process
-
-    facts: dict[str, Fact] = {}
-    gpu_absent_from_logs(facts, engine_logs or [])  # first: a server without its GPU explains everything after
-    if bench is not None:  # then: a plan built on failed requests must say so before anything else
-        from_bench_errors(facts, bench)
-    if process is not None:
-        from_process(facts, process, process_cpu)
-    if server is not None and server.reachable is not False:
-        from_server(facts, server)
-    for cfg in log_configs or []:
-        from_server(facts, cfg)
-    from_engine_logs(facts, engine_logs or [])
-    if audit is not None:
-        from_audit(facts, audit)
-    if roofline is not None:
-        from_roofline(facts, roofline)
-    if bench is not None:
-        from_bench(facts, bench, roofline)
-    if process is not None and roofline is not None:
-        from_process(facts, process, process_cpu)  # again: flags judged against the model's layers
-    from_behaviour(facts, bench, roofline)
-    derive(facts)
-    if "server.gpu_visible" in facts:  # from the process or the sweep: still the first fact
-        facts = {"server.gpu_visible": facts["server.gpu_visible"], **facts}
-    return facts
-
-
-def gpu_absent_from_logs(facts: dict[str, Fact], logs: list[tuple[str, Any]]) -> None:
+def gpu_absent_from_logs(facts: dict[str, Fact], logs: list[tuple[str, EngineLogFacts]]) -> None:
     """``server.gpu_visible`` False from an engine log line that says the GPU is not there
     (llama.cpp: ``failed to initialize CUDA: no CUDA-capable device is detected``, ``no usable GPU
     found, --gpu-layers option will be ignored``; :mod:`infergap.parsers.llamacpp_log`)."""

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from infergap.bench import BenchComparison, BenchResult, BenchSettings, compare_bench
+from infergap.errors import UserError
 from infergap.ledger import Ledger
 
 
@@ -72,8 +73,6 @@ def apply_verified(apply: Any, ledger: Ledger, url: str, model: str | None, sett
     is no second sweep. When the second sweep fails, the first is still recorded and the reason
     returned.
     """
-    from infergap.errors import UserError
-
     before = measure(url, model, settings)
     res = apply()
     if res.run_id is None:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
+from time import perf_counter
 
 from rich import box
 from rich.table import Table
 
-from infergap.guard import md_escape, md_fence, safe_console, term_safe
 from infergap.bench.compare import BenchComparison
 from infergap.bench.metrics import MIN_TAIL_SAMPLES, likely_cause
 from infergap.bench.results import BenchResult, PointResult, Spread, TelemetrySummary
 from infergap.bench.telemetry import throttled
+from infergap.guard import md_escape, md_fence, safe_console, term_safe, write_atomic
 from infergap.render.bench_why import head_lines, point_lines
 
 COLUMNS = ("point", "req/s", "out tok/s", "total tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99",
@@ -403,11 +405,8 @@ def plot(result: BenchResult, path: str) -> None:
 def _save(fig, path: str) -> None:
     """Render ``fig`` in the format of ``path``'s suffix and write it atomically (an exclusive
     temporary file beside it, then a rename). Raises UserError naming ``--plot`` and the path."""
-    from pathlib import Path
-
     import matplotlib.pyplot as plt
 
-    from infergap.guard import write_atomic
 
     buf = io.BytesIO()
     try:
@@ -443,7 +442,6 @@ class BenchProgress:
     def start(self, label: str, trial: int, total: int | None) -> None:
         if not self.live:
             return
-        from time import perf_counter
 
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -461,7 +459,6 @@ class BenchProgress:
     def done(self, rec) -> None:
         if self.bar is None or self.task is None:
             return
-        from time import perf_counter
 
         if rec.ok:
             self._tokens += rec.output_tokens()[0]

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import io
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from infergap.bench.results import BenchResult, PointResult
 
 plt.rcParams.update({"svg.fonttype": "path", "font.size": 9, "axes.grid": True, "grid.alpha": 0.3})
 
@@ -27,7 +30,7 @@ def _svg(fig: Any) -> str:
     return re.sub(r'<svg ([^>]*?)width="[^"]*" height="[^"]*"', r'<svg \1', text, count=1)  # scale with the page
 
 
-def _pts(bench: Any) -> list[Any]:
+def _pts(bench: BenchResult | None) -> list[PointResult]:
     return sorted([p for p in bench.points if p.mode == "concurrency" and p.concurrency and getattr(p, "valid", True)
                    and p.summary.get("output_throughput_tps")
                    and p.summary["output_throughput_tps"].median is not None], key=lambda p: p.concurrency)
@@ -51,7 +54,7 @@ def throughput_caption(roofline: dict[str, Any] | None) -> str:
     return f"{s}; no roofline bound to compare with (the roofline did not run or computed none)."
 
 
-def throughput_plot(bench: Any, roofline: dict[str, Any] | None) -> str | None:
+def throughput_plot(bench: BenchResult | None, roofline: dict[str, Any] | None) -> str | None:
     """Output tok/s against concurrency (median, min–max over trials), with the roofline's batched
     bound and the batch-1 single-stream bounds."""
     pts = _pts(bench) if bench is not None else []
@@ -79,7 +82,7 @@ def throughput_plot(bench: Any, roofline: dict[str, Any] | None) -> str | None:
     return _svg(fig)
 
 
-def latency_plot(bench: Any) -> str | None:
+def latency_plot(bench: BenchResult | None) -> str | None:
     """TPOT and TTFT (p50, p99) against output tok/s; each point labelled with its concurrency."""
     pts = _pts(bench) if bench is not None else []
     if not pts:
@@ -107,7 +110,7 @@ def latency_plot(bench: Any) -> str | None:
     return _svg(fig)
 
 
-def gpu_plot(bench: Any) -> str | None:
+def gpu_plot(bench: BenchResult | None) -> str | None:
     """Mean GPU power (and the limit) and SM clock per load point; None without telemetry."""
     pts = [p for p in (_pts(bench) if bench is not None else []) if p.telemetry and p.telemetry.available and p.telemetry.gpus]
     if not pts:

@@ -10,14 +10,21 @@ expands every collapsed block.
 from __future__ import annotations
 
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 
 from infergap.bench.metrics import likely_cause
-from infergap.render.bench import tail_cell
 from infergap.plan import TIER_LABEL, Plan
 from infergap.render import plots
+from infergap.render.bench import tail_cell
+from infergap.render.plan import render_markdown
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from infergap.bench.results import BenchResult
+    from infergap.roofline.bounds import RooflineResult
+    from infergap.server import ServerConfig
+    from infergap.synthesis import AuditReport
 
 
 def _env() -> jinja2.Environment:
@@ -30,7 +37,7 @@ def _env() -> jinja2.Environment:
     return env
 
 
-def _sweep_rows(bench: Any) -> list[dict[str, Any]]:
+def _sweep_rows(bench: BenchResult | None) -> list[dict[str, Any]]:
     rows = []
     for p in bench.points if bench is not None else []:
         def m(k: str) -> float | None:
@@ -50,7 +57,7 @@ def _sweep_rows(bench: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _engine_rows(bench: Any) -> list[dict[str, Any]]:
+def _engine_rows(bench: BenchResult | None) -> list[dict[str, Any]]:
     """Per point: the engine's metrics beside the GPU telemetry of the same windows, and why."""
     rows = []
     for p in bench.points if bench is not None else []:
@@ -70,7 +77,8 @@ def _engine_rows(bench: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def render_html(plan: Plan, *, audit: Any = None, roofline: Any = None, bench: Any = None, server: Any = None,
+def render_html(plan: Plan, *, audit: AuditReport | None = None, roofline: RooflineResult | dict[str, Any] | None = None,
+                bench: BenchResult | None = None, server: ServerConfig | None = None,
                 duration_s: float | None = None) -> str:
     """The report page as one HTML string (UTF-8, self-contained)."""
     rl = roofline.to_json_dict() if hasattr(roofline, "to_json_dict") else roofline
@@ -90,10 +98,9 @@ def render_html(plan: Plan, *, audit: Any = None, roofline: Any = None, bench: A
     )
 
 
-def render_report_markdown(plan: Plan, audit: Any = None, roofline: Any = None, bench: Any = None) -> str:
+def render_report_markdown(plan: Plan, audit: AuditReport | None = None,
+                           roofline: RooflineResult | dict[str, Any] | None = None, bench: BenchResult | None = None) -> str:
     """Markdown of the whole run: the plan, then the audit, the roofline and the sweep."""
-    from infergap.render.plan import render_markdown
-
     parts = [render_markdown(plan)]
     if audit is not None:
         from infergap.render.audit import render_md

@@ -14,7 +14,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from infergap import datafile
 from infergap.errors import UserError
+from infergap.facts import Facts
+from infergap.gpudata import pcie_x16_GBps
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +89,6 @@ class Hardware(BaseModel):
     def link_GBps(self) -> float:
         """Per-direction GPU-to-GPU link bandwidth: NVLink total / 2, else PCIe x16 of the GPU's
         generation (``data/pcie.yaml``: gen4 31.5 GB/s, gen5 63 GB/s per direction)."""
-        from infergap.gpudata import pcie_x16_GBps
-
         if self.gpu.nvlink_GBps:
             return self.gpu.nvlink_GBps / 2
         return pcie_x16_GBps(self.gpu.pcie_gen) or pcie_x16_GBps(4) or 31.5
@@ -103,8 +104,6 @@ class Hardware(BaseModel):
 
 def gpu_table() -> list[GpuSpec]:
     """All GPU entries of the shipped ``gpus.yaml``."""
-    from infergap import datafile
-
     return [GpuSpec(**g) for g in datafile.packaged("gpus.yaml")["gpus"]]
 
 
@@ -141,8 +140,6 @@ def find_gpu(name: str) -> GpuSpec:
 def host_gpus(snapshot: Any) -> list[HostGpu]:
     """The NVIDIA GPUs of ``snapshot`` (a :class:`infergap.snapshot.Snapshot`, live or captured),
     from the facts layer (:meth:`infergap.facts.Facts.gpus`: sysfs, nvidia-smi CSV/XML, NVML merged)."""
-    from infergap.facts import Facts
-
     return [
         HostGpu(name=g.name, memory_total_B=g.memory_total_B, bdf=g.bdf or "", cuda_capability=g.cuda_capability)
         for g in Facts(snapshot).gpus()

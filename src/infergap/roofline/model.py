@@ -17,16 +17,19 @@ Arithmetic"; DeepSeek-V3 technical report, section 2.1.1 for MLA):
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, Field
 
 from infergap.errors import UserError
+from infergap.guard import read_json
+from infergap.roofline.gguf import config_of, is_gguf, roofline_tensors
 from infergap.roofline.precision import (
     KV_FORMATS,
     QuantScheme,
@@ -232,8 +235,6 @@ def builtin_models() -> list[str]:
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
-    from infergap.guard import read_json
-
     data = read_json(path, what, max_bytes=64 * 1024 * 1024)
     if not isinstance(data, dict):
         raise UserError(f"{what} {path}: not a JSON object")
@@ -275,7 +276,6 @@ def _resolve_source(name_or_path: str) -> tuple[dict[str, Any], dict[str, Any] |
     if key in names:
         ref = resources.files("infergap") / "data" / "models" / f"{key}.json"
         return json.loads(ref.read_text()), None, key, f"built-in {key}"
-    import difflib
 
     close = difflib.get_close_matches(key, names, n=3, cutoff=0.4)
     hint = f"; did you mean {', '.join(close)}?" if close else f"; built-in models: {', '.join(names)}"
@@ -392,8 +392,6 @@ def load_model(name_or_path: str, overrides: dict[str, str] | None = None) -> Mo
 
 
 def _is_gguf(p: Path) -> bool:
-    from infergap.roofline.gguf import is_gguf
-
     return is_gguf(p)
 
 
@@ -402,8 +400,6 @@ def model_from_gguf(header: Any, overrides: dict[str, str] | None = None) -> Mod
     dimensions from its metadata, and the file's own tensors with their GGML types, so the
     stored bytes are the file's tensor data. KV cache f16 (llama.cpp's default ``-ctk/-ctv``).
     Raises :class:`UserError` for metadata the roofline cannot use."""
-    from infergap.roofline.gguf import config_of, roofline_tensors
-
     cfg = config_of(header)
     name = Path(header.path).name.removesuffix(".gguf") or "gguf"
     spec = _build({**cfg, "torch_dtype": "float16"}, None, name, f"GGUF {header.path}", {})

@@ -31,6 +31,7 @@ import re
 from typing import Any, Iterable
 
 from infergap.errors import UserError
+from infergap.roofline.gguf import bits_per_weight, ggml_types
 
 #: Bytes per element of each named format (scale overhead included).
 BYTES_PER_PARAM: dict[str, float] = {
@@ -89,7 +90,6 @@ def normalize_format(name: str, *, what: str = "precision") -> str:
     m = re.fullmatch(r"int4-g(\d+)", key)
     if m and int(m.group(1)) > 0:
         return key
-    from infergap.roofline.gguf import ggml_types
 
     ggml = key.replace("-", "_")
     try:
@@ -114,7 +114,6 @@ def bytes_per_param(fmt: str) -> float:
     m = re.fullmatch(r"int4-g(\d+)", fmt)
     if m:
         return 0.5 + 2.5 / int(m.group(1))
-    from infergap.roofline.gguf import bits_per_weight
 
     return bits_per_weight(fmt) / 8.0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import tarfile
 import tempfile
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from infergap import __version__
+from infergap.errors import UserError
+from infergap.guard import dumps
 from infergap.snapshot.core import LiveSnapshot, Snapshot, filter_env, run_command
 from infergap.snapshot.probes import PROBES
 from infergap.snapshot.sources import COMMANDS, FILE_GLOBS
@@ -90,8 +93,6 @@ def prepare_output(out: Path, force: bool = False) -> None:
     earlier run would be audited as this host's. A missing directory is fine; a non-empty one is
     refused unless ``force``, which empties it, and only when it holds a snapshot (``meta.json``),
     so that a mistyped path never deletes unrelated files. Raises UserError (one line)."""
-    from infergap.errors import UserError
-
     if not os.path.lexists(out):
         return
     if not out.is_dir() or out.is_symlink():
@@ -104,7 +105,6 @@ def prepare_output(out: Path, force: bool = False) -> None:
                         "use a new directory, or --force to empty a previous snapshot")
     if not (out / "meta.json").is_file():
         raise UserError(f"--output {out}: --force empties only a previous snapshot directory (one with meta.json)")
-    import shutil
 
     for name in entries:
         p = out / name
@@ -118,8 +118,6 @@ def _check_archive_output(out: Path, force: bool) -> None:
     """A ``.tar.gz`` output that exists already is kept unless ``force`` (it was silently
     overwritten: last week's snapshot of another host lost to a repeated command); a directory
     of that name, or anything but a regular file, is never replaced. Raises UserError (one line)."""
-    from infergap.errors import UserError
-
     if not os.path.lexists(out):
         return
     if out.is_symlink() or not out.is_file():
@@ -196,9 +194,6 @@ def _archive(workdir: Path, out: Path) -> None:
     """Pack ``workdir`` into the archive ``out`` through a temporary file created exclusively
     beside it (``mkstemp``: ``O_CREAT | O_EXCL`` under a random name, so a symlink planted at a
     predictable name redirects nothing) and a rename, then remove ``workdir``."""
-    import shutil
-    import tempfile
-
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = None
     try:
@@ -263,7 +258,6 @@ class _Collector:
             data, err = {"available": False, "error": f"{type(e).__name__}: {e}"}, f"{type(e).__name__}: {e}"
         if isinstance(data, dict) and isinstance(data.get("nccl_log"), str):
             data["nccl_log"] = scrub_ips(scrub(data["nccl_log"], self.hosts))
-        from infergap.guard import dumps  # NVML may answer NaN: JSON has no such number
 
         self.write(f"probes/{name}.json", scrub(dumps(data, indent=1, default=str), self.hosts).encode())
         self.sources[f"probes/{name}"] = {"duration_s": round(time.monotonic() - t0, 4), "error": err}

@@ -9,7 +9,9 @@ on a live host they run on first use, in parallel, each with its timeout.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
+import io
 import logging
 import os
 import shutil
@@ -19,12 +21,14 @@ import tarfile
 import tempfile
 import threading
 import time
+import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from infergap.errors import SnapshotError  # noqa: F401 - defined with the other one-line errors, raised here
+from infergap.errors import SnapshotError, UserError
+from infergap.guard import loads, validate
 from infergap.snapshot.sources import COMMANDS, ENV_PREFIXES, ENV_SECRET_WORDS
 
 log = logging.getLogger(__name__)
@@ -102,8 +106,6 @@ class Snapshot:
 
     def note_unreadable(self, path: str, e: OSError) -> None:
         """Remember that ``path`` exists but could not be read, and why."""
-        import errno
-
         if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ENXIO):
             return
         if not hasattr(self, "unreadable"):
@@ -384,8 +386,6 @@ class DirSnapshot(Snapshot):
         data = self._read_file(self.root / "probes" / f"{name}.json")
         if data is None:
             return None
-        from infergap.errors import UserError
-        from infergap.guard import loads, validate
         from infergap.snapshot.probes import PROBE_MODELS
 
         source = f"probes/{name}.json"
@@ -462,7 +462,6 @@ def _check_compressed_stream(path: str | os.PathLike[str]) -> None:
     silently at the first bad header after the first member, which would audit a fraction of the
     snapshot). Raises :class:`SnapshotError` naming the file."""
     import gzip
-    import zlib
 
     try:
         with open(path, "rb") as f:
@@ -495,9 +494,6 @@ def check_archive(source: str | os.PathLike[str] | bytes, label: str) -> None:
     larger than the total cap is refused by its size (a sparse file of gigabytes costs nothing
     to make). Raises :class:`SnapshotError` naming ``label`` and the cap; damage is left to the
     reader, which names it."""
-    import io
-    import zlib
-
     if isinstance(source, (bytes, bytearray)):
         f: Any = io.BytesIO(source)
         size = len(source)
