@@ -151,7 +151,9 @@ class EvidencePart:
     @property
     def label(self) -> str:
         """Evidence source label: ``evidence/<file name>`` (``#<line>`` when the file has several parts)."""
-        base = f"evidence/{self.name or self.path.name}"
+        from infergap.guard import name_safe
+
+        base = f"evidence/{name_safe(self.name or self.path.name)}"
         return f"{base}#L{self.first_line}" if self.multi else base
 
     def iter_lines(self):

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 from infergap import __version__, shellcmd
 from infergap.plan.catalog import TIER_ORDER, Lever, load_catalog
 from infergap.plan.conditions import Fact, evaluate
-from infergap.plan.facts import completed, gather, how_to_find
+from infergap.plan.signals import completed, gather, how_to_find
 
 SCHEMA = "infergap.plan/1"
 
@@ -525,6 +525,10 @@ def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, serve
     bw = facts.get("gpu.measured_bw_GBps")
     if eff is not None and bw is not None and plan.gap.summary:
         plan.gap.summary += f"; {eff.value:.1%} of the bound at the {bw.value / 1000:.2f} TB/s this host's audit measured"
+    qk, wt = facts.get("regime.quant_kernel_bound"), facts.get("model.weight_type")
+    if qk is not None and qk.value is True and wt is not None and plan.gap.summary:
+        plan.gap.summary += (f"; kernel-bound for {str(wt.value).upper()}: its decode kernels, not the memory bandwidth, "
+                             "the host or the flags, set the batch-1 pace (see will not help)")
     plan.host_fixes = build_host_fixes(a)
     unknown = _select(plan, catalog, facts, params)
     plan.levers.sort(key=lambda x: (_SEV_ORDER.get(x.priority or "", 9), not _follows_knee(x), TIER_ORDER[x.tier],
