@@ -51,6 +51,19 @@ def term_safe(value: object, *, one_line: bool = False) -> str:
     return (_UNSAFE_LINE if one_line else _UNSAFE).sub(_visible, s)
 
 
+def name_safe(name: str) -> str:
+    """A file name as one line of valid text: bytes that were not UTF-8 (decoded by Python as
+    surrogate escapes, PEP 383) shown as ``\\xNN``, and every control character, newline and tab
+    included, as its escape (:func:`term_safe` with ``one_line``), so a name can neither split a
+    report line nor reach a terminal or a JSON reader as a lone surrogate.
+
+    >>> name_safe("a\\nb\\udcff.txt")
+    'a\\\\x0ab\\\\xff.txt'
+    """
+    out = "".join(f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else c for c in name)
+    return term_safe(out, one_line=True)
+
+
 #: Terminal escape sequences in captured or pasted text: ANSI CSI (colours, cursor moves), OSC and
 #: two-byte ESC sequences; also SGR remains whose ESC byte was lost in a copy from a web page
 #: (``[0m``, ``[1;32m``, also right before text: ``[0;32mname``) — those need at least one digit

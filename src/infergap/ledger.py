@@ -334,14 +334,21 @@ class Ledger:
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, readonly: bool = False) -> None:
+        named = path is not None or bool(os.environ.get("INFERGAP_DB"))
         self.path = Path(path) if path is not None else default_db_path()
         if readonly:
             self._open_readonly()
             return
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise LedgerError(f"ledger {self.path}: cannot create its directory ({e.strerror or e})") from None
+        if named:  # a path the user typed: a missing folder is a typo, not something to create
+            if not self.path.parent.is_dir():
+                by = "--db" if path is not None else "$INFERGAP_DB"
+                raise LedgerError(f"ledger {self.path} (named by {by}): the directory {self.path.parent} does not exist; "
+                                  "create it or name another path")
+        else:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise LedgerError(f"ledger {self.path}: cannot create its directory ({e.strerror or e})") from None
         try:
             self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         except sqlite3.Error as e:
