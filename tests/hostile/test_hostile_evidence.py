@@ -10,11 +10,11 @@ import pytest
 from hostile_helpers import cli, no_traceback
 
 from infergap.parsers.nccl import parse_nccl_log
-from infergap.evidence.snapshot import EvidenceSnapshot
+from infergap.evidence.overlay import EvidenceSnapshot
 
 
 def test_dev_zero_as_evidence_is_capped(monkeypatch):
-    import infergap.evidence.snapshot as es
+    import infergap.evidence.overlay as es
 
     monkeypatch.setattr(es, "MAX_SPOOL_BYTES", 8 << 20)
     snap = EvidenceSnapshot(None, ["/dev/zero"])

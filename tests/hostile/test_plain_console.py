@@ -12,7 +12,7 @@ import pytest
 from rich.text import Text
 
 from infergap.audit import run_audit
-from infergap.evidence.snapshot import open_with_evidence
+from infergap.evidence.overlay import open_with_evidence
 from infergap.guard import PlainConsole, safe_console
 from infergap.render.audit import render_text
 from tests.conftest import HOSTS

@@ -133,7 +133,7 @@ def test_plan_text_speaks_the_users_words(seed_inputs, tmp_path):
     words with the id as a bracketed reference, what it would decide by the levers' titles, the
     effort in hours of work; the JSON keeps the ids."""
     from infergap.plan.catalog import load_catalog
-    from infergap.plan.facts import FACT_WORDS
+    from infergap.plan.signals import FACT_WORDS
 
     audit, logs, rl, bench = seed_inputs
     a, r, b = tmp_path / "audit.json", tmp_path / "roofline.json", tmp_path / "bench.json"

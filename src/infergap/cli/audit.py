@@ -100,9 +100,9 @@ def audit(
 
 
 def _open_evidence(snapshot, evidence: list, host: bool, active: bool, interactive: bool):
-    """:func:`~infergap.evidence.snapshot.open_with_evidence`, with a live count of the evidence files
+    """:func:`~infergap.evidence.overlay.open_with_evidence`, with a live count of the evidence files
     read on a terminal (a large folder takes a while)."""
-    from infergap.evidence.snapshot import open_with_evidence
+    from infergap.evidence.overlay import open_with_evidence
 
     if not interactive or not evidence:
         return open_with_evidence(snapshot, evidence, host=host, active=active)

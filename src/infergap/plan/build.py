@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 from infergap import __version__, shellcmd
 from infergap.plan.catalog import TIER_ORDER, Lever, load_catalog
 from infergap.plan.conditions import Fact, evaluate
-from infergap.plan.facts import completed, fact_words, gather, how_to_find
+from infergap.plan.signals import completed, fact_words, gather, how_to_find
 
 SCHEMA = "infergap.plan/1"
 
@@ -101,7 +101,7 @@ class PlanItem(BaseModel):
 
 class Unknown(BaseModel):
     """A fact the plan lacked, the levers it would decide, and the command that finds it out.
-    ``question``: the fact in words (:data:`infergap.plan.facts.FACT_WORDS`); ``decides_titles``:
+    ``question``: the fact in words (:data:`infergap.plan.signals.FACT_WORDS`); ``decides_titles``:
     the titles of the levers in ``decides`` (their ids), in the same order."""
 
     fact: str

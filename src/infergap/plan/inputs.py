@@ -71,7 +71,7 @@ def engine_logs_from_files(paths: list[str | Path]) -> list[tuple[str, Any]]:
     audit reads them)."""
     if not paths:
         return []
-    from infergap.evidence.snapshot import open_with_evidence
+    from infergap.evidence.overlay import open_with_evidence
 
     snap = open_with_evidence(None, [str(p) for p in paths], host=False)
     try:

@@ -93,7 +93,7 @@ class Snapshot:
     kind: str = "abstract"
     label: str = ""
     #: Seconds spent opening the snapshot and reading the evidence given with it before the audit
-    #: (set by :func:`infergap.evidence.snapshot.open_with_evidence`; None: nothing read up front,
+    #: (set by :func:`infergap.evidence.overlay.open_with_evidence`; None: nothing read up front,
     #: as on a live host, whose files are read while the investigators run).
     read_s: float | None = None
     #: Paths that exist but could not be read (permission denied, I/O error) → the reason. Such a
@@ -191,7 +191,7 @@ class Snapshot:
     def evidence_parts(self, kind: str) -> list[Any]:
         """Recognised evidence of ``kind`` (``nccl_log``, ``sglang_log``, ``vllm_log``, ``dmesg`` …):
         a list of :class:`infergap.evidence.recognize.EvidencePart`. A plain snapshot has none;
-        :class:`infergap.evidence.snapshot.EvidenceSnapshot` overrides this."""
+        :class:`infergap.evidence.overlay.EvidenceSnapshot` overrides this."""
         return []
 
     # -- to be implemented -------------------------------------------------------------------
