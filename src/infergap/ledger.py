@@ -24,6 +24,7 @@ import errno
 import hashlib
 import json
 import logging
+import math
 import os
 import random
 import socket
@@ -314,14 +315,14 @@ MAX_VALUE_CHARS = 8192
 def cap_values(obj: Any) -> Any:
     """A copy of a JSON-like tree with strings cut to :data:`MAX_VALUE_CHARS` and NaN/±Infinity
     as null (JSON has no such numbers)."""
-    from infergap.guard import finite, map_leaves
+    from infergap.guard import map_leaves
 
     def cut(v: Any) -> Any:
-        if isinstance(v, str) and len(v) > MAX_VALUE_CHARS:
-            return v[:MAX_VALUE_CHARS] + f"… [{len(v) - MAX_VALUE_CHARS} characters cut]"
-        return v
+        if isinstance(v, str):
+            return v if len(v) <= MAX_VALUE_CHARS else v[:MAX_VALUE_CHARS] + f"… [{len(v) - MAX_VALUE_CHARS} characters cut]"
+        return None if isinstance(v, float) and not math.isfinite(v) else v
 
-    return finite(map_leaves(obj, cut))
+    return map_leaves(obj, cut)  # one walk: strings cut, non-finite numbers null (as guard.finite)
 
 
 class Ledger:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from infergap.audit import run_audit
-from infergap.evidence.snapshot import EvidenceSnapshot
+from infergap.evidence.overlay import EvidenceSnapshot
 from infergap.findings import Severity, Status
 from tools.messages import mine_nvidia_smi
 

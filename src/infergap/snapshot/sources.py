@@ -204,6 +204,11 @@ SOURCES: tuple[Source, ...] = (
            start=r"^(?:nvbandwidth Version: \S{1,40}$|(?:Running|Waiving) (?:host|device|all)_[a-z0-9_]{1,80}\.$|memcpy (?:CE|SM) (?:CPU|GPU)\(row\) (?:->|<-|<->) (?:CPU|GPU)\(column\) bandwidth \(GB/s\)$)",
            prompt=r"\bnvbandwidth\b", prompt_rank=22, repeats=True, parser=_P + "nvbandwidth:parse_nvbandwidth", facts=("nvbandwidth_runs",),
            sample="evidence/nvbandwidth-15-4090-h2d.txt"),
+    Source("nvc_info", "nvidia-container-cli info (NVIDIA container toolkit; -k -d /dev/tty adds its debug log)", serves="cmd:nvc_info",
+           start=r"^(?:-- WARNING, the following logs are for debugging purposes only --$|NVRM version:\s{1,8}\S{1,40}$|"
+                 r"[IWE]\d{4} \d\d:\d\d:\d\d\.\d{6}\s{1,12}\d{1,10} (?:nvc\w{0,20}|driver|rpc|utils|jetson_\w{1,20})\.c:\d{1,6}\] )",
+           prompt=r"nvidia-container-cli\b", prompt_rank=23, repeats=True, holds_log_lines=True, parser=_P + "nvsmi:parse_container_cli_info",
+           facts=("gpus", "driver_version", "cuda_driver_version"), sample="evidence/nvdocker-904-container-cli-info.txt"),
     # -- sources without a start marker: commands collected live only, and logs (recognised by their lines) --
     Source("lscpu_json", "lscpu -J", _cmd("lscpu_json", "lscpu", "-J")),
     Source("dmidecode", "dmidecode -t bios -t system", _cmd("dmidecode", "dmidecode", "-t", "bios", "-t", "system")),
