@@ -223,3 +223,11 @@ def test_counters_pasted_alone_judge_the_past_slowdowns() -> None:
         hot = replaced(block, "HW Thermal Slowdown                            : 0 us", "HW Thermal Slowdown                            : 500000000 us")
         f2 = one(audit_ids(pasted_text(Path(d), "counters2.txt", hot), "gpu_health"), "gpu.throttle")
         assert (f2.status, f2.severity) == ("actionable", "P1")
+
+
+def test_pasted_xml_sections_are_judged() -> None:
+    """telegraf#16569: the compute mode in a cut ``-q -x`` excerpt is read for its GPU."""
+    from tests.investigators.memsnap import audit_ids, one, pasted
+
+    f = one(audit_ids(pasted("nvsmiqx-telegraf16569-fragment.xml"), "gpu_health"), "gpu.compute_mode")
+    assert f.status == "ok" and f.subject == "GPU0"
