@@ -405,7 +405,7 @@ def _bench_stage(run: _Run, url: str, served_model: str | None, settings: dict[s
                  live_progress: bool) -> Any:
     """The bench sweep (``bench.json``, rewritten after every point); the result or None. With
     ``live_progress`` (a command line is watching) a live line per point on a terminal."""
-    from infergap.bench.models import BenchSettings
+    from infergap.bench.results import BenchSettings
     from infergap.bench.runner import run as run_bench
 
     try:

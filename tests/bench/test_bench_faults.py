@@ -258,7 +258,7 @@ def test_cancelled_requests_are_not_called_failed_in_the_report(tmp_path):
     from pathlib import Path
 
     from infergap.bench.metrics import judge_point
-    from infergap.bench.models import PointResult, TrialMetrics
+    from infergap.bench.results import PointResult, TrialMetrics
     from infergap.render.bench import failure_summary
 
     res = load_result(Path(__file__).parents[1] / "fixtures" / "real-gpu" / "h200-transformers" / "bench.json")

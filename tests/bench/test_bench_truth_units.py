@@ -7,7 +7,7 @@ import pytest
 from test_bench_units import LLAMA_STREAM
 
 from infergap.bench.metrics import RequestRecord, judge_point, likely_cause, summarize_trials, trial_metrics
-from infergap.bench.models import BenchEnvironment, BenchResult, BenchSettings, PointResult
+from infergap.bench.results import BenchEnvironment, BenchResult, BenchSettings, PointResult
 from infergap.cli.bench import parse_error_rate
 from infergap.errors import UserError
 
@@ -252,7 +252,7 @@ def test_failed_requests_do_not_make_the_client_the_limit():
     """A server that dies mid-point refuses and cuts requests, so fewer are in flight; that was
     reported as CLIENT-BOUND ("only 2.8 of 4 requests in flight")."""
     from infergap.bench.metrics import judge_client
-    from infergap.bench.models import ClientHealth
+    from infergap.bench.results import ClientHealth
 
     def health():
         return ClientHealth(mean_in_flight=2.8, max_in_flight=4, target_in_flight=4)
@@ -274,7 +274,7 @@ def test_loop_lag_of_a_busy_host_is_not_the_client_limit():
     caused (c=1, the client's own CPU at a few per cent): only the client's own CPU share or
     its own send slip make it the limit; lag and empty slots are named beside that evidence."""
     from infergap.bench.metrics import judge_client
-    from infergap.bench.models import ClientHealth, Stats
+    from infergap.bench.results import ClientHealth, Stats
 
     def health(cpu=0.04, slip=2.0):
         return ClientHealth(loop_lag_ms=Stats(p99=85.0), send_slip_ms=Stats(p99=slip), cpu_frac=cpu,
@@ -289,7 +289,7 @@ def test_loop_lag_of_a_busy_host_is_not_the_client_limit():
 def test_a_client_cause_never_outranks_the_gpu():
     """A point whose GPU was ≥ 90 % busy is GPU-bound even when the client was strained."""
     from infergap.bench.engine_metrics import cause_of
-    from infergap.bench.models import ClientHealth, GPUTelemetry, PointResult, TelemetrySummary, TrialMetrics
+    from infergap.bench.results import ClientHealth, GPUTelemetry, PointResult, TelemetrySummary, TrialMetrics
 
     health = ClientHealth(client_bound=True, reasons=["client CPU 95 % of a core"])
     trial = TrialMetrics(trial=0, duration_s=3.0, requests=40, completed=40, failed=0, truncated=0, client=health)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from infergap.bench.client import SSEParser, split_url
 from infergap.bench.compare import compare_bench
 from infergap.bench.metrics import RequestRecord, summarize_trials, trial_metrics
-from infergap.bench.models import BenchEnvironment, BenchResult, BenchSettings, PointResult
+from infergap.bench.results import BenchEnvironment, BenchResult, BenchSettings, PointResult
 
 # transformers serve 5.x, 5 tokens: role-only first chunk, bundled content, usage on the last
 # chunk and no [DONE] line.

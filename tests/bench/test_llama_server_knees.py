@@ -54,7 +54,7 @@ def _bench(url: str, *args) -> dict:
 
 
 def _plan(res: dict, url: str):
-    from infergap.bench.models import BenchResult
+    from infergap.bench.results import BenchResult
     from infergap.plan import build_plan
     from infergap.server import introspect
 

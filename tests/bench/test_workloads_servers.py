@@ -110,7 +110,7 @@ def test_client_bound_knee_is_explained(stub_server):
     assert "client-bound" in knee[0]["explanation"]["line"]
 
     # The plan's first action changes nothing on the server: re-run with more client processes.
-    from infergap.bench.models import BenchResult
+    from infergap.bench.results import BenchResult
     from infergap.plan import build_plan
 
     plan = build_plan(bench=BenchResult.model_validate(res))

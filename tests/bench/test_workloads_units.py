@@ -7,7 +7,7 @@ import pytest
 
 from infergap.bench import slo, traces, workloads
 from infergap.bench.engine_metrics import parse
-from infergap.bench.models import PointResult, Stats, TrialMetrics
+from infergap.bench.results import PointResult, Stats, TrialMetrics
 from infergap.errors import UserError
 
 from bench_helpers import ROOT
@@ -257,7 +257,7 @@ def test_llama_server_series_include_the_longest_sequence():
 
 def _strained_point(waiting_mean: float):
     from infergap.bench.engine_metrics import EngineSummary, cause_of
-    from infergap.bench.models import ClientHealth, PointResult, TrialMetrics
+    from infergap.bench.results import ClientHealth, PointResult, TrialMetrics
 
     health = ClientHealth(client_bound=True, reasons=["event-loop lag p99 27.0 ms"])
     trial = TrialMetrics(trial=0, duration_s=3.0, requests=40, completed=40, failed=0, truncated=0, client=health)

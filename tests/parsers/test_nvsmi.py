@@ -122,3 +122,45 @@ def test_mig_lci_rows_are_compute_instances() -> None:
     rows = parse_mig_instances(["| Compute instances:                                  |",
                                 "|   0      1       MIG 1g.5gb           0         0          0:1     |"])
     assert rows == [{"kind": "compute_instance", "gpu": 0, "gi": 1, "profile": "1g.5gb", "profile_id": 0, "id": 0, "placement": "0:1"}]
+
+
+# -- sections of nvidia-smi -q pasted without their header ------------------------------------
+
+def _blocks(text: str, heading: str, n_lines: int) -> list[str]:
+    """What ``nvidia-smi -q | grep -A<n_lines> '<heading>'`` prints: each block, grep's ``--`` between."""
+    out, lines = [], text.splitlines()
+    for i, ln in enumerate(lines):
+        if ln.strip() == heading:
+            out.append("\n".join(lines[i:i + n_lines + 1]))
+    return out
+
+
+def test_a_throttle_block_pasted_alone_is_one_gpu_by_index() -> None:
+    """kubeflow#68: ``nvidia-smi -q | grep -A8 'Clocks Throttle'`` of one idle GPU."""
+    from infergap.parsers.nvsmi import parse_nvsmi_q_text
+    from tests.parsers.inputs import lines
+
+    gpus = parse_nvsmi_q_text("\n".join(lines("nvsmiq-kubeflow68-throttle-idle.txt")[2:-1]))
+    assert [(g.bdf, g.throttle_active, g.throttle_captured) for g in gpus] == [("GPU0", ["gpu_idle"], True)]
+
+
+def test_clock_sections_pasted_alone_give_the_clock_and_its_max() -> None:
+    """gpustat#135: ``Clocks`` and ``Max Clocks`` copied out of ``nvidia-smi -q``."""
+    from infergap.parsers.nvsmi import parse_nvsmi_q_fragment
+    from tests.parsers.inputs import lines
+
+    (g,) = parse_nvsmi_q_fragment("\n".join(lines("nvsmiq-gpustat135-clocks.txt")[1:-1]))
+    assert (g.bdf, g.sm_clock_MHz, g.sm_clock_max_MHz) == ("GPU0", 2025.0, 2100.0)
+
+
+def test_grep_blocks_of_two_gpus_are_two_gpus_and_link_info_gets_its_parent() -> None:
+    """The two-H200 capture's ``-q`` cut as grep prints it: one block per GPU between ``--``
+    lines; ``GPU Link Info`` alone is read as ``PCI/GPU Link Info``."""
+    from infergap.parsers.nvsmi import parse_nvsmi_q_fragment
+    from tests.parsers.inputs import h200x2
+
+    q = h200x2("cmds/nvsmi_q.out")
+    throttle = parse_nvsmi_q_fragment("\n--\n".join(_blocks(q, "Clocks Event Reasons", 9)))
+    assert [g.bdf for g in throttle] == ["GPU0", "GPU1"] and all(g.throttle_captured for g in throttle)
+    link = parse_nvsmi_q_fragment("\n".join(_blocks(q, "GPU Link Info", 9)))
+    assert [(g.bdf, g.pcie_gen_max, g.pcie_width, g.pcie_width_max) for g in link] == [("GPU0", 5, 16, 16), ("GPU1", 5, 16, 16)]

@@ -41,7 +41,7 @@ def constructed_bench(points: list[tuple[int, float, float | None]], output_len:
     is ``max(concurrency, 4)`` requests of ``output_len`` tokens, ``concurrency`` at a time, with
     evenly spaced tokens, so that the bench's metrics code yields exactly that output tok/s."""
     from infergap.bench.metrics import RequestRecord, summarize_trials, trial_metrics
-    from infergap.bench.models import (BenchEnvironment, BenchResult, BenchSettings, ClientHealth, GPUTelemetry,
+    from infergap.bench.results import (BenchEnvironment, BenchResult, BenchSettings, ClientHealth, GPUTelemetry,
                                        PointResult, TelemetrySummary)
 
     result = BenchResult(infergap_version="0.1.0", started_at="2026-02-14T10:20:00+00:00", finished_at="2026-02-14T11:00:00+00:00",

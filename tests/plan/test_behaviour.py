@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from infergap.bench.models import BenchResult
+from infergap.bench.results import BenchResult
 from infergap.plan.behaviour import FALL_SHARE, TAIL_RATIO
 from infergap.plan.build import build_plan
 from infergap.server import ServerConfig

@@ -26,7 +26,7 @@ def _delta(before: dict[str, float], after: dict[str, float], name: str) -> floa
 
 
 def _plan(s, res: dict):
-    from infergap.bench.models import BenchResult
+    from infergap.bench.results import BenchResult
     from infergap.parsers.engine_log import parse_engine_log
     from infergap.plan import build_plan
     from infergap.server import introspect

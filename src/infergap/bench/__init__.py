@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from infergap.bench.compare import BenchComparison, compare_bench
-    from infergap.bench.models import SCHEMA, BenchResult, BenchSettings, PointResult, TrialMetrics
+    from infergap.bench.results import SCHEMA, BenchResult, BenchSettings, PointResult, TrialMetrics
 
 #: Where each name of the package lives; imported when first used, so that importing one
 #: submodule (``infergap.bench.slo`` for option parsing) does not import numpy and the client.
-_LAZY = {"BenchComparison": "compare", "compare_bench": "compare", "SCHEMA": "models", "BenchResult": "models",
-         "BenchSettings": "models", "PointResult": "models", "TrialMetrics": "models"}
+_LAZY = {"BenchComparison": "compare", "compare_bench": "compare", "SCHEMA": "results", "BenchResult": "results",
+         "BenchSettings": "results", "PointResult": "results", "TrialMetrics": "results"}
 
 
 def __getattr__(name: str) -> Any:
@@ -34,7 +34,7 @@ def load_result(path) -> "BenchResult":
 
     from pydantic import ValidationError
 
-    from infergap.bench.models import SCHEMA, BenchResult
+    from infergap.bench.results import SCHEMA, BenchResult
     from infergap.errors import UserError
 
     p = Path(path)

@@ -35,7 +35,7 @@ except ImportError:  # pragma: no cover - orjson is a dependency
 
 from infergap.bench.datasets import Prompt
 from infergap.bench.metrics import RequestRecord
-from infergap.bench.models import LengthControl
+from infergap.bench.results import LengthControl
 from infergap.errors import UserError
 from infergap.httpsafe import MAX_ERROR_BYTES, MAX_JSON_BYTES, BodyTooLarge, read_body, redirect_error
 

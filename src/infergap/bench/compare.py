@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from infergap.bench.metrics import HIGHER_IS_BETTER
-from infergap.bench.models import BenchResult, PointResult, Spread
+from infergap.bench.results import BenchResult, PointResult, Spread
 
 DEFAULT_METRICS = ("output_throughput_tps", "request_throughput_rps", "total_throughput_tps",
                    "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "itl_p99_ms")

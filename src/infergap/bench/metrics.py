@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from infergap.bench.models import SLO, ClientHealth, Spread, Stats, TrialMetrics
+from infergap.bench.results import SLO, ClientHealth, Spread, Stats, TrialMetrics
 
 DEFINITIONS: dict[str, str] = {
     "TTFT": "time from sending the request to the first streamed chunk carrying content "
@@ -332,7 +332,7 @@ def likely_cause(errors: dict[str, int]) -> str | None:
 
 
 def judge_point(point, max_error_rate: float = DEFAULT_MAX_ERROR_RATE) -> None:
-    """Fill a :class:`~infergap.bench.models.PointResult`'s totals, error rate and validity from
+    """Fill a :class:`~infergap.bench.results.PointResult`'s totals, error rate and validity from
     its trials. Requests cancelled by the user (Ctrl-C) are not counted as sent."""
     ts = point.trials
     errors: dict[str, int] = {}

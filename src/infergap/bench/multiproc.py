@@ -218,7 +218,7 @@ class MultiTrial:
 def merge_health(hs: list, spec, records: list | None = None):
     """Client health of a trial from its workers' (see the module docstring)."""
     from infergap.bench.metrics import judge_client
-    from infergap.bench.models import ClientHealth
+    from infergap.bench.results import ClientHealth
 
     def worst(attr):
         return max((getattr(h, attr) for h in hs), key=lambda s: s.p99 if s.p99 is not None else -1)

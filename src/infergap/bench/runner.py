@@ -32,7 +32,7 @@ from infergap.bench.client import StreamClient, probe, split_url
 from infergap.bench.datasets import Prompt
 from infergap.bench.metrics import (DEFINITIONS, RequestRecord, judge_client, judge_point, prompt_length_warning, stats,
                                     summarize_trials, trial_metrics)
-from infergap.bench.models import (BenchEnvironment, BenchResult, BenchSettings, ClientHealth, ConnectionHealth, PointResult,
+from infergap.bench.results import (BenchEnvironment, BenchResult, BenchSettings, ClientHealth, ConnectionHealth, PointResult,
                                    TrialMetrics)
 from infergap.bench.telemetry import GPUSampler
 

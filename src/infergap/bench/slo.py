@@ -146,7 +146,7 @@ def _pct(stats, pct: int) -> float | None:
 
 
 def judge(point, targets: list[SLOTarget]) -> Probe:
-    """Judge one measured point (a :class:`~infergap.bench.models.PointResult`) against the
+    """Judge one measured point (a :class:`~infergap.bench.results.PointResult`) against the
     targets: passes only when every trial meets every bound and the error budget."""
     load = point.request_rate if point.mode == "rate" else point.concurrency
     pr = Probe(load=float(load), passed=bool(point.trials), client_bound=point.client_bound)

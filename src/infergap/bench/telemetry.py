@@ -16,7 +16,7 @@ from time import perf_counter
 
 import numpy as np
 
-from infergap.bench.models import GPUTelemetry, TelemetrySummary
+from infergap.bench.results import GPUTelemetry, TelemetrySummary
 
 log = logging.getLogger(__name__)
 

@@ -230,7 +230,7 @@ async def multi_turn_trial(runner, spec: DatasetSpec, convs: list[Conversation],
     Returns the same :class:`~infergap.bench.runner.TrialRun` as ``Runner.trial`` (records in
     send order); ``runner.stop()`` cancels it like any trial."""
     from infergap.bench.metrics import RequestRecord, judge_client, stats
-    from infergap.bench.models import ClientHealth
+    from infergap.bench.results import ClientHealth
     from infergap.bench.runner import DEAD_FAILED, LagMonitor, TrialRun
 
     client = runner.client

@@ -24,7 +24,7 @@ MIN_RATE = 0.001
 def parse_slo(text: str):
     """``ttft=2s,tpot=50ms[,e2e=10s]`` → SLO. Percentile keys (``ttft_p99=2s``) also bound each
     request for goodput. Raises UserError on an unknown key or bad value."""
-    from infergap.bench.models import SLO
+    from infergap.bench.results import SLO
     from infergap.bench.slo import parse_duration_ms
 
     vals = {}
@@ -68,7 +68,7 @@ def _baseline(baseline: str, db: Path | None = None):
             run = led.latest(kind="bench")
         if run is None:
             raise UserError("--baseline last: the ledger holds no bench run yet (run infergap bench once first)")
-        from infergap.bench.models import BenchResult
+        from infergap.bench.results import BenchResult
 
         return BenchResult.model_validate(run.payload)
     from infergap.bench import load_result
@@ -133,7 +133,7 @@ def bench(
     """Sweep concurrency (closed loop) or request rate (open loop) against an OpenAI-compatible server,
     with repeated trials, client self-monitoring and GPU telemetry."""
     from infergap.bench import compare_bench
-    from infergap.bench.models import BenchSettings
+    from infergap.bench.results import BenchSettings
     from infergap.bench.runner import run
     from infergap.render import bench as render
 

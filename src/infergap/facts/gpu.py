@@ -112,12 +112,23 @@ class GpuDomain(FactsBase):
     @memo
     def gpus(self) -> list[GpuFacts]:
         """NVIDIA GPUs, ordered by BDF, merged from sysfs, nvidia-smi CSV, XML and NVML. Without any
-        PCI address (only ``topo -m`` given) they are ``GPU0``… in ``topo -m`` order."""
+        PCI address (only ``topo -m`` given, or sections of ``-q`` pasted without their header) they
+        are ``GPU0``… in that output's order."""
         merged = {f.bdf: GpuFacts(bdf=f.bdf, sources=[f.source]) for f in self.pci_functions().values() if f.is_gpu}
-        for src, gl in self._gpu_layers():
+        layers = self._gpu_layers()
+        for src, gl in layers:
             for g in gl:
-                if g.bdf:
+                if g.bdf and not _INDEX_NAME.fullmatch(g.bdf):
                     _overlay(merged.setdefault(g.bdf, GpuFacts(bdf=g.bdf)), g, src)
+        # GPUs of a pasted -q fragment are known by index (GPU0 …): the n-th GPU in PCI order,
+        # as nvidia-smi lists them, when addresses are known; else they stay by that name.
+        real = sorted(merged)
+        for src, gl in layers:
+            for g in gl:
+                if g.bdf and _INDEX_NAME.fullmatch(g.bdf):
+                    i = int(g.bdf[3:])
+                    key = real[i] if real and i < len(real) else g.bdf
+                    _overlay(merged.setdefault(key, GpuFacts(bdf=key)), g, src)
         n = self.nvml()
         for d in (n.get("gpus", []) if n is not None else []):
             g2 = merged.get(normalize_bdf(d.get("pci_bus_id") or ""))
@@ -334,6 +345,10 @@ class GpuDomain(FactsBase):
             if f.single_host and f.links and not any(lk.transport.startswith("NET") for lk in f.links):
                 return "local", src
         return None, None
+
+
+#: A GPU named by its nvidia-smi index (``GPU0``), as a ``-q`` fragment without addresses gives it.
+_INDEX_NAME = re.compile(r"GPU\d{1,3}")
 
 
 def _overlay(m: GpuFacts, g: NvsmiGpu, src: str) -> None:

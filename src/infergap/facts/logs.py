@@ -106,6 +106,14 @@ class LogDomain:
         return [(part, memo_part(self.snap, ("p2pbw", str(part.path), part.start, part.end), lambda p=part: parse_p2p_bandwidth(p.iter_lines())))
                 for part in _parts(self.snap, "p2p_bandwidth")]
 
+    def nvbandwidth_runs(self) -> list[tuple[Any, Any]]:
+        """(part, :class:`~infergap.parsers.nvbandwidth.NvbandwidthRun`) of every pasted
+        ``nvbandwidth`` output."""
+        from infergap.parsers.nvbandwidth import parse_nvbandwidth
+
+        return [(part, memo_part(self.snap, ("nvbw", str(part.path), part.start, part.end), lambda p=part: parse_nvbandwidth(p.iter_lines())))
+                for part in _parts(self.snap, "nvbandwidth")]
+
     def nccl_tests_runs(self) -> list[tuple[Any, Any]]:
         """(part, :class:`~infergap.parsers.nccl.NcclTestsRun`) of every pasted nccl-tests output."""
         from infergap.parsers.nccl import parse_nccl_tests

@@ -525,7 +525,10 @@ def csv_driver_version(rows: list[dict[str, str]]) -> str | None:
 def parse_nvsmi_q_text(text: str) -> list[NvsmiGpu]:
     """GPUs from ``nvidia-smi -q`` text: a ``GPU 00000000:00:06.0`` header per GPU, then indented
     ``Key : Value`` lines in nested sections (``MIG Mode`` / ``Current``, ``Clocks`` / ``SM`` …).
-    Section paths are joined with ``/`` and read like the XML (same units and N/A handling)."""
+    Section paths are joined with ``/`` and read like the XML (same units and N/A handling).
+    Text without any GPU header is a fragment (:func:`parse_nvsmi_q_fragment`)."""
+    if not _GPU_HEADER.search(text):
+        return parse_nvsmi_q_fragment(text)
     gpus: list[NvsmiGpu] = []
     fields: dict[str, str] = {}
     stack: list[tuple[int, str]] = []
@@ -556,6 +559,67 @@ def parse_nvsmi_q_text(text: str) -> list[NvsmiGpu]:
             stack.append((indent, key))
     flush()
     return gpus
+
+
+_GPU_HEADER = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*$", re.M)
+
+
+def _fragment_fields(lines: list[str]) -> list[dict[str, str]]:
+    """The ``Key : Value`` fields of each GPU of a headerless block, by section path. A heading
+    at the block's own indentation that the current GPU already has (``nvidia-smi -q | grep -A8
+    'Clocks Throttle'`` prints one block per GPU), or grep's ``--`` separator, starts the next GPU."""
+    body = [ln.rstrip() for ln in lines if ln.strip()]
+    base = min((len(ln) - len(ln.lstrip()) for ln in body), default=0)
+    gpus: list[dict[str, str]] = [{}]
+    heads: set[str] = set()
+    stack: list[tuple[int, str]] = []
+    for line in body:
+        if line.strip() == "--":
+            gpus, heads, stack = gpus + [{}], set(), []
+            continue
+        indent = len(line) - len(line.lstrip()) - base
+        key, sep, val = line.strip().partition(":")
+        key = key.strip()
+        if indent == 0 and key in heads and gpus[-1]:
+            gpus, heads, stack = gpus + [{}], set(), []
+        if indent == 0:
+            heads.add(key)
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        path = "/".join([k for _, k in stack] + [key])
+        if sep and val.strip():
+            gpus[-1][path] = val.strip()
+        else:
+            stack.append((indent, key))
+    return [f for f in gpus if f]
+
+
+def parse_nvsmi_q_fragment(text: str) -> list[NvsmiGpu]:
+    """GPUs from sections of ``nvidia-smi -q`` pasted without the ``GPU <address>`` header
+    (``nvidia-smi -q -d PERFORMANCE | grep -A9 'Clocks Event Reasons'``, a ``GPU Link Info`` or
+    ``Max Customer Boost Clocks`` block copied alone). The paths are those of the whole output:
+    a block whose first heading is one of :data:`NESTED_SECTIONS` (printed under ``PCI``) gets
+    that parent back. nvidia-smi prints GPUs in index order, so the n-th block is ``GPUn``
+    (``bdf`` is that device name, as for a GPU known only from ``topo -m``).
+
+    kubeflow/kubeflow#68 (``tests/fixtures/evidence/nvsmiq-kubeflow68-throttle-idle.txt``):
+
+    >>> g = parse_nvsmi_q_fragment("    Clocks Throttle Reasons\\n        Idle                        : Active\\n"
+    ...                            "        HW Slowdown                 : Not Active\\n")
+    >>> [(x.bdf, x.throttle_active, x.throttle_captured) for x in g]
+    [('GPU0', ['gpu_idle'], True)]
+    """
+    out = []
+    for i, f in enumerate(_fragment_fields(strip_ansi(text).splitlines())):
+        top = next(iter(f)).split("/")[0]
+        if top in NESTED_SECTIONS:
+            f = {f"{NESTED_SECTIONS[top]}/{k}": v for k, v in f.items()}
+        out.append(_gpu_from_q(f"GPU{i}", f))
+    return out
+
+
+#: Sections of ``nvidia-smi -q`` that sit inside another one: pasted alone, they get it back.
+NESTED_SECTIONS = {"GPU Link Info": "PCI", "PCIe Generation": "PCI/GPU Link Info", "Link Width": "PCI/GPU Link Info"}
 
 
 def _gpu_from_q(bdf: str, f: dict[str, str]) -> NvsmiGpu:

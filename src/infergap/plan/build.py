@@ -608,6 +608,10 @@ def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, serve
     bw = facts.get("gpu.measured_bw_GBps")
     if eff is not None and bw is not None and plan.gap.summary:
         plan.gap.summary += f"; {eff.value:.1%} of the bound at the {bw.value / 1000:.2f} TB/s this host's audit measured"
+    qk, wt = facts.get("regime.quant_kernel_bound"), facts.get("model.weight_type")
+    if qk is not None and qk.value is True and wt is not None and plan.gap.summary:
+        plan.gap.summary += (f"; kernel-bound for {str(wt.value).upper()}: its decode kernels, not the memory bandwidth, "
+                             "the host or the flags, set the batch-1 pace (see will not help)")
     plan.host_fixes = build_host_fixes(a)
     unknown = _select(plan, catalog, facts, params)
     apply_experiments(plan, experiments)

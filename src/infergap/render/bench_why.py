@@ -4,7 +4,7 @@ curve bends there (engine metrics beside the GPU telemetry, workload statistics)
 from __future__ import annotations
 
 from infergap.bench.engine_metrics import EngineSummary
-from infergap.bench.models import BenchResult
+from infergap.bench.results import BenchResult
 
 
 def _n(v: float | None, fmt: str = "{:.0f}") -> str:

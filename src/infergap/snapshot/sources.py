@@ -115,6 +115,10 @@ SOURCES: tuple[Source, ...] = (
     Source("nvsmi_q", "nvidia-smi -q", _cmd("nvsmi_q", "nvidia-smi", "-q", timeout_s=20), "cmd:nvsmi_q", start=r"^=+\s*NVSMI LOG\s*=+",
            prompt=r"nvidia-smi\s+(?:-q|--query)\b(?!-)", prompt_rank=4, parser=_P + "nvsmi:parse_nvsmi_q_text",
            facts=("gpus", "driver_version", "cuda_driver_version"), sample="capture:cmds/nvsmi_q"),
+    Source("nvsmi_q_part", "sections of nvidia-smi -q pasted without their header", serves="cmd:nvsmi_q",
+           start=r"^(?:Clocks (?:Event|Throttle) Reasons(?: Counters)?|Max Customer Boost Clocks|GPU Link Info|(?:GPU )?Power Readings|Max Clocks|Clocks|"
+                 r"Applications Clocks|Remapped Rows|ECC Errors|FB Memory Usage|BAR1 Memory Usage)$|^Performance State\s{1,40}: P\d{1,2}$",
+           repeats=True, parser=_P + "nvsmi:parse_nvsmi_q_fragment", facts=("gpus",), sample="evidence/nvsmiq-gpustat135-clocks.txt"),
     Source("nvsmi_qx", "nvidia-smi -q -x", _cmd("nvsmi_qx", "nvidia-smi", "-q", "-x", timeout_s=20), "cmd:nvsmi_qx",
            start=r"^(<\?xml version|<!DOCTYPE nvidia_smi_log|<nvidia_smi_log>)", prompt=r"nvidia-smi\s+(?:-q\s+-x|-x\s+-q|-qx|-xq)", prompt_rank=3,
            parser=_P + "nvsmi:parse_nvsmi_xml", facts=("nvsmi_xml", "gpus"), sample="capture:cmds/nvsmi_qx"),
@@ -196,6 +200,10 @@ SOURCES: tuple[Source, ...] = (
     Source("ibv_devinfo", "ibv_devinfo", _cmd("ibv_devinfo", "ibv_devinfo", "-v"), "cmd:ibv_devinfo", start=r"^hca_id:\s{1,8}[\w.\-]{1,64}$",
            prompt=r"\bibv_devinfo\b", prompt_rank=22, repeats=True, parser=_P + "host:parse_ibv_devinfo", facts=("ib_ports",),
            sample="evidence/deepep-60-ibv-devinfo.txt"),
+    Source("nvbandwidth", "nvbandwidth (NVIDIA's copy-bandwidth tool)",
+           start=r"^(?:nvbandwidth Version: \S{1,40}$|(?:Running|Waiving) (?:host|device|all)_[a-z0-9_]{1,80}\.$|memcpy (?:CE|SM) (?:CPU|GPU)\(row\) (?:->|<-|<->) (?:CPU|GPU)\(column\) bandwidth \(GB/s\)$)",
+           prompt=r"\bnvbandwidth\b", prompt_rank=22, repeats=True, parser=_P + "nvbandwidth:parse_nvbandwidth", facts=("nvbandwidth_runs",),
+           sample="evidence/nvbandwidth-15-4090-h2d.txt"),
     # -- sources without a start marker: commands collected live only, and logs (recognised by their lines) --
     Source("lscpu_json", "lscpu -J", _cmd("lscpu_json", "lscpu", "-J")),
     Source("dmidecode", "dmidecode -t bios -t system", _cmd("dmidecode", "dmidecode", "-t", "bios", "-t", "system")),
