@@ -12,6 +12,9 @@ from infergap.cli import Fmt, app, fail, safe_echo, write_report
 from infergap.cli import validate as v
 from infergap.cli.options import db_option, format_option, output_option, url_option
 
+#: Unmeasured requests before each level of each run: the server was just started (caches cold).
+WARMUP = 2
+
 _BUDGET = re.compile(r"^\s*(\d{1,7}(?:\.\d{1,3})?)\s*(s|m|min|h)?\s*$")
 
 
@@ -71,12 +74,11 @@ def tune(
     keep_best: bool = typer.Option(False, "--keep-best", help="Leave the best configuration running instead of the user's."),
     leave_stopped: bool = typer.Option(False, "--leave-stopped", help="Stop the server at the end instead of leaving it running."),
     rounds: int = typer.Option(3, "--rounds", metavar="N", parser=v.number(integer=True, ge=2, le=20), help="Interleaved A B rounds per lever (a spread needs 2)."),
-    concurrency: str = typer.Option("1,8", "--concurrency", "-c", metavar="LIST", help="Concurrency levels of each run."),
-    num_prompts: int = typer.Option(16, "--num-prompts", "-n", metavar="N", parser=v.number(integer=True, ge=1, le=100_000), help="Requests per level and run."),
-    input_len: int = typer.Option(128, "--input-len", metavar="TOKENS", parser=v.number(integer=True, ge=1, le=1_000_000)),
-    output_len: int = typer.Option(64, "--output-len", metavar="TOKENS", parser=v.number(integer=True, ge=1, le=1_000_000)),
-    api: str = typer.Option("chat", "--api", metavar="chat|completions"),
-    warmup: int = typer.Option(2, "--warmup", metavar="N", parser=v.number(integer=True, ge=0, le=1000), help="Warm-up requests before each level."),
+    concurrency: str = typer.Option("1,8", "--concurrency", metavar="LIST", help="Concurrency levels of each run."),
+    num_prompts: int = typer.Option(16, "--num-prompts", metavar="N", parser=v.number(integer=True, ge=1, le=100_000), help="Requests per level and run."),
+    input_len: int = typer.Option(128, "--input-len", metavar="TOKENS", parser=v.number(integer=True, ge=1, le=1_000_000), help="Prompt length of each request, in tokens."),
+    output_len: int = typer.Option(64, "--output-len", metavar="TOKENS", parser=v.number(integer=True, ge=1, le=1_000_000), help="Output length of each request, in tokens."),
+    api: str = typer.Option("chat", "--api", metavar="chat|completions", help="The endpoint the runs send requests to."),
     start_timeout: float = typer.Option(600.0, "--start-timeout", metavar="S", parser=v.number(gt=0, le=86400), help="Seconds a server may take to answer after start."),
     log_dir: Path | None = typer.Option(None, "--log-dir", metavar="DIR", help="Where the servers' logs go (default: a new directory under the user log directory)."),
     html: Path | None = typer.Option(None, "--html", metavar="FILE", help="Also write the HTML report with before/after curves."),
@@ -102,7 +104,7 @@ def tune(
                            start_timeout_s=start_timeout, db=db,
                            on_trial=lambda t: safe_echo(f"infergap: {t.lever} ({t.setting}): {t.verdict}", err=True))
         settings = BenchSettings(api=api, concurrency=levels, num_prompts=num_prompts, input_len=input_len,
-                                 output_len=output_len, trials=1, warmup=warmup)
+                                 output_len=output_len, trials=1, warmup=WARMUP)
         result = run_tune(base, settings, opts, url=url)
     except ValueError as e:
         raise fail(str(e))

@@ -61,7 +61,7 @@ def _probe(tuner: Tuner, result: TuneResult) -> tuple[Any, Any, Any]:
         srv.stop()
     result.engine = cfg.engine or tuner.base.engine
     result.engine_version = cfg.version
-    result.model = cfg.model or cfg.served_model_name or (before.environment.model if before is not None else None)
+    result.model = cfg.model or cfg.served_model_name or ""
     result.baseline_curve = curve(before)
     if getattr(before, "interrupted", False):
         tuner.stopping = "interrupted (SIGINT/SIGTERM)"
