@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from infergap.cli.options import rewrite_deprecated
-from infergap.plan.facts import how_to_find
+from infergap.plan.signals import how_to_find
 from infergap.roofline.model import config_display_name
 from tests.conftest import HOSTS, ROOT, run_cli
 

@@ -55,6 +55,11 @@ def engine_logs(snap: Any) -> list[tuple[Any, EngineLogFacts]]:
     """(part, facts) for every SGLang, vLLM or llama.cpp log part."""
     out = []
     for part in _parts(snap, "engine_log"):
+        if part.kind == "trtllm_log":
+            from infergap.parsers.trtllm_log import parse_trtllm_log
+
+            out.append((part, memo_part(snap, ("trtllm", str(part.path), part.start, part.end), lambda p=part: parse_trtllm_log(p.iter_lines()))))
+            continue
         if part.kind == "ollama_log":
             from infergap.parsers.ollama_log import parse_ollama_log
 

@@ -750,3 +750,50 @@ def parse_mig_instances(lines: Iterable[str]) -> list[dict[str, Any]]:
             out.append({"kind": "compute_instance", "gpu": int(m.group(1)), "gi": int(m.group(2)), "profile": m.group(3),
                         "profile_id": int(m.group(4)), "id": int(m.group(5)), "placement": f"{m.group(6)}:{m.group(7)}"})
     return out
+
+
+_NVC_FIELD = re.compile(r"^(NVRM version|CUDA version|Device Index|Model|Brand|Bus Location|Architecture):\s{1,40}(.{1,120}?)\s*$")
+_NVC_LIB = re.compile(r"\] selecting \S{1,200}/libnvidia-ml\.so\.(\d{2,4}\.\d{1,4}(?:\.\d{1,4})?)$")
+
+
+def parse_container_cli_info(text: str) -> tuple[str | None, str | None, list[NvsmiGpu]]:
+    """(driver version, CUDA version the driver supports, GPUs) of ``nvidia-container-cli info``
+    (libnvidia-container's ``src/cli/info.c``: ``NVRM version:``, ``CUDA version:``, then per GPU
+    ``Device Index``, ``Model``, ``Bus Location``, ``Architecture``), with or without the debug
+    log of ``-k -d /dev/tty`` around it. ``(null)`` values (a Jetson) are left out; without the
+    ``NVRM version`` line the version of the ``libnvidia-ml.so`` it selected stands in.
+
+    NVIDIA/nvidia-docker#904 (``tests/fixtures/evidence/nvdocker-904-container-cli-info.txt``):
+
+    >>> d, c, g = parse_container_cli_info("NVRM version:   390.87\\nCUDA version:   9.1\\n\\nDevice Index:   0\\n"
+    ...     "Model:          GeForce GTX 1080 with Max-Q Design\\nBus Location:   00000000:01:00.0\\nArchitecture:   6.1\\n")
+    >>> d, c, [(x.bdf, x.name) for x in g]
+    ('390.87', '9.1', [('0000:01:00.0', 'GeForce GTX 1080 with Max-Q Design')])
+    """
+    driver = cuda = lib = None
+    gpus: list[NvsmiGpu] = []
+    cur: dict[str, str] = {}
+
+    def flush() -> None:
+        bus = cur.get("Bus Location")
+        if bus and re.fullmatch(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]", bus):
+            gpus.append(NvsmiGpu(bdf=normalize_bdf(bus), name=cur.get("Model")))
+
+    for raw in strip_ansi(text).splitlines():
+        s = raw.strip()
+        if (m := _NVC_LIB.search(s)) is not None:
+            lib = lib or m.group(1)
+        if (m := _NVC_FIELD.match(s)) is None or m.group(2) == "(null)":
+            continue
+        key, val = m.groups()
+        if key == "NVRM version":
+            driver = val
+        elif key == "CUDA version":
+            cuda = val
+        elif key == "Device Index":
+            flush()
+            cur = {}
+        else:
+            cur[key] = val
+    flush()
+    return driver or lib, cuda, gpus

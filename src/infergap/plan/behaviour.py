@@ -36,7 +36,7 @@ Rules and thresholds (stated so a reader can disagree):
   at ``-ngl 16`` held 11 GB and was 4-7 % busy; the run with ``CUDA_VISIBLE_DEVICES=`` held 0.6 GB
   and was 0 % busy).
 - **Quantized weights that buy little** (``regime.quant_kernel_bound``): weights of a quantized
-  type read at less than :data:`~infergap.plan.facts.LATENCY_BOUND_EFF` of the memory bound at
+  type read at less than :data:`~infergap.plan.signals.LATENCY_BOUND_EFF` of the memory bound at
   batch 1: fewer bytes did not buy proportionally more speed, so the decode kernels for that
   type — not memory bandwidth, the host or the flags — set the pace. On the lent H200 llama.cpp
   read F16 at 65.7 % of the bound and Q8_0 at 42.8 % (half the bytes bought ×1.22; llama-bench tg128,
@@ -49,7 +49,7 @@ from __future__ import annotations
 from typing import Any
 
 from infergap.plan.conditions import Fact
-from infergap.plan.facts import LATENCY_BOUND_EFF, WEIGHTS_ON_GPU, _med, _put, _tps, completed
+from infergap.plan.signals import LATENCY_BOUND_EFF, WEIGHTS_ON_GPU, _med, _put, _tps, completed
 
 FALL_SHARE = 0.75
 TAIL_RATIO = 4.0

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 from infergap import __version__, shellcmd
 from infergap.plan.catalog import TIER_ORDER, Lever, load_catalog
 from infergap.plan.conditions import Fact, evaluate
-from infergap.plan.facts import completed, gather, how_to_find
+from infergap.plan.signals import completed, gather, how_to_find
 
 SCHEMA = "infergap.plan/1"
 

@@ -13,7 +13,7 @@ from typing import Any
 from rich.text import Text
 
 from infergap.findings import Finding, Status
-from infergap.guard import dumps, md_code, md_escape, safe_console, safe_tree, term_safe
+from infergap.guard import PlainConsole, dumps, md_code, md_escape, safe_console
 from infergap.synthesis import AuditReport
 
 SEV_STYLE = {"P0": "bold red", "P1": "yellow", "P2": "cyan"}
@@ -83,11 +83,14 @@ def render_json(r: AuditReport) -> str:
 
 def render_text(r: AuditReport, width: int | None = None, color: bool = False) -> str:
     """The report for a terminal (colour when ``color``; wrapped at ``width`` columns when given)
-    or for a pipe or file (plain, one line per item, never wrapped mid-phrase)."""
-    r = _safe(r)
+    or for a pipe or file (plain, one line per item, never wrapped mid-phrase). Every string
+    printed, values from inputs included, is made terminal-safe by the console
+    (:func:`~infergap.guard.safe_console`, or :class:`~infergap.guard.PlainConsole` for a pipe or
+    file: the same text without Rich's cost)."""
     buf = io.StringIO()
-    con = safe_console(file=buf, width=width or 1000, force_terminal=color, no_color=not color, highlight=False,
-                       soft_wrap=width is None, markup=False, emoji=False)
+    con = PlainConsole(buf) if width is None and not color else safe_console(
+        file=buf, width=width or 1000, force_terminal=color, no_color=not color, highlight=False,
+        soft_wrap=width is None, markup=False, emoji=False)
     _text_header(con, r)
     con.print(Text(summary_line(r, grouped=True), style="bold"))
 
@@ -181,11 +184,6 @@ def _text_actionable(con: Any, act: list[Finding]) -> None:
                             seen.append(c)
                 for c in seen:
                     con.print(f"      {'fix' if kind == 'commands' else kind}: {c}")
-
-
-def _safe(r: AuditReport) -> AuditReport:
-    """A copy of the report whose every string is terminal-safe (values come from inputs)."""
-    return AuditReport.model_validate(safe_tree(r.model_dump(mode="json", by_alias=True)))
 
 
 _md_escape = md_escape
