@@ -7,10 +7,11 @@ split into words with :func:`shlex.split` (POSIX quoting only: no ``;``, ``|``, 
 or variable expansion — those characters stay inside the word they are written in), leading
 ``NAME=value`` words become the process's environment, and the rest is the argv list given to
 :class:`subprocess.Popen` as is. The engine is recognised by
-:func:`infergap.parsers.engine_args.engine_of`; with a mined argument table (llama.cpp) every
-spelling of a flag (``-ub``, ``--ubatch-size``, ``--ubatch-size=8``) is one option and a switch
-takes no value; without one (vLLM, SGLang until their tables exist) flags are matched as written
-and a flag followed by a word that does not start with ``-`` takes it as its value.
+:func:`infergap.parsers.engine_args.engine_of`; with the engine's mined argument table
+(``data/engine_args``: llama.cpp, vLLM, SGLang) every spelling of a flag (``-ub``,
+``--ubatch-size``, ``--ubatch-size=8``) is one option and a switch takes no value; for another
+program flags are matched as written and a flag followed by a word that does not start with
+``-`` takes it as its value.
 """
 
 from __future__ import annotations
