@@ -25,6 +25,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from infergap.errors import UserError
 from infergap.parsers import engine_args
@@ -236,6 +237,10 @@ class Refused(Exception):
         self.why, self.tail = why, tail
 
 
+class Cancelled(Exception):
+    """The wait for a starting server was given up (the tune is stopping)."""
+
+
 @dataclass
 class Server:
     """A server process started from a :class:`Launch`, its log file and its URL."""
@@ -245,10 +250,11 @@ class Server:
     log: Path
     proc: subprocess.Popen | None = None
 
-    def start(self, timeout_s: float = START_TIMEOUT_S, detach: bool = False) -> float:
+    def start(self, timeout_s: float = START_TIMEOUT_S, cancel: Callable[[], bool] = lambda: False) -> float:
         """Start the process (argv list, no shell, its own process group) and wait until its
         ``/v1/models`` answers 200. Returns the seconds it took. Raises :class:`Refused` when the
-        process exits first or does not answer within ``timeout_s`` (the process is then stopped)."""
+        process exits first or does not answer within ``timeout_s`` (the process is then stopped),
+        :class:`Cancelled` (the process stopped) as soon as ``cancel()`` is true."""
         env = dict(os.environ, **self.launch.env)
         t0 = time.monotonic()
         with open(self.log, "ab") as fh:
@@ -260,6 +266,9 @@ class Server:
                 raise Refused(f"the server exited with status {rc} before answering", log_tail(self.log))
             if _ready(self.url):
                 return time.monotonic() - t0
+            if cancel():
+                self.stop()
+                raise Cancelled()
             time.sleep(0.2)
         self.stop()
         raise Refused(f"the server did not answer {self.url}/v1/models within {timeout_s:g} s", log_tail(self.log))

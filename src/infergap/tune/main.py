@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from infergap.errors import UserError
-from infergap.tune.launch import Launch, Refused, Server, apply_change
+from infergap.tune.launch import Cancelled, Launch, Refused, Server, apply_change
 from infergap.tune.run import (LeverTry, Trial, Tuner, TuneResult, best_config, curve, now, plan_levers, prepare_port,
                                workload_key)
 
@@ -49,7 +49,7 @@ def _probe(tuner: Tuner, result: TuneResult) -> tuple[Any, Any, Any]:
 
     srv = Server(tuner.base, tuner.url, tuner.log_dir / "server-00-baseline.log")
     try:
-        srv.start(tuner.start_timeout_s)
+        srv.start(tuner.start_timeout_s, cancel=lambda: tuner.stopping is not None)
     except Refused as e:
         tail = "\n  ".join(e.tail[-8:])
         raise UserError(f"the --launch command did not start a server at {tuner.url}: {e.why}" + (f"; its log ends:\n  {tail}" if tail else "")) from None
@@ -105,9 +105,6 @@ def _leave(tuner: Tuner, launch: Launch, opts: TuneOptions, result: TuneResult) 
     except Refused as e:
         result.notes.append(f"the final configuration did not start again: {e.why}")
         return
-    except KeyboardInterrupt:
-        srv.stop()
-        return
     result.left_running = {"pid": srv.proc.pid, "command": launch.text(), "log": str(srv.log), "url": tuner.url}
 
 
@@ -125,12 +122,31 @@ def run_tune(base: Launch, settings: Any, opts: TuneOptions, url: str | None = N
     if note:
         result.notes.append(note)
     led = _open_ledger(opts.db)
+    restore = _signals(tuner.on_signal)
     try:
         _tune_all(tuner, result, opts, led)
     finally:
+        restore()
         if led is not None:
             led.close()
     return result
+
+
+def _signals(handler: Callable[[int, object], None]) -> Callable[[], None]:
+    """Make SIGINT and SIGTERM call ``handler`` (a flag, never an exception in the middle of a
+    server's stop); returns what puts the previous handlers back. Outside the main thread: nothing."""
+    import signal
+
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    try:
+        before = {s: signal.signal(s, handler) for s in sigs}
+    except ValueError:
+        return lambda: None
+
+    def restore() -> None:
+        for s, h in before.items():
+            signal.signal(s, h)
+    return restore
 
 
 def _tune_all(tuner: Tuner, result: TuneResult, opts: TuneOptions, led: Any) -> None:
@@ -158,8 +174,8 @@ def _tune_all(tuner: Tuner, result: TuneResult, opts: TuneOptions, led: Any) -> 
             _record_trial(led, run_id, result, tr)
             result.trials.append(tr)
             opts.on_trial(tr)
-    except KeyboardInterrupt:
-        tuner.stopping = "interrupted (SIGINT/SIGTERM)"
+    except (KeyboardInterrupt, Cancelled):
+        tuner.stopping = tuner.stopping or "interrupted (SIGINT/SIGTERM)"
     finally:
         _finish(tuner, result, opts, levers or [], led, run_id)
 

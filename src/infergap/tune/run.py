@@ -25,7 +25,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, Field
 
 from infergap.errors import UserError
-from infergap.tune.launch import Change, Launch, Refused, Server, address, apply_change, port_free
+from infergap.tune.launch import Cancelled, Change, Launch, Refused, Server, address, apply_change, port_free
 from infergap.tune.verdict import TARGETS, Judgement, judge, level_of, value_at
 
 log = logging.getLogger(__name__)
@@ -133,6 +133,11 @@ class Tuner:
             host, port = address(self.base)
             self.url = f"http://{host}:{port}"
 
+    def on_signal(self, signum: int, frame: object) -> None:
+        """SIGINT/SIGTERM between runs: stop starting anything; the run or start in progress ends
+        at its next check (a bench run has its own handlers while it runs)."""
+        self.stopping = "interrupted (SIGINT/SIGTERM)"
+
     def left(self) -> float | None:
         """Seconds of the budget left (None: no budget)."""
         return None if self.budget_s is None else self.budget_s - (time.monotonic() - self.t0)
@@ -152,10 +157,10 @@ class Tuner:
         t = time.monotonic()
         srv = self._server(launch)
         try:
-            srv.start(self.start_timeout_s)
+            srv.start(self.start_timeout_s, cancel=lambda: self.stopping is not None)
             result = self.bench_fn(self.url, self.settings)
-        except KeyboardInterrupt:
-            self.stopping = "interrupted (SIGINT/SIGTERM)"
+        except (KeyboardInterrupt, Cancelled):
+            self.stopping = self.stopping or "interrupted (SIGINT/SIGTERM)"
             return None
         finally:
             srv.stop()
