@@ -59,7 +59,7 @@ _REPEATING = {s.kind for s in SOURCES if s.repeats}
 #: Kinds whose output holds lines that look like a log or a failure signature (from the records).
 _HOLDS_LOGS = {s.kind for s in SOURCES if s.holds_log_lines}
 #: Kinds one of whose markers, inside a part of the key kind, continues it.
-_CONTINUES = {"nvc_info": {"lscpu"}, "nvsmi_q": {"nvsmi_q_part"}, "lspci_vvv": {"lspci"}, "collect_env": {"pip_freeze", "collect_env"}, "nvsmi_topo": {"nvsmi_p2p"}, "check_env": {"pip_freeze", "env"}}
+_CONTINUES = {"nvc_info": {"lscpu"}, "nvsmi_q": {"nvsmi_q_part"}, "nvsmi_qx": {"nvsmi_qx_part"}, "lspci_vvv": {"lspci"}, "collect_env": {"pip_freeze", "collect_env"}, "nvsmi_topo": {"nvsmi_p2p"}, "check_env": {"pip_freeze", "env"}}
 
 # -- log line shapes (tested on the cleaned line) ----------------------------------------------
 _NCCL = re.compile(RECORDS["nccl_log"].lines or "")
