@@ -185,3 +185,27 @@ def test_container_cli_info_of_a_jetson_leaves_null_fields_out_and_takes_the_nvm
         "I0805 18:23:54.119118 22497 nvc_info.c:148] selecting /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.418.56\n"
         "NVRM version:   (null)\nCUDA version:   10.2\n\nDevice Index:   0\nModel:          Xavier\nBus Location:   (null)\n")
     assert (d, c, g) == ("418.56", "10.2", [])
+
+
+def test_xml_sections_pasted_alone_keep_only_their_complete_elements() -> None:
+    """telegraf#16569: an excerpt that starts inside ``<clocks_event_reasons>`` and ends inside
+    ``<fbc_stats>``: the complete elements between are one GPU."""
+    from infergap.parsers.nvsmi import parse_nvsmi_xml
+    from tests.parsers.inputs import lines
+
+    log = parse_nvsmi_xml("\n".join(lines("nvsmiqx-telegraf16569-fragment.xml")))
+    (g,) = log.gpus
+    assert log.truncated and (g.bdf, g.compute_mode, g.memory_total_B, g.bar1_total_B) == ("GPU0", "Default", 12288 << 20, 256 << 20)
+    assert g.utilization_pct == 0 and not g.throttle_captured
+
+
+def test_xml_sections_of_two_gpus_are_two_gpus() -> None:
+    """The two-H200 capture's ``-q -x``: its two ``<clocks_event_reasons>`` elements pasted one after the other."""
+    import re
+
+    from infergap.parsers.nvsmi import parse_nvsmi_xml_fragment
+    from tests.parsers.inputs import h200x2
+
+    blocks = re.findall(r"<clocks_event_reasons>.*?</clocks_event_reasons>", h200x2("cmds/nvsmi_qx.out"), re.S)
+    gpus = parse_nvsmi_xml_fragment("\n".join(blocks))
+    assert len(blocks) == 2 and [g.bdf for g in gpus] == ["GPU0", "GPU1"] and all(g.throttle_captured for g in gpus)

@@ -19,11 +19,27 @@ NVSMI_CSV_FIELDS = (
     "clocks_event_reasons.active"
 )
 
-#: ``pip list --format=json`` output from importlib.metadata (pip itself takes ~1 s to start).
-PIP_LIST = (
-    "import importlib.metadata as m, json; "
-    "print(json.dumps(sorted(({'name': d.metadata['Name'], 'version': d.version} for d in m.distributions() if d.metadata['Name']), key=lambda x: x['name'].lower())))"
-)
+#: ``pip list --format=json`` output from importlib.metadata (pip itself takes ~1 s to start). Name
+#: and version are read from the header of each distribution's metadata file (the lines before the
+#: first blank one, where the core metadata spec puts them), the files ``Distribution.metadata``
+#: reads, in its order: parsing the whole file with the email parser, three times a distribution
+#: as ``d.metadata['Name']`` and ``d.version`` did, took half the command's CPU time (0.36 s -> 0.19
+#: s for 74 distributions on the CI machine, same output).
+PIP_LIST = """import importlib.metadata as m, json
+def nv(d):
+    n = v = None
+    for line in (d.read_text('METADATA') or d.read_text('PKG-INFO') or d.read_text('') or '').splitlines():
+        if not line.strip():
+            break
+        k, _, val = line.partition(':')
+        k = k.strip().lower()
+        if k == 'name' and n is None:
+            n = val.strip()
+        elif k == 'version' and v is None:
+            v = val.strip()
+    return n, v
+print(json.dumps(sorted(({'name': n, 'version': v} for n, v in map(nv, m.distributions()) if n), key=lambda x: x['name'].lower())))
+"""
 
 TORCH_PROBE = r"""
 import json, torch
@@ -122,6 +138,12 @@ SOURCES: tuple[Source, ...] = (
     Source("nvsmi_qx", "nvidia-smi -q -x", _cmd("nvsmi_qx", "nvidia-smi", "-q", "-x", timeout_s=20), "cmd:nvsmi_qx",
            start=r"^(<\?xml version|<!DOCTYPE nvidia_smi_log|<nvidia_smi_log>)", prompt=r"nvidia-smi\s+(?:-q\s+-x|-x\s+-q|-qx|-xq)", prompt_rank=3,
            parser=_P + "nvsmi:parse_nvsmi_xml", facts=("nvsmi_xml", "gpus"), sample="capture:cmds/nvsmi_qx"),
+    Source("nvsmi_qx_part", "sections of nvidia-smi -q -x pasted without their document", serves="cmd:nvsmi_qx",
+           start=r"^<(?:clocks_event_reasons|clocks_throttle_reasons|clocks_event_reasons_counters|clocks|max_clocks|max_customer_boost_clocks|"
+                 r"pci|temperature|gpu_power_readings|power_readings|ecc_errors|ecc_mode|fb_memory_usage|bar1_memory_usage|mig_mode|remapped_rows)>$"
+                 # a paste that starts inside the clock-event section (telegraf#16569)
+                 r"|^<clocks_(?:event|throttle)_reasons?_\w{1,60}>[^<]{0,40}</clocks_(?:event|throttle)_reasons?_\w{1,60}>$",
+           repeats=True, parser=_P + "nvsmi:parse_nvsmi_xml_fragment", facts=("nvsmi_xml", "gpus"), sample="evidence/nvsmiqx-telegraf16569-fragment.xml"),
     Source("nvsmi", "nvidia-smi", _cmd("nvsmi", "nvidia-smi", timeout_s=20), "cmd:nvsmi",
            start=r"^(?:\|\s*NVIDIA-SMI \d|`?\|?\s*NVIDIA-SMI \S+\s+Driver Version:)",
            parser=_P + "nvsmi:parse_nvsmi_table", facts=("gpus", "driver_version", "cuda_driver_version"), sample="capture:cmds/nvsmi"),
