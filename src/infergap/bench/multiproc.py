@@ -31,6 +31,11 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait
 from time import perf_counter
 
+from infergap.bench.client import StreamClient
+from infergap.bench.metrics import RequestRecord, judge_client
+from infergap.bench.results import ClientHealth
+from infergap.bench.shapes import for_spec
+from infergap.bench.trial import LoadSpec, Runner, TrialRun, install_uvloop
 from infergap.errors import UserError
 
 JOIN_TIMEOUT_S = 30.0
@@ -54,8 +59,6 @@ class ClientArgs:
 
 def split(spec, prompts: list, procs: int, seed: int) -> list[tuple]:
     """The per-worker ``(LoadSpec, prompts, seed)`` of a trial (see the module docstring)."""
-    from infergap.bench.runner import LoadSpec
-
     out = []
     for w in range(procs):
         mine = prompts[w::procs]
@@ -86,9 +89,6 @@ def _child(args: ClientArgs, spec, prompts: list, seed: int, duration_s: float |
     (``("progress", [summary, …])``) while it runs, then ``("ok", (TrialRun, counts))`` or
     ``("error", line)``. The trial stops when ``stop_ev`` is set or on SIGINT."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # until the loop's handler stops the trial cleanly
-    from infergap.bench.client import StreamClient
-    from infergap.bench.runner import Runner, install_uvloop
-
     install_uvloop()
     done: list[tuple] = []
 
@@ -117,8 +117,8 @@ def _child(args: ClientArgs, spec, prompts: list, seed: int, duration_s: float |
             await loop.run_in_executor(None, barrier.wait, JOIN_TIMEOUT_S)
             if stop_ev.is_set():
                 runner.stop()
-            tr = await runner.trial(spec, lambda i: prompts[i % len(prompts)], len(prompts) if spec.offsets is None else None,
-                                    duration_s, seed=seed)
+            shape = for_spec(spec, lambda i: prompts[i % len(prompts)], len(prompts) if spec.offsets is None else None, seed)
+            tr = await runner.run(shape, duration_s)
             return tr, c.counts()
         finally:
             tick.cancel()
@@ -160,8 +160,6 @@ class MultiTrial:
         """Start the workers, collect progress and results; return the merged TrialRun.
         Raises UserError when a worker fails or does not answer within the trial's time
         (after an interruption, the workers that answered make the trial, marked stopped)."""
-        from infergap.bench.runner import TrialRun
-
         ctx = mp.get_context("spawn")  # no fork: the parent has threads (NVML, /metrics sampling)
         barrier = ctx.Barrier(len(self.parts))
         self._stop = ctx.Event()
@@ -217,9 +215,6 @@ class MultiTrial:
 
 def merge_health(hs: list, spec, records: list | None = None):
     """Client health of a trial from its workers' (see the module docstring)."""
-    from infergap.bench.metrics import judge_client
-    from infergap.bench.results import ClientHealth
-
     def worst(attr):
         return max((getattr(h, attr) for h in hs), key=lambda s: s.p99 if s.p99 is not None else -1)
 
@@ -249,8 +244,6 @@ async def trial(runner, args: ClientArgs, spec, prompts: list, procs: int, durat
     each finished request (a record holding its error kind, output tokens and retries), the
     connection counters are added to ``runner.client``'s, and ``runner.stop()`` interrupts the
     workers, whose measured requests are kept (the trial is marked stopped)."""
-    from infergap.bench.metrics import RequestRecord
-
     loop = asyncio.get_running_loop()
     on_request = runner.on_request
 
