@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
 from infergap.bench import traces
 from infergap.bench.datasets import _WORDS, Prompt
 from infergap.bench.metrics import RequestRecord
-from infergap.bench.results import TurnTokens, WorkloadStats
+from infergap.bench.results import BenchSettings, TurnTokens, WorkloadStats
 # The --dataset grammar lives in workload_spec (light, for the settings' checks); kept importable from here.
 from infergap.bench.workload_spec import DEFAULT_THINK_S as DEFAULT_THINK_S
 from infergap.bench.workload_spec import WORKLOAD_KINDS as WORKLOAD_KINDS
@@ -94,7 +95,7 @@ def conversations(n: int, spec: DatasetSpec, input_len: int, output_len: int, *,
     return out
 
 
-def load_trace(spec: DatasetSpec, settings) -> list[traces.TraceRequest] | None:
+def load_trace(spec: DatasetSpec, settings: BenchSettings) -> list[traces.TraceRequest] | None:
     """The trace of a trace dataset with ``--time-scale`` and ``--max-duration`` applied (``None``
     for other workloads). Raises UserError for an unreadable or malformed file."""
     if spec.kind not in traces.TRACE_KINDS:
@@ -103,7 +104,7 @@ def load_trace(spec: DatasetSpec, settings) -> list[traces.TraceRequest] | None:
     return traces.select(reqs, time_scale=settings.time_scale, max_duration_s=settings.max_duration_s)
 
 
-def prompt_source(spec: DatasetSpec, settings, salt: str, n: int):
+def prompt_source(spec: DatasetSpec, settings: BenchSettings, salt: str, n: int) -> Callable[[int], Prompt]:
     """``i → Prompt`` for the shared-prefix and trace workloads (multi-turn conversations are
     built per trial by :func:`conversations`; this source gives their first turns, for warm-up)."""
     if spec.kind == "shared-prefix":

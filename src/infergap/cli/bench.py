@@ -142,13 +142,14 @@ def bench(
     from infergap.bench import slo as slo_search
     from infergap.bench import workloads
 
+    targets = slo_search.parse_targets(slo) if slo else []  # its message names percentile bounds first
     # Which combinations of options can run is the settings' own check (BenchSettings), one line.
     settings = BenchSettings.checked(
         api=api, stream=not no_stream, concurrency=concurrency or [], request_rate=request_rate or [], arrival=arrival,
         num_prompts=num_prompts, duration_s=duration, input_len=input_len, output_len=output_len, len_spread=len_spread,
         dataset=dataset, trials=trials, warmup=warmup, seed=seed, slo=parse_slo(slo) if slo else None, timeout_s=timeout,
         tokenizer=tokenizer, time_scale=time_scale, max_duration_s=max_duration, token_scale=token_scale,
-        slo_targets=slo_search.parse_targets(slo) if slo else [], search=search,
+        slo_targets=targets, search=search,
         max_error_rate=parse_error_rate(max_error_rate), client_procs=client_procs)
     if settings.concurrency:
         from infergap.guard import ensure_open_files
