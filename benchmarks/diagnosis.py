@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from infergap.audit import run_audit  # noqa: E402
-from infergap.evidence.snapshot import EvidenceSnapshot  # noqa: E402
+from infergap.evidence.overlay import EvidenceSnapshot  # noqa: E402
 from infergap.findings import Status  # noqa: E402
 
 CORPUS = ROOT / "tests" / "fixtures" / "evidence"

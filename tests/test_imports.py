@@ -63,3 +63,32 @@ def test_the_reader_sees_a_banned_import():
                        text=True, env=env, timeout=120)
     mods = {line.split("|")[2].strip() for line in p.stderr.splitlines() if line.count("|") == 2}
     assert _hits(mods, NOT_IN_AUDIT)[:1] and {"numpy", "aiohttp", "infergap.bench.runner"} <= mods
+
+
+def test_the_nvml_check_agrees_with_pynvml():
+    """:func:`infergap.snapshot.probes.nvml_library_missing` says what ``pynvml.nvmlInit`` finds:
+    the library missing exactly when NVML fails with NVML_ERROR_LIBRARY_NOT_FOUND."""
+    import pynvml
+
+    from infergap.snapshot.probes import nvml_library_missing, nvml_probe
+
+    try:
+        pynvml.nvmlInit()
+        missing = False
+        pynvml.nvmlShutdown()
+    except pynvml.NVMLError as e:
+        missing = isinstance(e, pynvml.NVMLError_LibraryNotFound)
+    assert nvml_library_missing() is missing
+    if missing:
+        assert nvml_probe() == {"available": False, "error": "NVML init failed: NVML Shared Library Not Found"}
+
+
+def test_a_live_audit_without_the_nvml_library_does_not_import_pynvml(tmp_path):
+    """Importing the NVML bindings costs about 0.1 s: a host without the driver's library skips it."""
+    from infergap.snapshot.probes import nvml_library_missing
+
+    if not nvml_library_missing():
+        pytest.skip("this host has libnvidia-ml: the probe imports pynvml, as it must")
+    mods, out = imported("audit", "--format", "json", "-o", str(tmp_path / "report.json"))
+    assert "infergap.snapshot.probes" in mods and (tmp_path / "report.json").stat().st_size > 0, out
+    assert "pynvml" not in mods

@@ -32,6 +32,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="llama-3.1-8b", help="name of a config in src/infergap/data/models/")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--type", default="f16", choices=("f16", "q8_0"),
+                    help="weight type of the 2-D tensors: f16, or q8_0 (quantized here with gguf-py's reference "
+                         "Q8_0 quantizer, every 2-D tensor as llama-quantize's Q8_0 file type does)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=INT", help="override a config field (a smaller model for a dry run)")
     a = ap.parse_args()
 
@@ -62,7 +65,8 @@ def main() -> None:
     w.add_rope_freq_base(float(cfg.get("rope_theta", 10000.0)))
     w.add_layer_norm_rms_eps(float(cfg.get("rms_norm_eps", 1e-5)))
     w.add_vocab_size(vocab_n)
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    q8 = a.type == "q8_0"
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if q8 else gguf.LlamaFileType.MOSTLY_F16)
 
     T = gguf.TokenType
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)]
@@ -100,20 +104,29 @@ def main() -> None:
     ones = np.ones(d, dtype=np.float32)
     blk = {"attn_q": rand(n_head * hd, d), "attn_k": rand(n_kv * hd, d), "attn_v": rand(n_kv * hd, d),
            "attn_output": rand(d, n_head * hd), "ffn_gate": rand(ff, d), "ffn_up": rand(ff, d), "ffn_down": rand(d, ff)}
-    w.add_tensor("token_embd.weight", emb)
+    def conv(arr: np.ndarray) -> tuple[np.ndarray, dict]:
+        if not q8:
+            return arr, {}
+        qt = gguf.GGMLQuantizationType.Q8_0
+        return gguf.quants.quantize(arr.astype(np.float32), qt), {"raw_dtype": qt}
+
+    emb, emb_kw = conv(emb)
+    out, out_kw = conv(out)
+    blk = {k: conv(v) for k, v in blk.items()}
+    w.add_tensor("token_embd.weight", emb, **emb_kw)
     for i in range(n_layer):
         w.add_tensor(f"blk.{i}.attn_norm.weight", ones)
-        for name, arr in blk.items():
-            w.add_tensor(f"blk.{i}.{name}.weight", arr)
+        for name, (arr, kw) in blk.items():
+            w.add_tensor(f"blk.{i}.{name}.weight", arr, **kw)
         w.add_tensor(f"blk.{i}.ffn_norm.weight", ones)
     w.add_tensor("output_norm.weight", ones)
-    w.add_tensor("output.weight", out)
+    w.add_tensor("output.weight", out, **out_kw)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
     size = Path(a.out).stat().st_size
-    print(f"wrote {a.out}: {a.model}, {size / 1e9:.2f} GB, F16, vocab {vocab_n}, in {time.time() - t0:.0f} s")
+    print(f"wrote {a.out}: {a.model}, {size / 1e9:.2f} GB, {a.type.upper()}, vocab {vocab_n}, in {time.time() - t0:.0f} s")
 
 
 if __name__ == "__main__":

@@ -313,7 +313,7 @@ def _audit_stage(run: _Run, cfg: Any, snapshot: str | None, evidence: list[str] 
     """Audit the host or snapshot with the evidence (``audit.json``): (the report or None, the
     engine logs found, the snapshot, left open for the roofline; the caller closes it)."""
     from infergap.audit import run_audit
-    from infergap.evidence.snapshot import open_with_evidence
+    from infergap.evidence.overlay import open_with_evidence
     from infergap.plan.inputs import engine_logs_from
 
     audit = None

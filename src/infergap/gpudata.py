@@ -35,7 +35,7 @@ class Sku(BaseModel):
     peer-to-peer between two of them (None: not known here); ``nvlink_layout`` ``none``,
     ``bridge`` (bridges join ``nvlink_group`` GPUs, e.g. pairs) or ``switch`` (every pair linked);
     ``pci_device_ids`` NVIDIA (0x10de) device ids; ``bandwidth_GBps`` the datasheet memory
-    bandwidth when the entry has datasheet figures; ``source`` the public documents cited.
+    bandwidth when the entry has datasheet figures; ``pcie_gen`` the PCIe generation of its host link (x16); ``source`` the public documents cited.
     """
 
     id: str
@@ -46,6 +46,8 @@ class Sku(BaseModel):
     nvlink_group: int | None = None
     pci_device_ids: list[int] = []
     bandwidth_GBps: float | None = None
+    #: The PCIe generation of the GPU's own host link (datasheet entries only).
+    pcie_gen: int | None = None
     source: str = ""
 
 
@@ -79,7 +81,7 @@ def _table() -> tuple[list[tuple[set[str], Sku]], list[tuple[re.Pattern[str], Sk
     for g in d["gpus"]:
         s = Sku(id=g["id"], label=g["label"], sm=g.get("sm"), p2p=g.get("p2p"), nvlink_layout=g.get("nvlink_layout"),
                 nvlink_group=g.get("nvlink_group"), pci_device_ids=_ids(g.get("pci_device_ids")), bandwidth_GBps=g.get("bandwidth_GBps"),
-                source="; ".join(x for x in (g.get("topology_source"), g.get("source")) if x))
+                pcie_gen=g.get("pcie_gen"), source="; ".join(x for x in (g.get("topology_source"), g.get("source")) if x))
         exact.append(({_norm(x) for x in (g["label"], *g.get("names", []))}, s))
     fams = []
     for f in d.get("families", []):

@@ -24,6 +24,7 @@ import errno
 import hashlib
 import json
 import logging
+import math
 import os
 import random
 import socket
@@ -314,14 +315,14 @@ MAX_VALUE_CHARS = 8192
 def cap_values(obj: Any) -> Any:
     """A copy of a JSON-like tree with strings cut to :data:`MAX_VALUE_CHARS` and NaN/±Infinity
     as null (JSON has no such numbers)."""
-    from infergap.guard import finite, map_leaves
+    from infergap.guard import map_leaves
 
     def cut(v: Any) -> Any:
-        if isinstance(v, str) and len(v) > MAX_VALUE_CHARS:
-            return v[:MAX_VALUE_CHARS] + f"… [{len(v) - MAX_VALUE_CHARS} characters cut]"
-        return v
+        if isinstance(v, str):
+            return v if len(v) <= MAX_VALUE_CHARS else v[:MAX_VALUE_CHARS] + f"… [{len(v) - MAX_VALUE_CHARS} characters cut]"
+        return None if isinstance(v, float) and not math.isfinite(v) else v
 
-    return finite(map_leaves(obj, cut))
+    return map_leaves(obj, cut)  # one walk: strings cut, non-finite numbers null (as guard.finite)
 
 
 class Ledger:
@@ -333,14 +334,21 @@ class Ledger:
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, readonly: bool = False) -> None:
+        named = path is not None or bool(os.environ.get("INFERGAP_DB"))
         self.path = Path(path) if path is not None else default_db_path()
         if readonly:
             self._open_readonly()
             return
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise LedgerError(f"ledger {self.path}: cannot create its directory ({e.strerror or e})") from None
+        if named:  # a path the user typed: a missing folder is a typo, not something to create
+            if not self.path.parent.is_dir():
+                by = "--db" if path is not None else "$INFERGAP_DB"
+                raise LedgerError(f"ledger {self.path} (named by {by}): the directory {self.path.parent} does not exist; "
+                                  "create it or name another path")
+        else:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise LedgerError(f"ledger {self.path}: cannot create its directory ({e.strerror or e})") from None
         try:
             self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         except sqlite3.Error as e:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from infergap.audit import run_audit
-from infergap.evidence.snapshot import open_with_evidence
+from infergap.evidence.overlay import open_with_evidence
 
 SNAP = Path(__file__).resolve().parents[1] / "fixtures" / "real-gpu" / "h200-llama-server" / "snapshot.tar.gz"
 

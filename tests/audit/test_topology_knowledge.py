@@ -206,7 +206,7 @@ def test_healthy_h200_pair_has_no_weak_p2(h200x2):
 
 
 def test_paste_of_another_host_is_audited_on_its_own():
-    from infergap.evidence.snapshot import open_with_evidence
+    from infergap.evidence.overlay import open_with_evidence
 
     snap = open_with_evidence(HOSTS / "h200-1gpu", [EV / "nvsmi-libc6shim14-rtx5070.txt"])
     try:
@@ -220,7 +220,7 @@ def test_paste_of_another_host_is_audited_on_its_own():
 
 
 def test_paste_of_the_same_host_is_merged():
-    from infergap.evidence.snapshot import open_with_evidence
+    from infergap.evidence.overlay import open_with_evidence
 
     snap = open_with_evidence(HOSTS / "h200-1gpu", [HOSTS / "h200-1gpu" / "cmds" / "nvsmi_q.out"])
     try:

@@ -140,7 +140,7 @@ def test_evidence_only_where_base_lacks_it(tmp_path):
 
 def test_snapshot_evidence_folder(tmp_path):
     """Files dropped into a snapshot directory's evidence/ folder are read too."""
-    from infergap.evidence.snapshot import open_with_evidence
+    from infergap.evidence.overlay import open_with_evidence
 
     snapdir = tmp_path / "snap"
     shutil.copytree(H200, snapdir)

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from infergap.evidence.recognize import scan_file
-from infergap.evidence.snapshot import open_with_evidence
+from infergap.evidence.overlay import open_with_evidence
 from infergap.evidence.text import clean_line
 from tests.evidence.evidence_data import FIX, H200, ROOT
 
@@ -62,7 +62,7 @@ def test_dash_with_this_host_is_split_like_a_file():
 def test_dash_stdin_has_the_pipe_cap():
     """Standard input is spooled under the same byte cap as any pipe: past it, the input is named
     and refused, never read without end."""
-    code = ("import sys; from infergap.evidence import snapshot as s; s.MAX_SPOOL_BYTES = 4096; "
+    code = ("import sys; from infergap.evidence import overlay as s; s.MAX_SPOOL_BYTES = 4096; "
             "snap = s.open_with_evidence(None, ['-'], host=False); "
             "print([(u.path.name, u.reason) for u in snap.unrecognized()]); snap.close()")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
@@ -148,7 +148,7 @@ def test_a_folder_walk_skips_fifos_links_to_read_files_and_pseudo_filesystems(tm
 def test_a_folder_too_large_is_read_in_part_and_says_so(tmp_path, monkeypatch):
     """``--evidence /`` must not read the whole disk silently: the walk stops at the limit and an
     unrecognised entry names the folder, how far it got and what to do."""
-    from infergap.evidence import snapshot as mod
+    from infergap.evidence import overlay as mod
 
     logs = tmp_path / "logs"
     _real_logs(logs, 4)
@@ -172,7 +172,7 @@ def test_a_folder_too_large_is_read_in_part_and_says_so(tmp_path, monkeypatch):
 def test_the_root_folder_is_walked_without_pseudo_filesystems(monkeypatch):
     """``--evidence /`` skips /proc, /sys, /dev
     and /run by name and stops at the file limit instead of reading the disk."""
-    from infergap.evidence import snapshot as mod
+    from infergap.evidence import overlay as mod
 
     monkeypatch.setattr(mod, "MAX_FOLDER_FILES", 20)
     snap = mod.EvidenceSnapshot(None, ["/"])

@@ -3,6 +3,7 @@ a refusal or a SIGTERM."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import signal
@@ -16,7 +17,7 @@ from hostile_helpers import one_line_error
 
 from benchmarks.hostile import Zeros
 from infergap.snapshot import core
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_cli
 
 
 def _env(tmp):
@@ -86,3 +87,53 @@ def test_sigterm_while_unpacking_leaves_no_temporary_directory(tmp_path):
     assert "Traceback" not in err
     assert proc.returncode == 130, err
     assert list(tmp.iterdir()) == [], "temporary directory left after SIGTERM"
+
+
+def _tar(path, members):
+    """A .tar.gz of ``members``: (name, bytes) for a file, (name, tarfile type, link) for others."""
+    with tarfile.open(path, "w:gz") as t:
+        for m in members:
+            ti = tarfile.TarInfo(m[0])
+            if len(m) == 2:
+                ti.size = len(m[1])
+                t.addfile(ti, io.BytesIO(m[1]))
+            else:
+                ti.type, ti.linkname = m[1], m[2]
+                t.addfile(ti)
+    return path
+
+
+@pytest.mark.parametrize("members, words", [
+    ([("snap/cmds/x.out", b"x"), ("../evil", b"x")], ["unsafe member '../evil'", "leading outside the snapshot"]),
+    ([("snap/files/etc/x", tarfile.SYMTYPE, "/etc/passwd")], ["unsafe member 'snap/files/etc/x'", "a link to an absolute path"]),
+    ([("snap/files/dev/x", tarfile.CHRTYPE, "")], ["unsafe member 'snap/files/dev/x'", "a device or special file"]),
+    ([("notes/readme.txt", b"hello")], ["not an infergap snapshot", "the archive holds none of meta.json"]),
+])
+def test_each_archive_problem_is_named(tmp_path, members, words):
+    """An unsafe member is a refusal naming it and why (it used to be dropped with a debug line,
+    auditing what was left); an archive of something else is 'not an infergap snapshot'."""
+    arch = _tar(tmp_path / "x.tar.gz", members)
+    one_line_error(run_cli("audit", "--snapshot", str(arch)), f"snapshot {arch}", *words)
+
+
+@pytest.mark.parametrize("content, reason", [
+    (b"", "an empty file"), (b"plain text, not an archive", "neither gzip nor tar data"),
+    (gzip.compress(b"gzip of a text file\n" * 50), "gzip-compressed, but no tar archive inside"),
+])
+def test_a_file_that_is_no_archive_says_what_it_is(tmp_path, content, reason):
+    f = tmp_path / "x.tar.gz"
+    f.write_bytes(content)
+    line = one_line_error(run_cli("audit", "--snapshot", str(f)), "not a readable .tar.gz archive", reason)
+    assert "could not be opened successfully" not in line
+
+
+def test_a_plain_directory_is_not_a_snapshot(tmp_path):
+    """A folder of notes (a typo'd path, the home directory) was audited as an empty host: 22
+    unknowns, exit 0. An empty directory stays a valid, empty snapshot."""
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("buy GPUs\n")
+    one_line_error(run_cli("audit", "--snapshot", str(tmp_path / "notes")), "not an infergap snapshot",
+                   "the directory holds none of", "--evidence")
+    (tmp_path / "empty").mkdir()
+    p = run_cli("audit", "--snapshot", str(tmp_path / "empty"))
+    assert p.returncode == 0 and "GPUs not captured" in p.stdout, p.stderr

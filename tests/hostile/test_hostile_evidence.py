@@ -10,11 +10,11 @@ import pytest
 from hostile_helpers import cli, no_traceback
 
 from infergap.parsers.nccl import parse_nccl_log
-from infergap.evidence.snapshot import EvidenceSnapshot
+from infergap.evidence.overlay import EvidenceSnapshot
 
 
 def test_dev_zero_as_evidence_is_capped(monkeypatch):
-    import infergap.evidence.snapshot as es
+    import infergap.evidence.overlay as es
 
     monkeypatch.setattr(es, "MAX_SPOOL_BYTES", 8 << 20)
     snap = EvidenceSnapshot(None, ["/dev/zero"])
@@ -73,3 +73,36 @@ def test_nested_argument_dump_in_an_engine_log(tmp_path):
     p = cli("audit", "--no-host", "--evidence", str(f), "--format", "json")
     no_traceback(p)
     assert json.loads(p.stdout)["schema"] == "infergap.audit/1"
+
+
+def test_evidence_file_names_are_shown_escaped(tmp_path):
+    """A file name holding a newline split a report line in two, and bytes that are not UTF-8
+    reached the terminal raw (and JSON as a lone surrogate): both are shown as escapes."""
+    import os
+
+    from tests.conftest import ROOT
+
+    smi = (ROOT / "tests/fixtures/hosts/h200-1gpu/cmds/nvsmi_q.out").read_bytes()
+    good = os.path.join(os.fsencode(tmp_path), b"smi\xff.txt")
+    with open(good, "wb") as f:
+        f.write(smi)
+    junk = os.path.join(os.fsencode(tmp_path), b"junk\nline\xfe.txt")
+    with open(junk, "wb") as f:
+        f.write(b"nothing any reader knows\n")
+    p = cli("audit", "--no-host", "--evidence", os.fsdecode(good), os.fsdecode(junk))
+    no_traceback(p)
+    assert "evidence.unrecognized [evidence/junk\\x0aline\\xfe.txt]" in p.stdout, p.stdout
+    assert "\udcff" not in p.stdout and "\ufffd" not in p.stdout and "junk\n" not in p.stdout
+    p = cli("audit", "--no-host", "--evidence", os.fsdecode(good), os.fsdecode(junk), "-f", "json")
+    found = json.loads(p.stdout)["findings"]
+    subjects = [f["subject"] for f in found if f["id"] == "evidence.unrecognized"]
+    assert subjects == ["evidence/junk\\x0aline\\xfe.txt"]
+    assert {e["source"] for f in found for e in f["evidence"]} >= {"evidence/smi\\xff.txt"}
+
+
+def test_active_with_no_host_is_refused():
+    """--active measures this machine and --no-host audits only the evidence: the measurement
+    was silently skipped."""
+    from hostile_helpers import one_line_error
+
+    one_line_error(cli("audit", "--no-host", "--active", "--evidence", "-", input="x\n"), "--active", "--no-host")

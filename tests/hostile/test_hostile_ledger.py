@@ -91,3 +91,16 @@ def test_history_and_errors_never_print_escapes(tmp_path):
     bad = tmp_path / "\x1b[31mred.json"
     p = cli("plan", "--audit", str(bad))
     assert "\x1b" not in p.stderr and "\\x1b" in p.stderr
+
+
+@pytest.mark.parametrize("how", ["env", "--db"])
+def test_a_named_ledger_under_a_missing_folder_is_not_created(tmp_path, how):
+    """$INFERGAP_DB or --db naming a folder that does not exist (a typo) made that whole tree;
+    now the run says so in one warning and records nothing, its exit status unchanged."""
+    db = tmp_path / "typo" / "deeper" / "ledger.sqlite3"
+    args = ["audit", "--no-host", "--evidence", str(ROOT / "tests/fixtures/hosts/h200-1gpu/cmds/nvsmi_q.out")]
+    p = cli(*args, env={"INFERGAP_DB": str(db)}) if how == "env" else cli(*args, "--db", str(db))
+    no_traceback(p)
+    assert p.returncode == 0 and not (tmp_path / "typo").exists(), p.stderr
+    by = "$INFERGAP_DB" if how == "env" else "--db"
+    assert f"run not recorded: ledger {db} (named by {by}): the directory {db.parent} does not exist" in p.stderr

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 
 import pytest
 from hostile_helpers import cli, no_traceback, one_line_error, snapshot_copy
@@ -249,3 +250,18 @@ def test_probe_file_with_wrong_field_types_is_one_unknown_naming_the_field(tmp_p
     assert not [i for i in doc["investigators"] if i.get("error")], [i for i in doc["investigators"] if i.get("error")]
     bad = [f for f in doc["findings"] if f["id"] == "evidence.unreadable" and f.get("subject") == "probes/nvml.json"]
     assert bad and "field" in bad[0]["impact"]
+
+
+def test_collect_keeps_an_existing_archive_unless_forced(tmp_path):
+    """``collect -o FILE.tar.gz`` overwrote an existing file without a word (last week's capture
+    of another host); now it is refused, and --force replaces it with a snapshot of this host."""
+    arch = tmp_path / "snap.tar.gz"
+    arch.write_bytes(b"an earlier capture")
+    one_line_error(cli("collect", "-o", str(arch)), f"--output {arch}", "the file exists", "--force")
+    assert arch.read_bytes() == b"an earlier capture"
+    (tmp_path / "dir.tar.gz").mkdir()
+    one_line_error(cli("collect", "-o", str(tmp_path / "dir.tar.gz"), "--force"), "not a regular file")
+    p = cli("collect", "-o", str(arch), "--force", timeout=300)
+    assert p.returncode == 0 and f"wrote {arch}" in p.stdout, p.stderr
+    with tarfile.open(arch) as tf:
+        assert any(n.endswith("meta.json") for n in tf.getnames())

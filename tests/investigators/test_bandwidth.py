@@ -117,3 +117,39 @@ def test_pasted_nccl_tests_run_with_wrong_values_is_p0(tmp_path) -> None:
     text = evidence_text("nccltests-232-allreduce-two-nodes.txt").replace("41.52   41.52      0", "41.52   41.52   1024")
     f = one(audit_ids(pasted_text(tmp_path, "run.txt", text), "bandwidth"), "nccl.allreduce_bandwidth")
     assert (f.status, f.severity) == ("actionable", "P0") and "1024 wrong" in f.title
+
+
+# -- pasted nvbandwidth runs ------------------------------------------------------------------
+
+def test_nvbandwidth_h2d_of_named_gpus_is_held_against_their_datasheet_link() -> None:
+    """nvbandwidth#15: eight RTX 4090 copy from host memory at 23.9-26.4 GB/s, 76 % or more of
+    gen4 x16 (31.5 GB/s): ok, with the link named."""
+    from tests.investigators.memsnap import audit_ids, one, pasted
+
+    f = one(audit_ids(pasted("nvbandwidth-15-4090-h2d.txt"), "bandwidth"), "pcie.h2d_bandwidth")
+    assert f.status == "ok" and "76%" in f.title
+    assert any("gen4 x16" in e.value and "23.9 GB/s" in e.value for e in f.evidence)
+
+
+def test_nvbandwidth_h2d_below_the_link_is_actionable() -> None:
+    """The same run with GPU 1 at 12.13 GB/s (an x8 link's figure): actionable, GPU 1 named."""
+    import tempfile
+    from pathlib import Path
+
+    from tests.investigators.memsnap import audit_ids, one, pasted_text, replaced
+    from tests.parsers.inputs import lines
+
+    with tempfile.TemporaryDirectory() as d:
+        paste = "\n".join(lines("nvbandwidth-15-4090-h2d.txt"))
+        snap = pasted_text(Path(d), "nvbw.txt", replaced(paste, "0     25.50     24.26", "0     25.50     12.13"))
+        f = one(audit_ids(snap, "bandwidth"), "pcie.h2d_bandwidth")
+    assert f.status == "actionable" and "1 of 8" in f.title
+    assert [e.value for e in f.evidence] == ["host_to_device_memcpy_ce GPU 1: 12.13 GB/s = 39% of 31.5 GB/s (gen4 x16 of the NVIDIA GeForce RTX 4090 datasheet)"]
+
+
+def test_nvbandwidth_h2d_of_unnamed_gpus_is_unknown() -> None:
+    """nvbandwidth#24: the matrices pasted without the device lines: no link to hold them against."""
+    from tests.investigators.memsnap import audit_ids, one, pasted
+
+    f = one(audit_ids(pasted("nvbandwidth-24-h100-h2d-sm.txt"), "bandwidth"), "pcie.h2d_bandwidth")
+    assert f.status == "unknown" and "35.03-35.39 GB/s" in f.title

@@ -190,3 +190,21 @@ def test_p2p_test_whose_pairs_cannot_peer_gives_no_measured_verdict() -> None:
     """nccl-tests#117: no pair can access its peer, so no bandwidth comparison (the refusal is expected on GeForce)."""
     found = audit_ids(pasted("nccltests-117-2080ti-no-peer.txt"), "interconnect")
     assert "gpu.p2p" not in found or all(f.status != "actionable" for f in found["gpu.p2p"])
+
+
+def test_nvbandwidth_waiving_peer_copies_on_geforce_is_expected() -> None:
+    """nvbandwidth#13: two RTX 2080 Ti, the peer test waived; the maintainer: peer mapping over
+    PCIe is not supported there (a product limit, no firmware advice)."""
+    f = one(audit_ids(pasted("nvbandwidth-13-2080ti-waived.txt"), "interconnect"), "gpu.p2p")
+    assert f.status == "expected" and "product limit" in f.title
+    assert f.evidence[0].value == "Waiving device_to_device_memcpy_write_ce."
+
+
+def test_nvbandwidth_waiving_peer_copies_on_p2p_capable_gpus_is_actionable(tmp_path) -> None:
+    """The same run on GPUs that offer P2P (the names changed to RTX A6000): the failed peer mapping is a fault."""
+    from tests.investigators.memsnap import pasted_text
+    from tests.parsers.inputs import lines
+
+    snap = pasted_text(tmp_path, "nvbw.txt", replaced("\n".join(lines("nvbandwidth-13-2080ti-waived.txt")), "GeForce RTX 2080 Ti", "RTX A6000"))
+    f = one(audit_ids(snap, "interconnect"), "gpu.p2p")
+    assert (f.status, f.severity) == ("actionable", "P1") and "peer mapping failed" in f.title

@@ -9,7 +9,7 @@ import pytest
 
 from infergap.audit import run_audit
 from infergap.evidence.recognize import scan_file
-from infergap.evidence.snapshot import EvidenceSnapshot
+from infergap.evidence.overlay import EvidenceSnapshot
 from infergap.findings import Status
 from infergap.messages import catalog
 from infergap.snapshot import open_snapshot

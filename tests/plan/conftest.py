@@ -11,7 +11,7 @@ from plan_support import SEED, SEED_LOG, SEED_POINTS, constructed_bench, llama_s
 def seed_inputs():
     """(audit report, engine logs, roofline result, bench result) of the seed case."""
     from infergap.audit import run_audit
-    from infergap.evidence.snapshot import open_with_evidence
+    from infergap.evidence.overlay import open_with_evidence
     from infergap.plan.inputs import engine_logs_from
     from infergap.roofline import Parallel, Workload, bounds, load_hardware, load_model
 

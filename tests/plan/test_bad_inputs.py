@@ -80,3 +80,15 @@ def test_a_gpu_bound_against_a_host_without_gpus_says_so():
     summary = build_plan(audit=audit, roofline=rl, bench=bench).gap.summary
     assert summary.startswith("batch 1: 20.00 tok/s is 6.3% of the aggregate bound")
     assert "the audit found no NVIDIA GPU" in summary and "NVIDIA H200" in summary
+
+
+@pytest.mark.parametrize("option", ["--audit", "--roofline"])
+def test_a_report_file_over_the_cap_is_refused_by_its_size(tmp_path, option):
+    """A 160 MB file given as --audit was parsed whole (1.37 GB of memory) before being refused;
+    the size is checked first, against a cap 160x the largest real audit."""
+    from infergap.plan.inputs import MAX_REPORT_BYTES
+
+    p = tmp_path / "huge.json"
+    with open(p, "wb") as f:
+        f.truncate(MAX_REPORT_BYTES + 1)  # sparse: costs no disk
+    one_line_error(infergap("plan", option, str(p)), f"{option} {p}", f"{MAX_REPORT_BYTES + 1} bytes, more than the {MAX_REPORT_BYTES} accepted")

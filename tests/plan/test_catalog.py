@@ -13,11 +13,11 @@ from infergap.errors import UserError
 from infergap.plan import Fact, evaluate, load_catalog
 from infergap.plan.catalog import EngineVariant
 from infergap.plan.conditions import facts_in, version_key
-from infergap.plan.facts import HOW_TO_FIND
+from infergap.plan.signals import HOW_TO_FIND
 
 PLAN_SRC = __import__("pathlib").Path(__file__).resolve().parents[2] / "src" / "infergap" / "plan"
-#: The modules that gather facts: the inputs (facts.py), the sweep's shape (behaviour.py), the serving process.
-FACT_SRCS = [PLAN_SRC / "facts.py", PLAN_SRC / "behaviour.py", PLAN_SRC / "process_facts.py"]
+#: The modules that gather facts: the inputs (signals.py), the sweep's shape (behaviour.py), the serving process.
+FACT_SRCS = [PLAN_SRC / "signals.py", PLAN_SRC / "behaviour.py", PLAN_SRC / "process_facts.py"]
 
 
 def test_shipped_catalog_complete():

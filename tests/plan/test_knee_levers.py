@@ -79,7 +79,7 @@ def test_no_lever_claims_a_knee_the_sweep_did_not_explain(cause):
 
 def test_no_knee_in_a_sweep_is_a_fact_not_an_unknown():
     from infergap.bench.engine_metrics import explain
-    from infergap.plan.facts import gather
+    from infergap.plan.signals import gather
     from plan_support import constructed_bench
 
     bench = constructed_bench([(1, 10.0, None), (2, 20.0, None), (4, 40.0, None)])  # throughput keeps up

@@ -154,7 +154,7 @@ def test_gguf_roofline_matches_the_file():
 
 def test_the_gpu_vm_is_not_a_container():
     from infergap.audit import run_audit
-    from infergap.evidence.snapshot import open_with_evidence
+    from infergap.evidence.overlay import open_with_evidence
 
     snap = open_with_evidence(str(D / "snapshot.tar.gz"), [], host=False)
     try:
@@ -169,7 +169,7 @@ def test_the_gpu_vm_is_not_a_container():
 def test_requests_waiting_in_the_engine_mark_the_slots_saturated():
     """llamacpp:requests_deferred read during the sweep decides it when the sweep never went past the slots."""
     from infergap.plan.conditions import Fact
-    from infergap.plan.facts import derive
+    from infergap.plan.signals import derive
 
     f = {"server.n_slots": Fact(value=4, source="GET /props"),
          "load.waiting_max": Fact(value=3, source="engine /metrics (llama.cpp) during the sweep, largest at c=4")}

@@ -79,3 +79,29 @@ def test_a_gpu_the_server_cannot_see_is_the_first_fact_with_the_log():
     with_proc = plan_of("novis")
     assert "CUDA_VISIBLE_DEVICES=''" in with_proc.facts["server.gpu_visible"].source or \
         "failed to initialize CUDA" in with_proc.facts["server.gpu_visible"].source
+
+
+def test_the_healthy_q8_0_server_is_kernel_bound_for_its_type():
+    """The healthy Q8_0 run: no P0/P1, no generic lever; the lower efficiency is explained by the
+    weight type, named, with its numbers, and llama-bench on the same build agrees (42.5 % of the
+    bound against F16's 65.7 %)."""
+    saved = json.loads((D / "q8" / "plan.json").read_text())
+    assert saved["facts"]["model.quant"]["value"] == "q8_0"
+    plan = plan_of("q8")
+    assert not [x.id for x in plan.levers if x.priority in ("P0", "P1")], [(x.id, x.selected_by) for x in plan.levers]
+    assert not GENERIC & {x.id for x in plan.levers}
+    qk = plan.facts["regime.quant_kernel_bound"]
+    assert qk.value is True and "kernel-bound for Q8_0" in qk.source and "184.93 tok/s" in qk.source
+    assert "no.host_tuning_quant_kernels" in {x.id for x in plan.wont_help}
+    assert "kernel-bound for Q8_0" in plan.gap.summary
+    bench = json.loads((D / "q8" / "llama-bench-q8_0.json").read_text())[0]
+    bound = plan.gap.headline[0]["bound_tok_s"]
+    assert bench["model_type"] == "llama 8B Q8_0" and 0.40 < bench["avg_ts"] / bound < 0.45
+
+
+def test_the_f16_twin_is_not_called_kernel_bound():
+    f16 = Path(__file__).resolve().parents[1] / "fixtures" / "real-gpu" / "h200-llama-server" / "healthy-quick"
+    plan = build_plan(audit=json.loads((f16 / "audit.json").read_text()), roofline=json.loads((f16 / "roofline.json").read_text()),
+                      bench=BenchResult.model_validate_json((f16 / "bench.json").read_text()),
+                      server=ServerConfig.model_validate_json((f16 / "server.json").read_text()))
+    assert "regime.quant_kernel_bound" not in plan.facts and "kernel-bound" not in plan.gap.summary

@@ -15,7 +15,7 @@ import pytest
 
 from infergap.parsers.engine_args import parse_argv
 from infergap.plan.build import build_plan
-from infergap.plan.facts import gather
+from infergap.plan.signals import gather
 from infergap.snapshot.process import cpu_since, find_listener, serving_process
 
 #: A listener with threads that burn CPU on demand: argv after the script is ignored by it, so the

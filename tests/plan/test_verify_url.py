@@ -58,7 +58,7 @@ def test_the_doctor_knows_pasted_or_snapshot_evidence_of_another_host():
     """Which evidence is of another host than this (GPU-less) machine: a pasted nvidia-smi of an
     RTX 5070, the 8-GPU seed snapshot; the live host alone is this machine."""
     from infergap.doctor import evidence_elsewhere
-    from infergap.evidence.snapshot import open_with_evidence
+    from infergap.evidence.overlay import open_with_evidence
 
     with open_with_evidence(None, [str(PASTE_5070)], host=True) as snap:
         why = evidence_elsewhere(snap, None)

@@ -40,6 +40,8 @@ def audit(
 
     if active and snapshot is not None:
         raise fail("--active measures this machine; it cannot be combined with --snapshot")
+    if active and not host:
+        raise fail("--active measures this machine; it cannot be combined with --no-host (which audits only the evidence)")
     if more_evidence and not evidence:
         raise fail(f"unexpected argument {more_evidence[0]} (evidence files go after --evidence)")
 
@@ -98,9 +100,9 @@ def audit(
 
 
 def _open_evidence(snapshot, evidence: list, host: bool, active: bool, interactive: bool):
-    """:func:`~infergap.evidence.snapshot.open_with_evidence`, with a live count of the evidence files
+    """:func:`~infergap.evidence.overlay.open_with_evidence`, with a live count of the evidence files
     read on a terminal (a large folder takes a while)."""
-    from infergap.evidence.snapshot import open_with_evidence
+    from infergap.evidence.overlay import open_with_evidence
 
     if not interactive or not evidence:
         return open_with_evidence(snapshot, evidence, host=host, active=active)
@@ -124,7 +126,7 @@ def _open_evidence(snapshot, evidence: list, host: bool, active: bool, interacti
 def collect(
     output: Path = typer.Option(Path("infergap-snapshot.tar.gz"), "--output", "-o", help="Snapshot directory, or a .tar.gz file."),
     active: bool = typer.Option(False, "--active", help="Also store the GPU measurements of audit --active."),
-    force: bool = typer.Option(False, "--force", help="Empty the --output directory first when it holds a previous snapshot."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --output .tar.gz, or empty the --output directory first when it holds a previous snapshot."),
 ) -> None:
     """Write a snapshot of this host (files/, cmds/, probes/, meta.json) for later or elsewhere."""
     from infergap.errors import UserError

@@ -26,6 +26,7 @@ from infergap.parsers.llamacpp_log import is_llamacpp_line
 from infergap.parsers.ollama_log import is_ollama_line
 from infergap.parsers.k8s_log import is_device_plugin_line
 from infergap.parsers.ray_log import is_ray_line
+from infergap.parsers.trtllm_log import is_trtllm_line
 from infergap.evidence.signatures import line_kind
 from infergap.evidence.text import LineNumbers, clean_line, decode, line_number
 from infergap.messages import catalog as message_catalog
@@ -43,7 +44,7 @@ MAX_NUL_SKIP = 16 * 1024 * 1024
 #: ``file:<path>`` answers ``Snapshot.read(path)``; ``log`` is read with ``Snapshot.evidence_parts(kind)``.
 KINDS: dict[str, tuple[str, str]] = {s.kind: (s.what, s.serves) for s in SOURCES if s.start or s.sample}
 
-LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "llamacpp_log", "ollama_log", "ray_log", "k8s_device_plugin", "dmesg", "traceback", "fragment", "messages")
+LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "llamacpp_log", "ollama_log", "trtllm_log", "ray_log", "k8s_device_plugin", "dmesg", "traceback", "fragment", "messages")
 
 # -- start markers (tested on the stripped line), in the records' order ---------------------------
 _START: list[tuple[str, re.Pattern[str]]] = [(s.kind, re.compile(s.start)) for s in SOURCES if s.start]
@@ -58,7 +59,7 @@ _REPEATING = {s.kind for s in SOURCES if s.repeats}
 #: Kinds whose output holds lines that look like a log or a failure signature (from the records).
 _HOLDS_LOGS = {s.kind for s in SOURCES if s.holds_log_lines}
 #: Kinds one of whose markers, inside a part of the key kind, continues it.
-_CONTINUES = {"lspci_vvv": {"lspci"}, "collect_env": {"pip_freeze", "collect_env"}, "nvsmi_topo": {"nvsmi_p2p"}, "check_env": {"pip_freeze", "env"}}
+_CONTINUES = {"nvc_info": {"lscpu"}, "nvsmi_q": {"nvsmi_q_part"}, "nvsmi_qx": {"nvsmi_qx_part"}, "lspci_vvv": {"lspci"}, "collect_env": {"pip_freeze", "collect_env"}, "nvsmi_topo": {"nvsmi_p2p"}, "check_env": {"pip_freeze", "env"}}
 
 # -- log line shapes (tested on the cleaned line) ----------------------------------------------
 _NCCL = re.compile(RECORDS["nccl_log"].lines or "")
@@ -150,7 +151,9 @@ class EvidencePart:
     @property
     def label(self) -> str:
         """Evidence source label: ``evidence/<file name>`` (``#<line>`` when the file has several parts)."""
-        base = f"evidence/{self.name or self.path.name}"
+        from infergap.guard import name_safe
+
+        base = f"evidence/{name_safe(self.name or self.path.name)}"
         return f"{base}#L{self.first_line}" if self.multi else base
 
     def iter_lines(self):
@@ -236,6 +239,8 @@ def log_kinds(line: str) -> tuple[str, ...]:
         out.append("ollama_log")
     if not out and is_llamacpp_line(s):
         out.append("llamacpp_log")
+    if not out and c in "[IWEF" and is_trtllm_line(s):
+        out.append("trtllm_log")
     if not out and " -- " in s and is_ray_line(s):
         out.append("ray_log")
     if not out and ("] " in s or "NVML" in s or "devic" in s or "watcher" in s) and is_device_plugin_line(s):
@@ -294,7 +299,7 @@ def _close(seg: _Seg, end: int) -> tuple[str | None, frozenset[str]]:
     if kind == "nvsmi_nvlink" and not seg.counts.get("_link"):
         kind = None  # ``nvidia-smi -L`` also prints "GPU 0: … (UUID: …)"
     if kind is None:
-        engine = max(("sglang_log", "vllm_log", "llamacpp_log", "ollama_log"), key=lambda k: logs.get(k, 0))
+        engine = max(("sglang_log", "vllm_log", "llamacpp_log", "ollama_log", "trtllm_log"), key=lambda k: logs.get(k, 0))
         if logs.get(engine):
             kind = engine
         elif logs.get("nccl_log"):
@@ -430,7 +435,7 @@ class _Splitter:
     def _log(self, lk: tuple[str, ...], line_start: int, lineno: int) -> None:
         """A log line of kinds ``lk``: counted; it begins a new segment after an output, or after
         words that separate it from a log of another family."""
-        fam = "engine" if ("sglang_log" in lk or "vllm_log" in lk or "ollama_log" in lk) else lk[0]
+        fam = "engine" if ("sglang_log" in lk or "vllm_log" in lk or "ollama_log" in lk or "trtllm_log" in lk) else lk[0]
         seg = self.seg
         if seg.kind is not None and seg.kind not in _HOLDS_LOGS and seg.content:
             self.cut(line_start, line_start, lineno)

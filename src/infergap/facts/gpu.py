@@ -21,6 +21,7 @@ from infergap.facts.base import FactsBase, Value, memo
 from infergap.facts.pci import BDF, NVIDIA
 from infergap.gpudata import device_name as data_device_name
 from infergap.parsers.nvsmi import (
+    parse_container_cli_info,
     NvsmiGpu,
     NvsmiParseError,
     Topology,
@@ -96,7 +97,7 @@ class GpuDomain(FactsBase):
     def _gpu_layers(self) -> list[tuple[str, list[NvsmiGpu]]]:
         """(source, GPUs) of every nvidia-smi output and NVML, in the order they override."""
         layers: list[tuple[str, list[NvsmiGpu]]] = []
-        for name, parse in (("nvsmi", parse_nvsmi_table), ("nvsmi_q", parse_nvsmi_q_text),
+        for name, parse in (("nvc_info", lambda t: parse_container_cli_info(t)[2]), ("nvsmi", parse_nvsmi_table), ("nvsmi_q", parse_nvsmi_q_text),
                             ("nvsmi_csv", lambda t: csv_to_gpus(parse_query_csv(t)))):
             r = self.cmd_ok(name)
             if r:
@@ -112,12 +113,23 @@ class GpuDomain(FactsBase):
     @memo
     def gpus(self) -> list[GpuFacts]:
         """NVIDIA GPUs, ordered by BDF, merged from sysfs, nvidia-smi CSV, XML and NVML. Without any
-        PCI address (only ``topo -m`` given) they are ``GPU0``… in ``topo -m`` order."""
+        PCI address (only ``topo -m`` given, or sections of ``-q`` pasted without their header) they
+        are ``GPU0``… in that output's order."""
         merged = {f.bdf: GpuFacts(bdf=f.bdf, sources=[f.source]) for f in self.pci_functions().values() if f.is_gpu}
-        for src, gl in self._gpu_layers():
+        layers = self._gpu_layers()
+        for src, gl in layers:
             for g in gl:
-                if g.bdf:
+                if g.bdf and not _INDEX_NAME.fullmatch(g.bdf):
                     _overlay(merged.setdefault(g.bdf, GpuFacts(bdf=g.bdf)), g, src)
+        # GPUs of a pasted -q fragment are known by index (GPU0 …): the n-th GPU in PCI order,
+        # as nvidia-smi lists them, when addresses are known; else they stay by that name.
+        real = sorted(merged)
+        for src, gl in layers:
+            for g in gl:
+                if g.bdf and _INDEX_NAME.fullmatch(g.bdf):
+                    i = int(g.bdf[3:])
+                    key = real[i] if real and i < len(real) else g.bdf
+                    _overlay(merged.setdefault(key, GpuFacts(bdf=key)), g, src)
         n = self.nvml()
         for d in (n.get("gpus", []) if n is not None else []):
             g2 = merged.get(normalize_bdf(d.get("pci_bus_id") or ""))
@@ -283,12 +295,12 @@ class GpuDomain(FactsBase):
     @memo
     def _smi_versions(self) -> list[tuple[str, tuple[str | None, str | None]]]:
         """(command, (driver, CUDA)) from the header of ``nvidia-smi -q`` text, then of the plain
-        ``nvidia-smi`` table; only the commands that ran."""
+        ``nvidia-smi`` table, then of ``nvidia-container-cli info``; only the commands that ran."""
         out = []
-        for name in ("nvsmi_q", "nvsmi"):
+        for name in ("nvsmi_q", "nvsmi", "nvc_info"):
             r = self.cmd_ok(name)
             if r:
-                out.append((name, parse_nvsmi_q_versions(r.stdout)))
+                out.append((name, parse_container_cli_info(r.stdout)[:2] if name == "nvc_info" else parse_nvsmi_q_versions(r.stdout)))
         return out
 
     @memo
@@ -334,6 +346,10 @@ class GpuDomain(FactsBase):
             if f.single_host and f.links and not any(lk.transport.startswith("NET") for lk in f.links):
                 return "local", src
         return None, None
+
+
+#: A GPU named by its nvidia-smi index (``GPU0``), as a ``-q`` fragment without addresses gives it.
+_INDEX_NAME = re.compile(r"GPU\d{1,3}")
 
 
 def _overlay(m: GpuFacts, g: NvsmiGpu, src: str) -> None:

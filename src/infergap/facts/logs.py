@@ -55,6 +55,11 @@ def engine_logs(snap: Any) -> list[tuple[Any, EngineLogFacts]]:
     """(part, facts) for every SGLang, vLLM or llama.cpp log part."""
     out = []
     for part in _parts(snap, "engine_log"):
+        if part.kind == "trtllm_log":
+            from infergap.parsers.trtllm_log import parse_trtllm_log
+
+            out.append((part, memo_part(snap, ("trtllm", str(part.path), part.start, part.end), lambda p=part: parse_trtllm_log(p.iter_lines()))))
+            continue
         if part.kind == "ollama_log":
             from infergap.parsers.ollama_log import parse_ollama_log
 
@@ -105,6 +110,14 @@ class LogDomain:
 
         return [(part, memo_part(self.snap, ("p2pbw", str(part.path), part.start, part.end), lambda p=part: parse_p2p_bandwidth(p.iter_lines())))
                 for part in _parts(self.snap, "p2p_bandwidth")]
+
+    def nvbandwidth_runs(self) -> list[tuple[Any, Any]]:
+        """(part, :class:`~infergap.parsers.nvbandwidth.NvbandwidthRun`) of every pasted
+        ``nvbandwidth`` output."""
+        from infergap.parsers.nvbandwidth import parse_nvbandwidth
+
+        return [(part, memo_part(self.snap, ("nvbw", str(part.path), part.start, part.end), lambda p=part: parse_nvbandwidth(p.iter_lines())))
+                for part in _parts(self.snap, "nvbandwidth")]
 
     def nccl_tests_runs(self) -> list[tuple[Any, Any]]:
         """(part, :class:`~infergap.parsers.nccl.NcclTestsRun`) of every pasted nccl-tests output."""

@@ -12,9 +12,11 @@ Reference figures:
 
 from __future__ import annotations
 
+from typing import Any
+
 from infergap import checks
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status
-from infergap.gpudata import datasheet_bandwidth_TBps, pcie_link_GBps
+from infergap.gpudata import datasheet_bandwidth_TBps, pcie_link_GBps, sku
 from infergap.investigators.base import Context, evidence, finding, unknown
 
 NAME = "bandwidth"
@@ -52,9 +54,56 @@ def _pasted_runs(ctx: Context) -> list[Finding]:
     return out
 
 
+def _gpu_link(ctx: Context, run: Any, i: int) -> tuple[float | None, str]:
+    """(GB/s per direction, how it is known) of the host link of device ``i`` of an nvbandwidth
+    run: the GPU's maximum link from the host facts when its PCI address is among them, else the
+    PCIe generation of its datasheet (x16, ``data/gpus.yaml``) by the name nvbandwidth printed."""
+    dom, _, rest = (run.bus.get(i) or "").partition(":")
+    if rest:  # "00000000:99:00" -> "0000:99:00.0" (nvbandwidth prints no function)
+        bdf = f"{int(dom, 16):04x}:{rest.lower()}.0"
+        g = next((g for g in ctx.facts.gpus() if g.bdf == bdf), None)
+        if g is not None and g.pcie_gen_max:
+            return pcie_link_GBps(g.pcie_gen_max, g.pcie_width_max or 16), f"gen{g.pcie_gen_max} x{g.pcie_width_max or 16} of {g.bdf}"
+    s = sku(run.devices.get(i))
+    if s is not None and s.pcie_gen:
+        return pcie_link_GBps(s.pcie_gen), f"gen{s.pcie_gen} x16 of the {s.label} datasheet"
+    return None, ""
+
+
+def _pasted_h2d(ctx: Context) -> list[Finding]:
+    """``pcie.h2d_bandwidth`` of each pasted ``nvbandwidth`` run with a unidirectional
+    host-to-device test: a GPU below ``min_fraction_of_link`` of its host link is actionable, ok
+    when every GPU reaches it, unknown when no GPU's link is known (the paste names none)."""
+    out = []
+    for part, run in ctx.facts.nvbandwidth_runs():
+        for test in sorted(t for t in run.tests if t.startswith("host_to_device_memcpy_")):
+            figs = run.per_gpu(test)
+            links = {i: _gpu_link(ctx, run, i) for i in figs}
+            judged = {i: figs[i] / links[i][0] for i in figs if links[i][0]}
+            low = sorted(i for i, f in judged.items() if f < H2D_OK)
+            shown = low or sorted(judged) or sorted(figs)
+            evs = evidence(*((part.label, f"{test} GPU {i}: {figs[i]:g} GB/s"
+                              + (f" = {judged[i]:.0%} of {links[i][0]:.1f} GB/s ({links[i][1]})" if i in judged else "")) for i in shown[:8]))
+            if not judged:
+                out.append(finding("pcie.h2d_bandwidth", Status.unknown, subject=part.label, evidence_=evs,
+                                   title=f"nvbandwidth {test}: {min(figs.values()):g}-{max(figs.values()):g} GB/s; the PCIe link it should reach is not known",
+                                   impact="Judging the copy needs the GPU's link: paste nvbandwidth's Device lines (the GPU's name and address) or nvidia-smi -q (GPU Link Info)."))
+            elif low:
+                out.append(finding("pcie.h2d_bandwidth", Status.actionable, subject=part.label, evidence_=evs, expected_value=f">= {H2D_OK:.0%} of the host link",
+                                   title=f"nvbandwidth {test}: {len(low)} of {len(figs)} GPU(s) copy from host memory below {H2D_OK:.0%} of their PCIe link",
+                                   impact="Weight loading, KV offload and CPU-GPU transfers run below what the link carries: check the link width and speed "
+                                          "(pcie.link), the IOMMU mode, MaxReadReq and the NUMA node of the copying thread.",
+                                   remedy=Remedy(commands=["nvidia-smi -q -d PCI   # Link Width and PCIe Generation: Current against Max",
+                                                           "numactl --cpunodebind=<GPU's node> --membind=<GPU's node> ./nvbandwidth -t host_to_device_memcpy_ce"])))
+            else:
+                out.append(finding("pcie.h2d_bandwidth", Status.ok, subject=part.label, evidence_=evs, expected_value=f">= {H2D_OK:.0%} of the host link",
+                                   title=f"nvbandwidth {test}: every GPU copies from host memory at {min(judged.values()):.0%} or more of its PCIe link"))
+    return out
+
+
 def investigate(ctx: Context) -> list[Finding]:
-    """The active probes' findings (:func:`_active`) and those of pasted nccl-tests runs."""
-    return _active(ctx) + _pasted_runs(ctx)
+    """The active probes' findings (:func:`_active`) and those of pasted nccl-tests and nvbandwidth runs."""
+    return _active(ctx) + _pasted_runs(ctx) + _pasted_h2d(ctx)
 
 
 def _active(ctx: Context) -> list[Finding]:

@@ -23,6 +23,7 @@ import re
 from typing import Any
 
 from infergap import checks
+from infergap.guard import name_safe
 from infergap.checks import finding, unknown
 from infergap.investigators.base import facts_of
 from infergap.evidence.recognize import KINDS
@@ -332,9 +333,10 @@ def investigate(ctx: object) -> list[Finding]:
     if not logs and facts.with_host():
         out += _host_kernel_log(facts)  # the host the evidence came with, when no kernel log was pasted
     for u in facts.unrecognized():
-        where = f"evidence/{u.path.name}" + (f"#L{u.first_line}" if u.first_line else "")
+        name = name_safe(u.path.name)
+        where = f"evidence/{name}" + (f"#L{u.first_line}" if u.first_line else "")
         out.append(finding("evidence.unrecognized", Status.unknown, subject=where,
-                           title=f"{u.path.name}: {u.reason}", evidence_=[ev(where, u.reason)],
+                           title=f"{name}: {u.reason}", evidence_=[ev(where, u.reason)],
                            impact=checks.get("evidence.unrecognized").text("ignored")))
     return out
 

@@ -250,6 +250,35 @@ def _p2p_measured(ctx: Context) -> list[Finding]:
     return out
 
 
+def _p2p_waived(ctx: Context) -> list[Finding]:
+    """``gpu.p2p`` from each pasted ``nvbandwidth`` run that waived a device-to-device test on two
+    or more GPUs: nvbandwidth waives it when the peer mapping failed (its maintainer in
+    NVIDIA/nvbandwidth#13). Expected when every GPU it names lacks PCIe P2P by product design
+    (``data/gpus.yaml``), actionable otherwise."""
+    cid = "gpu.p2p"
+    out = []
+    for part, run in ctx.facts.nvbandwidth_runs():
+        waived = [t for t in run.waived if t.startswith("device_to_device")]
+        if not waived or len(run.devices) < 2:
+            continue
+        names = sorted(set(run.devices.values()))
+        skus = [sku(n) for n in names]
+        evs = [ev(part.label, f"Waiving {t}.") for t in waived[:4]] + [ev(part.label, f"{len(run.devices)} devices: {', '.join(names)}")]
+        if all(s is not None and s.p2p == "not_supported" for s in skus):
+            out.append(finding(cid, Status.expected, subject=part.label, evidence_=evs + [ev("infergap gpus.yaml", f"{skus[0].label}: p2p not_supported")],
+                               title=f"nvbandwidth waived its peer copies: {skus[0].label} offers no PCIe peer-to-peer (a product limit)",
+                               impact=PRODUCT_LIMIT, references=[skus[0].source, "https://github.com/NVIDIA/nvbandwidth/issues/13"]))
+            continue
+        out.append(finding(cid, Status.actionable, subject=part.label, evidence_=evs, expected_value="device-to-device tests run on every GPU pair",
+                           title=f"nvbandwidth waived {len(waived)} device-to-device test(s): peer mapping failed between the GPUs",
+                           impact="Without P2P, NCCL stages every transfer through host memory (SHM): all-reduce latency and bandwidth suffer.",
+                           remedy=Remedy(commands=["nvidia-smi topo -p2p r   # the P2P status of every pair",
+                                                   "sudo lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'   # ACS redirect on a bridge above the GPUs"],
+                                         note="Check IOMMU mode, ACS on the bridges, and BIOS settings for PCIe peer-to-peer."),
+                           references=["https://github.com/NVIDIA/nvbandwidth/issues/13"]))
+    return out
+
+
 def _capability_report(sig: Any) -> bool:
     """Whether the entry reports what the GPUs can do (the answer of a P2P query pasted as a
     fragment: cudaDeviceCanAccessPeer, p2pBandwidthLatencyTest), not an engine failure: on GPUs
@@ -492,4 +521,4 @@ def investigate(ctx: Context) -> list[Finding]:
         f = fn(ctx)
         if f is not None:
             out.append(f)
-    return out + _p2p_measured(ctx)
+    return out + _p2p_measured(ctx) + _p2p_waived(ctx)

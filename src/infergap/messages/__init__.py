@@ -27,16 +27,18 @@ from importlib import resources
 from typing import Any
 
 from infergap import datafile
-from infergap.messages.template import LEVELS, MAX_LINE, key_words, longest_literal
+from infergap.messages.template import LEVELS, MAX_LINE, head_text, key_words, longest_literal, loose_pattern
 
 __all__ = ["LABELS", "Catalog", "Message", "MessageMatch", "catalog", "match_lines"]
 
 #: A message whose longest literal is shorter than this (characters) is too generic to match on
 #: its own (``%s: %s``); it stays in the catalog (and in the coverage figures) but never matches.
 MIN_LITERAL = 6
+#: Levels whose messages also match in their loose form (another release's wording).
+LOUD = ("fatal", "error", "warn")
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 #: Names of the components as a user knows them.
-LABELS = {"nccl": "NCCL", "cuda": "CUDA", "nvml": "NVML", "nvrm_xid": "NVIDIA driver", "nvidia_smi": "nvidia-smi",
+LABELS = {"nccl": "NCCL", "cuda": "CUDA", "nvml": "NVML", "nvrm_xid": "NVIDIA driver", "nvrm": "NVIDIA driver", "nvidia_smi": "nvidia-smi",
           "torch_distributed": "PyTorch distributed", "ray": "Ray", "k8s_device_plugin": "NVIDIA device plugin",
           "gpu_operator": "NVIDIA GPU operator", "vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp",
           "ollama": "ollama", "tensorrt_llm": "TensorRT-LLM"}
@@ -73,6 +75,17 @@ class Message:
         """The compiled pattern (compiled on first use)."""
         return re.compile(self.pattern)
 
+    @functools.cached_property
+    def loose(self) -> str | None:
+        """The template's loose form (:func:`~infergap.messages.template.loose_pattern`: the line
+        another release prints), or None when there is none (quiet levels included)."""
+        return loose_pattern(self.template, self.style) if self.level in LOUD else None
+
+    @functools.cached_property
+    def loose_regex(self) -> re.Pattern[str] | None:
+        """:attr:`loose` compiled on first use, tried where :attr:`regex` did not match."""
+        return re.compile(self.loose) if self.loose else None
+
     @property
     def source(self) -> str:
         """Where upstream the template is printed: ``repo tag path:line``, or a URL for GitHub."""
@@ -102,6 +115,7 @@ class MessageMatch:
     line: str
     captures: dict[str, str] = field(default_factory=dict)
     span: tuple[int, int] = (0, 0)
+    loose: bool = False  # matched the template's loose form (another release's wording), not its pattern
 
     @property
     def text(self) -> str:
@@ -145,35 +159,66 @@ class Catalog:
         return self._by_id[mid]
 
     @functools.cached_property
-    def _index(self) -> dict[str, tuple[Message, ...]]:
-        """word -> messages indexed under it: each message under its rarest whole word."""
-        words = {m.id: key_words(m.template, m.style) for m in self.messages if m.matchable}
-        freq = Counter(w for ws in words.values() for w in set(ws))
+    def _words(self) -> dict[str, list[str]]:
+        """message id -> the whole words any line printed from its template holds."""
+        return {m.id: key_words(m.template, m.style) for m in self.messages if m.matchable}
+
+    @functools.cached_property
+    def _freq(self) -> Counter[str]:
+        return Counter(w for ws in self._words.values() for w in set(ws))
+
+    def _build(self, words_of: Any) -> dict[str, tuple[Message, ...]]:
         index: dict[str, list[Message]] = {}
+        freq = self._freq
         for m in self.messages:
-            ws = words.get(m.id)
+            ws = words_of(m)
             if ws:
                 index.setdefault(min(ws, key=lambda w: (freq[w], -len(w))), []).append(m)
         return {w: tuple(ms) for w, ms in index.items()}
 
+    @functools.cached_property
+    def _index(self) -> dict[str, tuple[Message, ...]]:
+        """word -> messages indexed under it: each message under its rarest whole word."""
+        return self._build(lambda m: self._words.get(m.id))
+
+    @functools.cached_property
+    def _loose_index(self) -> dict[str, tuple[Message, ...]]:
+        """word -> messages whose first sentence alone (their loose form's head) is indexed under
+        it, when that head lacks the word the whole template is indexed under."""
+        def head_words(m: Message) -> list[str] | None:
+            ws = self._words.get(m.id)
+            if not ws or m.level not in LOUD:
+                return None
+            head = head_text(m.template)
+            if head is None:
+                return None
+            toks = set(_WORD.findall(head))
+            hw = [w for w in ws if w in toks]
+            return hw if hw and min(ws, key=lambda w: (self._freq[w], -len(w))) not in hw else None
+        return self._build(head_words)
+
     def match_line(self, line: str) -> list[tuple[Message, re.Match[str]]]:
         """Messages found on one line (cut at :data:`MAX_LINE`), most specific first; a match whose
         span lies inside a more specific one's is dropped (``%s:%d Cuda failure '%s'`` wins over
-        ``Cuda failure '%s'``)."""
+        ``Cuda failure '%s'``). A template's loose form (:attr:`Message.loose_regex`) is tried only
+        where its pattern did not match, and ranks after every pattern match."""
         line = line[:MAX_LINE]
         index = self._index
         cands: dict[str, Message] = {}
+        loose = self._loose_index
         for w in set(_WORD.findall(line)):
-            for m in index.get(w, ()):
+            for m in index.get(w, ()) + loose.get(w, ()):
                 cands[m.id] = m
         found = []
         for m in cands.values():
-            hit = m.regex.search(line)
+            hit = m.regex.search(line) or (m.loose_regex.search(line) if m.loose_regex is not None else None)
             if hit:
                 found.append((m, hit))
         if len(found) < 2:
             return found
-        found.sort(key=lambda mh: (-mh[0].literal_len, mh[0].id))
+        # strict matches first: another message's loose form (a longer sibling cut to the first
+        # sentence both share) never hides the message whose own pattern matched
+        found.sort(key=lambda mh: (mh[1].re is not mh[0].regex, -mh[0].literal_len, mh[0].id))
         kept: list[tuple[Message, re.Match[str]]] = []
         for m, h in found:
             if not any(k.start() <= h.start() and h.end() <= k.end() for _m, k in kept):
@@ -186,7 +231,7 @@ class Catalog:
         for n, line in enumerate(lines, first):
             for m, h in self.match_line(line):
                 caps = {k: v for k, v in h.groupdict().items() if v is not None}
-                out.append(MessageMatch(m, n, line[:MAX_LINE].rstrip("\n"), caps, h.span()))
+                out.append(MessageMatch(m, n, line[:MAX_LINE].rstrip("\n"), caps, h.span(), h.re is not m.regex))
         return out
 
 

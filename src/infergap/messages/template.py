@@ -159,8 +159,10 @@ def _lead(pieces: list[Piece]) -> int:
     return 0
 
 
-def pieces_pattern(pieces: list[Piece]) -> str:
-    """Bounded regex of parsed pieces (see the README's "Patterns")."""
+def pieces_pattern(pieces: list[Piece], loose: bool = False) -> str:
+    """Bounded regex of parsed pieces (see the README's "Patterns"); ``loose``: blanks next to
+    punctuation may be missing (:func:`loose_pattern`)."""
+    esc = _escape_loose if loose else _escape_literal
     pieces = list(pieces)
     if pieces and not pieces[-1].kind:
         pieces[-1] = Piece(text=pieces[-1].text.rstrip())
@@ -175,14 +177,14 @@ def pieces_pattern(pieces: list[Piece]) -> str:
     while i < len(pieces):
         p = pieces[i]
         if not p.kind:
-            out.append(_escape_literal(p.text))
+            out.append(esc(p.text))
             i += 1
             continue
         n += 1
         nxt = pieces[i + 1] if i + 1 < len(pieces) else None
         cap = f"(?P<{_group_name(p, used, n)}>{_capture(p, nxt)})"
         if nxt is not None and not nxt.kind:
-            out.append(f"(?>{cap}{_escape_literal(nxt.text)})")
+            out.append(f"(?>{cap}{esc(nxt.text)})")
             i += 2
         else:
             out.append(f"(?>{cap})" if nxt is not None else cap)
@@ -208,6 +210,70 @@ def template_pattern(template: str, style: str = "printf", attrs: Iterable[str] 
         )
         return f'(?:msg="?)?{msg}"?{caps}'
     return pieces_pattern(parse_template(_matchable_line(template), style))
+
+
+#: Shortest literal head (characters) a template may be cut to by :func:`loose_pattern`.
+HEAD_MIN = 30
+_SENTENCE_END = re.compile(r"[.!?](?=\s)")
+
+
+def _escape_loose(text: str) -> str:
+    """Like :func:`_escape_literal`, but a blank next to punctuation may be missing (one release
+    prints ``the `dtype` flag``, another ``the`dtype` flag``: adjacent string literals joined)."""
+    words = re.split(r"(\s+)", text)
+    out = []
+    for i, w in enumerate(words):
+        if i % 2 == 0:
+            out.append(re.escape(w))
+            continue
+        before, after = words[i - 1][-1:] if i else "", words[i + 1][:1] if i + 1 < len(words) else ""
+        lo = 0 if (before and not before.isalnum()) or (after and not after.isalnum()) else 1
+        out.append(r"\s{%d,%d}" % (lo, max(8, 2 * len(w))))
+    return "".join(out)
+
+
+def _head(pieces: list[Piece]) -> list[Piece]:
+    """The pieces up to the end of the template's first sentence, when that head holds at least
+    :data:`HEAD_MIN` literal characters and more text follows; else all pieces."""
+    lit = 0
+    for i, p in enumerate(pieces):
+        if p.kind:
+            continue
+        for m in _SENTENCE_END.finditer(p.text):
+            if lit + len(p.text[:m.end()].strip()) >= HEAD_MIN:
+                rest = p.text[m.end():].strip() or any(q.kind or q.text.strip() for q in pieces[i + 1:])
+                return pieces[:i] + [Piece(text=p.text[:m.end()])] if rest else pieces
+        lit += len(p.text.strip())
+    return pieces
+
+
+def head_text(template: str) -> str | None:
+    """The template's first sentence when :func:`loose_pattern` may cut it there (at least
+    :data:`HEAD_MIN` characters, more text after it); else None. A quick test on the raw text."""
+    line = _matchable_line(template)
+    for m in _SENTENCE_END.finditer(line):
+        if m.end() >= HEAD_MIN and line[m.end():].strip():
+            return line[:m.end()]
+    return None
+
+
+def loose_pattern(template: str, style: str = "printf") -> str | None:
+    """A looser regex for lines an older or newer release prints from the same template, or None
+    when it would be the pattern itself: blanks next to punctuation may be missing, and the
+    template may stop after its first sentence (:func:`_head`). The runtime tries it only where the
+    pattern did not match; it is as bounded as the pattern (same pieces, same atomic groups).
+
+    >>> t = "Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your {g} GPU {c}. You can use float16 instead by setting the `dtype` flag."
+    >>> bool(re.search(loose_pattern(t, "format"), "Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your T4 GPU has compute capability 7.5."))
+    True
+    >>> loose_pattern("peer %d failed", "printf") is None
+    True
+    """
+    if style == "slog":
+        return None
+    pieces = parse_template(_matchable_line(template), style)
+    out = pieces_pattern(_head(pieces), loose=True)
+    return None if out == pieces_pattern(pieces) else out
 
 
 def _slog_group(key: str) -> str:

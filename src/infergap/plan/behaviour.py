@@ -36,10 +36,12 @@ Rules and thresholds (stated so a reader can disagree):
   at ``-ngl 16`` held 11 GB and was 4-7 % busy; the run with ``CUDA_VISIBLE_DEVICES=`` held 0.6 GB
   and was 0 % busy).
 - **Quantized weights that buy little** (``regime.quant_kernel_bound``): weights of a quantized
-  type read at less than :data:`~infergap.plan.facts.LATENCY_BOUND_EFF` of the memory bound at
+  type read at less than :data:`~infergap.plan.signals.LATENCY_BOUND_EFF` of the memory bound at
   batch 1: fewer bytes did not buy proportionally more speed, so the decode kernels for that
   type — not memory bandwidth, the host or the flags — set the pace. On the lent H200 llama.cpp
-  read F16 at 65.7 % of the bound and Q8_0 at 42.8 % (half the bytes bought ×1.22).
+  read F16 at 65.7 % of the bound and Q8_0 at 42.8 % (half the bytes bought ×1.22; llama-bench tg128,
+  ``tests/fixtures/real-gpu/h200-llama-process/q8/llama-bench-q8_0.json``: 251.8 tok/s); through the
+  HTTP server at c=1 that Q8_0 model ran at 31.2 % of its bound, the F16 one at 58 %.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from __future__ import annotations
 from typing import Any
 
 from infergap.plan.conditions import Fact
-from infergap.plan.facts import LATENCY_BOUND_EFF, WEIGHTS_ON_GPU, _med, _put, _tps, completed
+from infergap.plan.signals import LATENCY_BOUND_EFF, WEIGHTS_ON_GPU, _med, _put, _tps, completed
 
 FALL_SHARE = 0.75
 TAIL_RATIO = 4.0
@@ -187,8 +189,8 @@ def quant_kernel_bound(facts: dict[str, Fact]) -> None:
     held = eff.value < LATENCY_BOUND_EFF
     _put(facts, "regime.quant_kernel_bound", held,
          f"{eff.source}: {eff.value:.1%} of the memory bound with {q.value} weights [{q.source}]" +
-         (f" (< {LATENCY_BOUND_EFF:.0%}: fewer bytes per weight did not buy the speed they should; the {q.value} "
-          "decode kernels set the pace)" if held else ""))
+         (f" (< {LATENCY_BOUND_EFF:.0%}: kernel-bound for {q.value.upper()} — fewer bytes per weight did not buy the speed "
+          f"they should; the {q.value.upper()} decode kernels set the pace)" if held else ""))
 
 
 def from_behaviour(facts: dict[str, Fact], bench: Any, roofline: dict[str, Any] | None) -> None:

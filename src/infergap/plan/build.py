@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 from infergap import __version__, shellcmd
 from infergap.plan.catalog import TIER_ORDER, Lever, load_catalog
 from infergap.plan.conditions import Fact, evaluate
-from infergap.plan.facts import completed, gather, how_to_find
+from infergap.plan.signals import completed, fact_words, gather, how_to_find
 
 SCHEMA = "infergap.plan/1"
 
@@ -100,10 +100,14 @@ class PlanItem(BaseModel):
 
 
 class Unknown(BaseModel):
-    """A fact the plan lacked, the levers it would decide, and the command that finds it out."""
+    """A fact the plan lacked, the levers it would decide, and the command that finds it out.
+    ``question``: the fact in words (:data:`infergap.plan.signals.FACT_WORDS`); ``decides_titles``:
+    the titles of the levers in ``decides`` (their ids), in the same order."""
 
     fact: str
+    question: str = ""
     decides: list[str] = Field(default_factory=list)
+    decides_titles: list[str] = Field(default_factory=list)
     command: str
 
 
@@ -525,6 +529,10 @@ def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, serve
     bw = facts.get("gpu.measured_bw_GBps")
     if eff is not None and bw is not None and plan.gap.summary:
         plan.gap.summary += f"; {eff.value:.1%} of the bound at the {bw.value / 1000:.2f} TB/s this host's audit measured"
+    qk, wt = facts.get("regime.quant_kernel_bound"), facts.get("model.weight_type")
+    if qk is not None and qk.value is True and wt is not None and plan.gap.summary:
+        plan.gap.summary += (f"; kernel-bound for {str(wt.value).upper()}: its decode kernels, not the memory bandwidth, "
+                             "the host or the flags, set the batch-1 pace (see will not help)")
     plan.host_fixes = build_host_fixes(a)
     unknown = _select(plan, catalog, facts, params)
     plan.levers.sort(key=lambda x: (_SEV_ORDER.get(x.priority or "", 9), not _follows_knee(x), TIER_ORDER[x.tier],
@@ -533,7 +541,9 @@ def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, serve
                             ("process", process)) if x}
     if server is not None and getattr(server, "reachable", None) is False:
         given.add("server-unreachable")
-    plan.unknowns = [Unknown(fact=k, decides=v, command=how_to_find(k, given)) for k, v in sorted(unknown.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+    titles = {lv.id: lv.title for lv in catalog}
+    plan.unknowns = [Unknown(fact=k, question=fact_words(k), decides=v, decides_titles=[titles.get(i, i) for i in v],
+                             command=how_to_find(k, given)) for k, v in sorted(unknown.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
     plan.top_actions = _top(plan)
     if not any(URL_PLACEHOLDER in (x.verify or "") for x in plan.levers + plan.wont_help):
         plan.url_note = None  # no command names a server: nothing to say about which one

@@ -12,9 +12,15 @@ from infergap.errors import UserError
 from infergap.guard import read_json, validate
 
 
+#: Bytes of an audit or roofline document the plan reads. An audit of an 8-GPU host with its
+#: evidence is about 100 kB (tests/fixtures/hosts/seed-8x-rtxpro6000); parsed JSON takes about
+#: 9x its size in memory (a 160 MB file took 1.37 GB), so the general 256 MB cap is far too much.
+MAX_REPORT_BYTES = 16 << 20
+
+
 def _json(path: str | Path, schema: str, what: str) -> dict[str, Any]:
     p = Path(path)
-    data = read_json(p, f"--{what}")
+    data = read_json(p, f"--{what}", max_bytes=MAX_REPORT_BYTES)
     if not isinstance(data, dict) or data.get("schema") != schema:
         got = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise UserError(f"--{what} {p}: expected an {schema} document, found {got!r}")
@@ -65,7 +71,7 @@ def engine_logs_from_files(paths: list[str | Path]) -> list[tuple[str, Any]]:
     audit reads them)."""
     if not paths:
         return []
-    from infergap.evidence.snapshot import open_with_evidence
+    from infergap.evidence.overlay import open_with_evidence
 
     snap = open_with_evidence(None, [str(p) for p in paths], host=False)
     try:

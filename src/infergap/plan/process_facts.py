@@ -17,7 +17,7 @@ from typing import Any
 
 from infergap.parsers.engine_args import ParsedArgs, canonical, parse_argv
 from infergap.plan.conditions import Fact
-from infergap.plan.facts import _put
+from infergap.plan.signals import _put
 
 THREAD_SATURATED = 0.9
 SMALL_UBATCH = 128

@@ -13,37 +13,43 @@ from typing import Any
 from rich.text import Text
 
 from infergap.findings import Finding, Status
-from infergap.guard import dumps, md_code, md_escape, safe_console, safe_tree, term_safe
+from infergap.guard import PlainConsole, dumps, md_code, md_escape, safe_console
 from infergap.synthesis import AuditReport
 
 SEV_STYLE = {"P0": "bold red", "P1": "yellow", "P2": "cyan"}
 
 
 def _count(n_items: int, n_findings: int) -> str:
-    """``11 items (18 findings)`` when grouping merged findings, else ``18``."""
-    return f"{n_items} items ({n_findings} findings)" if n_items != n_findings else str(n_findings)
+    """A section's count: the items it lists (the header line says once how many findings they
+    stand for, so every count of the report is in one unit)."""
+    return str(n_items)
 
 
 def summary_line(r: AuditReport, grouped: bool = False) -> str:
     """One line: counts per group and actionable per severity. ``grouped``: the report lists
-    findings grouped (:func:`group_findings`), so each count says how many items are listed and,
-    when fewer, how many findings they stand for."""
+    findings grouped (:func:`group_findings`), so every count is of the items listed (severities
+    too) and, when grouping merged findings, the line says so once with the findings' total (it
+    mixed '10 items (17 findings) actionable (P0 0, P1 15, …)' with a list of 10)."""
     c = r.summary["counts"]
-    s = r.summary["actionable_by_severity"]
-
-    def n(status: Status) -> str:
-        key = status.value
-        if not grouped or status is Status.not_applicable:
-            return str(c[key])
-        return _count(len(group_findings(r.by_status(status))), c[key])
-
-    parts = [f"{n(Status.actionable)} actionable (P0 {s['P0']}, P1 {s['P1']}, P2 {s['P2']})", f"{n(Status.expected)} expected",
-             f"{n(Status.unknown)} unknown", f"{n(Status.ok)} ok", f"{c['not_applicable']} not applicable"]
+    s = dict(r.summary["actionable_by_severity"])
+    n = {st.value: c[st.value] for st in Status}
+    if grouped:
+        for st in Status:
+            if st is not Status.not_applicable:
+                n[st.value] = len(group_findings(r.by_status(st)))
+        groups = group_findings(r.by_status(Status.actionable))
+        s = {k: sum(1 for f, _ in groups if f.severity and f.severity.value == k) for k in ("P0", "P1", "P2")}
+    parts = [f"{n['actionable']} actionable (P0 {s['P0']}, P1 {s['P1']}, P2 {s['P2']})", f"{n['expected']} expected",
+             f"{n['unknown']} unknown", f"{n['ok']} ok", f"{c['not_applicable']} not applicable"]
     if r.summary.get("evidence_unmatched"):
         parts[2] += f" ({r.summary['evidence_unmatched']} pasted part(s) with no known cause)"
     errs = r.summary.get("investigator_errors") or []
     read = r.summary.get("read_s")
-    line = " · ".join(parts) + " — " + (f"input read in {read:.2f} s, " if isinstance(read, (int, float)) else "") \
+    line = " · ".join(parts)
+    total, listed = sum(c.values()), sum(n.values())
+    if grouped and listed != total:
+        line = f"items listed: {line} ({total} findings grouped: one item per check and result across the devices it shares)"
+    line += " — " + (f"input read in {read:.2f} s, " if isinstance(read, (int, float)) else "") \
         + f"{len(r.investigators)} investigators in {r.summary['duration_s']:.2f} s"
     if errs:
         line += f" ({len(errs)} failed: {', '.join(errs)})"
@@ -83,11 +89,14 @@ def render_json(r: AuditReport) -> str:
 
 def render_text(r: AuditReport, width: int | None = None, color: bool = False) -> str:
     """The report for a terminal (colour when ``color``; wrapped at ``width`` columns when given)
-    or for a pipe or file (plain, one line per item, never wrapped mid-phrase)."""
-    r = _safe(r)
+    or for a pipe or file (plain, one line per item, never wrapped mid-phrase). Every string
+    printed, values from inputs included, is made terminal-safe by the console
+    (:func:`~infergap.guard.safe_console`, or :class:`~infergap.guard.PlainConsole` for a pipe or
+    file: the same text without Rich's cost)."""
     buf = io.StringIO()
-    con = safe_console(file=buf, width=width or 1000, force_terminal=color, no_color=not color, highlight=False,
-                       soft_wrap=width is None, markup=False, emoji=False)
+    con = PlainConsole(buf) if width is None and not color else safe_console(
+        file=buf, width=width or 1000, force_terminal=color, no_color=not color, highlight=False,
+        soft_wrap=width is None, markup=False, emoji=False)
     _text_header(con, r)
     con.print(Text(summary_line(r, grouped=True), style="bold"))
 
@@ -181,11 +190,6 @@ def _text_actionable(con: Any, act: list[Finding]) -> None:
                             seen.append(c)
                 for c in seen:
                     con.print(f"      {'fix' if kind == 'commands' else kind}: {c}")
-
-
-def _safe(r: AuditReport) -> AuditReport:
-    """A copy of the report whose every string is terminal-safe (values come from inputs)."""
-    return AuditReport.model_validate(safe_tree(r.model_dump(mode="json", by_alias=True)))
 
 
 _md_escape = md_escape

@@ -29,7 +29,16 @@ def _gain(x: PlanItem) -> str:
     if not x.gain:
         return ""
     lo, hi = x.gain
-    return f"×{lo:g}–{hi:g} {x.metric}, ~{x.effort_h:g} h (score {x.score:.2f}/h)"
+    return f"×{lo:g}–{hi:g} {x.metric}, about {x.effort_h:g} h of work to try"
+
+
+def _decides(u: Any, shown: int = 3) -> str:
+    """What settling an unknown fact would decide, in the levers' titles: the first ``shown``,
+    then how many more (the ids stay in the JSON's ``decides``)."""
+    titles = u.decides_titles or u.decides
+    more = len(titles) - shown
+    n = f"{len(titles)} change{'s' if len(titles) != 1 else ''}"
+    return f"would decide {n}: " + "; ".join(titles[:shown]) + (f"; and {more} more" if more > 0 else "")
 
 
 def render_text(plan: Plan, color: bool = False, width: int | None = None) -> str:
@@ -83,7 +92,8 @@ def render_text(plan: Plan, color: bool = False, width: int | None = None) -> st
     c.print()
     c.print(f"[bold]UNKNOWN[/] ({len(plan.unknowns)})")
     for u in plan.unknowns:
-        c.print(escape(f"  • {u.fact} — decides {', '.join(u.decides)}"))
+        c.print(escape(f"  • {(u.question or u.fact)[:1].upper()}{(u.question or u.fact)[1:]}  [{u.fact}]"))
+        c.print(escape(f"      {_decides(u)}"))
         c.print(escape(f"      find out: {u.command}"))
     c.print()
     c.print("[dim]ranking: " + escape(plan.ranking) + "[/]")
@@ -200,6 +210,7 @@ def render_markdown(plan: Plan) -> str:
         out.append(f"- **{e(x.title)}** ({md_code(x.id)}): {e(x.why)}  \n  because: {e('; '.join(x.selected_by))}")
     out += ["", "## Unknown", ""]
     for u in plan.unknowns:
-        out.append(f"- {md_code(u.fact)} decides {e(', '.join(u.decides))} — find out: {md_code(u.command)}")
+        q = u.question or u.fact
+        out.append(f"- {e(q[:1].upper() + q[1:])} ({md_code(u.fact)}): {e(_decides(u, shown=len(u.decides)))} — find out: {md_code(u.command)}")
     out += ["", f"_Ranking: {e(plan.ranking)}_", ""]
     return "\n".join(out)

@@ -114,15 +114,30 @@ def prepare_output(out: Path, force: bool = False) -> None:
             p.unlink()
 
 
+def _check_archive_output(out: Path, force: bool) -> None:
+    """A ``.tar.gz`` output that exists already is kept unless ``force`` (it was silently
+    overwritten: last week's snapshot of another host lost to a repeated command); a directory
+    of that name, or anything but a regular file, is never replaced. Raises UserError (one line)."""
+    from infergap.errors import UserError
+
+    if not os.path.lexists(out):
+        return
+    if out.is_symlink() or not out.is_file():
+        raise UserError(f"--output {out}: exists and is not a regular file; name a new .tar.gz")
+    if not force:
+        raise UserError(f"--output {out}: the file exists; name a new one, or --force to replace it")
+
+
 def collect(output: str | os.PathLike[str], root: str = "/", active: bool = False, source: Snapshot | None = None,
             force: bool = False) -> dict[str, Any]:
     """Collect this host into ``output`` (a directory, or a ``.tar.gz`` when the name ends so).
     ``active`` adds the GPU measurements (probes/active.json; they use the GPUs for a minute).
     A directory must be new or empty (``force`` empties a previous snapshot, see
-    :func:`prepare_output`); an archive is written to a temporary name and renamed.
+    :func:`prepare_output`); an archive must be new (``force`` replaces it); it is written to a
+    temporary name and renamed.
 
     Returns the meta dict written to ``meta.json``. Raises OSError only when ``output`` itself
-    cannot be written, UserError for a non-empty directory. ``root`` redirects file reads (tests);
+    cannot be written, UserError for a non-empty directory or an existing archive. ``root`` redirects file reads (tests);
     commands always run on this host. ``source`` re-collects an existing snapshot instead of this
     host: its files, command outputs and probes are read, scrubbed and written in the same layout
     (nothing is run).
@@ -131,6 +146,8 @@ def collect(output: str | os.PathLike[str], root: str = "/", active: bool = Fals
     archive = out.name.endswith((".tar.gz", ".tgz"))
     if not archive:
         prepare_output(out, force)
+    else:
+        _check_archive_output(out, force)
     workdir = Path(tempfile.mkdtemp(prefix="infergap-collect-")) if archive else out
     workdir.mkdir(parents=True, exist_ok=True)
     live: Snapshot = LiveSnapshot(root=root) if source is None else source

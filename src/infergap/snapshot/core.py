@@ -93,7 +93,7 @@ class Snapshot:
     kind: str = "abstract"
     label: str = ""
     #: Seconds spent opening the snapshot and reading the evidence given with it before the audit
-    #: (set by :func:`infergap.evidence.snapshot.open_with_evidence`; None: nothing read up front,
+    #: (set by :func:`infergap.evidence.overlay.open_with_evidence`; None: nothing read up front,
     #: as on a live host, whose files are read while the investigators run).
     read_s: float | None = None
     #: Paths that exist but could not be read (permission denied, I/O error) → the reason. Such a
@@ -191,7 +191,7 @@ class Snapshot:
     def evidence_parts(self, kind: str) -> list[Any]:
         """Recognised evidence of ``kind`` (``nccl_log``, ``sglang_log``, ``vllm_log``, ``dmesg`` …):
         a list of :class:`infergap.evidence.recognize.EvidencePart`. A plain snapshot has none;
-        :class:`infergap.evidence.snapshot.EvidenceSnapshot` overrides this."""
+        :class:`infergap.evidence.overlay.EvidenceSnapshot` overrides this."""
         return []
 
     # -- to be implemented -------------------------------------------------------------------
@@ -217,12 +217,51 @@ class Snapshot:
         self.close()
 
 
+#: The parts a snapshot directory is made of (``infergap collect`` writes them); a directory
+#: holding none of them is some other folder, not a snapshot.
+LAYOUT_PARTS = ("meta.json", "files", "cmds", "probes", "evidence")
+
+
+def _check_layout(root: Path, label: str, archive: bool) -> None:
+    """Raise :class:`SnapshotError` when ``root`` holds entries but none of :data:`LAYOUT_PARTS`
+    (a folder of logs, a home directory, an unrelated tarball), naming ``label`` and what was
+    expected. An empty directory stays a valid, empty snapshot (everything reads as absent)."""
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return  # unreadable: reported per file as unknown, with the reason
+    if not names or any(n in LAYOUT_PARTS for n in names):
+        return
+    what = "the archive holds" if archive else "the directory holds"
+    raise SnapshotError(f"snapshot {label}: not an infergap snapshot ({what} none of meta.json, files/, cmds/, "
+                        f"probes/, evidence/); write one with 'infergap collect', or read logs with --evidence")
+
+
+def _holds_symlink(top: str) -> bool:
+    """Whether the tree under ``top`` holds a symlink (file or folder; symlinked folders are not
+    entered). One ``scandir`` per folder: the entry types come with the listing, so a snapshot of
+    thousands of files costs no system call per file. An unreadable folder is skipped (its files
+    are reported unreadable when read)."""
+    todo = [top]
+    while todo:
+        try:
+            with os.scandir(todo.pop()) as it:
+                for e in it:
+                    if e.is_symlink():
+                        return True
+                    if e.is_dir(follow_symlinks=False):
+                        todo.append(e.path)
+        except OSError:
+            continue
+    return False
+
+
 class DirSnapshot(Snapshot):
     """A snapshot directory in the layout ``files/``, ``cmds/``, ``probes/``, ``meta.json``.
 
-    Raises :class:`SnapshotError` when ``root`` does not exist or is not a directory. A directory
-    without any of the layout's parts is accepted only if it holds loose evidence files elsewhere;
-    an empty directory is a valid, empty snapshot (everything reads as absent).
+    Raises :class:`SnapshotError` when ``root`` does not exist, is not a directory, or holds
+    entries but none of the layout's parts (:func:`_check_layout`); an empty directory is a
+    valid, empty snapshot (everything reads as absent).
     """
 
     kind = "directory"
@@ -234,15 +273,14 @@ class DirSnapshot(Snapshot):
         if not self.root.is_dir():
             raise SnapshotError(f"snapshot {root}: not a directory or .tar.gz archive")
         self.label = label or str(root)
+        _check_layout(self.root, self.label, archive=label is not None)
         self._meta: dict[str, Any] | None = None
         self._files = str(self.root / "files")
         self._real_root = os.path.realpath(self.root)
         # Snapshot files are plain files (symlinks are stored as ``.link`` text). A tree that holds
         # real symlinks anyway gets every read checked against the root, so that a link cannot
         # make the audit read (and report) the machine it runs on; a normal tree skips the check.
-        self._has_links = any(
-            os.path.islink(os.path.join(d, n)) for d, dirs, files in os.walk(self.root) for n in (*dirs, *files)
-        )
+        self._has_links = _holds_symlink(str(self.root))
 
     def _host(self, path: str) -> str:
         # String normalisation, not Path.resolve(): resolving costs syscalls per component and
@@ -520,8 +558,7 @@ class ArchiveSnapshot(DirSnapshot):
             raise
         except (tarfile.TarError, OSError, EOFError) as e:
             self.close()
-            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise SnapshotError(f"snapshot {path}: not a readable .tar.gz archive ({reason})") from None
+            raise SnapshotError(f"snapshot {path}: not a readable .tar.gz archive ({_not_tar_reason(path, e)})") from None
         except BaseException:  # interrupted: leave no unpacked copy behind
             self.close()
             raise
@@ -572,11 +609,40 @@ def _extract_capped(path: str | os.PathLike[str], dest: str) -> None:
             try:
                 tf.extract(m, dest, filter="data", set_attrs=False)
             except tarfile.FilterError as e:
-                log.debug("archive member %s refused: %s", m.name, e)
+                raise SnapshotError(f"snapshot {path}: unsafe member {m.name[:100]!r} ({_filter_reason(e)}); "
+                                    "not unpacked") from None
             except OSError as e:
                 if e.errno in (28, 122):  # ENOSPC, EDQUOT
                     raise SnapshotError(f"snapshot {path}: disk full while unpacking into {tempfile.gettempdir()}") from None
                 raise
+
+
+def _not_tar_reason(path: str | os.PathLike[str], e: BaseException) -> str:
+    """What a file that tarfile could not open is, in words: empty, gzip without a tar inside,
+    or neither (tarfile's own 'file could not be opened successfully' names none of them)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(2)
+    except OSError as oe:
+        return oe.strerror or type(oe).__name__
+    if not head:
+        return "an empty file"
+    if isinstance(e, tarfile.ReadError) and "opened successfully" in str(e):
+        return "gzip-compressed, but no tar archive inside" if head == b"\x1f\x8b" else "neither gzip nor tar data"
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+def _filter_reason(e: Exception) -> str:
+    """The reason tarfile's ``data`` filter refused a member, in words (the filter's own error
+    class names it: cpython Lib/tarfile.py, 3.12)."""
+    reasons = {
+        "AbsolutePathError": "an absolute path",
+        "OutsideDestinationError": "a path leading outside the snapshot",
+        "SpecialFileError": "a device or special file",
+        "AbsoluteLinkError": "a link to an absolute path",
+        "LinkOutsideDestinationError": "a link leading outside the snapshot",
+    }
+    return reasons.get(type(e).__name__, "refused by tarfile's data filter")
 
 
 def _run(argv: tuple[str, ...] | list[str], timeout_s: float, env: dict[str, str] | None = None) -> CmdResult:
