@@ -601,8 +601,8 @@ def parse_nvsmi_q_text(text: str) -> list[NvsmiGpu]:
 
     for raw in strip_ansi(text).splitlines():
         line = raw.rstrip()
-        m = re.match(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$", line.strip())
-        if m and len(line) - len(line.lstrip()) == 0:
+        m = _GPU_LINE.match(line) if line.startswith("GPU ") else None  # a header is unindented
+        if m:
             flush()
             bdf, fields, stack = normalize_bdf(m.group(1)), {}, []
             continue
@@ -623,6 +623,7 @@ def parse_nvsmi_q_text(text: str) -> list[NvsmiGpu]:
 
 
 _GPU_HEADER = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*$", re.M)
+_GPU_LINE = re.compile(r"GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$")
 
 
 def _fragment_fields(lines: list[str]) -> list[dict[str, str]]:

@@ -37,6 +37,8 @@ def summary_line(r: AuditReport, grouped: bool = False) -> str:
         for st in Status:
             if st is not Status.not_applicable:
                 n[st.value] = len(group_findings(r.by_status(st)))
+        listed, folded = unknown_items(r)
+        n["unknown"] = len(listed) + bool(folded) + len(group_findings([f for f in r.by_status(Status.unknown) if f.id == "evidence.unmatched"]))
         groups = group_findings(r.by_status(Status.actionable))
         s = {k: sum(1 for f, _ in groups if f.severity and f.severity.value == k) for k in ("P0", "P1", "P2")}
     parts = [f"{n['actionable']} actionable (P0 {s['P0']}, P1 {s['P1']}, P2 {s['P2']})", f"{n['expected']} expected",
@@ -66,6 +68,23 @@ def group_findings(fs: list[Finding]) -> list[tuple[Finding, list[Finding]]]:
         key = (f.id, f.status, f.severity, f.fix_kind, title)
         groups.setdefault(key, []).append(f)
     return [(members[0], members) for members in groups.values()]
+
+
+#: Fewer 'not captured' unknowns than this are listed one by one; from this many on (a pasted
+#: nvidia-smi output leaves 25 host checks without input) they are one line naming their ids.
+FOLD_UNCAPTURED = 8
+
+
+def unknown_items(r: AuditReport) -> tuple[list[tuple[Finding, list[Finding]]], list[Finding]]:
+    """The UNKNOWN section's items: (groups listed one by one, the findings folded into one line
+    because the input held nothing for them — at least :data:`FOLD_UNCAPTURED` 'not captured'
+    unknowns; else that list is empty). Pasted-part findings (``evidence.unmatched``) are left
+    out: they have their own section."""
+    unk = [f for f in r.by_status(Status.unknown) if f.id != "evidence.unmatched"]
+    folded = [f for f in unk if "not captured" in f.title]
+    if len(folded) < FOLD_UNCAPTURED:
+        folded = []
+    return group_findings([f for f in unk if f not in folded]), folded
 
 
 def _label(rep: Finding, members: list[Finding]) -> str:
@@ -118,12 +137,15 @@ def render_text(r: AuditReport, width: int | None = None, color: bool = False) -
             con.print(f"  • {_label(f, members)}")
             if f.impact:
                 con.print(f"      {f.impact}")
-    unk = [f for f in r.by_status(Status.unknown) if f.id != "evidence.unmatched"]  # listed above
-    if unk:
+    groups, uncaptured = unknown_items(r)
+    if groups or uncaptured:
         con.print()
-        groups = group_findings(unk)
         more = " more" if unmatched else ""
-        con.print(Text(f"UNKNOWN: {_count(len(groups), len(unk))}{more} (evidence missing or unreadable)", style="bold"))
+        con.print(Text(f"UNKNOWN: {len(groups) + bool(uncaptured)}{more} (evidence missing or unreadable)", style="bold"))
+        if uncaptured:
+            ids = ", ".join(dict.fromkeys(f.id for f in uncaptured))
+            con.print(f"  ? {len(uncaptured)} checks not captured by the input given: {ids} — 'infergap collect' on the "
+                      "host captures what all of them read ('infergap audit -f json' names what each one needs)")
         for f, members in groups:
             con.print(f"  ? {_label(f, members)}" + (f": {f.impact}" if f.impact else ""))
     ok = r.by_status(Status.ok)

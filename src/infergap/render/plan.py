@@ -81,6 +81,8 @@ def render_text(plan: Plan, color: bool = False, width: int | None = None) -> st
             c.print(escape(f"      risk: {x.risk}"))
             c.print(escape(f"      verify: {x.verify}"))
             c.print(escape(f"      undo: {x.undo}"))
+            if x.measured:
+                c.print(escape(f"      measured: {x.measured}"))
         if not items:
             c.print("  none selected by the facts at hand")
     c.print()
@@ -89,6 +91,12 @@ def render_text(plan: Plan, color: bool = False, width: int | None = None) -> st
         c.print(escape(f"  • {x.title}  [{x.id}]"))
         c.print(escape(f"      why: {x.why}"))
         c.print(escape(f"      because: {' ∧ '.join(x.selected_by)}"))
+    if plan.tried:
+        c.print()
+        c.print(f"[bold]TRIED — WON'T HELP[/] ({len(plan.tried)}: measured by infergap tune on this host, engine version and model)")
+        for t in plan.tried:
+            c.print(escape(f"  • {t.title}  [{t.id}]"))
+            c.print(escape(f"      {t.verdict}: {t.setting} — {t.measurement} (tune run {t.tune_run}, {t.created_at})"))
     c.print()
     c.print(f"[bold]UNKNOWN[/] ({len(plan.unknowns)})")
     for u in plan.unknowns:
@@ -157,7 +165,8 @@ def _md_item(x: PlanItem) -> list[str]:
     e = md_escape
     return [f"### {e(x.title)} ({md_code(x.id)})", "", "- because: " + e("; ".join(x.selected_by)),
             *[f"- do: {md_code(a)}" for a in x.actions], f"- expect: {e(_gain(x))} — {e(x.source)}",
-            f"- risk: {e(x.risk)}", f"- verify: {md_code(x.verify)}", f"- undo: {e(x.undo)}", ""]
+            f"- risk: {e(x.risk)}", f"- verify: {md_code(x.verify)}", f"- undo: {e(x.undo)}",
+            *([f"- measured: {e(x.measured)}"] if x.measured else []), ""]
 
 
 def _md_gap(plan: Plan) -> list[str]:
@@ -208,6 +217,11 @@ def render_markdown(plan: Plan) -> str:
     out += ["", "## Will not help", ""]
     for x in plan.wont_help:
         out.append(f"- **{e(x.title)}** ({md_code(x.id)}): {e(x.why)}  \n  because: {e('; '.join(x.selected_by))}")
+    if plan.tried:
+        out += ["", "## Tried — won't help", "", "Measured by `infergap tune` on this host, engine version and model.", ""]
+        for t in plan.tried:
+            out.append(f"- **{e(t.title)}** ({md_code(t.id)}): {e(t.verdict)} with {md_code(t.setting)} — {e(t.measurement)} "
+                       f"(tune run {t.tune_run}, {e(t.created_at)})")
     out += ["", "## Unknown", ""]
     for u in plan.unknowns:
         q = u.question or u.fact

@@ -307,11 +307,14 @@ class DirSnapshot(Snapshot):
             return None
         try:
             fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+        except FileNotFoundError:  # the common case (an audit asks for many optional files): no name to work out
+            return None
         except OSError as e:
             self.note_unreadable(self._name_of(p), e)
             return None
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
                 return None
             chunks, total = [], 0
             while total < limit:
@@ -320,6 +323,8 @@ class DirSnapshot(Snapshot):
                     break
                 chunks.append(b)
                 total += len(b)
+                if total == st.st_size and len(b) < (1 << 20):  # a whole small file in one read: no second read to see its end
+                    break
             return b"".join(chunks)
         except OSError as e:
             self.note_unreadable(self._name_of(p), e)
