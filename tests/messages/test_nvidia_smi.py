@@ -41,3 +41,16 @@ def test_the_catalog_is_written_from_the_curated_texts(tmp_path):
     assert out.read_text(encoding="utf-8") == packaged  # the packaged catalog is this script's output
     with pytest.raises(ValueError):
         mine_nvidia_smi.entries({"nvidia_smi.x": {"template": "t", "level": "error"}})
+
+
+def test_a_list_of_gpus_then_an_error_is_read_as_the_message(tmp_path):
+    """``nvidia-smi -L`` lines start what could be an NVLink listing; with no link lines after them
+    the segment is no known output, and the nvidia-smi error further down must still be read. The
+    -L line is the one NVIDIA's container-toolkit documentation prints, the error gpu-operator#430's."""
+    paste = tmp_path / "paste.txt"
+    paste.write_text("$ nvidia-smi -L\nGPU 0: Graphics Device (UUID: GPU-b8ea3855-276c-c9cb-b366-c6fa655957c5)\n"
+                     "$ nvidia-smi\nFailed to initialize NVML: Unknown Error\n")
+    with EvidenceSnapshot(None, [paste]) as snap:
+        report = run_audit(snap, parallel=False)
+    assert not report.get("evidence.unrecognized")
+    assert [f.status for f in report.get("gpu.present")] == [Status.actionable]

@@ -302,6 +302,12 @@ def _is_binary(head: bytes) -> bool:
     return bad / len(head) > 0.05
 
 
+#: Segment kinds :func:`_close` may still drop (``nvidia-smi -L``'s "GPU 0: … (UUID: …)" lines start an
+#: ``nvsmi_nvlink`` segment that is no NVLink output without its link lines): catalog messages in
+#: them are counted, so a paste of those lines and an error message is read as the message.
+_TENTATIVE = frozenset({"nvsmi_nvlink"})
+
+
 def _close(seg: _Seg, end: int) -> tuple[str | None, frozenset[str]]:
     """Decide a finished segment's kind."""
     logs = {k: v for k, v in seg.counts.items() if k in LOG_KINDS and v}
@@ -419,7 +425,7 @@ class _Splitter:
             self._marker(sk, s, line_start, lineno)
         elif lk:
             self._log(lk, line_start, lineno)
-        elif self.seg.kind is None and self.seg.family is None and message_catalog().match_line(s):
+        elif (self.seg.kind is None or self.seg.kind in _TENTATIVE) and self.seg.family is None and message_catalog().match_line(s):
             # a known message in a format of no known kind (inside a known log, such a line stays the log's)
             self._log(("messages",), line_start, lineno)
         else:
