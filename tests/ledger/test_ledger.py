@@ -203,3 +203,27 @@ def test_a_version_1_ledger_gains_the_experiments_table_and_keeps_its_runs(tmp_p
         assert [(r["lever"], r["verdict"], r["payload"]["judgement"]["level"]) for r in rows] == [("llamacpp.ubatch", "hurts", "c=1")]
         assert led.experiments(host="aaaaaaaaaaaa", engine_version="b2") == []  # another version inherits nothing
         assert led.get(tid).summary()["what"] == "1 hurts"
+
+
+def test_rooflines_are_filed_under_the_host_their_audit_names(tmp_path):
+    """A roofline of a snapshot was filed under a hash of {'gpu': 'auto'} (one id for every
+    snapshot) and one naming --gpu under a hash of that name: neither matched the audit of the
+    same host. Now a roofline of a snapshot has its audit's host id, and one run here (whatever
+    GPU it names) this machine's."""
+    hosts = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
+    db = str(tmp_path / "l.db")
+    runs = [("audit", "-s", str(hosts / "h200-1gpu")), ("roofline", "-m", "llama-3.1-8b", "-s", str(hosts / "h200-1gpu")),
+            ("roofline", "-m", "llama-3.1-8b", "-s", str(hosts / "h200-1gpu-collect.tar.gz")),
+            ("roofline", "-m", "llama-3.1-8b", "-s", str(hosts / "seed-8x-rtxpro6000")),
+            ("audit", "-s", str(hosts / "seed-8x-rtxpro6000")), ("roofline", "-m", "llama-3.1-8b", "--gpu", "h200")]
+    for args in runs:
+        p = _cli(*args, "-f", "json", "--db", db)
+        assert p.returncode in (0, 1), p.stderr
+    con = sqlite3.connect(db)
+    ids = [h for (h,) in con.execute("SELECT host FROM runs ORDER BY id")]
+    con.close()
+    assert len(ids) == len(runs) and ids[0] == ids[1] == ids[2], ids  # the collect archive of the same VM: the same id
+    assert ids[3] == ids[4] != ids[0], ids
+    from infergap.ledger import local_host
+
+    assert ids[5] == local_host().fingerprint

@@ -103,8 +103,8 @@ def tune(
                            keep_best=keep_best, leave_running=not leave_stopped, log_dir=_log_dir(log_dir),
                            start_timeout_s=start_timeout, db=db,
                            on_trial=lambda t: safe_echo(f"infergap: {t.lever} ({t.setting}): {t.verdict}", err=True))
-        settings = BenchSettings(api=api, concurrency=levels, num_prompts=num_prompts, input_len=input_len,
-                                 output_len=output_len, trials=1, warmup=WARMUP)
+        settings = BenchSettings.checked(api=api, concurrency=levels, num_prompts=num_prompts, input_len=input_len,
+                                         output_len=output_len, trials=1, warmup=WARMUP)
         result = run_tune(base, settings, opts, url=url)
     except ValueError as e:
         raise fail(str(e))

@@ -493,6 +493,8 @@ def _actions(lv: Lever, facts: dict[str, Fact], params: dict[str, Any]) -> list[
             rng = "" if var.versions in (">=0", "") else f" {var.versions.replace(',', ' and ')}"
             label = f"{names.get(e, e)}{rng}" + (f" (server reports {ver.value})" if ver is not None and eng is not None else "")
             text = var.set.format_map(params)
+            if var.upgrade_to:  # the upgrade is the first step: said first, not after the flag
+                text = f"upgrade to {var.upgrade_to} first, then {text}"
             out.append(f"{label}: {text}" + (f" — {var.note}" if var.note else ""))
     return out
 
@@ -554,6 +556,8 @@ def _measurement(e: dict[str, Any]) -> str:
     if isinstance(j.get("change_pct"), (int, float)):
         noise = j.get("noise_pct")
         parts.append(f"{j['change_pct']:+.1f} %" + (f" (noise ±{noise:.1f} %)" if isinstance(noise, (int, float)) else ""))
+        if isinstance(noise, (int, float)) and noise > abs(j["change_pct"]) and e.get("verdict") != "helps":
+            parts.append("the noise was larger than the change: tune again on a quieter machine to decide")
     return ", ".join(parts) + f", workload {e.get('workload')}"
 
 
@@ -674,7 +678,9 @@ def _top(plan: Plan, n: int = 5) -> list[str]:
 
     def lever(x: PlanItem) -> str:
         pri = f"{x.priority} " if x.priority else ""
-        return f"[{pri}{x.tier.replace('_', ' ')}] {x.title}: {x.actions[0] if x.actions else x.verify}"
+        first = x.actions[0] if x.actions else x.verify
+        after = " after an upgrade" if x.actions and ": upgrade to " in first else ""
+        return f"[{pri}{x.tier.replace('_', ' ')}{after}] {x.title}: {first}"
 
     seq = [fix(h) for h in plan.host_fixes if h.severity == "P0"]
     seq += [lever(x) for x in plan.levers if x.priority == "P0"]

@@ -22,6 +22,7 @@ import math
 import re
 from typing import Any
 
+from infergap.bench.regimes import HOST_BOUND_GPU_PCT, KNEE_GAIN
 from infergap.gpudata import sm_of
 from infergap.plan.conditions import Fact
 
@@ -29,8 +30,6 @@ LATENCY_BOUND_EFF = 0.5
 COMM_BOUND_SHARE = 0.25
 PLATEAU_GAIN = 1.10
 SATURATION_TTFT = 2.0
-SATURATION_GAIN = 1.25
-HOST_BOUND_UTIL = 60.0
 WEIGHTS_ON_GPU = 0.95
 #: Share of GPU memory llama.cpp can give weights + KV (the rest: compute buffers, CUDA context).
 KV_USABLE = 0.9
@@ -560,7 +559,7 @@ def _derive_llamacpp(facts: dict[str, Fact]) -> None:
         elif inside:
             a, b = max(inside), max(past)
             grew, gain = ttft[b] / max(ttft[a], 1e-9), tps[b] / max(tps[a], 1e-9)
-            sat = grew >= SATURATION_TTFT and gain < SATURATION_GAIN
+            sat = grew >= SATURATION_TTFT and gain < 1 + KNEE_GAIN  # the bench's knee rule (bench/regimes.py)
             _put(facts, "load.slots_saturated", sat,
                  f"bench: c={a} → c={b} with {n} slot(s): median TTFT {ttft[a]:.0f} → {ttft[b]:.0f} ms (×{grew:.1f}), "
                  f"output tok/s {tps[a]:.0f} → {tps[b]:.0f} (×{gain:.2f})")
@@ -574,8 +573,8 @@ def _derive_llamacpp(facts: dict[str, Fact]) -> None:
         full = [c for c in util if c >= n]
         if full:
             c = min(full)
-            _put(facts, "regime.host_bound", util[c] < HOST_BOUND_UTIL,
-                 f"bench telemetry: GPU busy {util[c]:.0f} % at c={c} with {n} slot(s) occupied (< {HOST_BOUND_UTIL:.0f} % is host-bound)")
+            _put(facts, "regime.host_bound", util[c] < HOST_BOUND_GPU_PCT,
+                 f"bench telemetry: GPU busy {util[c]:.0f} % at c={c} with {n} slot(s) occupied (< {HOST_BOUND_GPU_PCT:.0f} % is host-bound)")
     kv_slots(facts, v, wb)
 
 
