@@ -136,3 +136,32 @@ def test_ollama_partial_offload_is_p1_with_the_memory_it_lacked() -> None:
     assert (f.status, f.severity, f.title) == ("actionable", "P1", "37 of 81 layers run on the CPU (Ollama offloaded 44)")
     assert f.evidence[1].value == "memory.required.full 127.4 GiB (KV cache 19.5 GiB) against memory.available 88 GiB"
     assert "num_ctx" in f.remedy.commands[0]
+
+
+# -- TensorRT-LLM and Triton logs -------------------------------------------------------------
+
+def test_trtllm_out_of_memory_under_triton_is_engine_oom_with_its_own_levers() -> None:
+    """TensorRT-LLM#260: the model instance fails with cudaMallocAsync out of memory; the fix of the
+    same error in tensorrtllm_backend#281 was a smaller max_batch_size at build time."""
+    from tests.investigators.memsnap import audit_ids, one, pasted
+
+    f = one(audit_ids(pasted("trtllm-260-triton-oom.log"), "engine_log"), "engine.oom")
+    assert (f.status, f.severity) == ("actionable", "P1")
+    assert any("--max_batch_size" in c for c in f.remedy.commands) and not any("--gpu-memory-utilization" in c for c in f.remedy.commands)
+
+
+def test_trtllm_kv_cache_of_a_loaded_model_is_reported() -> None:
+    """tutorials#150: the KV cache TensorRT-LLM allocated is in the engine's configuration finding."""
+    from tests.investigators.memsnap import audit_ids, one, pasted
+
+    f = one(audit_ids(pasted("triton-tutorials150-trtllm-loaded.log"), "engine_log"), "engine.config")
+    assert f.status == "ok" and f.title.startswith("TensorRT-LLM") and any(e.value == "kv_cache_tokens=3731744" for e in f.evidence)
+
+
+def test_tensorrt_tactics_skipped_for_memory_are_expected_not_an_oom() -> None:
+    """ultralytics#22271: TensorRT's builder skips tactics it has no workspace for on an Orin;
+    TensorRT-LLM#493's maintainer: a warning, no problem while the engine builds."""
+    from tests.investigators.memsnap import audit_ids, one, pasted
+
+    f = one(audit_ids(pasted("ultralytics-22271-trt-tactic-skip.log"), "engine_log"), "engine.oom")
+    assert f.status == "expected" and "5 tactic(s)" in f.title

@@ -94,3 +94,66 @@ def test_the_table_knows_every_option_of_the_real_help():
 def test_the_table_knows_every_option_of_this_build():
     out = subprocess.run([str(BIN), "--help"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     check_help(out.stdout + out.stderr)
+
+
+# -- vLLM and SGLang (tools/mine_engine_args.py) ---------------------------------------------------
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "engine-args"
+#: The judged flags and the defaults their sources give (None: the engine decides at start-up).
+JUDGED_VLLM = {"--max-num-seqs": None, "--enforce-eager": False, "--gpu-memory-utilization": 0.92, "--kv-cache-dtype": "auto",
+               "--max-num-batched-tokens": None, "--enable-chunked-prefill": None, "--tensor-parallel-size": 1}
+JUDGED_SGLANG = {"--mem-fraction-static": None, "--chunked-prefill-size": None, "--attention-backend": None,
+                 "--max-running-requests": None, "--tp-size": 1}
+_OPT_LINE = re.compile(r"^  (-[^\s,]+(?: [^\s,]+)?(?:, -[^\s,]+(?: [^\s,]+)?)*)")
+
+
+def argparse_help_names(text: str) -> set[str]:
+    """Option names of an argparse ``--help`` (the lines of its option column: two spaces, a dash)."""
+    out = set()
+    for line in text.splitlines():
+        m = _OPT_LINE.match(line)
+        if m:
+            out.update(part.split(" ")[0] for part in m.group(1).split(", "))
+    return out - {"-h", "--help"}
+
+
+@pytest.mark.parametrize("engine, help_file, judged, tag", [
+    ("vllm", "vllm-0.32.0-serve-help.txt", JUDGED_VLLM, "v0.32.0"),
+    ("sglang", "sglang-0.5.23-parser-help.txt", JUDGED_SGLANG, "v0.5.23"),
+])
+def test_the_mined_table_is_the_help_of_the_release(engine, help_file, judged, tag):
+    """Every option the release's ``--help`` prints (fixtures/engine-args/ABOUT.md) is in the table and nothing else is; the judged
+    flags carry their source's default."""
+    t = table(engine)
+    assert t["tag"] == tag and t["mined_by"] == "tools/mine_engine_args.py"
+    names = argparse_help_names((FIX / help_file).read_text())
+    known = {n for o in t["options"] if not o["hidden"] for n in o["names"] + o["negated"]}
+    assert len(names) > 250 and names == known, (sorted(names - known)[:20], sorted(known - names)[:20])
+    p = parse_argv(["vllm", "serve"] if engine == "vllm" else ["python3", "-m", "sglang.launch_server"], {})
+    for name, default in judged.items():
+        assert p.value(name) == default and not p.is_given(name), name
+
+
+def test_vllm_command_lines_are_read_as_vllm_reads_them():
+    p = parse_argv(["/venv/bin/python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m", "--max_num_seqs=2",
+                    "--enforce-eager", "--api-key", "s3cr3t", "-tp", "2", "--no-enable-chunked-prefill", "--kv-cache-dtype", "fp8"], {})
+    assert (p.engine, p.value("--max-num-seqs"), p.value("--enforce-eager"), p.value("--tensor-parallel-size")) == ("vllm", 2, True, 2)
+    assert p.value("--enable-chunked-prefill") is False and p.given["--enable-chunked-prefill"] == "--no-enable-chunked-prefill"
+    assert p.value("--kv-cache-dtype") == "fp8" and "s3cr3t" not in repr(p) and p.unknown == []
+    s = parse_argv(["sglang", "serve", "--model-path", "/m", "--tp", "2", "--mem-fraction-static", "0.6"], {})
+    assert (s.engine, s.value("--tp-size"), s.value("--mem-fraction-static"), s.given["--tp-size"]) == ("sglang", 2, 0.6, "--tp")
+
+
+@pytest.mark.slow
+def test_the_vllm_table_is_the_help_of_the_vllm_here():
+    """The real vLLM of build/vllm prints the help the table was mined from (one interpreter start)."""
+    from tests.vllm.vllm_support import vllm_python
+
+    exe = vllm_python()
+    if exe is None:
+        pytest.skip("no vLLM environment (.ci/run installs it into build/vllm)")
+    out = subprocess.run([str(exe), "-m", "vllm.entrypoints.openai.api_server", "--help=all"], capture_output=True, text=True,
+                         timeout=400, stdin=subprocess.DEVNULL, env={"VLLM_NO_USAGE_STATS": "1", "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    known = {n for o in table("vllm")["options"] if not o["hidden"] for n in o["names"] + o["negated"]}
+    assert argparse_help_names(out.stdout) == known

@@ -217,7 +217,7 @@ class EvidenceSnapshot(Snapshot):
         ``collect_env``, or any key of :data:`infergap.evidence.recognize.KINDS`); ``engine_log``
         means SGLang, vLLM and llama.cpp logs. Base snapshot parts come first."""
         base_parts = list(self.base.evidence_parts(kind)) if self.base is not None and hasattr(self.base, "evidence_parts") else []
-        want = {"sglang_log", "vllm_log", "llamacpp_log", "ollama_log"} if kind == "engine_log" else {kind}
+        want = {"sglang_log", "vllm_log", "llamacpp_log", "ollama_log", "trtllm_log"} if kind == "engine_log" else {kind}
         return base_parts + [p for p in self.parts if p.kinds & want]
 
     def _part_text(self, part: EvidencePart) -> str:

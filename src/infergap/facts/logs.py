@@ -66,6 +66,11 @@ def engine_logs(snap: Snapshot) -> list[tuple[EvidencePart, EngineLogFacts]]:
     """(part, facts) for every SGLang, vLLM or llama.cpp log part."""
     out = []
     for part in _parts(snap, "engine_log"):
+        if part.kind == "trtllm_log":
+            from infergap.parsers.trtllm_log import parse_trtllm_log
+
+            out.append((part, memo_part(snap, ("trtllm", str(part.path), part.start, part.end), lambda p=part: parse_trtllm_log(p.iter_lines()))))
+            continue
         if part.kind == "ollama_log":
             from infergap.parsers.ollama_log import parse_ollama_log
 
@@ -112,6 +117,13 @@ class LogDomain:
         ``p2pBandwidthLatencyTest`` output."""
         return [(part, memo_part(self.snap, ("p2pbw", str(part.path), part.start, part.end), lambda p=part: parse_p2p_bandwidth(p.iter_lines())))
                 for part in _parts(self.snap, "p2p_bandwidth")]
+
+    def described_pods(self) -> list[tuple[Any, Any]]:
+        """(part, :class:`~infergap.parsers.k8s_pod.PodDescription`) of every pasted ``kubectl describe pod``."""
+        from infergap.parsers.k8s_pod import parse_describe_pod
+
+        return [(part, memo_part(self.snap, ("pod", str(part.path), part.start, part.end), lambda p=part: parse_describe_pod(p.text())))
+                for part in _parts(self.snap, "k8s_pod")]
 
     def nvbandwidth_runs(self) -> list[tuple[Any, Any]]:
         """(part, :class:`~infergap.parsers.nvbandwidth.NvbandwidthRun`) of every pasted

@@ -38,7 +38,7 @@ def _config(label: str, f: EngineLogFacts) -> Finding | None:
         shown["kv_cache_tokens"] = f.kv_tokens
     if f.attention_backends:
         shown["attention_backends_logged"] = ", ".join(f.attention_backends)
-    engine = {"sglang": "SGLang", "vllm": "vLLM"}.get(f.engine or "", f.engine or "engine")
+    engine = {"sglang": "SGLang", "vllm": "vLLM", "tensorrt_llm": "TensorRT-LLM"}.get(f.engine or "", f.engine or "engine")
     if not shown and not f.version and not a:
         return None  # a log excerpt without startup lines: the other findings say what it shows
     # What the finding reports must be cited: the judged arguments, else the others, else the version line.
@@ -127,11 +127,20 @@ def _kv(label: str, f: EngineLogFacts) -> Finding | None:
 
 
 def _oom(label: str, f: EngineLogFacts) -> Finding | None:
+    if not f.oom_lines and f.tactic_memory_skips:
+        # NVIDIA/TensorRT-LLM#493, the maintainer: "it is a warning. As long as the TensorRT engine is built successfully, it's not a problem."
+        return finding("engine.oom", Status.expected, subject=label, title=f"TensorRT skipped {f.tactic_memory_skips} tactic(s) for lack of memory while building: a warning, not an out-of-memory",
+                       evidence_=[ev(label, f"{f.tactic_memory_skips} × Skipping tactic … due to insufficient memory")],
+                       impact="The builder times candidate kernels and skips those whose workspace does not fit; it builds the engine with another. "
+                              "Only a build that fails, or an engine that does not load, is an out-of-memory.",
+                       references=["https://github.com/NVIDIA/TensorRT-LLM/issues/493"])
     if not f.oom_lines:
         return None
+    cmds = (["lower kv_cache_free_gpu_mem_fraction (default 0.9) in the tensorrt_llm model's config.pbtxt, or max_tokens_in_paged_kv_cache",
+             "or rebuild the engine with a smaller --max_batch_size / --max_num_tokens (trtllm-build): its activation buffers are sized for them"]
+            if f.engine == "tensorrt_llm" else ["lower --mem-fraction-static / --gpu-memory-utilization, --cuda-graph-max-bs or --chunked-prefill-size"])
     return finding("engine.oom", Status.actionable, subject=label, title=f"Out-of-memory reported {f.oom_lines} time(s)", evidence_=[ev(label, x) for x in f.oom_examples[:3]],
-                   impact="The engine ran out of GPU memory (weights + KV pool + CUDA graphs + activations exceed it).",
-                   remedy=Remedy(commands=["lower --mem-fraction-static / --gpu-memory-utilization, --cuda-graph-max-bs or --chunked-prefill-size"]))
+                   impact="The engine ran out of GPU memory (weights + KV pool + CUDA graphs + activations exceed it).", remedy=Remedy(commands=cmds))
 
 
 def _offload(label: str, f: EngineLogFacts) -> Finding | None:

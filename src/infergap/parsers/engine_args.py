@@ -2,7 +2,8 @@
 
 The tables are data mined from the engine's source at a release
 (``src/infergap/data/engine_args/<engine>.json``; llama.cpp's ``common/arg.cpp`` by
-``tools/mine_llamacpp_args.py``), so every option the server was started with is known by its
+``tools/mine_llamacpp_args.py``; vLLM's ``vllm serve`` parser (``EngineArgs.add_cli_args``) and
+SGLang's ``ServerArgs.add_cli_args`` by ``tools/mine_engine_args.py``), so every option the server was started with is known by its
 canonical name, with the value it takes, and every option it was not started with has the
 default the source gives. Pure: argv and environment in, :class:`ParsedArgs` out.
 
@@ -100,6 +101,38 @@ def engine_of(argv: list[str]) -> str | None:
     return None
 
 
+def _lookup(idx: dict[str, tuple[dict[str, Any], bool]], name: str, dashes: bool, abbrev: bool) -> tuple[dict[str, Any], bool] | None:
+    """The option ``name`` spells: exactly, with ``_`` read as ``-`` (``dashes``), or — as Python's
+    argparse does by default (``allow_abbrev``) — a long option's unique prefix (``--tp`` for
+    ``--tp-size``)."""
+    hit = idx.get(name)
+    if hit is None and dashes and name.startswith("--"):
+        name = name[:2] + name[2:].replace("_", "-")
+        hit = idx.get(name)
+    if hit is None and abbrev and name.startswith("--") and len(name) > 2:
+        cands = {id(o): (o, neg) for n, (o, neg) in idx.items() if n.startswith(name)}
+        hit = next(iter(cands.values())) if len(cands) == 1 else None
+    return hit
+
+
+def args_start(argv: list[str], engine: str) -> int:
+    """Index of the first engine option in ``argv``: past ``python -m vllm.entrypoints.openai.api_server``,
+    ``vllm serve`` or ``python -m sglang.launch_server`` (the interpreter's own words are not the engine's).
+
+    >>> args_start(["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"], "vllm")
+    3
+    >>> args_start(["/usr/bin/vllm", "serve", "m", "--max-num-seqs", "2"], "vllm")
+    2
+    >>> args_start(["llama-server", "-m", "x.gguf"], "llama.cpp")
+    1
+    """
+    if engine in ("vllm", "sglang"):
+        for j, a in enumerate(argv[:6]):
+            if a == "serve" or a.endswith((".api_server", ".launch_server")):
+                return j + 1
+    return 1
+
+
 def _convert(opt: dict[str, Any], raw: str) -> Any:
     kind = opt["kind"]
     try:
@@ -146,16 +179,17 @@ def parse_argv(argv: list[str], env: dict[str, str] | None = None, engine: str |
     except KeyError:
         return None
     idx = _index(engine)
+    dashes = engine in ("vllm",)  # vLLM's FlexibleArgumentParser reads --max_num_seqs as --max-num-seqs
     p = ParsedArgs(engine=engine, source=f"{tab['source']} ({', '.join(tab.get('files', []))}, mined by {tab['mined_by']})")
     for opt in tab["options"]:
         n = _long(opt)
         if n in idx and idx[n][0] is opt:
             p.values[n] = p.defaults[n] = opt.get("default")
-    i = 1
+    i = args_start(argv, engine)
     while i < len(argv):
         tok, i = argv[i], i + 1
         name, eq, inline = tok.partition("=") if tok.startswith("-") else (tok, "", "")
-        hit = idx.get(name)
+        hit = _lookup(idx, name, dashes, engine in ("vllm", "sglang"))
         if hit is None:
             p.unknown.append(tok if not is_secret(tok) else SCRUBBED)
             continue
@@ -174,6 +208,13 @@ def parse_argv(argv: list[str], env: dict[str, str] | None = None, engine: str |
                 raw = ""
             if opt["kind"] == "pair" and not eq and i < len(argv):
                 raw, i = f"{raw} {argv[i]}", i + 1
+            if opt["kind"] == "list":
+                vals = [raw] if raw else []
+                while not eq and i < len(argv) and not argv[i].startswith("-"):
+                    vals, i = vals + [argv[i]], i + 1
+                p.values[key] = [SCRUBBED] * len(vals) if is_secret(key) else vals
+                p.given[key] = name
+                continue
             p.values[key] = SCRUBBED if is_secret(key) else _convert(opt, raw)
         p.given[key] = name
     _apply_env(p, engine, env or {})
