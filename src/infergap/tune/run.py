@@ -313,13 +313,18 @@ def plan_levers(before: Any, cfg: Any, proc: Any) -> tuple[list[LeverTry], list[
     from infergap.plan import build_plan
     from infergap.tune.launch import Change
 
+    from infergap.plan import load_catalog
+
     plan = build_plan(bench=before, server=cfg, process=proc)
+    cat = {lv.id: lv for lv in load_catalog()}
     out, notes = [], []
     for x in plan.levers:
         if x.tier not in ("flag_flip", "small_change"):
             continue
         if not x.tune:
-            notes.append(f"{x.id}: not a change of the command line that is known for this engine, or a value it needs is unknown")
+            has = any(v.args or v.drop for v in cat.get(x.id).engines.get(str(cfg.engine), [])) if x.id in cat else False
+            notes.append(f"{x.id}: not tried: " + ("a value its change needs is not known for this server (" +
+                         "; ".join(x.actions)[:300] + ")" if has else "the catalog gives no command-line change for it on this engine"))
             continue
         out.append(LeverTry(x.id, Change(tuple(x.tune["set"]), tuple(x.tune["drop"])), x.tune.get("target") or "throughput", x.title))
     return out, notes
