@@ -556,6 +556,8 @@ def _measurement(e: dict[str, Any]) -> str:
     if isinstance(j.get("change_pct"), (int, float)):
         noise = j.get("noise_pct")
         parts.append(f"{j['change_pct']:+.1f} %" + (f" (noise ±{noise:.1f} %)" if isinstance(noise, (int, float)) else ""))
+        if isinstance(noise, (int, float)) and noise > abs(j["change_pct"]) and e.get("verdict") != "helps":
+            parts.append("the noise was larger than the change: tune again on a quieter machine to decide")
     return ", ".join(parts) + f", workload {e.get('workload')}"
 
 

@@ -127,6 +127,8 @@ class Tuner:
     block_s: float = 0.0
     n_logs: int = 0
     before: Any = None
+    started: bool = False
+    signals: int = 0
 
     def __post_init__(self) -> None:
         if not self.url:
@@ -136,6 +138,7 @@ class Tuner:
     def on_signal(self, signum: int, frame: object) -> None:
         """SIGINT/SIGTERM between runs: stop starting anything; the run or start in progress ends
         at its next check (a bench run has its own handlers while it runs)."""
+        self.signals += 1
         self.stopping = "interrupted (SIGINT/SIGTERM)"
 
     def left(self) -> float | None:
@@ -313,13 +316,18 @@ def plan_levers(before: Any, cfg: Any, proc: Any) -> tuple[list[LeverTry], list[
     from infergap.plan import build_plan
     from infergap.tune.launch import Change
 
+    from infergap.plan import load_catalog
+
     plan = build_plan(bench=before, server=cfg, process=proc)
+    cat = {lv.id: lv for lv in load_catalog()}
     out, notes = [], []
     for x in plan.levers:
         if x.tier not in ("flag_flip", "small_change"):
             continue
         if not x.tune:
-            notes.append(f"{x.id}: not a change of the command line that is known for this engine, or a value it needs is unknown")
+            has = any(v.args or v.drop for v in cat.get(x.id).engines.get(str(cfg.engine), [])) if x.id in cat else False
+            notes.append(f"{x.id}: not tried: " + ("a value its change needs is not known for this server (" +
+                         "; ".join(x.actions)[:300] + ")" if has else "the catalog gives no command-line change for it on this engine"))
             continue
         out.append(LeverTry(x.id, Change(tuple(x.tune["set"]), tuple(x.tune["drop"])), x.tune.get("target") or "throughput", x.title))
     return out, notes
