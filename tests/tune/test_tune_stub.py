@@ -97,8 +97,9 @@ def test_sigterm_mid_tune_keeps_the_measured_lever_and_stops_the_server(tmp_path
                 with Ledger(db, readonly=True) as led:
                     if led.experiments():
                         break
-            except LedgerError:  # created by the tune this very moment
-                pass
+            except LedgerError:
+                pass  # the tune is creating the ledger's tables
+
         assert p.poll() is None, p.communicate()[1][-3000:]
         time.sleep(0.5)
     time.sleep(1.0)  # into the second lever's first run
