@@ -77,7 +77,8 @@ from infergap.bench.client import StreamClient  # noqa: E402
 from infergap.bench.datasets import synthetic  # noqa: E402
 from infergap.bench.metrics import trial_metrics  # noqa: E402
 from infergap.bench.multiproc import ClientArgs, run_trial  # noqa: E402
-from infergap.bench.runner import LoadSpec, Runner, install_uvloop  # noqa: E402
+from infergap.bench.shapes import ClosedLoop  # noqa: E402
+from infergap.bench.trial import LoadSpec, Runner, install_uvloop  # noqa: E402
 
 IN_FLIGHT_TOLERANCE = 0.02
 TARGET_TOK_S = 100_000
@@ -135,7 +136,7 @@ async def client_run(url: str, c: int, n: int) -> dict:
     await client.open()
     try:
         prompts = synthetic(n, 256, 128, seed=1, salt="ceil")
-        tr = await Runner(client).trial(LoadSpec("concurrency", c), lambda i: prompts[i], n, None)
+        tr = await Runner(client).run(ClosedLoop(c, lambda i: prompts[i], n))
     finally:
         await client.close()
     return _figures(tr)

@@ -142,6 +142,7 @@ def main() -> None:
         print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; {a.runs} interleaved rounds")
         times = measure(a.runs, env)
         met = report(times)
+        print(f"load average after the rounds: {os.getloadavg()[0]:.1f} (ratios under load: compare with a quiet run)")
         print(f"(first run with the data and bytecode caches empty, audit --snapshot seed: CPU {cold[0]:.3f} s, wall {cold[1]:.3f} s)")
         if not a.no_importtime:
             for name, (args, _, _) in COMMANDS.items():

@@ -63,3 +63,49 @@ def test_the_reader_sees_a_banned_import():
                        text=True, env=env, timeout=120)
     mods = {line.split("|")[2].strip() for line in p.stderr.splitlines() if line.count("|") == 2}
     assert _hits(mods, NOT_IN_AUDIT)[:1] and {"numpy", "aiohttp", "infergap.bench.runner"} <= mods
+
+
+def test_the_nvml_check_agrees_with_pynvml():
+    """:func:`infergap.snapshot.probes.nvml_library_missing` says what ``pynvml.nvmlInit`` finds:
+    the library missing exactly when NVML fails with NVML_ERROR_LIBRARY_NOT_FOUND."""
+    import pynvml
+
+    from infergap.snapshot.probes import nvml_library_missing, nvml_probe
+
+    try:
+        pynvml.nvmlInit()
+        missing = False
+        pynvml.nvmlShutdown()
+    except pynvml.NVMLError as e:
+        missing = isinstance(e, pynvml.NVMLError_LibraryNotFound)
+    assert nvml_library_missing() is missing
+    if missing:
+        assert nvml_probe() == {"available": False, "error": "NVML init failed: NVML Shared Library Not Found"}
+
+
+def test_a_live_audit_without_the_nvml_library_does_not_import_pynvml(tmp_path):
+    """Importing the NVML bindings costs about 0.1 s: a host without the driver's library skips it."""
+    from infergap.snapshot.probes import nvml_library_missing
+
+    if not nvml_library_missing():
+        pytest.skip("this host has libnvidia-ml: the probe imports pynvml, as it must")
+    mods, out = imported("audit", "--format", "json", "-o", str(tmp_path / "report.json"))
+    assert "infergap.snapshot.probes" in mods and (tmp_path / "report.json").stat().st_size > 0, out
+    assert "pynvml" not in mods
+
+
+def test_the_entry_point_tunes_the_collector_before_the_imports():
+    """``infergap`` (``infergap.__main__:run``) sets the young-generation threshold before it
+    imports the command line, so Typer's and pydantic's imports run with it too."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    code = ("import atexit, gc, sys\n"
+            "atexit.register(lambda: print(gc.get_threshold()[0], 'typer' in sys.modules))\n"
+            "from infergap.__main__ import GC_GEN0_THRESHOLD, run\n"
+            "assert 'typer' not in sys.modules and gc.get_threshold()[0] != GC_GEN0_THRESHOLD\n"
+            "sys.argv = ['infergap', '--version']\n"
+            "run()\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
+    from infergap.__main__ import GC_GEN0_THRESHOLD
+
+    assert p.returncode == 0 and p.stdout.splitlines()[-1] == f"{GC_GEN0_THRESHOLD} True", p.stdout + p.stderr
+    assert "infergap " in p.stdout  # the command ran

@@ -20,7 +20,7 @@ LAYERS = {
     "investigators": 3, "roofline": 3, "bench": 3, "server": 3,
     "synthesis": 4, "audit": 4,
     "plan": 5, "render": 5, "remedy": 5, "ledger": 5,
-    "doctor": 6, "fleet": 6,
+    "doctor": 6, "fleet": 6, "tune": 6,
     "cli": 7, "__main__": 7,
 }
 DEFAULT_LAYER = 6  # a package not yet listed: above the library, below the command line

@@ -409,9 +409,9 @@ def _bench_stage(run: _Run, url: str, served_model: str | None, settings: dict[s
     from infergap.bench.runner import run as run_bench
 
     try:
-        bs = BenchSettings(concurrency=list(settings["concurrency"]), trials=settings["trials"], warmup=settings["warmup"],
-                           input_len=settings["input_len"], output_len=settings["output_len"], num_prompts=settings["num_prompts"],
-                           max_error_rate=max_error_rate)
+        bs = BenchSettings.checked(concurrency=list(settings["concurrency"]), trials=settings["trials"],
+                                   warmup=settings["warmup"], input_len=settings["input_len"], output_len=settings["output_len"],
+                                   num_prompts=settings["num_prompts"], max_error_rate=max_error_rate)
         live = None
         if live_progress:
             from infergap.render.bench import BenchProgress

@@ -14,6 +14,7 @@ import math
 import os
 import re
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Iterable, TypeVar
 
@@ -123,12 +124,13 @@ def md_fence(text: str) -> str:
 
 def map_leaves(obj: Any, leaf: Any) -> Any:
     """A copy of a JSON-like tree (mappings, lists, tuples) with ``leaf`` applied to every other
-    value (strings, numbers, None). Keys are kept as they are."""
-    from collections.abc import Mapping
-
-    if isinstance(obj, Mapping):
+    value (strings, numbers, None). Keys are kept as they are. (Plain dicts and lists, what a
+    report is made of, are told apart by their exact type first: the abstract ``Mapping`` check
+    costs a few microseconds a node, which an audit report's 8,000 nodes multiply.)"""
+    t = type(obj)
+    if t is dict or (t is not list and isinstance(obj, Mapping)):
         return {k: map_leaves(v, leaf) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
+    if t is list or isinstance(obj, (list, tuple)):
         return [map_leaves(v, leaf) for v in obj]
     return leaf(obj)
 

@@ -24,6 +24,7 @@ import errno
 import hashlib
 import json
 import logging
+import math
 import os
 import random
 import socket
@@ -39,7 +40,7 @@ from infergap.errors import UserError
 log = logging.getLogger(__name__)
 
 #: Kinds of run the ledger holds.
-KINDS = ("audit", "bench", "roofline", "plan", "fix", "fleet")
+KINDS = ("audit", "bench", "roofline", "plan", "fix", "fleet", "tune")
 
 #: ``PRAGMA application_id`` of an infergap ledger ("IGAP" in ASCII), so another SQLite file is
 #: recognised as foreign instead of being migrated (https://www.sqlite.org/pragma.html#pragma_application_id).
@@ -92,6 +93,26 @@ MIGRATIONS: list[str] = [
         reverted_at TEXT,
         UNIQUE(run_id, seq)
     );
+    """,
+    # 2: the experiments of ``infergap tune``: one row per lever tried, keyed by what it was tried on.
+    """
+    CREATE TABLE experiments (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        created_at TEXT NOT NULL,
+        host TEXT NOT NULL,
+        engine TEXT NOT NULL,
+        engine_version TEXT NOT NULL,
+        model TEXT NOT NULL,
+        workload TEXT NOT NULL,
+        lever TEXT NOT NULL,
+        setting TEXT NOT NULL,
+        metric TEXT NOT NULL,
+        verdict TEXT NOT NULL,
+        change_pct REAL,
+        payload TEXT NOT NULL
+    );
+    CREATE INDEX experiments_key ON experiments(host, engine, engine_version, model)
     """,
 ]
 
@@ -270,6 +291,8 @@ def describe_subject(kind: str, payload: Any) -> str:
     elif kind == "fix":
         src = payload.get("source") if isinstance(payload.get("source"), dict) else {}
         parts += [f"{k} {v}" if v != "live" else "this machine" for k, v in src.items() if isinstance(v, str)]
+    elif kind == "tune":
+        parts += [_s(payload.get("url")), _s(payload.get("model"))]
     return " · ".join(p for p in parts if p)
 
 
@@ -294,6 +317,12 @@ def describe_payload(kind: str, payload: Any) -> str:
         s = payload.get("summary") or {}
         return (f"{s.get('nodes', 0)} nodes, {s.get('failed', 0)} not audited, {s.get('drift_items', 0)} drift items"
                 if s else str(payload.get("state") or ""))
+    if kind == "tune":
+        counts: dict[str, int] = {}
+        for t in payload.get("trials") or []:
+            v = t.get("verdict", "?") if isinstance(t, dict) else "?"
+            counts[str(v)] = counts.get(str(v), 0) + 1
+        return ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) or "no lever tried"
     if kind == "fix":
         if payload.get("mode") == "revert":
             return f"revert of run {payload.get('reverts')}"
@@ -314,14 +343,14 @@ MAX_VALUE_CHARS = 8192
 def cap_values(obj: Any) -> Any:
     """A copy of a JSON-like tree with strings cut to :data:`MAX_VALUE_CHARS` and NaN/±Infinity
     as null (JSON has no such numbers)."""
-    from infergap.guard import finite, map_leaves
+    from infergap.guard import map_leaves
 
     def cut(v: Any) -> Any:
-        if isinstance(v, str) and len(v) > MAX_VALUE_CHARS:
-            return v[:MAX_VALUE_CHARS] + f"… [{len(v) - MAX_VALUE_CHARS} characters cut]"
-        return v
+        if isinstance(v, str):
+            return v if len(v) <= MAX_VALUE_CHARS else v[:MAX_VALUE_CHARS] + f"… [{len(v) - MAX_VALUE_CHARS} characters cut]"
+        return None if isinstance(v, float) and not math.isfinite(v) else v
 
-    return finite(map_leaves(obj, cut))
+    return map_leaves(obj, cut)  # one walk: strings cut, non-finite numbers null (as guard.finite)
 
 
 class Ledger:
@@ -634,11 +663,68 @@ class Ledger:
         cols = [c[0] for c in cur.description]
         return [dict(zip(cols, row)) for row in cur]
 
+    # -- experiments (infergap tune) -------------------------------------------------------------
+
+    @_guarded
+    def record_experiment(self, run_id: int, key: "ExperimentKey", *, lever: str, setting: str, metric: str,
+                          verdict: str, change_pct: float | None, payload: Mapping[str, Any]) -> int:
+        """Store one trial of ``infergap tune``: the lever and its setting (the change as argv
+        words), the metric judged, the verdict (``helps``, ``hurts``, ``no effect``, ``refused``,
+        ``not measured``), the median change in per cent and the measurement (``payload``: the
+        baseline and variant values of every interleaved run, their spread, the bench run ids).
+        ``key`` is what the trial was made on; returns the row id."""
+        text = json.dumps(cap_values(dict(payload)), separators=(",", ":"), default=str, allow_nan=False)
+        cur = self._write(
+            "INSERT INTO experiments(run_id, created_at, host, engine, engine_version, model, workload, lever, setting,"
+            " metric, verdict, change_pct, payload) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (run_id, utc_now(), key.host, key.engine, key.engine_version, key.model, key.workload, lever, setting,
+             metric, verdict, change_pct, text))
+        return int(cur.lastrowid)
+
+    @_guarded
+    def experiments(self, host: str | None = None, engine: str | None = None, engine_version: str | None = None,
+                    model: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Recorded trials newest first, each a dict of the row with ``payload`` parsed; filtered by
+        exact host fingerprint, engine, engine version and model when given."""
+        where, params = [], []
+        for col, val in (("host", host), ("engine", engine), ("engine_version", engine_version), ("model", model)):
+            if val is not None:
+                where.append(f"{col} = ?")
+                params.append(val)
+        sql = "SELECT * FROM experiments" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id DESC"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        cur = self._db.execute(sql, params)
+        cols = [c[0] for c in cur.description]
+        out = []
+        for row in cur:
+            d = dict(zip(cols, row))
+            try:
+                d["payload"] = json.loads(d["payload"])
+            except (ValueError, RecursionError):
+                d["payload"] = None
+            out.append(d)
+        return out
+
     @_guarded
     def integrity_ok(self) -> bool:
         """True when ``PRAGMA integrity_check`` reports ``ok``."""
         return self._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
+
+
+@dataclass(frozen=True)
+class ExperimentKey:
+    """What a tune trial was made on: the host fingerprint (:func:`local_host`), the engine and
+    its version and the model as the server reports them (:func:`infergap.server.introspect`),
+    and the workload (a short text: API, concurrency levels, prompt and output lengths). A
+    verdict holds for its key only: another host, engine version or model does not inherit it."""
+
+    host: str
+    engine: str
+    engine_version: str
+    model: str
+    workload: str
 
 
 def bench_status(payload: Any) -> str | None:

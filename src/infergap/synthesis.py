@@ -52,9 +52,9 @@ class AuditReport(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         """The contract JSON (``schema`` key, enums as strings, None fields dropped in findings)."""
-        d = self.model_dump(mode="json", by_alias=True)
+        d = self.model_dump(mode="json", by_alias=True, exclude={"findings"})  # findings dumped once, below
         d["findings"] = [f.to_json() for f in self.findings]
-        return d
+        return {k: d[k] for k in (f.alias or n for n, f in type(self).model_fields.items()) if k in d}  # field order
 
 
 def rank_key(f: Finding) -> tuple[int, int, str, str]:

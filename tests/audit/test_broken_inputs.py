@@ -225,3 +225,24 @@ def test_unreadable_files_are_named_in_the_title():
     snap.unreadable = {"/proc/1/environ": "permission denied"}
     (f,) = [f for f in run_audit(snap, parallel=False).findings if f.id == "evidence.unreadable"]
     assert f.title == "1 file(s) could not be read (permission denied): /proc/1/environ"
+
+
+def test_checks_a_paste_does_not_cover_are_one_line(tmp_path):
+    """One pasted nvidia-smi -q left 26 host checks 'not captured', listed one by one under the
+    GPU findings; they are one line naming each check, and the header counts that line as one
+    of the items listed."""
+    import json
+    import re
+
+    smi = str(H200 / "cmds" / "nvsmi_q.out")
+    text = run_cli("audit", "--no-host", "--evidence", smi).stdout
+    doc = json.loads(run_cli("audit", "--no-host", "--evidence", smi, "-f", "json").stdout)
+    uncaptured = [f for f in doc["findings"] if f["status"] == "unknown" and "not captured" in f["title"]]
+    assert len(uncaptured) >= 20
+    section = text.split("\nUNKNOWN: ", 1)[1].split("\n\n", 1)[0]
+    items = [x for x in section.splitlines() if x.startswith("  ? ")]
+    fold = [x for x in items if "checks not captured by the input given" in x]
+    assert len(fold) == 1 and fold[0].startswith(f"  ? {len(uncaptured)} checks")
+    assert all(f["id"] in fold[0] for f in uncaptured) and "infergap collect" in fold[0]
+    assert not any("not captured" in x for x in items if x not in fold)
+    assert section.startswith(f"{len(items)} ") and re.search(rf"· {len(items)} unknown ·", text.splitlines()[2])

@@ -8,6 +8,7 @@ from test_bench_units import LLAMA_STREAM
 
 from infergap.bench.metrics import RequestRecord, judge_point, likely_cause, summarize_trials, trial_metrics
 from infergap.bench.results import BenchEnvironment, BenchResult, BenchSettings, PointResult
+from infergap.bench.slo import parse_targets
 from infergap.cli.bench import parse_error_rate
 from infergap.errors import UserError
 
@@ -230,9 +231,10 @@ def test_doctor_bench_stage_that_measured_nothing_is_not_ok():
 
 
 @pytest.mark.parametrize("settings, load, lengths", [
-    (dict(search="rate", request_rate=[2.0], dataset="mooncake:t.jsonl"),
+    (dict(search="rate", request_rate=[2.0], dataset="mooncake:t.jsonl", slo_targets=parse_targets("ttft_p99=2s")),
      "load: SLO capacity search over request rate from 2/s (poisson arrivals)", "input and output lengths from the trace"),
-    (dict(search="concurrency", concurrency=[4], dataset="sharegpt:s.json", output_len=64),
+    (dict(search="concurrency", concurrency=[4], dataset="sharegpt:s.json", output_len=64,
+          slo_targets=parse_targets("ttft_p99=2s")),
      "load: SLO capacity search over concurrency from 4", "input from the dataset's prompts, output 64 tokens"),
     (dict(concurrency=[1, 2], dataset="random", input_len=300),
      "load: concurrency 1,2", "input 300, output 128 tokens"),
@@ -303,7 +305,7 @@ def test_cut_streams_neither_kill_the_server_nor_hide_its_death():
     after three refusals whatever the cuts among them. A server that only cuts streams (and
     answers every new request) is never taken for dead."""
     from infergap.bench.client import StreamClient
-    from infergap.bench.runner import DEAD_REFUSED, Runner
+    from infergap.bench.trial import DEAD_REFUSED, Runner
 
     def rec(kind):
         detail = "ClientConnectorError: Cannot connect" if kind == "refused" else None

@@ -20,7 +20,7 @@ from bench_helpers import run_bench
 from infergap.bench import multiproc
 from infergap.bench.client import StreamClient
 from infergap.bench.datasets import synthetic
-from infergap.bench.runner import LoadSpec, Runner
+from infergap.bench.trial import LoadSpec, Runner
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,8 @@ import pytest
 from bench_helpers import ROOT, run_bench
 from infergap.bench import traces, workloads
 from infergap.bench.client import StreamClient
-from infergap.bench.runner import LoadSpec, Runner
+from infergap.bench.shapes import OpenLoop
+from infergap.bench.trial import LoadSpec, Runner
 
 pytestmark = pytest.mark.slow
 
@@ -64,7 +65,7 @@ def test_trace_replay_keeps_the_schedule_and_reports_lateness(llama_server):
             ps = traces.prompts(reqs, salt="lat", token_scale=0.02)
             offsets = [q.offset_s for q in reqs]
             t0 = time.perf_counter()
-            tr = await Runner(c).trial(LoadSpec("rate", None, 10.0, "trace", offsets), lambda i: ps[i], None, None)
+            tr = await Runner(c).run(OpenLoop(LoadSpec("rate", None, 10.0, "trace", offsets), lambda i: ps[i]))
             return t0, offsets, tr
         finally:
             await c.close()

@@ -73,8 +73,14 @@ def test_audit_counts_match_the_list(db):
     section = text.split("ACTIONABLE", 1)[1].split("\nEXPECTED", 1)[0]
     listed = len(re.findall(r"^\s*\d+\. ", section, re.M))
     assert 0 < listed < n_act
-    want = f"{listed} items ({n_act} findings)"
-    assert want in text.splitlines()[2] and f"ACTIONABLE: {want}" in text
+    sev = {k: 0 for k in ("P0", "P1", "P2")}
+    for m in re.findall(r"^\s*\d+\. (P\d)", section, re.M):
+        sev[m] += 1
+    header = text.splitlines()[2]
+    # one unit, stated once: the header counted '10 items (17 findings) … P1 15' beside a list of 10
+    assert header.startswith(f"items listed: {listed} actionable (P0 {sev['P0']}, P1 {sev['P1']}, P2 {sev['P2']})"), header
+    assert f"({sum(doc['summary']['counts'].values())} findings grouped" in header and "items (" not in header
+    assert f"ACTIONABLE: {listed} (ranked" in text
 
 
 def test_text_written_to_a_pipe_is_never_wrapped(db, seed_audit):

@@ -137,3 +137,14 @@ def test_driver_version_from_the_query_gpu_csv() -> None:
 
     dv = Facts(MemorySnapshot({}, cmds=host_cmds("h200-1gpu", "nvsmi_csv"))).driver_version()
     assert (dv.value, dv.source) == ("580.159.04", "cmds/nvsmi_csv.out")
+
+
+def test_container_cli_info_gives_the_driver_and_its_cuda() -> None:
+    """nvidia-docker#904: ``nvidia-container-cli info`` alone names driver 390.87 and CUDA 9.1, so
+    the driver checks judge it (the image's CUDA is not in the paste: compatibility unknown)."""
+    from tests.investigators.memsnap import audit_ids, one, pasted
+
+    found = audit_ids(pasted("nvdocker-904-container-cli-info.txt"), "driver")
+    f = one(found, "driver.cuda_compat")
+    assert f.status == "unknown" and "390.87" in f.title and "CUDA 9.1" in f.title
+    assert one(found, "driver.version").evidence[0].source == "evidence/nvdocker-904-container-cli-info.txt"

@@ -202,3 +202,32 @@ def test_a_pasted_block_by_index_lands_on_the_gpu_of_that_index(tmp_path) -> Non
     snap = pasted("nvsmiq-kubeflow68-throttle-idle.txt", base=MemorySnapshot(cmds=host_cmds("h200-1gpu", "nvsmi")))
     f = one(audit_ids(snap, "gpu_health"), "gpu.throttle")
     assert f.status == "ok" and f.subject is not None and f.subject.count(":") == 2
+
+
+def test_counters_pasted_alone_judge_the_past_slowdowns() -> None:
+    """The two-H200 capture's ``Clocks Event Reasons Counters`` block as ``grep -A5`` prints it
+    (the section alone, no current reasons): zero thermal and hardware slowdown is ok for the
+    time since the driver loaded; 500 s of HW thermal slowdown is actionable."""
+    import tempfile
+    from pathlib import Path
+
+    from tests.investigators.memsnap import audit_ids, one, pasted_text, replaced
+    from tests.parsers.inputs import h200x2
+
+    q = h200x2("cmds/nvsmi_q.out").splitlines()
+    i = next(n for n, ln in enumerate(q) if ln.strip() == "Clocks Event Reasons Counters")
+    block = "\n".join(q[i:i + 6])
+    with tempfile.TemporaryDirectory() as d:
+        f = one(audit_ids(pasted_text(Path(d), "counters.txt", block), "gpu_health"), "gpu.throttle")
+        assert f.status == "ok" and "accumulated since the driver loaded" in f.title
+        hot = replaced(block, "HW Thermal Slowdown                            : 0 us", "HW Thermal Slowdown                            : 500000000 us")
+        f2 = one(audit_ids(pasted_text(Path(d), "counters2.txt", hot), "gpu_health"), "gpu.throttle")
+        assert (f2.status, f2.severity) == ("actionable", "P1")
+
+
+def test_pasted_xml_sections_are_judged() -> None:
+    """telegraf#16569: the compute mode in a cut ``-q -x`` excerpt is read for its GPU."""
+    from tests.investigators.memsnap import audit_ids, one, pasted
+
+    f = one(audit_ids(pasted("nvsmiqx-telegraf16569-fragment.xml"), "gpu_health"), "gpu.compute_mode")
+    assert f.status == "ok" and f.subject == "GPU0"

@@ -207,3 +207,24 @@ def test_ibstat_rates_give_the_bound_of_an_nccl_log(tmp_path: Path) -> None:
     ib = evidence_text("ucx-9515-ibstat.txt").replace("mlx5_0", "mlx5_4").replace("mlx5_1", "mlx5_5")
     f = one(audit_ids(pasted_text(tmp_path, "both.txt", evidence_text("nccl-1357-ib-gdr-two-nodes.log") + "\n" + ib), "nccl_log"), "nccl.net")
     assert f.status == "ok" and f.details["bound_GBps"] == 100.0 and "2 NIC(s) × 400 Gb/s = 100.0 GB/s" in f.impact
+
+
+#: NCCL 2.5.6's log in nccl#302 (host names replaced): P2P/IPC inside the host, IB to the next one,
+#: then the IB queue pair could not be set up.
+NCCL_302 = """[155] gpu-host-19:5330:7970 [3] NCCL INFO Ring 00 : 5[3d000] -> 6[b2000] via P2P/IPC
+[155] gpu-host-19:5330:7970 [3] NCCL INFO Ring 00 : 5[3d000] -> 4[1b000] via P2P/IPC
+[155] gpu-host-19:5330:7970 [3] NCCL INFO Ring 01 : 2[b2000] -> 5[3d000] [receive] via NET/IB/3
+[155] gpu-host-19:5330:7970 [3] NCCL INFO Ring 01 : 5[3d000] -> 4[1b000] via P2P/IPC
+[155]
+[155] gpu-host-19:5330:7970 [3] misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed with error Invalid argument
+[155] gpu-host-19:5330:7970 [3] NCCL INFO transport/net_ib.cc:368 -> 2
+[155] gpu-host-19:5330:7970 [3] NCCL INFO init.cc:732 -> 2
+"""
+
+
+def test_a_transport_whose_set_up_failed_is_never_ok(tmp_path: Path) -> None:
+    """The P2P links inside the host are fine, but the IB connection NCCL chose failed to set up
+    (ibv_modify_qp): the communicator never came up, so nccl.transport is not ok."""
+    f = one(audit_ids(pasted_text(tmp_path, "nccl-302.log", NCCL_302), "nccl_log"), "nccl.transport")
+    assert (f.status, f.severity) == ("actionable", "P1") and "NET/IB" in f.title
+    assert any("ibv_modify_qp" in e.value for e in f.evidence)

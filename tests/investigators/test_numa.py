@@ -67,3 +67,23 @@ def test_gpu_affinity_without_node_layout_is_unknown_and_one_node_not_applicable
     one_node = {"/sys/devices/system/node/node0/cpulist": "0-63\n"}
     assert one(audit_ids(MemorySnapshot({**one_node, **_seed_gpus()}), "numa"), "numa.gpu_affinity").status == "not_applicable"
     assert "numa.gpu_affinity" not in audit_ids(MemorySnapshot(TWO_NODES), "numa")  # no GPU: nothing to place
+
+
+# -- a pasted topo -m alone: GPU placement across NUMA nodes ----------------------------------
+
+def test_pasted_topo_with_gpus_across_sockets_through_sys_is_p2() -> None:
+    """NCCL#667's matrix: GPU0-1 on node 0, GPU2-3 on node 1, every pair across them SYS: a TP
+    group of all four all-reduces over the socket link."""
+    from tests.investigators.memsnap import audit_ids, one, pasted
+
+    f = one(audit_ids(pasted("topo-667-pxb-pix.txt"), "numa"), "numa.gpu_affinity")
+    assert (f.status, f.severity) == ("actionable", "P2") and "4 pair(s)" in f.title
+    assert f.evidence[0].value == "NUMA Affinity: node 0: GPU0, GPU1; node 1: GPU2, GPU3" and f.evidence[1].value == "GPU0-GPU2: SYS"
+
+
+def test_pasted_topo_with_nvlink_across_nodes_is_ok() -> None:
+    """vLLM#13855's DGX: two NUMA regions, every pair NV18: nothing crosses the socket link."""
+    from tests.investigators.memsnap import audit_ids, one, pasted
+
+    f = one(audit_ids(pasted("topo-vllm13855-glued-nic.txt"), "numa"), "numa.gpu_affinity")
+    assert f.status == "ok" and "NVLink" in f.title

@@ -168,7 +168,7 @@ def test_an_older_ledger_is_migrated_in_place_keeping_its_runs(tmp_path, monkeyp
     path = tmp_path / "l.db"
     with Ledger(path) as led:
         rid = led.record("audit", {"findings": []}, HostId("aaaaaaaaaaaa"))
-    # A later version of the code adds a step; opening the version-1 file applies only that step.
+    # A later version of the code adds a step; opening the current file applies only that step.
     step = "ALTER TABLE runs ADD COLUMN note TEXT; CREATE INDEX runs_note ON runs(note)"
     monkeypatch.setattr(ledger_mod, "MIGRATIONS", [*MIGRATIONS, step])
     with Ledger(path) as led:
@@ -177,7 +177,53 @@ def test_an_older_ledger_is_migrated_in_place_keeping_its_runs(tmp_path, monkeyp
     db = sqlite3.connect(path)
     assert "note" in [r[1] for r in db.execute("PRAGMA table_info(runs)")]
     db.close()
-    # ...and the code of version 1 refuses the newer file instead of corrupting it.
+    # ...and the current code refuses the newer file instead of corrupting it.
     monkeypatch.setattr(ledger_mod, "MIGRATIONS", MIGRATIONS)
-    with pytest.raises(LedgerError, match="schema version 2 is newer than this infergap supports \\(1\\)"):
+    n = len(MIGRATIONS)
+    with pytest.raises(LedgerError, match=f"schema version {n + 1} is newer than this infergap supports \\({n}\\)"):
         Ledger(path)
+
+
+def test_a_version_1_ledger_gains_the_experiments_table_and_keeps_its_runs(tmp_path, monkeypatch):
+    import infergap.ledger as ledger_mod
+    from infergap.ledger import ExperimentKey
+
+    path = tmp_path / "l.db"
+    monkeypatch.setattr(ledger_mod, "MIGRATIONS", MIGRATIONS[:1])
+    with Ledger(path) as led:
+        rid = led.record("bench", {"points": []}, HostId("aaaaaaaaaaaa"))
+    monkeypatch.setattr(ledger_mod, "MIGRATIONS", MIGRATIONS)
+    key = ExperimentKey("aaaaaaaaaaaa", "llama.cpp", "b1", "m.gguf", "chat c=8")
+    with Ledger(path) as led:
+        assert led.schema_version == len(MIGRATIONS) and led.get(rid).payload == {"points": []}
+        tid = led.record("tune", {"trials": [{"verdict": "hurts"}]}, HostId("aaaaaaaaaaaa"))
+        led.record_experiment(tid, key, lever="llamacpp.ubatch", setting="-ub 8", metric="ttft_p50_ms",
+                              verdict="hurts", change_pct=33.0, payload={"judgement": {"level": "c=1"}})
+        rows = led.experiments(host="aaaaaaaaaaaa", engine="llama.cpp", engine_version="b1", model="m.gguf")
+        assert [(r["lever"], r["verdict"], r["payload"]["judgement"]["level"]) for r in rows] == [("llamacpp.ubatch", "hurts", "c=1")]
+        assert led.experiments(host="aaaaaaaaaaaa", engine_version="b2") == []  # another version inherits nothing
+        assert led.get(tid).summary()["what"] == "1 hurts"
+
+
+def test_rooflines_are_filed_under_the_host_their_audit_names(tmp_path):
+    """A roofline of a snapshot was filed under a hash of {'gpu': 'auto'} (one id for every
+    snapshot) and one naming --gpu under a hash of that name: neither matched the audit of the
+    same host. Now a roofline of a snapshot has its audit's host id, and one run here (whatever
+    GPU it names) this machine's."""
+    hosts = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
+    db = str(tmp_path / "l.db")
+    runs = [("audit", "-s", str(hosts / "h200-1gpu")), ("roofline", "-m", "llama-3.1-8b", "-s", str(hosts / "h200-1gpu")),
+            ("roofline", "-m", "llama-3.1-8b", "-s", str(hosts / "h200-1gpu-collect.tar.gz")),
+            ("roofline", "-m", "llama-3.1-8b", "-s", str(hosts / "seed-8x-rtxpro6000")),
+            ("audit", "-s", str(hosts / "seed-8x-rtxpro6000")), ("roofline", "-m", "llama-3.1-8b", "--gpu", "h200")]
+    for args in runs:
+        p = _cli(*args, "-f", "json", "--db", db)
+        assert p.returncode in (0, 1), p.stderr
+    con = sqlite3.connect(db)
+    ids = [h for (h,) in con.execute("SELECT host FROM runs ORDER BY id")]
+    con.close()
+    assert len(ids) == len(runs) and ids[0] == ids[1] == ids[2], ids  # the collect archive of the same VM: the same id
+    assert ids[3] == ids[4] != ids[0], ids
+    from infergap.ledger import local_host
+
+    assert ids[5] == local_host().fingerprint

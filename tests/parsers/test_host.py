@@ -70,3 +70,22 @@ def test_ibv_devinfo_verbose_gives_the_rate() -> None:
         "                        active_speed:           25.0 Gbps (32)\n                        phys_state:             LINK_UP (5)")
     (p,) = hp.parse_ibv_devinfo(text)[:1]
     assert (p["state"], p["physical"], p["rate"]) == ("Active", "LinkUp", "100")
+
+
+def test_the_package_listing_command_lists_what_importlib_metadata_sees():
+    """The live ``pip_list`` command (its own reading of each distribution's metadata header) names
+    every distribution and version that ``importlib.metadata`` parses, in pip's order, for this
+    interpreter's real environment."""
+    import importlib.metadata as md
+    import json
+    import subprocess
+    import sys
+
+    from infergap.snapshot.sources import PIP_LIST
+
+    out = subprocess.run([sys.executable, "-c", PIP_LIST], capture_output=True, text=True, timeout=60, check=True).stdout
+    want = sorted(({"name": d.metadata["Name"], "version": d.version} for d in md.distributions() if d.metadata["Name"]),
+                  key=lambda x: x["name"].lower())
+    assert json.loads(out) == want and len(want) > 10
+    assert {p["name"].lower() for p in want} >= {"pydantic", "typer"}
+    assert hp.parse_pip_list(out)["pydantic"] == md.version("pydantic")

@@ -164,3 +164,48 @@ def test_grep_blocks_of_two_gpus_are_two_gpus_and_link_info_gets_its_parent() ->
     assert [g.bdf for g in throttle] == ["GPU0", "GPU1"] and all(g.throttle_captured for g in throttle)
     link = parse_nvsmi_q_fragment("\n".join(_blocks(q, "GPU Link Info", 9)))
     assert [(g.bdf, g.pcie_gen_max, g.pcie_width, g.pcie_width_max) for g in link] == [("GPU0", 5, 16, 16), ("GPU1", 5, 16, 16)]
+
+
+# -- nvidia-container-cli info ------------------------------------------------------------------
+
+def test_container_cli_info_gives_driver_cuda_and_gpus() -> None:
+    """nvidia-docker#904 and #895: the tail of ``nvidia-container-cli -k -d /dev/tty info``."""
+    from infergap.parsers.nvsmi import parse_container_cli_info
+    from tests.parsers.inputs import lines
+
+    d, c, g = parse_container_cli_info("\n".join(lines("nvdocker-895-container-cli-920m.txt")))
+    assert (d, c, [(x.bdf, x.name) for x in g]) == ("384.130", "9.0", [("0000:08:00.0", "GeForce 920M")])
+
+
+def test_container_cli_info_of_a_jetson_leaves_null_fields_out_and_takes_the_nvml_library_version() -> None:
+    """Lines of nvidia-docker#1775 (Jetson: ``(null)`` fields) and #1038 (the libnvidia-ml it selected)."""
+    from infergap.parsers.nvsmi import parse_container_cli_info
+
+    d, c, g = parse_container_cli_info(
+        "I0805 18:23:54.119118 22497 nvc_info.c:148] selecting /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.418.56\n"
+        "NVRM version:   (null)\nCUDA version:   10.2\n\nDevice Index:   0\nModel:          Xavier\nBus Location:   (null)\n")
+    assert (d, c, g) == ("418.56", "10.2", [])
+
+
+def test_xml_sections_pasted_alone_keep_only_their_complete_elements() -> None:
+    """telegraf#16569: an excerpt that starts inside ``<clocks_event_reasons>`` and ends inside
+    ``<fbc_stats>``: the complete elements between are one GPU."""
+    from infergap.parsers.nvsmi import parse_nvsmi_xml
+    from tests.parsers.inputs import lines
+
+    log = parse_nvsmi_xml("\n".join(lines("nvsmiqx-telegraf16569-fragment.xml")))
+    (g,) = log.gpus
+    assert log.truncated and (g.bdf, g.compute_mode, g.memory_total_B, g.bar1_total_B) == ("GPU0", "Default", 12288 << 20, 256 << 20)
+    assert g.utilization_pct == 0 and not g.throttle_captured
+
+
+def test_xml_sections_of_two_gpus_are_two_gpus() -> None:
+    """The two-H200 capture's ``-q -x``: its two ``<clocks_event_reasons>`` elements pasted one after the other."""
+    import re
+
+    from infergap.parsers.nvsmi import parse_nvsmi_xml_fragment
+    from tests.parsers.inputs import h200x2
+
+    blocks = re.findall(r"<clocks_event_reasons>.*?</clocks_event_reasons>", h200x2("cmds/nvsmi_qx.out"), re.S)
+    gpus = parse_nvsmi_xml_fragment("\n".join(blocks))
+    assert len(blocks) == 2 and [g.bdf for g in gpus] == ["GPU0", "GPU1"] and all(g.throttle_captured for g in gpus)

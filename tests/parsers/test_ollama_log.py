@@ -24,3 +24,17 @@ def test_discovery_lines_and_the_cpu_fallback() -> None:
     f = parse_ollama_log(['time=2024-08-01T10:00:00.000Z level=INFO source=gpu.go:347 msg="no compatible GPUs were discovered"'])
     assert f.args["no_gpu"] is True
     assert not is_ollama_line("INFO 05-01 12:00:00 [api_server.py:1] vLLM API server version 0.8.5")
+
+
+def test_a_record_wrapped_over_lines_is_read_whole():
+    """ollama#9181's answer quotes the scheduler line wrapped over six lines (continuations start with
+    blanks): the layers and memory figures on the continuation lines are read as the record's."""
+    from infergap.parsers.ollama_log import parse_ollama_log
+
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "fixtures" / "evidence" / "ollama-9181-wrapped-offload.log"
+    lines = src.read_text().splitlines()
+    f = parse_ollama_log(lines)
+    assert (f.args["offloaded_layers"], f.args["model_layers"], f.args["memory_required_kv_GiB"]) == (44, 81, 19.5)
+    assert f.lines == len(lines)

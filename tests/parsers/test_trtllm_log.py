@@ -29,3 +29,11 @@ def test_model_limits_defaults_and_versions() -> None:
                           "[TensorRT-LLM][INFO] TRTGptModel maxBatchSize: 1", "[TensorRT-LLM][INFO] Loaded engine size: 3404 MiB"])
     assert f.kv_tokens == 117760
     assert f.args == {"kv_cache_free_gpu_mem_fraction": "0.9 (default)", "maxBatchSize": 1, "engine_size_MiB": 3404}
+
+
+def test_tensorrt_builder_lines_are_read_and_tactic_skips_are_no_oom() -> None:
+    """ultralytics#22271: ``[TRT] [W]`` lines; the skips are counted apart from out-of-memory lines."""
+    ls = lines("ultralytics-22271-trt-tactic-skip.log")
+    f = parse_trtllm_log(ls)
+    assert all(is_trtllm_line(x) for x in ls) and (f.tactic_memory_skips, f.oom_lines) == (5, 0)
+    assert is_trtllm_line("[03/28/2024-14:47:50] [I] [TRT] [MemUsageChange] Init cuBLAS/cuBLASLt: CPU +6, GPU +10, now: CPU 825, GPU 1296 (MiB)")

@@ -125,3 +125,63 @@ def test_seed_html_report_has_every_section_and_the_gpu_plot(seed_inputs, seed_p
     (tmp_path / "seed.html").write_text(html)
     md = render_report_markdown(seed_plan, audit, rl, bench)
     assert md.index("## Efficiency gap") < md.index("## Will not help")
+
+
+def test_plan_text_speaks_the_users_words(seed_inputs, tmp_path):
+    """Unknowns led with a check id ('engine.name — decides allreduce.pcie_ipc, …'), the gain
+    with 'score 0.04/h' and a source with 'the seed campaign': each unknown is now a question in
+    words with the id as a bracketed reference, what it would decide by the levers' titles, the
+    effort in hours of work; the JSON keeps the ids."""
+    from infergap.plan.catalog import load_catalog
+    from infergap.plan.signals import FACT_WORDS
+
+    audit, logs, rl, bench = seed_inputs
+    a, r, b = tmp_path / "audit.json", tmp_path / "roofline.json", tmp_path / "bench.json"
+    a.write_text(json.dumps(audit.to_json()))
+    r.write_text(json.dumps(rl.to_json_dict()))
+    b.write_text(bench.to_json())
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    full = ["--audit", str(a), "--roofline", str(r), "--bench", str(b), "--evidence", str(SEED_LOG)]
+    for args in (full, ["--audit", str(a)]):
+        for fmt in ("text", "md"):
+            out = subprocess.run([sys.executable, "-m", "infergap", "plan", *args, "-f", fmt],
+                                 capture_output=True, text=True, timeout=120, env=env)
+            assert out.returncode == 0, out.stderr
+            low = out.stdout.lower()
+            assert "score" not in low and "/h)" not in low and "seed campaign" not in low and "the seed's" not in low and " decides " not in low, fmt
+            if args is full:
+                assert "h of work to try" in out.stdout
+            elif fmt == "text":
+                bullets = [x for x in out.stdout[out.stdout.index("UNKNOWN ("):].splitlines() if x.startswith("  • ")]
+                assert bullets and all(x[4].isupper() and x.endswith("]") for x in bullets), bullets
+                assert any(x.startswith("  • Which serving engine runs") and x.endswith("[engine.name]") for x in bullets)
+    d = json.loads(subprocess.run([sys.executable, "-m", "infergap", "plan", "--audit", str(a), "-f", "json"],
+                                  capture_output=True, text=True, timeout=120, env=env).stdout)
+    u = d["unknowns"][0]
+    assert u["question"] == FACT_WORDS[u["fact"]] and len(u["decides_titles"]) == len(u["decides"]) > 0
+    used = {c["fact"] for lv in load_catalog() for c in _conditions(lv.when)}
+    assert used <= set(FACT_WORDS), sorted(used - set(FACT_WORDS))
+
+
+def _conditions(cond):
+    """Every {fact: …} leaf of a lever's condition tree."""
+    if isinstance(cond, dict):
+        if "fact" in cond:
+            return [cond]
+        return [c for v in cond.values() for c in _conditions(v)]
+    if isinstance(cond, list):
+        return [c for x in cond for c in _conditions(x)]
+    return []
+
+
+def test_an_action_that_needs_an_upgrade_says_so_first(seed_plan):
+    """The seed's SGLang 0.5.9 predates SGLANG_ENABLE_PCIE_IPC_ALLREDUCE: the top action read
+    '…: SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1 after upgrading …' with the upgrade last; it now starts
+    with the upgrade, and the top action's tag says the flip comes after one."""
+    ar = next(x for x in seed_plan.levers if x.id == "allreduce.pcie_ipc")
+    assert ar.actions[0].startswith("SGLang <0.5.21 (server reports 0.5.9): upgrade to SGLang >= 0.5.21 first, then "
+                                    "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1"), ar.actions
+    top = next(t for t in seed_plan.top_actions if ar.title in t)
+    assert top.startswith("[flag flip after an upgrade] ") and top.index("upgrade to") < top.index("SGLANG_ENABLE")
+    others = [t for t in seed_plan.top_actions if ar.title not in t]
+    assert others and not any("after an upgrade" in t for t in others)

@@ -116,3 +116,22 @@ def test_binary_model_is_one_error_line(tmp_path):
     assert r.exit_code == 2, r.output
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"infergap: error: config {blob}: ") and "UTF-8" in lines[0]
+
+
+def test_a_per_gpu_figure_above_the_aggregate_says_why():
+    """GLM-5 at TP8 printed the indexer's bytes as 122.7 MB for all GPUs and 1.46 GB per GPU with
+    no word: such a cell is marked and a note names the cause (query side read every step and
+    replicated; the latent KV replicated). A model where no group exceeds it gets no mark."""
+    for fmt in ("text", "md"):
+        r = run("--model", "glm-5", "--gpu", "h200", "--tp", "8", "-f", fmt)
+        assert r.exit_code == 0, r.output
+        rows = [x.replace("\\_", "_") for x in r.stdout.splitlines() if "†" in x and ("indexer" in x or "cache" in x)]
+        assert len(rows) == 2, r.stdout
+        notes = [x.strip().replace("\\_", "_") for x in r.stdout.splitlines() if x.strip().replace("\\_", "_").startswith(("- indexer: ", "- kv_cache: "))]
+        assert len(notes) == 2 and "index_topk" in notes[0] and "replicated" in notes[1], notes
+        assert "bytes per GPU above the aggregate" in r.stdout
+    r = run("--model", "llama-3.1-8b", "--gpu", "h200", "--tp", "8")
+    assert r.exit_code == 0 and "†" not in r.stdout
+    doc = json.loads(run("--model", "glm-5", "--gpu", "h200", "--tp", "8", "-f", "json").stdout)
+    per, agg = (next(b for b in doc["single_stream"] if b["name"] == n)["components_B"] for n in ("per_gpu", "aggregate"))
+    assert per["indexer"] > agg["indexer"]  # the figures themselves are unchanged: only explained

@@ -37,6 +37,7 @@ from infergap.bench.datasets import Prompt
 from infergap.bench.metrics import RequestRecord
 from infergap.bench.results import LengthControl
 from infergap.errors import UserError
+from infergap.guard import loads
 from infergap.httpsafe import MAX_ERROR_BYTES, MAX_JSON_BYTES, BodyTooLarge, read_body, redirect_error
 
 log = logging.getLogger(__name__)
@@ -304,8 +305,6 @@ class StreamClient:
             rec.error, rec.error_detail = "bad_response", f"response body larger than {MAX_BODY_BYTES} bytes (decompressed)"
             return
         rec.end = perf_counter()
-        from infergap.guard import loads
-
         try:
             obj = loads(body, "response")
         except UserError as e:
@@ -539,8 +538,6 @@ async def _get_json(session: aiohttp.ClientSession, url: str, timeout_s: float =
     """(status, parsed JSON or None, headers) of GET ``url``: no redirect followed (a 3xx raises
     UserError naming its target), the body read under MAX_JSON_BYTES decompressed (more raises
     UserError), ``timeout_s`` for the whole request."""
-    from infergap.guard import loads
-
     async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s), allow_redirects=False) as r:
         msg = redirect_error(r.status, r.headers.get("Location"), url)
         if msg:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infergap.errors import UserError
+from infergap.guard import read_json
 
 _WORDS = (
     "the of and to in is was for on as with by at from his an were are which this be or has had "
@@ -97,8 +98,6 @@ def sharegpt(path: str | Path, n: int, *, output_len: int | None = None, seed: i
     Raises UserError naming the file when it is missing, not JSON or not in that shape.
     """
     p = Path(path)
-    from infergap.guard import read_json
-
     raw = read_json(p, "dataset")
     if not isinstance(raw, list):
         raise UserError(f"dataset {p}: expected a JSON list of conversations, got {type(raw).__name__}")

@@ -24,18 +24,25 @@ point where more load stopped turning into throughput. The causes, in the order 
    limit, and no server-side cause above was seen: a client cause never outranks the server's.
 
 Thresholds: 90 % KV usage is where vLLM's documentation says requests "may get preempted"; the
-60 %/90 % GPU utilisation bounds follow the host-bound runs of llama-server on an H200 (42–51 %
-busy under saturation) against a compute-saturated engine's ≥ 90 %.
+knee gain and the host-bound GPU utilisation are shared with the plan and sourced in
+:mod:`infergap.bench.regimes`; a GPU at least 90 % busy is compute-saturated (the same runs).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from functools import lru_cache
 from time import perf_counter
 
-from pydantic import BaseModel, Field
+from prometheus_client.parser import text_string_to_metric_families
+
+from infergap import datafile
+from infergap.bench.regimes import HOST_BOUND_GPU_PCT, KNEE_GAIN
+from infergap.bench.results import EngineSummary as EngineSummary  # the schema, kept importable from here
+from infergap.bench.results import Explanation as Explanation
+from infergap.httpsafe import get
 
 log = logging.getLogger(__name__)
 
@@ -43,19 +50,13 @@ SCRAPE_INTERVAL_S = 1.0
 SCRAPE_TIMEOUT_S = 2.0
 MAX_BODY = 8 * 2**20
 
-KNEE_GAIN = 0.25
-"""A point is the knee when less than this share of the extra load became extra throughput
-(load ×2 → throughput below ×1.25)."""
 KV_FULL = 0.90
-GPU_IDLE_PCT = 60.0
 GPU_BUSY_PCT = 90.0
 
 
 @lru_cache(maxsize=1)
 def catalog() -> dict:
     """The engine → series table of ``data/engine_metrics.yaml``."""
-    from infergap import datafile
-
     return datafile.packaged("engine_metrics.yaml")["engines"]
 
 
@@ -64,8 +65,6 @@ def parse(text: str) -> tuple[str | None, dict[str, float]]:
     the module docstring. Counts and counters are summed over label sets; ratios (``kv_usage``,
     ``cache_hit_rate``) take the largest. ``engine`` is ``None`` when no known series is present.
     Raises ValueError when the text is not Prometheus format."""
-    from prometheus_client.parser import text_string_to_metric_families
-
     values: dict[str, list[float]] = {}
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
@@ -82,39 +81,6 @@ def parse(text: str) -> tuple[str | None, dict[str, float]]:
                     break
         return engine, out
     return None, {}
-
-
-class EngineSummary(BaseModel):
-    """The engine's metrics over one point's measured windows (``available`` False, with
-    ``reason``, when the server has no usable ``/metrics``).
-
-    ``running_*``/``waiting_*``: requests running / queued (mean and largest sample);
-    ``kv_usage_*``: KV cache in use, 0–1; ``preemptions``: preemptions during the point;
-    ``prefix_hit_rate``: prefix-cache hit rate during the point (hits / lookups, cached / all
-    prompt tokens, or the engine's gauge); ``prompt_tokens``/``cached_tokens``: the prompt tokens
-    the engine counted during the point (cached ones included) and those it reused from its cache,
-    when it exposes both counters; ``tokens_max``: longest sequence the server has seen since it
-    started (llama.cpp keeps a running maximum, not one per point); ``slots``/``slot_ctx``: llama.cpp's
-    ``total_slots`` and per-slot context from ``/props``.
-    """
-
-    available: bool
-    reason: str | None = None
-    engine: str | None = None
-    samples: int = 0
-    running_mean: float | None = None
-    running_max: float | None = None
-    waiting_mean: float | None = None
-    waiting_max: float | None = None
-    kv_usage_mean: float | None = None
-    kv_usage_max: float | None = None
-    preemptions: float | None = None
-    prefix_hit_rate: float | None = None
-    prompt_tokens: float | None = None
-    cached_tokens: float | None = None
-    tokens_max: float | None = None
-    slots: int | None = None
-    slot_ctx: int | None = None
 
 
 class EngineScraper:
@@ -139,8 +105,6 @@ class EngineScraper:
     def _get(self, path: str) -> tuple[int, str]:
         """(status, body) of GET base+path within SCRAPE_TIMEOUT_S in all (not per read: a server
         dripping its header must not hold the scraper), no redirect, at most MAX_BODY bytes."""
-        from infergap.httpsafe import get
-
         status, body = get(self.base + path, timeout_s=SCRAPE_TIMEOUT_S, max_bytes=MAX_BODY, headers={"Accept": "text/plain"})
         return status, body.decode("utf-8", "replace") if status < 400 else ""
 
@@ -178,8 +142,6 @@ class EngineScraper:
         return self
 
     def _read_props(self) -> None:
-        import json
-
         try:
             status, body = self._get("/props")
             d = json.loads(body) if status == 200 else {}
@@ -256,16 +218,6 @@ class EngineScraper:
 # ----------------------------------------------------------------------------- why the curve bends
 
 
-class Explanation(BaseModel):
-    """Why a point's throughput is what it is: ``cause`` (``client``, ``kv``, ``running_limit``,
-    ``host``, ``gpu``, ``scaling`` or ``unknown``), one ``line`` citing the evidence, and whether
-    the point is the sweep's ``knee``."""
-
-    cause: str
-    line: str
-    knee: bool = False
-
-
 def _load(p) -> float | None:
     return p.concurrency if p.mode == "concurrency" else p.request_rate
 
@@ -318,12 +270,12 @@ def cause_of(p) -> Explanation:
             and (p.mode == "rate" or load is None or e.running_max < load):
         limit = f"all {e.slots} slots" if e.slots and e.running_max >= e.slots else "the engine's limit"
         line = f"{e.running_max:.0f} running ({limit}), {e.waiting_max:.0f} waiting"
-        if util is not None and util < GPU_IDLE_PCT:
+        if util is not None and util < HOST_BOUND_GPU_PCT:
             line += f"; GPU only {util:.0f} % busy{f' at {power:.0f} W' if power else ''}: the engine is host-bound too"
         if p.client_bound:
             line += f" (the client was strained too — {why} — but the server's queue is the cause)"
         return Explanation(cause="running_limit", line=line)
-    if util is not None and util < GPU_IDLE_PCT and e is not None and (e.waiting_max or 0) > 0:
+    if util is not None and util < HOST_BOUND_GPU_PCT and e is not None and (e.waiting_max or 0) > 0:
         return Explanation(cause="host", line=f"GPU at {util:.0f} % utilisation{f' and {power:.0f} W' if power else ''} "
                            f"while requests queued at {lab}: the engine is host-bound")
     if util is not None and util >= GPU_BUSY_PCT:

@@ -11,7 +11,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from infergap.bench.results import SLO, ClientHealth, Spread, Stats, TrialMetrics
+from infergap.bench.results import SLO, ClientHealth, PointResult, Spread, Stats, TrialMetrics
+# A point's totals and validity live with the schemas (a result read back is judged there too).
+from infergap.bench.results import DEFAULT_MAX_ERROR_RATE as DEFAULT_MAX_ERROR_RATE
+from infergap.bench.results import MIN_TAIL_SAMPLES as MIN_TAIL_SAMPLES
+from infergap.bench.results import judge_point as judge_point
 
 DEFINITIONS: dict[str, str] = {
     "TTFT": "time from sending the request to the first streamed chunk carrying content "
@@ -44,14 +48,6 @@ DEFINITIONS: dict[str, str] = {
     "target in flight are named beside it, never alone: other processes on a busy host cause them "
     "too); its throughput is not the server's",
 }
-
-MIN_TAIL_SAMPLES = 20
-"""Completed requests below which a trial's p90/p95/p99 are shown as the maximum of K values:
-with linear interpolation, p99 of fewer than 20 values lies between the two largest."""
-
-DEFAULT_MAX_ERROR_RATE = 0.01
-"""Failure budget of a point (failed / requests): one failure in a hundred requests already makes
-the surviving requests' latencies a biased sample (a failed request frees its slot early)."""
 
 UNSTABLE_SPREAD_PCT = 10.0
 """Spread above which a point is called unstable (brief of the bench command; run-to-run variance
@@ -316,6 +312,16 @@ ERROR_CAUSES: dict[str, str] = {
 }
 
 
+def settle_point(point: PointResult, max_error_rate: float = DEFAULT_MAX_ERROR_RATE) -> None:
+    """Fill what a point's trials decide once they all ran: the summary over trials and the
+    metrics that are unstable (:func:`summarize_trials`), totals and validity
+    (:func:`judge_point`), and whether any trial was client-bound."""
+    point.summary, point.unstable_metrics = summarize_trials(point.trials)
+    judge_point(point, max_error_rate)
+    point.unstable = bool(point.unstable_metrics)
+    point.client_bound = any(t.client.client_bound for t in point.trials)
+
+
 def likely_cause(errors: dict[str, int]) -> str | None:
     """The most likely cause of a point's failures from their kinds (see :data:`ERROR_CAUSES`):
     the cause of the most frequent kind that has one; HTTP 5xx without one → the server's log."""
@@ -329,31 +335,6 @@ def likely_cause(errors: dict[str, int]) -> str | None:
         if kind.startswith("http_4"):
             return ERROR_CAUSES["http_400"]
     return None
-
-
-def judge_point(point, max_error_rate: float = DEFAULT_MAX_ERROR_RATE) -> None:
-    """Fill a :class:`~infergap.bench.results.PointResult`'s totals, error rate and validity from
-    its trials. Requests cancelled by the user (Ctrl-C) are not counted as sent."""
-    ts = point.trials
-    errors: dict[str, int] = {}
-    for t in ts:
-        for k, v in t.errors.items():
-            errors[k] = errors.get(k, 0) + v
-    point.errors = errors
-    point.requests = sum(t.requests for t in ts)
-    point.completed = sum(t.completed for t in ts)
-    point.failed = sum(t.failed for t in ts)
-    point.retried = sum(t.retried for t in ts)
-    point.min_completed = min((t.completed for t in ts), default=None)
-    point.few_samples = point.min_completed is not None and point.min_completed < MIN_TAIL_SAMPLES
-    sent = point.requests - errors.get("cancelled", 0)
-    failed = point.failed - errors.get("cancelled", 0)
-    point.error_rate = failed / sent if sent > 0 else None
-    point.valid = point.error_rate is None or point.error_rate <= max_error_rate
-    point.invalid_reason = None
-    if not point.valid:
-        kinds = ", ".join(f"{k} ×{v}" for k, v in sorted(errors.items(), key=lambda kv: -kv[1]))
-        point.invalid_reason = f"{failed} of {sent} requests failed ({point.error_rate:.1%} > {max_error_rate:.1%}): {kinds}"
 
 
 CPU_BOUND_FRAC = 0.90

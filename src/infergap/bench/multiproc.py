@@ -31,6 +31,11 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait
 from time import perf_counter
 
+from infergap.bench.client import StreamClient
+from infergap.bench.metrics import RequestRecord, judge_client
+from infergap.bench.results import ClientHealth
+from infergap.bench.shapes import for_spec
+from infergap.bench.trial import LoadSpec, Runner, TrialRun, install_uvloop
 from infergap.errors import UserError
 
 JOIN_TIMEOUT_S = 30.0
@@ -52,10 +57,8 @@ class ClientArgs:
     force_close: bool = False
 
 
-def split(spec, prompts: list, procs: int, seed: int) -> list[tuple]:
+def split(spec: LoadSpec, prompts: list, procs: int, seed: int) -> list[tuple]:
     """The per-worker ``(LoadSpec, prompts, seed)`` of a trial (see the module docstring)."""
-    from infergap.bench.runner import LoadSpec
-
     out = []
     for w in range(procs):
         mine = prompts[w::procs]
@@ -75,20 +78,17 @@ def split(spec, prompts: list, procs: int, seed: int) -> list[tuple]:
     return out
 
 
-def _summary(rec) -> tuple:
+def _summary(rec: RequestRecord) -> tuple:
     """What the progress display needs of a finished request: error kind, output tokens, retries."""
     return rec.error, rec.output_tokens()[0], rec.retries
 
 
-def _child(args: ClientArgs, spec, prompts: list, seed: int, duration_s: float | None, barrier, stop_ev,
+def _child(args: ClientArgs, spec: LoadSpec, prompts: list, seed: int, duration_s: float | None, barrier, stop_ev,
            conn) -> None:
     """Worker process: build the client, wait at the barrier, run the trial, send progress batches
     (``("progress", [summary, …])``) while it runs, then ``("ok", (TrialRun, counts))`` or
     ``("error", line)``. The trial stops when ``stop_ev`` is set or on SIGINT."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # until the loop's handler stops the trial cleanly
-    from infergap.bench.client import StreamClient
-    from infergap.bench.runner import Runner, install_uvloop
-
     install_uvloop()
     done: list[tuple] = []
 
@@ -117,8 +117,8 @@ def _child(args: ClientArgs, spec, prompts: list, seed: int, duration_s: float |
             await loop.run_in_executor(None, barrier.wait, JOIN_TIMEOUT_S)
             if stop_ev.is_set():
                 runner.stop()
-            tr = await runner.trial(spec, lambda i: prompts[i % len(prompts)], len(prompts) if spec.offsets is None else None,
-                                    duration_s, seed=seed)
+            shape = for_spec(spec, lambda i: prompts[i % len(prompts)], len(prompts) if spec.offsets is None else None, seed)
+            tr = await runner.run(shape, duration_s)
             return tr, c.counts()
         finally:
             tick.cancel()
@@ -138,7 +138,7 @@ class MultiTrial:
     """One trial over several worker processes (see :func:`run_trial`); :meth:`interrupt` may
     be called from another thread."""
 
-    def __init__(self, args: ClientArgs, spec, prompts: list, procs: int, duration_s: float | None = None,
+    def __init__(self, args: ClientArgs, spec: LoadSpec, prompts: list, procs: int, duration_s: float | None = None,
                  seed: int = 0, on_progress=None) -> None:
         self.args, self.spec, self.duration_s = args, spec, duration_s
         self.parts = split(spec, prompts, procs, seed)
@@ -156,12 +156,10 @@ class MultiTrial:
         if self._stop is not None:
             self._stop.set()
 
-    def run(self):
+    def run(self) -> TrialRun:
         """Start the workers, collect progress and results; return the merged TrialRun.
         Raises UserError when a worker fails or does not answer within the trial's time
         (after an interruption, the workers that answered make the trial, marked stopped)."""
-        from infergap.bench.runner import TrialRun
-
         ctx = mp.get_context("spawn")  # no fork: the parent has threads (NVML, /metrics sampling)
         barrier = ctx.Barrier(len(self.parts))
         self._stop = ctx.Event()
@@ -215,11 +213,8 @@ class MultiTrial:
         return TrialRun(records, window, merge_health([tr.health for tr in trs], self.spec, records), stopped=stopped)
 
 
-def merge_health(hs: list, spec, records: list | None = None):
+def merge_health(hs: list[ClientHealth], spec: LoadSpec, records: list[RequestRecord] | None = None) -> ClientHealth:
     """Client health of a trial from its workers' (see the module docstring)."""
-    from infergap.bench.metrics import judge_client
-    from infergap.bench.results import ClientHealth
-
     def worst(attr):
         return max((getattr(h, attr) for h in hs), key=lambda s: s.p99 if s.p99 is not None else -1)
 
@@ -233,24 +228,22 @@ def merge_health(hs: list, spec, records: list | None = None):
     return judge_client(health, records)
 
 
-def run_trial(args: ClientArgs, spec, prompts: list, procs: int, duration_s: float | None = None, seed: int = 0,
-              on_progress=None):
+def run_trial(args: ClientArgs, spec: LoadSpec, prompts: list, procs: int, duration_s: float | None = None, seed: int = 0,
+              on_progress=None) -> TrialRun:
     """Run one trial over ``procs`` worker processes and return the merged
-    :class:`~infergap.bench.runner.TrialRun`. Blocking (call it from a thread when on a loop).
+    :class:`~infergap.bench.trial.TrialRun`. Blocking (call it from a thread when on a loop).
     ``on_progress`` (optional) gets each batch of finished-request summaries ``(error kind or
     None, output tokens, retries)``, on this thread. Raises UserError when a worker fails or does
     not answer within the trial's time."""
     return MultiTrial(args, spec, prompts, procs, duration_s, seed, on_progress).run()
 
 
-async def trial(runner, args: ClientArgs, spec, prompts: list, procs: int, duration_s: float | None = None,
-                seed: int = 0):
+async def trial(runner: Runner, args: ClientArgs, spec: LoadSpec, prompts: list, procs: int, duration_s: float | None = None,
+                seed: int = 0) -> TrialRun:
     """:func:`run_trial` from a running sweep: ``runner.on_request`` advances the progress with
     each finished request (a record holding its error kind, output tokens and retries), the
     connection counters are added to ``runner.client``'s, and ``runner.stop()`` interrupts the
     workers, whose measured requests are kept (the trial is marked stopped)."""
-    from infergap.bench.metrics import RequestRecord
-
     loop = asyncio.get_running_loop()
     on_request = runner.on_request
 

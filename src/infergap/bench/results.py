@@ -1,5 +1,11 @@
 """Pydantic models of a benchmark run: settings, per-trial metrics, per-point summaries, the result.
 
+The bottom of the bench: it imports only pydantic and the bench's parsers of option values
+(:mod:`~infergap.bench.slo`, :mod:`~infergap.bench.workload_spec`), so that reading a result
+(``plan``, ``compare``, the ledger) loads no client, no numpy and no scraper. The settings check
+their own combinations (:meth:`BenchSettings._combinations`); :func:`settings_error` makes one
+line of a failed check.
+
 The JSON written by ``infergap bench --format json`` is :class:`BenchResult` (``"schema":
 "infergap.bench/1"``). Downstream stages (plan, report, ledger) read it with
 ``BenchResult.model_validate_json``. Times are in milliseconds (``*_ms``) or seconds (``*_s``),
@@ -8,15 +14,24 @@ throughputs in requests or tokens per second (``*_rps``, ``*_tps``), power in wa
 
 from __future__ import annotations
 
-from typing import Literal
+from pathlib import Path
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from infergap.bench.engine_metrics import EngineSummary, Explanation
 from infergap.bench.slo import Capacity, SLOTarget
-from infergap.bench.workloads import WorkloadStats
+from infergap.bench.workload_spec import parse_dataset
+from infergap.errors import UserError
 
 SCHEMA = "infergap.bench/1"
+
+MIN_TAIL_SAMPLES = 20
+"""Completed requests below which a trial's p90/p95/p99 are shown as the maximum of K values:
+with linear interpolation, p99 of fewer than 20 values lies between the two largest."""
+
+DEFAULT_MAX_ERROR_RATE = 0.01
+"""Failure budget of a point (failed / requests): one failure in a hundred requests already makes
+the surviving requests' latencies a biased sample (a failed request frees its slot early)."""
 
 #: Where a token count came from. ``usage``: the server's own ``usage`` object; ``tokenizer``: the
 #: model's tokenizer run locally on the text; ``chunks``: one token per streamed content chunk
@@ -52,34 +67,107 @@ class BenchSettings(BaseModel):
     sweep, ``concurrency`` holds at most one value, the cap on requests in flight. Trace replay:
     ``time_scale`` multiplies arrival times, ``max_duration_s`` keeps the first seconds,
     ``token_scale`` multiplies token lengths. ``slo_targets`` with ``search`` run the SLO capacity
-    search (:mod:`infergap.bench.slo`); ``client_procs`` client processes share the load."""
+    search (:mod:`infergap.bench.slo`); ``client_procs`` client processes share the load.
+
+    Each value is checked against its own bounds (counts ≥ 1, durations and scales > 0, the
+    failure budget 0 … 1; the command line's upper caps stay with its options) and the whole
+    against the combinations a sweep can run (:meth:`_combinations`); :meth:`checked` builds one
+    with a refusal as one line."""
 
     api: Literal["chat", "completions"] = "chat"
     stream: bool = True
-    concurrency: list[int] = Field(default_factory=list)
-    request_rate: list[float] = Field(default_factory=list)
+    concurrency: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)
+    request_rate: list[Annotated[float, Field(gt=0)]] = Field(default_factory=list)
     arrival: Literal["poisson", "constant"] = "poisson"
-    num_prompts: int | None = None
-    duration_s: float | None = None
-    input_len: int = 256
-    output_len: int = 128
-    len_spread: float = 0.0
+    num_prompts: int | None = Field(None, ge=1)
+    duration_s: float | None = Field(None, gt=0)
+    input_len: int = Field(256, ge=1)
+    output_len: int = Field(128, ge=1)
+    len_spread: float = Field(0.0, ge=0, lt=1)
     dataset: str = "random"
-    trials: int = 3
-    warmup: int = 4
+    trials: int = Field(3, ge=1)
+    warmup: int = Field(4, ge=0)
     seed: int = 0
     salt: str = ""
     slo: SLO | None = None
-    timeout_s: float = 600.0
+    timeout_s: float = Field(600.0, gt=0)
     tokenizer: str | None = None
     #: Failure budget: a point whose failed / sent requests exceeds it is invalid (0.01 = 1 %).
-    max_error_rate: float = 0.01
-    time_scale: float = 1.0
-    max_duration_s: float | None = None
-    token_scale: float = 1.0
+    max_error_rate: float = Field(DEFAULT_MAX_ERROR_RATE, ge=0, le=1)
+    time_scale: float = Field(1.0, gt=0)
+    max_duration_s: float | None = Field(None, gt=0)
+    token_scale: float = Field(1.0, gt=0)
     slo_targets: list[SLOTarget] = Field(default_factory=list)
     search: Literal["rate", "concurrency"] | None = None
-    client_procs: int = 1
+    client_procs: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _combinations(self) -> "BenchSettings":
+        """Refuse the combinations no sweep can run (ValueError, one line naming the options as the
+        command line spells them), then fill the closed-loop levels when nothing else sets the load
+        (:data:`DEFAULT_LEVELS`). Checked wherever settings are built: ``infergap bench``,
+        ``doctor``, a library caller, a result read back."""
+        problem = _combination_problem(self)
+        if problem:
+            raise ValueError(problem)
+        if not (self.concurrency or self.request_rate or self.search or _is_trace(self.dataset)):
+            self.concurrency = list(DEFAULT_LEVELS)
+        return self
+
+    @classmethod
+    def checked(cls, **fields) -> "BenchSettings":
+        """``BenchSettings(**fields)``; a refused value or combination raises UserError with one
+        line (:func:`settings_error`) instead of pydantic's report."""
+        try:
+            return cls(**fields)
+        except ValidationError as e:
+            raise UserError(settings_error(e)) from None
+
+
+#: Closed-loop levels of a sweep given no --concurrency, --request-rate, trace or --search.
+DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def _is_trace(dataset: str) -> bool:
+    try:
+        wl = parse_dataset(dataset)
+    except UserError:
+        return False
+    return wl is not None and wl.path is not None
+
+
+def _combination_problem(s: BenchSettings) -> str | None:
+    """What is wrong with the combination of ``s``'s options, or None (the rules the command line
+    applied before they moved here; a malformed ``dataset`` is named by its parser)."""
+    if s.num_prompts is not None and s.duration_s is not None:
+        return "--num-prompts and --duration: give one, not both"
+    try:
+        wl = parse_dataset(s.dataset)
+    except UserError as e:
+        return str(e)
+    multi_turn, trace = wl is not None and wl.kind == "multi-turn", wl is not None and wl.path is not None
+    if s.client_procs > 1 and (s.duration_s is not None or multi_turn):
+        return "--client-procs above 1 needs a request count (not --duration) and a dataset other than multi-turn"
+    if s.search and not s.slo_targets:
+        return "--search needs --slo with percentile bounds, e.g. --slo ttft_p99=2s,tpot_p99=80ms"
+    if multi_turn and (s.request_rate or s.search == "rate"):
+        return "--dataset multi-turn runs conversations in a closed loop: use --concurrency, not a rate"
+    if (s.request_rate or trace or s.search == "rate") and len(s.concurrency) > 1:
+        return "--concurrency with --request-rate (or a trace) is one cap on requests in flight, not a list"
+    if s.search == "concurrency" and (s.request_rate or trace):
+        return "--search concurrency is a closed-loop search: drop --request-rate / use a non-trace dataset, or --search rate"
+    return None
+
+
+def settings_error(e: ValidationError) -> str:
+    """One line for a failed :class:`BenchSettings` validation: the first problem, prefixed with
+    the field it concerns when it concerns one (``bench settings: trials: Input should be …``)."""
+    err = e.errors()[0]
+    ctx = err.get("ctx") or {}
+    msg = str(ctx["error"]) if isinstance(ctx.get("error"), ValueError) else err["msg"]
+    loc = ".".join(str(x) for x in err["loc"])
+    more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+    return (f"bench settings: {loc}: {msg}" if loc else msg) + more
 
 
 class ClientHealth(BaseModel):
@@ -168,6 +256,23 @@ class GPUTelemetry(BaseModel):
     throttle_reasons: list[str] = Field(default_factory=list)
 
 
+#: A sample's clock-event reasons count as throttling only when its SM clock is below this share of
+#: the maximum: NVML sets sw_power_cap whenever the power controller is engaged, also at full clocks.
+THROTTLED_CLOCK_SHARE = 0.97
+
+
+def throttled(reasons: list[str], sm_mhz: float | None, max_mhz: float | None) -> list[str]:
+    """``reasons`` when the clocks were actually held down (``sm_mhz`` below
+    :data:`THROTTLED_CLOCK_SHARE` of ``max_mhz``, or either unknown), else none.
+
+    >>> throttled(["sw_power_cap"], 1976.0, 1980.0), throttled(["sw_power_cap"], 1500.0, 1980.0)
+    ([], ['sw_power_cap'])
+    """
+    if reasons and sm_mhz is not None and max_mhz and sm_mhz >= THROTTLED_CLOCK_SHARE * max_mhz:
+        return []
+    return list(reasons)
+
+
 class TelemetrySummary(BaseModel):
     """GPU telemetry for one point; ``available`` is False (with ``reason``) without NVML/GPUs."""
 
@@ -175,6 +280,80 @@ class TelemetrySummary(BaseModel):
     reason: str | None = None
     interval_ms: float | None = None
     gpus: list[GPUTelemetry] = Field(default_factory=list)
+
+
+class EngineSummary(BaseModel):
+    """The engine's metrics over one point's measured windows (``available`` False, with
+    ``reason``, when the server has no usable ``/metrics``).
+
+    ``running_*``/``waiting_*``: requests running / queued (mean and largest sample);
+    ``kv_usage_*``: KV cache in use, 0–1; ``preemptions``: preemptions during the point;
+    ``prefix_hit_rate``: prefix-cache hit rate during the point (hits / lookups, cached / all
+    prompt tokens, or the engine's gauge); ``prompt_tokens``/``cached_tokens``: the prompt tokens
+    the engine counted during the point (cached ones included) and those it reused from its cache,
+    when it exposes both counters; ``tokens_max``: longest sequence the server has seen since it
+    started (llama.cpp keeps a running maximum, not one per point); ``slots``/``slot_ctx``: llama.cpp's
+    ``total_slots`` and per-slot context from ``/props``.
+    """
+
+    available: bool
+    reason: str | None = None
+    engine: str | None = None
+    samples: int = 0
+    running_mean: float | None = None
+    running_max: float | None = None
+    waiting_mean: float | None = None
+    waiting_max: float | None = None
+    kv_usage_mean: float | None = None
+    kv_usage_max: float | None = None
+    preemptions: float | None = None
+    prefix_hit_rate: float | None = None
+    prompt_tokens: float | None = None
+    cached_tokens: float | None = None
+    tokens_max: float | None = None
+    slots: int | None = None
+    slot_ctx: int | None = None
+
+
+class Explanation(BaseModel):
+    """Why a point's throughput is what it is: ``cause`` (``client``, ``kv``, ``running_limit``,
+    ``host``, ``gpu``, ``scaling`` or ``unknown``), one ``line`` citing the evidence, and whether
+    the point is the sweep's ``knee``."""
+
+    cause: str
+    line: str
+    knee: bool = False
+
+
+class TurnTokens(BaseModel):
+    """Prompt tokens the server counted for one turn number of a multi-turn workload."""
+
+    turn: int
+    requests: int
+    prompt_tokens_mean: float | None = None
+
+
+class WorkloadStats(BaseModel):
+    """What a workload point shows beyond the common metrics.
+
+    ``cache_hit_rate``: cached prompt tokens / prompt tokens over the completed requests whose
+    ``usage`` carried ``prompt_tokens_details.cached_tokens`` (``cache_reported`` of them);
+    ``None`` when the server reported none. ``lateness_ms``: for a trace, actual send time minus
+    scheduled arrival (p50/p99/max over requests; the schedule is met when these are small).
+    ``ideal_hit_rate``: the trace's own prefix reuse with an unbounded cache.
+    """
+
+    kind: str
+    requests: int = 0
+    cache_reported: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    cache_hit_rate: float | None = None
+    turns: list[TurnTokens] = Field(default_factory=list)
+    lateness_ms: dict[str, float] = Field(default_factory=dict)
+    scheduled: int | None = None
+    ideal_hit_rate: float | None = None
+    note: str | None = None
 
 
 class PointResult(BaseModel):
@@ -219,6 +398,31 @@ class PointResult(BaseModel):
             return f"c={self.concurrency}"
         cap = f",c≤{self.concurrency}" if self.concurrency else ""
         return f"r={self.request_rate:g}/s{cap}"
+
+
+def judge_point(point: PointResult, max_error_rate: float = DEFAULT_MAX_ERROR_RATE) -> None:
+    """Fill a :class:`~infergap.bench.results.PointResult`'s totals, error rate and validity from
+    its trials. Requests cancelled by the user (Ctrl-C) are not counted as sent."""
+    ts = point.trials
+    errors: dict[str, int] = {}
+    for t in ts:
+        for k, v in t.errors.items():
+            errors[k] = errors.get(k, 0) + v
+    point.errors = errors
+    point.requests = sum(t.requests for t in ts)
+    point.completed = sum(t.completed for t in ts)
+    point.failed = sum(t.failed for t in ts)
+    point.retried = sum(t.retried for t in ts)
+    point.min_completed = min((t.completed for t in ts), default=None)
+    point.few_samples = point.min_completed is not None and point.min_completed < MIN_TAIL_SAMPLES
+    sent = point.requests - errors.get("cancelled", 0)
+    failed = point.failed - errors.get("cancelled", 0)
+    point.error_rate = failed / sent if sent > 0 else None
+    point.valid = point.error_rate is None or point.error_rate <= max_error_rate
+    point.invalid_reason = None
+    if not point.valid:
+        kinds = ", ".join(f"{k} ×{v}" for k, v in sorted(errors.items(), key=lambda kv: -kv[1]))
+        point.invalid_reason = f"{failed} of {sent} requests failed ({point.error_rate:.1%} > {max_error_rate:.1%}): {kinds}"
 
 
 class LengthControl(BaseModel):
@@ -284,8 +488,6 @@ class BenchResult(BaseModel):
     def _totals(self) -> "BenchResult":
         """Results written before points carried their totals get them (and their validity)
         from their trials, so an old file's failures are not hidden either."""
-        from infergap.bench.metrics import judge_point
-
         for p in self.points:
             if not p.requests and any(t.requests for t in p.trials):
                 judge_point(p, self.settings.max_error_rate)
@@ -299,3 +501,21 @@ class BenchResult(BaseModel):
     def to_json(self) -> str:
         """The JSON document (``"schema": "infergap.bench/1"``)."""
         return self.model_dump_json(by_alias=True, indent=2)
+
+
+def load_result(path) -> "BenchResult":
+    """Read a ``infergap.bench/1`` JSON file. Raises UserError naming the file when it is not one."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"{p}: cannot read ({e.strerror or e})") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{p}: not text (not UTF-8); expected an {SCHEMA} JSON result") from None
+    try:
+        r = BenchResult.model_validate_json(text)
+    except ValidationError as e:
+        raise UserError(f"{p}: not an {SCHEMA} result ({e.error_count()} problem(s), first: {e.errors()[0]['msg']})") from None
+    if r.schema_ != SCHEMA:
+        raise UserError(f"{p}: schema {r.schema_!r}, expected {SCHEMA!r}")
+    return r

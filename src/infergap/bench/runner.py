@@ -1,335 +1,45 @@
-"""Load generation and the sweep: closed-loop concurrency, open-loop request rate, trials, warm-up,
-self-monitoring, telemetry windows, interruption.
+"""The sweep: the load points of the settings (or those a capacity search picks), each a warm-up
+and ``settings.trials`` trials of one load shape (:mod:`infergap.bench.shapes`), with GPU
+telemetry and engine counters over the trials' windows, interruption and a dead server handled.
 
-Closed loop: ``concurrency`` workers each send their next request as soon as the previous one
-ended; the *intended* send time of a request is the moment its slot freed, so the worker's own
-delay shows as send slip. Open loop: arrival times are drawn up front on an absolute schedule
-(``t0 + Σ gaps``; Poisson: exponential gaps, constant: 1/rate), so a late dispatcher does not
-shift later arrivals; the intended send time is the scheduled arrival, and waiting for a
-concurrency cap counts in the latency measured from it (coordinated omission stays visible).
+Entry points: :func:`run` (synchronous, with telemetry) and :func:`run_sweep` (on a running
+loop) → :class:`~infergap.bench.results.BenchResult`; :func:`run_trial` → one trial of one point
+as a :class:`~infergap.bench.results.PointResult`, the unit the A/B interleaving of
+:mod:`infergap.bench.shapes.interleave` alternates.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
+import os
 import platform
-import random
 import secrets
 import signal
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from time import perf_counter, process_time
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable, Iterable
 
 import aiohttp
+import uvloop
 
 from infergap import __version__
-from infergap.bench import datasets, engine_metrics, multiproc, slo, workloads
-from infergap.bench.client import StreamClient, probe, split_url
+from infergap.bench import datasets, engine_metrics, multiproc, slo, traces, workloads
+from infergap.bench.client import ServerInfo, StreamClient, probe, split_url
 from infergap.bench.datasets import Prompt
-from infergap.bench.metrics import (DEFINITIONS, RequestRecord, judge_client, judge_point, prompt_length_warning, stats,
-                                    summarize_trials, trial_metrics)
-from infergap.bench.results import (BenchEnvironment, BenchResult, BenchSettings, ClientHealth, ConnectionHealth, PointResult,
-                                   TrialMetrics)
+from infergap.bench.metrics import DEFINITIONS, RequestRecord, prompt_length_warning, settle_point, trial_metrics
+from infergap.bench.results import BenchEnvironment, BenchResult, BenchSettings, ConnectionHealth, PointResult, TrialMetrics
+from infergap.bench.shapes import MultiTurn, Shape, for_spec
 from infergap.bench.telemetry import GPUSampler
+from infergap.bench.trial import LoadSpec, Runner, TrialRun, install_uvloop
+# Kept importable from here for callers of the sweep's former home (they moved to bench.trial).
+from infergap.bench.trial import DEAD_FAILED as DEAD_FAILED
+from infergap.bench.trial import DEAD_REFUSED as DEAD_REFUSED
+from infergap.bench.trial import LagMonitor as LagMonitor
+from infergap.bench.trial import frozen_heap as frozen_heap
+from infergap.bench.workload_spec import DatasetSpec
 
 log = logging.getLogger(__name__)
-
-LAG_TICK_S = 0.010
-
-
-class LagMonitor:
-    """Measures event-loop lag: a task sleeps ``LAG_TICK_S`` repeatedly and records how late it
-    woke up (ms). A loop busy parsing streams wakes late, and so does every timestamp it takes."""
-
-    def __init__(self) -> None:
-        self.lags_ms: list[float] = []
-        self._task: asyncio.Task | None = None
-
-    async def _run(self) -> None:
-        while True:
-            t = perf_counter()
-            await asyncio.sleep(LAG_TICK_S)
-            self.lags_ms.append(max(0.0, (perf_counter() - t - LAG_TICK_S) * 1e3))
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-
-
-@dataclass
-class LoadSpec:
-    """One load point: closed loop at ``concurrency``, or open loop at ``rate`` req/s (optionally
-    capped at ``concurrency`` in flight)."""
-
-    mode: str
-    concurrency: int | None = None
-    rate: float | None = None
-    arrival: str = "poisson"
-    offsets: list[float] | None = None
-    """Trace replay: the arrival time of request ``i`` is ``t0 + offsets[i]`` (seconds); the trial
-    ends after ``len(offsets)`` requests."""
-
-
-@dataclass
-class TrialRun:
-    """Raw outcome of one trial: records, window, and the client's health readings; ``server_dead``
-    says why the trial stopped early when the server stopped answering (None otherwise)."""
-
-    records: list[RequestRecord]
-    window: tuple[float, float]
-    health: ClientHealth
-    stopped: bool = False
-    server_dead: str | None = None
-
-
-#: Consecutive requests whose connection was refused (nothing listens any more) after which the
-#: server is taken for dead and the point stops: one refusal can be a restart's blink, three are not.
-DEAD_REFUSED = 3
-#: Consecutive requests that failed on the connection or timed out, with no answer of any kind
-#: between them, after which the server is taken for dead (at least this many, and at least the
-#: concurrency, so that one burst of in-flight requests cut together is not enough). A hung server
-#: or one behind a proxy that still accepts connections otherwise costs every remaining request
-#: its whole timeout.
-DEAD_FAILED = 8
-
-
-@dataclass
-class _InFlight:
-    n: int = 0
-    peak: int = 0
-    area: float = 0.0
-    last: float = 0.0
-
-    def change(self, d: int) -> None:
-        now = perf_counter()
-        self.area += self.n * (now - self.last)
-        self.last = now
-        self.n += d
-        if self.n > self.peak:
-            self.peak = self.n
-
-
-@dataclass
-class Runner:
-    """Runs trials against one :class:`StreamClient`. ``stop()`` (SIGINT) cancels the requests in
-    flight; the trial then returns what it has, marked stopped."""
-
-    client: StreamClient
-    on_request: Callable[[RequestRecord], None] | None = None
-    stopping: bool = False
-    #: Why the server is taken for dead (set by :meth:`watch`; the trial stops issuing requests).
-    dead: str | None = None
-    _tasks: set = field(default_factory=set)
-    _failed_run: int = 0
-    _refused_run: int = 0
-
-    def stop(self) -> None:
-        self.stopping = True
-        for t in list(self._tasks):
-            t.cancel()
-
-    def watch_reset(self) -> None:
-        """Start a trial with no verdict on the server and no failures counted."""
-        self.dead, self._failed_run, self._refused_run = None, 0, 0
-
-    def watch(self, rec: RequestRecord, limit: int) -> None:
-        """Count connection failures and timeouts since the server last answered; past
-        :data:`DEAD_REFUSED` refusals or ``limit`` failures with no answer between them the server is dead: say why, and cancel
-        the requests in flight (each would only wait its timeout)."""
-        if rec.error in ("connection", "timeout"):
-            self._failed_run += 1
-            refused = rec.error == "connection" and (rec.error_detail or "").startswith("ClientConnectorError")
-            # A refusal counts until the server answers again: the requests that were in flight when
-            # it died end with other connection errors (reset, disconnected) in any order among them.
-            self._refused_run += refused
-            if self.dead is None and (self._refused_run >= DEAD_REFUSED or self._failed_run >= limit):
-                what = (f"{self._refused_run} connections refused with no answer between them"
-                        if self._refused_run >= DEAD_REFUSED
-                        else f"{self._failed_run} consecutive requests failed (connection or timeout) with no answer between them")
-                self.dead = f"{what}; last: {rec.error_detail or rec.error}"
-                for t in list(self._tasks):
-                    t.cancel()
-        elif rec.error not in ("cancelled", "cut"):  # any answer, even an HTTP error, shows the server is there
-            # (a cut stream neither: the streams in flight when a server dies are cut, and a
-            # server that cuts streams but answers new requests is alive, not dead)
-            self._failed_run = self._refused_run = 0
-
-    async def trial(self, spec: LoadSpec, get_prompt: Callable[[int], Prompt], n: int | None,
-                    duration_s: float | None, seed: int = 0) -> TrialRun:
-        """Run one trial of ``n`` requests (or for ``duration_s`` seconds) at ``spec``: the closed
-        loop (:meth:`_closed_loop`) or the open loop (:meth:`_open_loop`), with the event-loop lag,
-        CPU time and requests in flight read throughout (:func:`_client_health`)."""
-        with frozen_heap():
-            return await self._trial(spec, get_prompt, n, duration_s, seed)
-
-    async def _trial(self, spec: LoadSpec, get_prompt: Callable[[int], Prompt], n: int | None,
-                     duration_s: float | None, seed: int) -> TrialRun:
-        infl = _InFlight()
-        lag = LagMonitor()
-        lag.start()
-        await asyncio.sleep(0)
-        cpu0, t0 = process_time(), perf_counter()
-        infl.last = t0
-        self.watch_reset()
-        st = _Trial(self, spec, get_prompt, n, t0, t0 + duration_s if duration_s else None, infl,
-                    dead_limit=max(DEAD_FAILED, spec.concurrency or 0))
-        if spec.mode == "concurrency":
-            target = await self._closed_loop(st)
-        else:
-            target = await self._open_loop(st, seed)
-        t1 = perf_counter()
-        cpu = process_time() - cpu0
-        await lag.stop()
-        infl.change(0)
-        health = _client_health(st, lag.lags_ms, cpu, t1, target)
-        started = [r for r in st.records if r.start]
-        window = (min((r.start for r in started), default=t0), max((r.end for r in started), default=t1))
-        return TrialRun(st.records, window, judge_client(health, st.records), stopped=self.stopping, server_dead=self.dead)
-
-    async def _closed_loop(self, st: _Trial) -> int | None:
-        """``spec.concurrency`` workers, each sending its next request when the previous one ended
-        (the intended send time is that end). Returns the target number in flight."""
-        spec, n = st.spec, st.n
-        counter = [0]
-
-        async def worker() -> None:
-            intended = st.t0
-            while True:
-                i = counter[0]
-                if not st.more(i):
-                    if st.issued_end is None:
-                        st.issued_end = perf_counter()
-                    return
-                counter[0] = i + 1
-                p = st.get_prompt(i)
-                rec = RequestRecord(intended=intended, max_tokens=p.output_tokens, prompt_estimate=p.input_tokens)
-                st.records.append(rec)
-                await st.one(p, rec)
-                st.slips.append((rec.start - rec.intended) * 1e3)
-                intended = rec.end
-
-        workers = [asyncio.ensure_future(worker()) for _ in range(spec.concurrency)]
-        self._tasks.update(workers)
-        try:
-            await asyncio.gather(*workers, return_exceptions=True)
-        finally:
-            self._tasks.difference_update(workers)
-        return spec.concurrency if n is None else min(spec.concurrency, n)
-
-    async def _open_loop(self, st: _Trial, seed: int) -> None:
-        """Requests sent on an absolute arrival schedule (trace offsets, Poisson or constant gaps
-        at ``spec.rate``), optionally capped at ``spec.concurrency`` in flight. An open loop has
-        no target in flight (send slip is its health signal): returns None."""
-        spec, t0 = st.spec, st.t0
-        rng = random.Random(seed)
-        sem = asyncio.Semaphore(spec.concurrency) if spec.concurrency else None
-        pending: set[asyncio.Task] = set()
-        t_next = t0
-        i = 0
-        while st.more(i):
-            delay = t_next - perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-                if self.stopping:
-                    break
-            st.slips.append(max(0.0, (perf_counter() - t_next) * 1e3))
-            if sem is not None:
-                await sem.acquire()
-            p = st.get_prompt(i)
-            rec = RequestRecord(intended=t_next, max_tokens=p.output_tokens, prompt_estimate=p.input_tokens)
-            st.records.append(rec)
-
-            async def run(p=p, rec=rec):
-                try:
-                    await st.one(p, rec)
-                finally:
-                    if sem is not None:
-                        sem.release()
-
-            task = asyncio.ensure_future(run())
-            pending.add(task)
-            self._tasks.add(task)
-            task.add_done_callback(pending.discard)
-            task.add_done_callback(self._tasks.discard)
-            i += 1
-            if spec.offsets is not None:
-                t_next = t0 + spec.offsets[min(i, len(spec.offsets) - 1)]
-            else:
-                t_next += rng.expovariate(spec.rate) if spec.arrival == "poisson" else 1.0 / spec.rate
-            if delay <= 0 and i % 64 == 0:
-                await asyncio.sleep(0)
-        st.issued_end = perf_counter()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
-        return None
-
-
-@dataclass
-class _Trial:
-    """The state of one trial, shared by the closed and the open loop."""
-
-    runner: Runner
-    spec: LoadSpec
-    get_prompt: Callable[[int], Prompt]
-    n: int | None
-    t0: float
-    deadline: float | None
-    infl: _InFlight
-    dead_limit: int = DEAD_FAILED
-    records: list[RequestRecord] = field(default_factory=list)
-    slips: list[float] = field(default_factory=list)
-    issued_end: float | None = None
-
-    def more(self, i: int) -> bool:
-        """Whether request ``i`` is still to be sent (not stopped, the server not dead, within n, the
-        trace, the duration)."""
-        if self.runner.stopping or self.runner.dead:
-            return False
-        if self.n is not None and i >= self.n:
-            return False
-        if self.spec.offsets is not None and i >= len(self.spec.offsets):
-            return False
-        if self.deadline is not None and perf_counter() >= self.deadline:
-            return False
-        return True
-
-    async def one(self, p: Prompt, rec: RequestRecord) -> None:
-        """Send one request, counting it in flight while it runs and watching for a dead server."""
-        self.infl.change(1)
-        try:
-            await self.runner.client.request(p, rec)
-        finally:
-            self.infl.change(-1)
-            self.runner.watch(rec, self.dead_limit)
-            if self.runner.on_request is not None:
-                self.runner.on_request(rec)
-
-
-def _client_health(st: _Trial, lags_ms: list[float], cpu: float, t1: float, target: int | None) -> ClientHealth:
-    """The client's readings over one trial: loop lag, send slip, CPU share and the mean number
-    in flight while requests were still being issued (recomputed from the records, exact)."""
-    steady_end = st.issued_end or t1
-    area = 0.0
-    for r in st.records:
-        a, b = r.start, min(r.end, steady_end)
-        if r.start and b > a:
-            area += b - a
-    span = max(steady_end - st.t0, 1e-9)
-    return ClientHealth(loop_lag_ms=stats(lags_ms), send_slip_ms=stats(st.slips),
-                        cpu_frac=cpu / max(t1 - st.t0, 1e-9), mean_in_flight=area / span, issue_s=round(span, 4),
-                        max_in_flight=st.infl.peak, target_in_flight=target)
-
 
 # ----------------------------------------------------------------------------- the sweep
 
@@ -344,10 +54,8 @@ class SweepProgress:
 
 
 def _client_host() -> dict[str, str]:
-    import uvloop
-
     return {"platform": platform.platform(), "python": platform.python_version(),
-            "cpus": str(len(__import__("os").sched_getaffinity(0))), "aiohttp": aiohttp.__version__,
+            "cpus": str(len(os.sched_getaffinity(0))), "aiohttp": aiohttp.__version__,
             "uvloop": uvloop.__version__}
 
 
@@ -384,14 +92,27 @@ def _prompt_source(settings: BenchSettings, salt: str, n: int, tokenizer) -> Cal
     return get
 
 
-def _load_specs(settings: BenchSettings, trace) -> tuple[list[LoadSpec], int, int | None]:
+def rate_spec(rate: float | None, cap: int | None, settings: BenchSettings,
+              trace: list[traces.TraceRequest] | None) -> LoadSpec:
+    """The open-loop load spec of one rate point. With a trace: the trace's arrival offsets,
+    rescaled so that the mean rate is ``rate`` (``None``: the trace's own pace)."""
+    if trace is None:
+        return LoadSpec("rate", cap, rate, settings.arrival)
+    offsets = traces.rescale_to_rate(trace, rate) if rate else [r.offset_s for r in trace]
+    native = traces.mean_rate(trace)
+    eff = rate or (native if native else float(len(trace)))
+    return LoadSpec("rate", cap, round(eff, 4), "trace", offsets)
+
+
+
+def _load_specs(settings: BenchSettings, trace: list[traces.TraceRequest] | None) -> tuple[list[LoadSpec], int, int | None]:
     """The sweep's load points, the connection pool size, and the cap on requests in flight of
     an open loop or a trace (``--concurrency`` given with a rate or a trace, else None)."""
     cap = settings.concurrency[0] if settings.concurrency and (settings.request_rate or trace) else None
     if settings.request_rate or settings.search == "rate":
-        return [workloads.rate_spec(r, cap, settings, trace) for r in settings.request_rate], cap or 0, cap
+        return [rate_spec(r, cap, settings, trace) for r in settings.request_rate], cap or 0, cap
     if trace is not None:  # the trace at its own pace (× --time-scale)
-        return [workloads.rate_spec(None, cap, settings, trace)], cap or 0, cap
+        return [rate_spec(None, cap, settings, trace)], cap or 0, cap
     conns = max(settings.concurrency) if settings.search is None else 0
     return [LoadSpec("concurrency", c) for c in settings.concurrency], conns, cap
 
@@ -402,13 +123,13 @@ class _Sweep:
     workload (``wl``, ``trace``), the progress hooks and the samplers."""
 
     settings: BenchSettings
-    info: Any
+    info: ServerInfo
     extra: dict
     runner: Runner
     progress: SweepProgress
-    tokenizer: Any
-    wl: Any
-    trace: Any
+    tokenizer: Callable[[str], int] | None
+    wl: DatasetSpec | None
+    trace: list[traces.TraceRequest] | None
     engine: engine_metrics.EngineScraper | None
     sampler: GPUSampler | None
 
@@ -417,88 +138,116 @@ class _Sweep:
         if self.engine is not None and self.engine.available:
             await asyncio.get_running_loop().run_in_executor(None, self.engine.scrape)
 
-    async def _trial(self, k: int, t: int, spec: LoadSpec, src: Callable[[int], Prompt], n: int | None) -> TrialRun:
-        """Trial ``t`` of point ``k``: multi-turn conversations, the client processes, or this
-        event loop's runner."""
+    def _shape(self, k: int, t: int, spec: LoadSpec, src: Callable[[int], Prompt], n: int | None) -> Shape:
+        """The load shape of trial ``t`` of point ``k``: multi-turn conversations, or the point's
+        closed or open loop (:func:`~infergap.bench.shapes.for_spec`)."""
         settings, wl = self.settings, self.wl
         if wl is not None and wl.kind == "multi-turn":
             convs = workloads.conversations(max(spec.concurrency or 1, -(-(n or default_num_prompts(spec)) // wl.turns)), wl,
                                             settings.input_len, settings.output_len, seed=settings.seed,
                                             salt=f"{settings.salt}.{k}.{t}.")
-            return await workloads.multi_turn_trial(self.runner, wl, convs, spec.concurrency or 1, settings.duration_s)
-        if settings.client_procs > 1:
+            return MultiTurn(convs, spec.concurrency or 1, wl.think_s)
+        return for_spec(spec, src, n, seed=settings.seed + 7919 * t + k)
+
+    async def _trial(self, k: int, t: int, spec: LoadSpec, src: Callable[[int], Prompt], n: int | None) -> TrialRun:
+        """Trial ``t`` of point ``k``: its shape on this event loop's runner, or over the client
+        processes (``--client-procs``)."""
+        settings = self.settings
+        shape = self._shape(k, t, spec, src, n)
+        if settings.client_procs > 1 and not isinstance(shape, MultiTurn):
             info = self.info
             args = multiproc.ClientArgs(info.base, info.model, settings.api, settings.stream, self.extra,
                                         tuple(info.length.fields), settings.timeout_s)
             prompts = [src(i) for i in range(n or default_num_prompts(spec))]
             return await multiproc.trial(self.runner, args, spec, prompts, settings.client_procs, settings.duration_s,
                                          settings.seed + 7919 * t + k)
-        return await self.runner.trial(spec, src, n, settings.duration_s, seed=settings.seed + 7919 * t + k)
+        return await self.runner.run(shape, settings.duration_s)
 
-    async def point(self, k: int, spec: LoadSpec) -> PointResult:
-        """Point ``k``: a warm-up, then ``settings.trials`` trials of ``spec`` (stopping early when
-        the server stops answering), summarised and judged against the failure budget, with
-        telemetry, engine counters and workload statistics over the trials' windows."""
-        settings, runner, engine = self.settings, self.runner, self.engine
-        point = PointResult(mode=spec.mode, concurrency=spec.concurrency, request_rate=spec.rate)
+    def _budget(self, spec: LoadSpec) -> int | None:
+        """Requests per trial of ``spec``: ``--num-prompts``, none with ``--duration``, else
+        :func:`default_num_prompts`; a trace's length at most."""
+        settings = self.settings
         n = settings.num_prompts if settings.num_prompts else (None if settings.duration_s else default_num_prompts(spec))
         if spec.offsets is not None:
             n = min(n or len(spec.offsets), len(spec.offsets))
-        windows = []
-        records: list[RequestRecord] = []
-        if settings.warmup and not runner.stopping:
-            src = _prompt_source(settings, f"{settings.salt}.w{k}.", settings.warmup, self.tokenizer)
-            wspec = LoadSpec("concurrency", min(settings.warmup, spec.concurrency or settings.warmup))
-            self.progress.point_start(point.label + " warm-up", 0, settings.warmup)
-            wt = await runner.trial(wspec, src, settings.warmup, None)
-            if wt.server_dead:
-                point.error = f"server stopped answering during the warm-up: {wt.server_dead}"
-        for t in range(settings.trials):
+        return n
+
+    async def _warm_up(self, k: int, spec: LoadSpec, point: PointResult) -> None:
+        """``settings.warmup`` unmeasured requests in a closed loop before point ``k``;
+        ``point.error`` says so when the server stopped answering meanwhile."""
+        settings = self.settings
+        if not settings.warmup or self.runner.stopping:
+            return
+        src = _prompt_source(settings, f"{settings.salt}.w{k}.", settings.warmup, self.tokenizer)
+        self.progress.point_start(point.label + " warm-up", 0, settings.warmup)
+        wt = await self.runner.run(for_spec(LoadSpec("concurrency", min(settings.warmup, spec.concurrency or settings.warmup)),
+                                            src, settings.warmup), None)
+        if wt.server_dead:
+            point.error = f"server stopped answering during the warm-up: {wt.server_dead}"
+
+    async def _measure(self, k: int, t: int, spec: LoadSpec, n: int | None, point: PointResult,
+                       seen: tuple[list, list[RequestRecord]]) -> None:
+        """Trial ``t`` of point ``k`` added to ``point`` (its window and records to ``seen``);
+        ``point.error`` set when the server stopped answering (what was sent is counted, the rest
+        was never sent)."""
+        settings = self.settings
+        src = _prompt_source(settings, f"{settings.salt}.{k}.{t}.", n or default_num_prompts(spec), self.tokenizer)
+        self.progress.point_start(point.label, t + 1, n)
+        await self._scrape()  # counters read at the trial's edges too
+        tr = await self._trial(k, t, spec, src, n)
+        seen[0].append(tr.window)
+        seen[1].extend(tr.records)
+        await self._scrape()
+        tm = trial_metrics(t + 1, tr.records, window_start=tr.window[0], window_end=tr.window[1],
+                           slo=settings.slo, client=tr.health)
+        point.trials.append(tm)
+        if tr.server_dead:
+            planned = f" of {n}" if n else ""
+            point.error = (f"server stopped answering: {tr.server_dead}; trial {t + 1} stopped early after "
+                           f"{len(tr.records)}{planned} request(s)")
+        elif _server_gone(tm):
+            point.error = f"server stopped answering: {tm.error_examples[0] if tm.error_examples else 'connection errors'}"
+
+    async def point(self, k: int, spec: LoadSpec, trials: Iterable[int] | None = None) -> PointResult:
+        """Point ``k``: a warm-up, then trials ``trials`` (default: all ``settings.trials``) of
+        ``spec`` (stopping early when the server stops answering), summarised and judged against
+        the failure budget, with telemetry, engine counters and workload statistics over the
+        trials' windows."""
+        settings, runner = self.settings, self.runner
+        point = PointResult(mode=spec.mode, concurrency=spec.concurrency, request_rate=spec.rate)
+        n = self._budget(spec)
+        seen: tuple[list, list[RequestRecord]] = ([], [])
+        await self._warm_up(k, spec, point)
+        for t in range(settings.trials) if trials is None else trials:
             if runner.stopping or point.error:
                 break
-            src = _prompt_source(settings, f"{settings.salt}.{k}.{t}.", n or default_num_prompts(spec), self.tokenizer)
-            self.progress.point_start(point.label, t + 1, n)
-            await self._scrape()  # counters read at the trial's edges too
-            tr = await self._trial(k, t, spec, src, n)
-            windows.append(tr.window)
-            records += tr.records
-            await self._scrape()
-            tm = trial_metrics(t + 1, tr.records, window_start=tr.window[0], window_end=tr.window[1],
-                               slo=settings.slo, client=tr.health)
-            point.trials.append(tm)
-            if tr.server_dead:  # stopped early: what was sent is counted, the rest was never sent
-                planned = f" of {n}" if n else ""
-                point.error = (f"server stopped answering: {tr.server_dead}; trial {t + 1} stopped early after "
-                               f"{len(tr.records)}{planned} request(s)")
-                break
-            if _server_gone(tm):
-                point.error = f"server stopped answering: {tm.error_examples[0] if tm.error_examples else 'connection errors'}"
-                break
-        _finish_point(point, self.sampler, windows, settings.max_error_rate)
-        if engine is not None:
-            point.engine = engine.summary(windows)
+            await self._measure(k, t, spec, n, point, seen)
+        self._finish(point, spec, *seen)
+        return point
+
+    def _finish(self, point: PointResult, spec: LoadSpec, windows: list, records: list[RequestRecord]) -> None:
+        """The point's summary and validity (:func:`~infergap.bench.metrics.settle_point`), its
+        telemetry, engine counters and workload statistics over ``windows``."""
+        settle_point(point, self.settings.max_error_rate)
+        if self.sampler is not None:
+            point.telemetry = self.sampler.summary(windows)
+        if self.engine is not None:
+            point.engine = self.engine.summary(windows)
         if self.wl is not None:
             point.workload = workloads.point_stats(self.wl.kind, records, schedule=spec.offsets is not None)
             if self.trace is not None:
                 point.workload.scheduled = len(spec.offsets or [])
-                point.workload.ideal_hit_rate = workloads.traces.shared_prefix_fraction(self.trace)
-        if runner.stopping:
+                point.workload.ideal_hit_rate = traces.shared_prefix_fraction(self.trace)
+        if self.runner.stopping:
             point.error = point.error or "interrupted (SIGINT/SIGTERM)"
-        return point
 
 
-async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
-                    progress: SweepProgress | None = None, sampler: GPUSampler | None = None,
-                    on_partial: Callable[[BenchResult], None] | None = None,
-                    tokenizer=None, engine: engine_metrics.EngineScraper | None = None) -> BenchResult:
-    """Probe the server, then run every point of the sweep ``settings.trials`` times
-    (:meth:`_Sweep.point`), or the points a capacity search (``settings.search``) picks.
-
-    Returns the :class:`BenchResult`; on SIGINT the result holds what was measured and
-    ``interrupted=True``; when the server stops answering, ``error`` says so and the sweep ends.
-    Raises UserError only before any load (unreachable server, wrong path, bad dataset).
-    """
-    progress = progress or SweepProgress()
+async def _open_sweep(url: str, model: str | None, settings: BenchSettings, progress: SweepProgress,
+                      sampler: GPUSampler | None, tokenizer: Callable[[str], int] | None,
+                      engine: engine_metrics.EngineScraper | None) -> tuple[_Sweep, BenchResult, list[LoadSpec], int | None]:
+    """Probe the server and set up a sweep: the shared state, the result to fill, the load points
+    and the open loop's cap. Raises UserError before any load (unreachable server, wrong path, a
+    bad dataset or trace file)."""
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     info = await probe(url, model, settings.api, output_len=settings.output_len, timeout_s=min(settings.timeout_s, 60))
     if not settings.salt:
@@ -517,36 +266,67 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
     client = StreamClient(info.base, info.model, settings.api, settings.stream, extra, tuple(info.length.fields),
                           connections=conns, timeout_s=settings.timeout_s, count_tokens=tokenizer)
     runner = Runner(client, on_request=progress.request_done)
+    return _Sweep(settings, info, extra, runner, progress, tokenizer, wl, trace, engine, sampler), result, specs, cap
+
+
+async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
+                    progress: SweepProgress | None = None, sampler: GPUSampler | None = None,
+                    on_partial: Callable[[BenchResult], None] | None = None,
+                    tokenizer=None, engine: engine_metrics.EngineScraper | None = None) -> BenchResult:
+    """Probe the server, then run every point of the sweep ``settings.trials`` times
+    (:meth:`_Sweep.point`), or the points a capacity search (``settings.search``) picks.
+
+    Returns the :class:`BenchResult`; on SIGINT the result holds what was measured and
+    ``interrupted=True``; when the server stops answering, ``error`` says so and the sweep ends.
+    Raises UserError only before any load (unreachable server, wrong path, bad dataset).
+    """
+    progress = progress or SweepProgress()
+    sweep, result, specs, cap = await _open_sweep(url, model, settings, progress, sampler, tokenizer, engine)
+    runner, client = sweep.runner, sweep.runner.client
     search = None
     if settings.search is not None:
         first = (settings.request_rate or [1.0])[0] if settings.search == "rate" else (settings.concurrency or [1])[0]
         search = slo.Search(settings.search, settings.slo_targets, result.points, start=first,
-                            make_spec=(lambda r: workloads.rate_spec(r, cap, settings, trace)) if settings.search == "rate"
+                            make_spec=(lambda r: rate_spec(r, cap, settings, sweep.trace)) if settings.search == "rate"
                             else (lambda c: LoadSpec("concurrency", int(c))))
         specs = iter(search)
-    sweep = _Sweep(settings, info, extra, runner, progress, tokenizer, wl, trace, engine, sampler)
     restore = _stop_on_signals(runner.stop)
     await client.open()
     try:
-        for k, spec in enumerate(specs):
-            if runner.stopping:
-                break
-            point = await sweep.point(k, spec)
-            result.points.append(point)
-            progress.point_end(point)  # a terminal shows it; with -v the log says it too (a piped run was silent for minutes)
-            log.info("point %s: %d request(s), %d failed, %d trial(s)%s", point.label, point.requests, point.failed,
-                     len(point.trials), f" ({point.error})" if point.error else "")
-            if on_partial is not None:
-                on_partial(result)
-            if point.error and not runner.stopping:
-                result.error = f"{point.label}: {point.error}"
-                break
+        await _points(sweep, result, specs, on_partial)
     finally:
         await client.close()
         restore()
         if search is not None:  # a search left early (interrupt, dead server) still says where it stood
             search.stopped_by = "interrupted" if runner.stopping else (result.error or "stopped early")
             specs.close()
+    _conclude(result, client, runner.stopping, search)
+    return result
+
+
+async def _points(sweep: _Sweep, result: BenchResult, specs: Iterable[LoadSpec],
+                  on_partial: Callable[[BenchResult], None] | None) -> None:
+    """Run the points one after another into ``result``; stop at an interruption or a point whose
+    server stopped answering (``result.error``)."""
+    runner = sweep.runner
+    for k, spec in enumerate(specs):
+        if runner.stopping:
+            break
+        point = await sweep.point(k, spec)
+        result.points.append(point)
+        sweep.progress.point_end(point)  # a terminal shows it; with -v the log says it too (a piped run was silent for minutes)
+        log.info("point %s: %d request(s), %d failed, %d trial(s)%s", point.label, point.requests, point.failed,
+                 len(point.trials), f" ({point.error})" if point.error else "")
+        if on_partial is not None:
+            on_partial(result)
+        if point.error and not runner.stopping:
+            result.error = f"{point.label}: {point.error}"
+            break
+
+
+def _conclude(result: BenchResult, client: StreamClient, interrupted: bool, search: slo.Search | None) -> None:
+    """What a finished sweep adds to its result: the connections' health, each point's
+    explanation, the prompt-length warning, the capacity found, the end time."""
     result.connections = ConnectionHealth(reused=client.reused, reuse_failures=client.reuse_failures,
                                           retry_failures=client.retry_failures,
                                           fresh_per_request=client.fresh_per_request, note=client.connection_note)
@@ -556,9 +336,28 @@ async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,
         result.warnings.append(warn)
     if search is not None:
         result.capacity = search.result
-    result.interrupted = runner.stopping
+    result.interrupted = interrupted
     result.finished_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return result
+
+
+async def trial_once(url: str, model: str | None, settings: BenchSettings, *, trial: int = 0, point: int = 0,
+                     progress: SweepProgress | None = None, sampler: GPUSampler | None = None,
+                     tokenizer=None, engine: engine_metrics.EngineScraper | None = None) -> PointResult:
+    """:func:`run_trial` on a running event loop (no telemetry of its own: pass ``sampler`` and
+    ``engine`` to have them)."""
+    progress = progress or SweepProgress()
+    sweep, _, specs, _ = await _open_sweep(url, model, settings, progress, sampler, tokenizer, engine)
+    if not 0 <= point < len(specs):
+        raise ValueError(f"run_trial: point {point} is not among the settings' {len(specs)} load point(s)")
+    restore = _stop_on_signals(sweep.runner.stop)
+    await sweep.runner.client.open()
+    try:
+        p = await sweep.point(point, specs[point], trials=[trial])
+    finally:
+        await sweep.runner.client.close()
+        restore()
+    _explain([p])
+    return p
 
 
 def _stop_on_signals(stop: Callable[[], None]) -> Callable[[], None]:
@@ -601,52 +400,39 @@ def _server_gone(tm: TrialMetrics) -> bool:
         and tm.errors.get("connection", 0) > 0
 
 
-def _finish_point(point: PointResult, sampler: GPUSampler | None, windows, max_error_rate: float) -> None:
-    point.summary, point.unstable_metrics = summarize_trials(point.trials)
-    judge_point(point, max_error_rate)
-    point.unstable = bool(point.unstable_metrics)
-    point.client_bound = any(t.client.client_bound for t in point.trials)
-    if sampler is not None:
-        point.telemetry = sampler.summary(windows)
-
-
-@contextmanager
-def frozen_heap():
-    """Move every object alive before a trial (prompts, modules, the connection pool) out of the
-    garbage collector's reach until the trial ends (``gc.freeze``), then hand them back.
-
-    A full collection scans every tracked object and stops the event loop meanwhile: before,
-    one of about 45 ms during a c=512 trial stalled every stream at once and showed as a
-    server-side inter-token gap (largest gap 133 ms against a stub pacing 20 ms; 63 ms with the
-    collector off; ``benchmarks/bench_client.py``). Objects made during the trial are still
-    collected. No ``gc.collect()`` first: on a large heap it takes hundreds of milliseconds, which
-    would delay the trial's start (a trace replay's schedule starts when the trial is called);
-    garbage frozen with the rest is freed after the trial."""
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-
-
-def install_uvloop() -> None:
-    """Use uvloop's event loop when available (a faster loop raises the client's ceiling)."""
-    try:
-        import uvloop
-
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    except ImportError:  # pragma: no cover - uvloop is a dependency
-        log.debug("uvloop not available; using asyncio's default loop")
-
-
 def run(url: str, model: str | None, settings: BenchSettings, **kw) -> BenchResult:
     """Synchronous wrapper of :func:`run_sweep` on uvloop, with GPU telemetry sampled throughout."""
+    return _with_telemetry(url, kw, lambda **k: run_sweep(url, model, settings, **k))
+
+
+def run_trial(url: str, model: str | None, settings: BenchSettings, *, trial: int = 0, point: int = 0, **kw) -> PointResult:
+    """One trial of one load point against the server at ``url``: the warm-up, then trial number
+    ``trial`` (0-based; it picks the prompts' salt and an open loop's arrival seed exactly as
+    trial ``trial`` of a sweep) of point ``point`` (0-based, among the points ``settings`` makes:
+    ``settings.concurrency`` levels, ``request_rate`` rates, or the trace) — synchronous, with GPU
+    telemetry and engine counters over its window, like :func:`run`.
+
+    Returns a :class:`PointResult` holding that one trial (``trials[0].trial == trial + 1``), its
+    summary, validity, telemetry, engine counters, workload statistics and explanation; ``error``
+    says when the server stopped answering or the run was interrupted. The unit the A/B
+    interleaving alternates (:func:`infergap.bench.shapes.interleave.interleave`); the prompts'
+    salt is ``settings.salt``, drawn once and kept on ``settings`` when empty, so that every call
+    with the same settings object draws from one run's prompts. Keyword arguments as
+    :func:`run_sweep` (``progress``, ``tokenizer``, ``sampler``, ``engine``) but ``on_partial``.
+    Raises UserError before any load (unreachable server, bad dataset), ValueError for a
+    ``point`` the settings do not make. A capacity search (``settings.search``) has no fixed
+    points: give its rates or levels as ``request_rate`` / ``concurrency`` instead."""
+    return _with_telemetry(url, kw, lambda **k: trial_once(url, model, settings, trial=trial, point=point, **k))
+
+
+def _with_telemetry(url: str, kw: dict, start: Callable[..., Awaitable]) -> Any:
+    """Run ``start(**kw)`` on uvloop with the GPU sampler and the engine scraper (those in ``kw``,
+    else new ones) running throughout, stopped after."""
     install_uvloop()
     sampler = kw.pop("sampler", None) or GPUSampler().start()
     engine = kw.pop("engine", None) or engine_metrics.EngineScraper(split_url(url)).start()
     try:
-        return asyncio.run(run_sweep(url, model, settings, sampler=sampler, engine=engine, **kw))
+        return asyncio.run(start(sampler=sampler, engine=engine, **kw))
     finally:
         sampler.stop()
         engine.stop()
-

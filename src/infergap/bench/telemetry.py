@@ -17,25 +17,21 @@ from time import perf_counter
 import numpy as np
 
 from infergap.bench.results import GPUTelemetry, TelemetrySummary
+# How a reading is judged lives with the schema (the report reads it without loading NVML).
+from infergap.bench.results import THROTTLED_CLOCK_SHARE as THROTTLED_CLOCK_SHARE
+from infergap.bench.results import throttled as throttled
+from infergap.parsers.nvsmi import throttle_names as all_names
+
+try:  # NVML's Python binding; without it telemetry is "unavailable", as without a driver
+    import pynvml
+
+    _NVML_MISSING: ImportError | None = None
+except ImportError as e:  # pragma: no cover - nvidia-ml-py is a dependency
+    pynvml, _NVML_MISSING = None, e
 
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_S = 0.2
-#: A sample's clock-event reasons count as throttling only when its SM clock is below this share of
-#: the maximum: NVML sets sw_power_cap whenever the power controller is engaged, also at full clocks.
-THROTTLED_CLOCK_SHARE = 0.97
-
-
-def throttled(reasons: list[str], sm_mhz: float | None, max_mhz: float | None) -> list[str]:
-    """``reasons`` when the clocks were actually held down (``sm_mhz`` below
-    :data:`THROTTLED_CLOCK_SHARE` of ``max_mhz``, or either unknown), else none.
-
-    >>> throttled(["sw_power_cap"], 1976.0, 1980.0), throttled(["sw_power_cap"], 1500.0, 1980.0)
-    ([], ['sw_power_cap'])
-    """
-    if reasons and sm_mhz is not None and max_mhz and sm_mhz >= THROTTLED_CLOCK_SHARE * max_mhz:
-        return []
-    return list(reasons)
 
 
 def throttle_names(mask: int) -> list[str]:
@@ -45,8 +41,6 @@ def throttle_names(mask: int) -> list[str]:
     >>> throttle_names(0x4 | 0x40 | 0x1)
     ['sw_power_cap', 'hw_thermal_slowdown']
     """
-    from infergap.parsers.nvsmi import throttle_names as all_names
-
     return [n for n in all_names(mask) if n != "gpu_idle"]
 
 
@@ -69,8 +63,8 @@ class GPUSampler:
 
     def start(self) -> "GPUSampler":
         try:
-            import pynvml
-
+            if pynvml is None:
+                raise _NVML_MISSING
             pynvml.nvmlInit()
             n = pynvml.nvmlDeviceGetCount()
         except Exception as e:  # NVML missing, no driver, no permission: all mean "unavailable"

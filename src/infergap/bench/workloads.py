@@ -28,101 +28,21 @@ independently (:mod:`infergap.bench.engine_metrics`; their semantics per engine 
 
 from __future__ import annotations
 
-import asyncio
 import random
-import re
 from dataclasses import dataclass, field
-from time import perf_counter, process_time
-from typing import TYPE_CHECKING
+from typing import Callable
 
-from pydantic import BaseModel, Field
+import numpy as np
 
 from infergap.bench import traces
 from infergap.bench.datasets import _WORDS, Prompt
-from infergap.errors import UserError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from infergap.bench.metrics import RequestRecord
-
-WORKLOAD_KINDS = ("shared-prefix", "multi-turn", *traces.TRACE_KINDS)
-DEFAULT_THINK_S = 1.0
-
-
-@dataclass
-class DatasetSpec:
-    """A parsed ``--dataset`` value: ``kind`` and its parameters (``path`` for files)."""
-
-    kind: str
-    path: str | None = None
-    groups: int = 0
-    prefix: int = 0
-    suffix: int = 0
-    turns: int = 0
-    think_s: float = 0.0
-    params: dict = field(default_factory=dict)
-
-
-_GPS = re.compile(r"^\s*(\d+)\s*[x×]\s*(\d+)\s*\+\s*(\d+)\s*$")
-
-
-def _kv(text: str, what: str) -> dict[str, str]:
-    out = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        k, eq, v = part.partition("=")
-        if not eq or not v.strip():
-            raise UserError(f"--dataset {what}: {part!r} is not key=value")
-        out[k.strip().lower()] = v.strip()
-    return out
-
-
-def _pos_int(v: str, what: str, key: str) -> int:
-    try:
-        n = int(v)
-    except ValueError:
-        raise UserError(f"--dataset {what}: {key}={v!r} is not a whole number") from None
-    if n < 1:
-        raise UserError(f"--dataset {what}: {key} must be at least 1")
-    return n
-
-
-def parse_dataset(text: str) -> DatasetSpec | None:
-    """Parse a workload ``--dataset`` value; ``None`` for ``random``/``sharegpt:`` (handled
-    elsewhere). Raises UserError with one line naming the value and what is wrong."""
-    kind, _, rest = text.partition(":")
-    kind = kind.strip().lower()
-    if kind in ("random", "sharegpt"):
-        return None
-    if kind not in WORKLOAD_KINDS:
-        raise UserError(f"--dataset {text!r}: expected random, sharegpt:FILE, shared-prefix:GxP+S, "
-                        f"multi-turn:T, mooncake:FILE or azure:FILE")
-    if kind in traces.TRACE_KINDS:
-        if not rest.strip():
-            raise UserError(f"--dataset {text!r}: give the trace file, {kind}:FILE")
-        return DatasetSpec(kind, path=rest.strip())
-    if kind == "shared-prefix":
-        m = _GPS.match(rest)
-        if m:
-            g, p, s = m.groups()
-            kv = {"groups": g, "prefix": p, "suffix": s}
-        else:
-            kv = _kv(rest, text)
-            if set(kv) - {"groups", "prefix", "suffix"} or len(kv) < 3:
-                raise UserError(f"--dataset {text!r}: expected shared-prefix:GxP+S, e.g. shared-prefix:4x512+64")
-        return DatasetSpec(kind, groups=_pos_int(kv["groups"], text, "groups"),
-                           prefix=_pos_int(kv["prefix"], text, "prefix"), suffix=_pos_int(kv["suffix"], text, "suffix"))
-    # multi-turn
-    from infergap.bench.slo import parse_duration_ms
-
-    head, comma, tail = rest.partition(",")
-    if head.strip().isdigit():  # multi-turn:T or multi-turn:T,think=1s
-        kv = {"turns": head.strip(), **(_kv(tail, text) if comma else {})}
-    else:
-        kv = _kv(rest, text)
-    if set(kv) - {"turns", "think"} or "turns" not in kv:
-        raise UserError(f"--dataset {text!r}: expected multi-turn:T or multi-turn:turns=T,think=1s")
-    think = parse_duration_ms(kv["think"], "--dataset think") / 1e3 if "think" in kv else DEFAULT_THINK_S
-    return DatasetSpec(kind, turns=_pos_int(kv["turns"], text, "turns"), think_s=think)
-
+from infergap.bench.metrics import RequestRecord
+from infergap.bench.results import BenchSettings, TurnTokens, WorkloadStats
+# The --dataset grammar lives in workload_spec (light, for the settings' checks); kept importable from here.
+from infergap.bench.workload_spec import DEFAULT_THINK_S as DEFAULT_THINK_S
+from infergap.bench.workload_spec import WORKLOAD_KINDS as WORKLOAD_KINDS
+from infergap.bench.workload_spec import DatasetSpec as DatasetSpec
+from infergap.bench.workload_spec import parse_dataset as parse_dataset
 
 def _words(rng: random.Random, n: int) -> str:
     return " ".join(rng.choices(_WORDS, k=max(n, 1)))
@@ -175,7 +95,7 @@ def conversations(n: int, spec: DatasetSpec, input_len: int, output_len: int, *,
     return out
 
 
-def load_trace(spec: DatasetSpec, settings) -> list[traces.TraceRequest] | None:
+def load_trace(spec: DatasetSpec, settings: BenchSettings) -> list[traces.TraceRequest] | None:
     """The trace of a trace dataset with ``--time-scale`` and ``--max-duration`` applied (``None``
     for other workloads). Raises UserError for an unreadable or malformed file."""
     if spec.kind not in traces.TRACE_KINDS:
@@ -184,20 +104,7 @@ def load_trace(spec: DatasetSpec, settings) -> list[traces.TraceRequest] | None:
     return traces.select(reqs, time_scale=settings.time_scale, max_duration_s=settings.max_duration_s)
 
 
-def rate_spec(rate: float | None, cap: int | None, settings, trace: list[traces.TraceRequest] | None):
-    """The open-loop load spec of one rate point. With a trace: the trace's arrival offsets,
-    rescaled so that the mean rate is ``rate`` (``None``: the trace's own pace)."""
-    from infergap.bench.runner import LoadSpec
-
-    if trace is None:
-        return LoadSpec("rate", cap, rate, settings.arrival)
-    offsets = traces.rescale_to_rate(trace, rate) if rate else [r.offset_s for r in trace]
-    native = traces.mean_rate(trace)
-    eff = rate or (native if native else float(len(trace)))
-    return LoadSpec("rate", cap, round(eff, 4), "trace", offsets)
-
-
-def prompt_source(spec: DatasetSpec, settings, salt: str, n: int):
+def prompt_source(spec: DatasetSpec, settings: BenchSettings, salt: str, n: int) -> Callable[[int], Prompt]:
     """``i → Prompt`` for the shared-prefix and trace workloads (multi-turn conversations are
     built per trial by :func:`conversations`; this source gives their first turns, for warm-up)."""
     if spec.kind == "shared-prefix":
@@ -220,112 +127,13 @@ def prompt_source(spec: DatasetSpec, settings, salt: str, n: int):
     return lambda i: pool[i % len(pool)]
 
 
-async def multi_turn_trial(runner, spec: DatasetSpec, convs: list[Conversation], concurrency: int,
-                           duration_s: float | None = None):
-    """Run conversations ``convs`` with ``concurrency`` in flight (closed loop over conversations):
-    each worker takes the next conversation and sends its turns one after another, waiting
-    ``spec.think_s`` after each reply. The intended send time of a turn is the previous reply's
-    end plus the think time, so a client that falls behind shows as send slip.
-
-    Returns the same :class:`~infergap.bench.runner.TrialRun` as ``Runner.trial`` (records in
-    send order); ``runner.stop()`` cancels it like any trial."""
-    from infergap.bench.metrics import RequestRecord, judge_client, stats
-    from infergap.bench.results import ClientHealth
-    from infergap.bench.runner import DEAD_FAILED, LagMonitor, TrialRun
-
-    client = runner.client
-    runner.watch_reset()
-    dead_limit = max(DEAD_FAILED, concurrency)
-    records: list[RequestRecord] = []
-    slips: list[float] = []
-    lag = LagMonitor()
-    lag.start()
-    queue = list(reversed(convs))
-    cpu0, t0 = process_time(), perf_counter()
-    deadline = t0 + duration_s if duration_s else None
-
-    async def worker() -> None:
-        while queue and not runner.stopping and not runner.dead:
-            conv = queue.pop()
-            intended = perf_counter()
-            for t in range(len(conv.user_turns)):
-                if runner.stopping or runner.dead or (deadline is not None and perf_counter() >= deadline):
-                    return
-                delay = intended - perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                p = conv.prompt(t)
-                rec = RequestRecord(intended=intended, max_tokens=p.output_tokens, prompt_estimate=p.input_tokens,
-                                    keep_reply=True, tag=p.tag)
-                records.append(rec)
-                await client.request(p, rec)
-                runner.watch(rec, dead_limit)
-                slips.append(max(0.0, (rec.start - rec.intended) * 1e3))
-                if runner.on_request is not None:
-                    runner.on_request(rec)
-                if rec.error is not None:
-                    break  # a conversation whose turn failed has no history to go on with
-                conv.answered(t, rec.reply or "")
-                intended = rec.end + spec.think_s
-
-    tasks = [asyncio.ensure_future(worker()) for _ in range(max(1, concurrency))]
-    runner._tasks.update(tasks)
-    try:
-        await asyncio.gather(*tasks, return_exceptions=True)
-    finally:
-        runner._tasks.difference_update(tasks)
-    t1 = perf_counter()
-    await lag.stop()
-    started = [r for r in records if r.start]
-    busy = sum(max(0.0, r.end - r.start) for r in started)
-    health = ClientHealth(loop_lag_ms=stats(lag.lags_ms), send_slip_ms=stats(slips),
-                          cpu_frac=(process_time() - cpu0) / max(t1 - t0, 1e-9),
-                          mean_in_flight=busy / max(t1 - t0, 1e-9),
-                          max_in_flight=min(concurrency, len(convs)), target_in_flight=None)
-    window = (min((r.start for r in started), default=t0), max((r.end for r in started), default=t1))
-    return TrialRun(records, window, judge_client(health, records), stopped=runner.stopping, server_dead=runner.dead)
-
-
 # ----------------------------------------------------------------------------- per-point statistics
 
 
-class TurnTokens(BaseModel):
-    """Prompt tokens the server counted for one turn number of a multi-turn workload."""
-
-    turn: int
-    requests: int
-    prompt_tokens_mean: float | None = None
-
-
-class WorkloadStats(BaseModel):
-    """What a workload point shows beyond the common metrics.
-
-    ``cache_hit_rate``: cached prompt tokens / prompt tokens over the completed requests whose
-    ``usage`` carried ``prompt_tokens_details.cached_tokens`` (``cache_reported`` of them);
-    ``None`` when the server reported none. ``lateness_ms``: for a trace, actual send time minus
-    scheduled arrival (p50/p99/max over requests; the schedule is met when these are small).
-    ``ideal_hit_rate``: the trace's own prefix reuse with an unbounded cache.
-    """
-
-    kind: str
-    requests: int = 0
-    cache_reported: int = 0
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    cache_hit_rate: float | None = None
-    turns: list[TurnTokens] = Field(default_factory=list)
-    lateness_ms: dict[str, float] = Field(default_factory=dict)
-    scheduled: int | None = None
-    ideal_hit_rate: float | None = None
-    note: str | None = None
-
-
-def point_stats(kind: str, records: list, schedule: bool = False) -> WorkloadStats:
+def point_stats(kind: str, records: list[RequestRecord], schedule: bool = False) -> WorkloadStats:
     """Summarise the records of a point's trials for workload ``kind``: cache hits and turns over
     completed requests; with ``schedule`` (a trace replay), lateness over every request sent:
     the moment the client started sending it minus its scheduled arrival."""
-    import numpy as np
-
     ws = WorkloadStats(kind=kind, requests=len(records))
     by_turn: dict[int, list[int]] = {}
     for r in records:

@@ -244,6 +244,7 @@ from infergap.cli import plan as _plan  # noqa: E402,F401
 from infergap.cli import doctor as _doctor  # noqa: E402,F401
 from infergap.cli import fleet as _fleet  # noqa: E402,F401
 from infergap.cli import checks as _checks  # noqa: E402,F401
+from infergap.cli import tune as _tune  # noqa: E402,F401
 
 
 def main() -> None:

@@ -139,48 +139,32 @@ def bench(
 
     if plot is not None and plot.suffix.lower() not in (".svg", ".png"):
         raise UserError(f"--plot {plot}: expected a .svg or .png file name")
-    if num_prompts is not None and duration is not None:
-        raise UserError("--num-prompts and --duration: give one, not both")
     from infergap.bench import slo as slo_search
     from infergap.bench import workloads
 
-    wl = None
-    if not (dataset == "random" or dataset.startswith("sharegpt:")):
-        wl = workloads.parse_dataset(dataset)
-    if client_procs > 1 and (duration is not None or (wl is not None and wl.kind == "multi-turn")):
-        raise UserError("--client-procs above 1 needs a request count (not --duration) and a dataset other than multi-turn")
-    targets = slo_search.parse_targets(slo) if slo else []
-    if search and not targets:
-        raise UserError("--search needs --slo with percentile bounds, e.g. --slo ttft_p99=2s,tpot_p99=80ms")
-    trace_run = wl is not None and wl.path is not None
-    if wl is not None and wl.kind == "multi-turn" and (request_rate or search == "rate"):
-        raise UserError("--dataset multi-turn runs conversations in a closed loop: use --concurrency, not a rate")
-    rates = request_rate or []
-    levels = concurrency or ([] if rates or trace_run or search else [1, 2, 4, 8, 16, 32, 64])
-    if (rates or trace_run or search == "rate") and len(levels) > 1:
-        raise UserError("--concurrency with --request-rate (or a trace) is one cap on requests in flight, not a list")
-    if search == "concurrency" and (rates or trace_run):
-        raise UserError("--search concurrency is a closed-loop search: drop --request-rate / use a non-trace dataset, or --search rate")
-    if levels:
+    targets = slo_search.parse_targets(slo) if slo else []  # its message names percentile bounds first
+    # Which combinations of options can run is the settings' own check (BenchSettings), one line.
+    settings = BenchSettings.checked(
+        api=api, stream=not no_stream, concurrency=concurrency or [], request_rate=request_rate or [], arrival=arrival,
+        num_prompts=num_prompts, duration_s=duration, input_len=input_len, output_len=output_len, len_spread=len_spread,
+        dataset=dataset, trials=trials, warmup=warmup, seed=seed, slo=parse_slo(slo) if slo else None, timeout_s=timeout,
+        tokenizer=tokenizer, time_scale=time_scale, max_duration_s=max_duration, token_scale=token_scale,
+        slo_targets=targets, search=search,
+        max_error_rate=parse_error_rate(max_error_rate), client_procs=client_procs)
+    if settings.concurrency:
         from infergap.guard import ensure_open_files
 
-        ensure_open_files(max(levels), f"--concurrency {max(levels)}")
+        ensure_open_files(max(settings.concurrency), f"--concurrency {max(settings.concurrency)}")
     for opt, path in (("--output", output), ("--plot", plot)):
         if path is not None and not path.parent.is_dir():
             raise UserError(f"{opt} {path}: directory {path.parent} does not exist")
     base = _baseline(baseline, db) if baseline else None
-    settings = BenchSettings(api=api, stream=not no_stream, concurrency=levels, request_rate=rates, arrival=arrival,
-                             num_prompts=num_prompts, duration_s=duration, input_len=input_len, output_len=output_len,
-                             len_spread=len_spread, dataset=dataset, trials=trials, warmup=warmup, seed=seed,
-                             slo=parse_slo(slo) if slo else None, timeout_s=timeout, tokenizer=tokenizer,
-                             time_scale=time_scale, max_duration_s=max_duration, token_scale=token_scale,
-                             slo_targets=targets, search=search, max_error_rate=parse_error_rate(max_error_rate),
-                             client_procs=client_procs)
     if dataset.startswith("sharegpt:"):
         from infergap.bench.datasets import sharegpt
 
         sharegpt(dataset.split(":", 1)[1], 1, seed=seed)  # a malformed file fails before any load
-    if trace_run:
+    wl = workloads.parse_dataset(dataset)
+    if wl is not None and wl.path is not None:
         workloads.load_trace(wl, settings)  # a malformed trace fails before any load
     count = _load_tokenizer(tokenizer)
 

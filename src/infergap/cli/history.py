@@ -13,15 +13,20 @@ from infergap.cli.options import db_option, format_option
 
 @app.command()
 def history(
-    kind: str = typer.Option(None, "--kind", help="Only runs of this kind: audit, bench, roofline, plan, fix, fleet."),
+    kind: str = typer.Option(None, "--kind", help="Only runs of this kind: audit, bench, roofline, plan, fix, fleet, tune."),
     host: str = typer.Option(None, "--host", help="Only runs of this host (fingerprint prefix or name)."),
     limit: int = typer.Option(50, "--limit", metavar="N", parser=v.number(integer=True, ge=1, le=1_000_000), help="Show at most this many runs, newest first."),
     fmt: ListFmt = format_option(ListFmt.text, "text or json (id, kind, created_at, host, host_name, status, what)"),
+    experiments: bool = typer.Option(False, "--experiments", help="List the levers infergap tune tried (one row each) instead of the runs."),
     db: Path = db_option(),
 ) -> None:
     """List the runs recorded in the ledger, newest first."""
     from infergap.errors import UserError
     from infergap.ledger import KINDS, Ledger
+
+    if experiments:
+        _experiments(db, host, limit, fmt)
+        return
 
     if kind and kind not in KINDS:
         raise UserError(f"--kind {kind}: expected one of {', '.join(KINDS)}")
@@ -42,6 +47,29 @@ def history(
         host = s["host_name"] or s["host"]
         safe_echo(f"{s['id']:>5}  {s['kind']:8}  {s['created_at'][:19].replace('T', ' '):19}  {host[:16]:16}  "
                    f"{s['about']:{w_about}}  {s['status']:9}  {s['what']}".rstrip())
+
+
+def _experiments(db: Path | None, host: str | None, limit: int, fmt: ListFmt) -> None:
+    """``history --experiments``: every lever tried, newest first, with its key and verdict."""
+    from infergap.ledger import Ledger
+
+    with Ledger(db, readonly=True) as ledger:
+        rows = [r for r in ledger.experiments(limit=None) if not host or r["host"].startswith(host)][:limit]
+    if fmt is ListFmt.json:
+        import json
+
+        safe_echo(json.dumps(rows, indent=1, ensure_ascii=False))
+        return
+    if not rows:
+        safe_echo("no experiments recorded" + (" for this host" if host else "") + " (infergap tune records them)")
+        return
+    safe_echo(f"{'id':>5}  {'tune':>5}  {'time (UTC)':19}  {'host':12}  {'engine':24}  {'lever':22}  {'setting':24}  "
+              f"{'verdict':22}  {'change':>8}  model · workload")
+    for r in rows:
+        change = f"{r['change_pct']:+.1f}%" if isinstance(r["change_pct"], (int, float)) else "–"
+        eng = f"{r['engine']} {r['engine_version']}".strip()
+        safe_echo(f"{r['id']:>5}  {r['run_id']:>5}  {r['created_at'][:19].replace('T', ' '):19}  {r['host'][:12]:12}  {eng[:24]:24}  "
+                  f"{r['lever'][:22]:22}  {r['setting'][:24]:24}  {r['verdict']:22}  {change:>8}  {r['model']} · {r['workload']}")
 
 
 def _host_label(run) -> str:

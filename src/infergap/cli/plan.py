@@ -79,14 +79,34 @@ def plan(
     host = (a or {}).get("host") if isinstance(a, dict) else (a.host if a is not None else None)
     if proc is not None:
         stages.append(Stage(name="process", status="ran", detail=f"pid {proc.pid}"))
+    elsewhere = _elsewhere(host, cfg, b)
     p = build_plan(audit=a, roofline=r, bench=b, server=cfg, engine_logs=logs, catalog=cat, stages=stages,
-                   elsewhere=_elsewhere(host, cfg, b), process=proc)
+                   elsewhere=elsewhere, process=proc, experiments=_experiments(db, host, cfg, elsewhere))
     emit_report("plan", fmt, output, json=lambda: render_json(p), md=lambda: render_markdown(p),
                 text=lambda **kw: render_text(p, **kw), payload=lambda: json.loads(render_json(p)), host=host,
                 db=db, inputs=[audit, roofline, bench, catalog, *(evidence or [])])
     if cfg is not None and cfg.reachable is False:  # an input that could not be used: 2, after the plan
         typer.echo(f"infergap: error: --url {server}: the server could not be reached; the plan above has no server part", err=True)
         raise typer.Exit(2)
+
+
+def _experiments(db: Path | None, host: dict | None, cfg: object, elsewhere: str | None) -> list[dict]:
+    """What ``infergap tune`` measured on this key: the host (this machine, unless the audit given
+    is of another one), the engine, its version and the model the server at --url reports. Empty
+    without a reachable server or when the ledger cannot be read (a note says so)."""
+    engine, version = getattr(cfg, "engine", None), getattr(cfg, "version", None)
+    model = getattr(cfg, "model", None) or getattr(cfg, "served_model_name", None)
+    if cfg is None or not engine or getattr(cfg, "reachable", None) is False:
+        return []
+    from infergap.ledger import Ledger, LedgerError, host_fingerprint, local_host
+
+    fp = host_fingerprint(host).fingerprint if host and elsewhere else local_host().fingerprint
+    try:
+        with Ledger(db, readonly=True) as led:
+            return led.experiments(host=fp, engine=engine, engine_version=version or "", model=model or "")
+    except LedgerError as e:
+        typer.echo(f"infergap: note: the tune experiments were not read: {e}", err=True)
+        return []
 
 
 def _serving_process(url: str):

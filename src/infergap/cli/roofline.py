@@ -66,6 +66,7 @@ def roofline(
             hw = load_hardware(gpu, gpus if gpus is not None else (None if auto else (tp or 1)),
                                host=host_gpus(snap) if snap is not None else None, ceiling=ceiling.value,
                                bandwidth_efficiency=bandwidth_efficiency, measured_bandwidth_GBps=measured_bandwidth)
+            ledger_host = _snapshot_host(snap) if snapshot is not None else None
         finally:
             if snap is not None:
                 snap.close()
@@ -79,5 +80,19 @@ def roofline(
 
     emit_report("roofline", fmt, output, json=lambda: dumps(result.to_json_dict(), indent=2) + "\n",
                 md=lambda: render_markdown(result), text=lambda **kw: render_text(result, **kw),
-                payload=result.to_json_dict, host=None if gpu == "auto" and snapshot is None else {"gpu": gpu},
+                payload=result.to_json_dict, host=ledger_host,
                 db=db, inputs=[snapshot, Path(model) if Path(model).exists() else None])
+
+
+def _snapshot_host(snap: object) -> dict | None:
+    """The host a snapshot describes, summarised as ``audit`` summarises it
+    (:func:`infergap.synthesis.host_summary`), so the ledger files a roofline of a snapshot under
+    the same host id as an audit of it (a roofline of this machine, whatever GPU it names, under
+    this machine's id). None when the summary cannot be made (then this machine's id)."""
+    from infergap.facts import Facts
+    from infergap.synthesis import host_summary
+
+    try:
+        return host_summary(snap, Facts(snap))
+    except Exception:  # noqa: BLE001 - bad evidence costs the ledger's host id, never the report
+        return None

@@ -17,6 +17,7 @@ the project's fixtures (an H200 host capture and public bug reports, see
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -47,19 +48,28 @@ KINDS: dict[str, tuple[str, str]] = {s.kind: (s.what, s.serves) for s in SOURCES
 LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "llamacpp_log", "ollama_log", "trtllm_log", "ray_log", "k8s_device_plugin", "dmesg", "traceback", "fragment", "messages")
 
 # -- start markers (tested on the stripped line), in the records' order ---------------------------
-_START: list[tuple[str, re.Pattern[str]]] = [(s.kind, re.compile(s.start)) for s in SOURCES if s.start]
-_START_RE = {k: r for k, r in _START}
+# Compiled on the first line recognised (:func:`_start_markers`): an audit given no evidence, the
+# common case, never tests a marker, and compiling some 50 of them costs it 10-40 ms.
+
+
+@functools.cache
+def _start_markers() -> tuple[list[tuple[str, re.Pattern[str]]], frozenset[str]]:
+    """(kind, compiled start marker) in the records' order, and the kinds whose marker is a whole
+    line (``$``: see :data:`MAX_START_LINE`)."""
+    start = [(s.kind, re.compile(s.start)) for s in SOURCES if s.start]
+    return start, frozenset(k for k, r in start if r.pattern.endswith("$"))
+
+
 #: Start markers are short lines: a longer line is tested on its first characters only, and never
 #: for the kinds whose marker is a whole line (``$``), which no line this long can be (a kernel
 #: command line is at most 4096 bytes). A 16 MB line then costs one pass, not one per pattern.
 MAX_START_LINE = 8192
-_WHOLE_LINE = {k for k, r in _START if r.pattern.endswith("$")}
 #: Kinds whose start marker repeats on every line (each line of ``sysctl -a`` is a marker).
 _REPEATING = {s.kind for s in SOURCES if s.repeats}
 #: Kinds whose output holds lines that look like a log or a failure signature (from the records).
 _HOLDS_LOGS = {s.kind for s in SOURCES if s.holds_log_lines}
 #: Kinds one of whose markers, inside a part of the key kind, continues it.
-_CONTINUES = {"nvsmi_q": {"nvsmi_q_part"}, "lspci_vvv": {"lspci"}, "collect_env": {"pip_freeze", "collect_env"}, "nvsmi_topo": {"nvsmi_p2p"}, "check_env": {"pip_freeze", "env"}}
+_CONTINUES = {"nvc_info": {"lscpu"}, "nvsmi_q": {"nvsmi_q_part"}, "nvsmi_qx": {"nvsmi_qx_part"}, "lspci_vvv": {"lspci"}, "collect_env": {"pip_freeze", "collect_env"}, "nvsmi_topo": {"nvsmi_p2p"}, "check_env": {"pip_freeze", "env"}}
 
 # -- log line shapes (tested on the cleaned line) ----------------------------------------------
 _NCCL = re.compile(RECORDS["nccl_log"].lines or "")
@@ -94,7 +104,10 @@ _FENCE = re.compile(r"^(?:```|~~~)")
 _PROMPT = re.compile(r"^(?:\$|#|>>>|[^\s@]{1,64}@[\w.\-]{1,255}(?::[^$#\s]{0,1024})?[$#]|\[[^\]@]{0,64}@[^\]]{0,1024}\][$#]|PS [^>]{0,1024}>)\s{1,16}(?P<cmd>\S.*)$")
 #: The command of a shell prompt -> the kind it prints, from the records (``prompt``, tested in
 #: ``prompt_rank`` order: ``nvidia-smi -q -x`` before ``nvidia-smi -q``, ``lspci -tv`` before ``lspci -v``).
-_PROMPT_HINTS: list[tuple[re.Pattern[str], str]] = [(re.compile(s.prompt), s.kind) for s in sorted(SOURCES, key=lambda s: s.prompt_rank) if s.prompt]
+#: Compiled on first use (as the start markers).
+@functools.cache
+def _prompt_hints() -> list[tuple[re.Pattern[str], str]]:
+    return [(re.compile(s.prompt), s.kind) for s in sorted(SOURCES, key=lambda s: s.prompt_rank) if s.prompt]
 
 
 CHUNK_BYTES = 1 << 20
@@ -211,8 +224,9 @@ def start_kind(stripped: str) -> str | None:
         return None
     long = len(stripped) > MAX_START_LINE
     head = stripped[:MAX_START_LINE] if long else stripped
-    for kind, rx in _START:
-        if long and kind in _WHOLE_LINE:
+    start, whole_line = _start_markers()
+    for kind, rx in start:
+        if long and kind in whole_line:
             continue
         if rx.match(head):
             return kind
@@ -266,7 +280,7 @@ def _prompt_hint(stripped: str) -> str | None | bool:
     if not m:
         return False
     cmd = m.group("cmd")
-    for rx, kind in _PROMPT_HINTS:
+    for rx, kind in _prompt_hints():
         if rx.search(cmd):
             return kind
     return None
@@ -286,6 +300,12 @@ def _is_binary(head: bytes) -> bool:
         return False
     bad = sum(1 for b in head if b < 9 or 13 < b < 27 or 27 < b < 32)
     return bad / len(head) > 0.05
+
+
+#: Segment kinds :func:`_close` may still drop (``nvidia-smi -L``'s "GPU 0: … (UUID: …)" lines start an
+#: ``nvsmi_nvlink`` segment that is no NVLink output without its link lines): catalog messages in
+#: them are counted, so a paste of those lines and an error message is read as the message.
+_TENTATIVE = frozenset({"nvsmi_nvlink"})
 
 
 def _close(seg: _Seg, end: int) -> tuple[str | None, frozenset[str]]:
@@ -405,7 +425,7 @@ class _Splitter:
             self._marker(sk, s, line_start, lineno)
         elif lk:
             self._log(lk, line_start, lineno)
-        elif self.seg.kind is None and self.seg.family is None and message_catalog().match_line(s):
+        elif (self.seg.kind is None or self.seg.kind in _TENTATIVE) and self.seg.family is None and message_catalog().match_line(s):
             # a known message in a format of no known kind (inside a known log, such a line stays the log's)
             self._log(("messages",), line_start, lineno)
         else:

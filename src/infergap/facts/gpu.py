@@ -21,6 +21,7 @@ from infergap.facts.base import FactsBase, Value, memo
 from infergap.facts.pci import BDF, NVIDIA
 from infergap.gpudata import device_name as data_device_name
 from infergap.parsers.nvsmi import (
+    parse_container_cli_info,
     NvsmiGpu,
     NvsmiParseError,
     Topology,
@@ -96,7 +97,7 @@ class GpuDomain(FactsBase):
     def _gpu_layers(self) -> list[tuple[str, list[NvsmiGpu]]]:
         """(source, GPUs) of every nvidia-smi output and NVML, in the order they override."""
         layers: list[tuple[str, list[NvsmiGpu]]] = []
-        for name, parse in (("nvsmi", parse_nvsmi_table), ("nvsmi_q", parse_nvsmi_q_text),
+        for name, parse in (("nvc_info", lambda t: parse_container_cli_info(t)[2]), ("nvsmi", parse_nvsmi_table), ("nvsmi_q", parse_nvsmi_q_text),
                             ("nvsmi_csv", lambda t: csv_to_gpus(parse_query_csv(t)))):
             r = self.cmd_ok(name)
             if r:
@@ -294,12 +295,12 @@ class GpuDomain(FactsBase):
     @memo
     def _smi_versions(self) -> list[tuple[str, tuple[str | None, str | None]]]:
         """(command, (driver, CUDA)) from the header of ``nvidia-smi -q`` text, then of the plain
-        ``nvidia-smi`` table; only the commands that ran."""
+        ``nvidia-smi`` table, then of ``nvidia-container-cli info``; only the commands that ran."""
         out = []
-        for name in ("nvsmi_q", "nvsmi"):
+        for name in ("nvsmi_q", "nvsmi", "nvc_info"):
             r = self.cmd_ok(name)
             if r:
-                out.append((name, parse_nvsmi_q_versions(r.stdout)))
+                out.append((name, parse_container_cli_info(r.stdout)[:2] if name == "nvc_info" else parse_nvsmi_q_versions(r.stdout)))
         return out
 
     @memo

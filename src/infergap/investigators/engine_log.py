@@ -127,6 +127,13 @@ def _kv(label: str, f: EngineLogFacts) -> Finding | None:
 
 
 def _oom(label: str, f: EngineLogFacts) -> Finding | None:
+    if not f.oom_lines and f.tactic_memory_skips:
+        # NVIDIA/TensorRT-LLM#493, the maintainer: "it is a warning. As long as the TensorRT engine is built successfully, it's not a problem."
+        return finding("engine.oom", Status.expected, subject=label, title=f"TensorRT skipped {f.tactic_memory_skips} tactic(s) for lack of memory while building: a warning, not an out-of-memory",
+                       evidence_=[ev(label, f"{f.tactic_memory_skips} × Skipping tactic … due to insufficient memory")],
+                       impact="The builder times candidate kernels and skips those whose workspace does not fit; it builds the engine with another. "
+                              "Only a build that fails, or an engine that does not load, is an out-of-memory.",
+                       references=["https://github.com/NVIDIA/TensorRT-LLM/issues/493"])
     if not f.oom_lines:
         return None
     cmds = (["lower kv_cache_free_gpu_mem_fraction (default 0.9) in the tensorrt_llm model's config.pbtxt, or max_tokens_in_paged_kv_cache",

@@ -99,12 +99,13 @@ def _power(g: GpuFacts) -> Finding:
 
 def _throttle(g: GpuFacts) -> Finding:
     cid = "gpu.throttle"
-    if not g.throttle_captured:
+    if not g.throttle_captured and not g.throttle_counters_us:
         return unknown(cid, f"GPU {g.bdf}: clock event (throttle) reasons not captured",
                        "Needs nvidia-smi -q -d PERFORMANCE (or -q / -q -x, NVML); this evidence has no clock data.", subject=g.bdf)
+    # The counters alone (a pasted "Clocks Event Reasons Counters" block) judge the past, not the moment.
     bad = sorted(set(g.throttle_active) & BAD_THROTTLE)
     src = g.src("throttle_active", "throttle_captured")
-    evs = evidence((src, "active: " + (", ".join(g.throttle_active) or "none")))
+    evs = evidence((src, "active: " + (", ".join(g.throttle_active) or "none"))) if g.throttle_captured else []
     past = {k: v for k, v in g.throttle_counters_us.items() if k in BAD_THROTTLE and v >= PAST_THROTTLE_US}
     if past:
         evs += evidence((g.src("throttle_counters_us"), "accumulated: " + ", ".join(f"{k} {v / 1e6:,.1f} s" for k, v in sorted(past.items()))))
@@ -124,7 +125,8 @@ def _throttle(g: GpuFacts) -> Finding:
     if "sw_power_cap" in g.throttle_active:
         return finding(cid, Status.expected, f"GPU {g.bdf}: at its software power cap", subject=g.bdf, evidence_=evs,
                        impact="Drawing the full power limit under heavy load is normal for compute-bound work.")
-    return finding(cid, Status.ok, f"GPU {g.bdf}: no thermal or hardware slowdown" + (" (now or accumulated)" if g.throttle_counters_us else ""), subject=g.bdf,
+    when = (" (now or accumulated)" if g.throttle_captured else " accumulated since the driver loaded (the current reasons are not in the evidence)") if g.throttle_counters_us else ""
+    return finding(cid, Status.ok, f"GPU {g.bdf}: no thermal or hardware slowdown" + when, subject=g.bdf,
                    evidence_=evs + (evidence((g.src("throttle_counters_us"), "accumulated thermal/HW slowdown: " + ", ".join(f"{k} {v:g} us" for k, v in sorted(g.throttle_counters_us.items()) if k in BAD_THROTTLE))) if g.throttle_counters_us else []))
 
 

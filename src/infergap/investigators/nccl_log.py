@@ -35,29 +35,45 @@ def _version_tuple(v: str | None) -> tuple[int, ...]:
 
 _P2P_FAILED = re.compile(r"peer access is not supported|failed to open CUDA IPC handle", re.I)
 """NCCL warnings that say the P2P transport it chose could not be set up."""
+#: Warnings that say the transport of that family could not be set up (NCCL's own texts: the
+#: ibverbs wrappers of misc/ibvwrap.cc, net_ib's completion errors, the socket layer's connect
+#: failures); a communicator whose chosen transport failed is never ok.
+_SET_UP_FAILED = {
+    "P2P": _P2P_FAILED,
+    "NET/IB": re.compile(r"\bCall to ibv_\w+ failed|NET/IB\s?:.{0,80}\b(?:failed|error)\b|Got completion from peer", re.I),
+    "NET/Socket": re.compile(r"\bsocket\w*\s?:.{0,80}failed|Connect to \S{1,80} failed|Connection (?:refused|closed by remote peer|timed out)", re.I),
+}
 
 
 def _p2p_set_up_failed(label: str, f: NcclLogFacts, intra: list, evidence: list, details: dict) -> Finding | None:
-    """nccl.transport actionable when NCCL chose P2P between GPUs of one host and then warned that
-    P2P could not be set up (error 217, CUDA IPC handle); None otherwise."""
-    src = label
-    p2p_failed = [w for w in f.warnings if _P2P_FAILED.search(w)]
-    if p2p_failed and any(lk.transport.startswith("P2P") for lk in intra):
-        # NCCL picked P2P, then could not set it up (the run aborted or fell back): not ok.
-        return finding(
-            "nccl.transport", Status.actionable, subject=label,
-            severity=Severity.P1, fix_kind=FixKind.runtime,
-            title="NCCL chose P2P between GPUs of one host, but setting up P2P failed",
-            evidence_=evidence + [ev(src, w) for w in p2p_failed[:3]],
-            expected_value="P2P channels that open without a warning",
-            impact="The channels the log lists were never usable: the communicator failed at set-up (or fell back), so these GPUs do not exchange data over P2P.",
-            remedy=Remedy(commands=["nvidia-smi topo -p2p r   # P2P support per GPU pair",
-                                    "NCCL_P2P_DISABLE=1   # in the server's environment when the GPUs have no P2P (GeForce, many VMs)"],
-                          note="GeForce GPUs have no P2P by product design; on datacenter GPUs look at ACS and the IOMMU."),
-            references=["https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#pci-access-control-services-acs"],
-            details=details,
-        )
+    """nccl.transport actionable when NCCL chose a transport (P2P between GPUs of one host, IB or
+    sockets between hosts) and then warned that it could not be set up; None otherwise."""
+    for fam, rx in _SET_UP_FAILED.items():
+        failed = [w for w in f.warnings if rx.search(w)]
+        links = intra if fam == "P2P" else f.links
+        if failed and any(lk.transport.startswith(fam) for lk in links):
+            return _set_up_failed(label, fam, failed, evidence, details)
     return None
+
+
+def _set_up_failed(label: str, fam: str, failed: list[str], evidence: list, details: dict) -> Finding:
+    p2p = fam == "P2P"
+    return finding(
+        "nccl.transport", Status.actionable, subject=label, severity=Severity.P1, fix_kind=FixKind.runtime,
+        title=("NCCL chose P2P between GPUs of one host, but setting up P2P failed" if p2p
+               else f"NCCL chose {fam} between hosts, but setting up its connections failed"),
+        evidence_=evidence + [ev(label, w) for w in failed[:3]],
+        expected_value=f"{fam} channels that open without a warning",
+        impact="The channels the log lists were never usable: the communicator failed at set-up (or fell back), so "
+               + ("these GPUs do not exchange data over P2P." if p2p else "the nodes do not exchange data over it."),
+        remedy=Remedy(commands=["nvidia-smi topo -p2p r   # P2P support per GPU pair",
+                                "NCCL_P2P_DISABLE=1   # in the server's environment when the GPUs have no P2P (GeForce, many VMs)"] if p2p else
+                      ["ibv_devinfo   # the HCA and port NCCL used are there and PORT_ACTIVE", "ulimit -l   # unlimited for RDMA",
+                       "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET   # the call that failed and its errno"],
+                      note=("GeForce GPUs have no P2P by product design; on datacenter GPUs look at ACS and the IOMMU." if p2p else
+                            "The warning names the call that failed; nccl.net follows the path between the hosts.")),
+        references=["https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"],
+        details=details)
 
 
 def _gpu_models(facts: Facts) -> tuple[list[str], bool | None]:

@@ -8,7 +8,7 @@ A ``numa_node`` of -1 means the firmware gave no proximity information (normal o
 
 from __future__ import annotations
 
-from infergap.findings import Finding, FixKind, Remedy, Status
+from infergap.findings import Finding, FixKind, Remedy, Severity, Status
 from infergap.investigators.base import Context, evidence, finding, not_applicable, sysctl_remedy, unknown
 
 NAME = "numa"
@@ -64,10 +64,44 @@ def _gpu_affinity(ctx: Context) -> Finding | None:
                    details={"gpu_numa_node": mapping})
 
 
+def _topo_placement(ctx: Context) -> Finding | None:
+    """``numa.gpu_affinity`` from the ``NUMA Affinity`` column of ``nvidia-smi topo -m`` when the
+    host's PCI facts are absent (a pasted matrix): GPUs on two or more nodes with a pair across
+    nodes linked only by ``SYS`` (nvidia-smi's legend: PCIe plus the SMP interconnect between NUMA
+    nodes) is actionable (P2): a tensor-parallel group spanning them all-reduces over the socket
+    link. Across-node pairs joined by NVLink, or one node, are ok. None without the column."""
+    cid = "numa.gpu_affinity"
+    topo = ctx.facts.topology()
+    if topo is None or not topo.gpus:
+        return None
+    node = {g: topo.numa_affinity.get(g, "").strip() for g in topo.gpus}
+    if not all(v.isdigit() for v in node.values()):
+        return None
+    per: dict[str, list[str]] = {}
+    for g, n in node.items():
+        per.setdefault(n, []).append(g)
+    desc = "; ".join(f"node {n}: {', '.join(gs)}" for n, gs in sorted(per.items()))
+    src = ctx.facts.src("nvsmi_topo")
+    across = [(a, b) for i, a in enumerate(topo.gpus) for b in topo.gpus[i + 1:] if node[a] != node[b]]
+    sys_pairs = [(a, b) for a, b in across if topo.link(a, b) == "SYS"]
+    evs = evidence((src, f"NUMA Affinity: {desc}"), *((src, f"{a}-{b}: SYS") for a, b in sys_pairs[:4]))
+    if not sys_pairs:
+        return finding(cid, Status.ok, f"GPUs by NUMA node ({desc})" + ("; pairs across nodes are NVLink" if across else ""), evidence_=evs,
+                       impact="Bind each worker to its GPU's node (numactl --cpunodebind=N --membind=N) so host-side copies stay local.")
+    return finding(cid, Status.actionable, f"GPUs on {len(per)} NUMA nodes joined only through the CPU interconnect (SYS) for {len(sys_pairs)} pair(s)",
+                   severity=Severity.P2, fix_kind=FixKind.runtime, evidence_=evs, expected_value="each tensor-parallel group on the GPUs of one NUMA node",
+                   impact="A tensor-parallel group that spans the nodes runs every all-reduce across the socket link, without P2P (SYS: PCIe plus the "
+                          "inter-socket interconnect), and its workers' host memory is remote for half of them.",
+                   remedy=Remedy(commands=["CUDA_VISIBLE_DEVICES=<the GPUs of one node> <server> --tensor-parallel-size <their count>   # one replica per NUMA node",
+                                           "numactl --cpunodebind=<node> --membind=<node> <server>   # each replica next to its GPUs"]),
+                   references=["nvidia-smi topo -m legend: SYS = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (QPI/UPI)"],
+                   details={"gpu_numa_node": node})
+
+
 def investigate(ctx: Context) -> list[Finding]:
-    """kernel.numa_balancing, numa.gpu_affinity."""
+    """kernel.numa_balancing, numa.gpu_affinity (from the host's PCI facts, else from a pasted ``topo -m``)."""
     out = [numa_balancing(ctx)]
-    a = _gpu_affinity(ctx)
+    a = _gpu_affinity(ctx) or _topo_placement(ctx)
     if a is not None:
         out.append(a)
     return out

@@ -38,7 +38,7 @@ MIN_LITERAL = 6
 LOUD = ("fatal", "error", "warn")
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 #: Names of the components as a user knows them.
-LABELS = {"nccl": "NCCL", "cuda": "CUDA", "nvml": "NVML", "nvrm_xid": "NVIDIA driver", "nvidia_smi": "nvidia-smi",
+LABELS = {"nccl": "NCCL", "cuda": "CUDA", "nvml": "NVML", "nvrm_xid": "NVIDIA driver", "nvrm": "NVIDIA driver", "nvidia_smi": "nvidia-smi",
           "torch_distributed": "PyTorch distributed", "ray": "Ray", "k8s_device_plugin": "NVIDIA device plugin",
           "gpu_operator": "NVIDIA GPU operator", "vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp",
           "ollama": "ollama", "tensorrt_llm": "TensorRT-LLM"}

@@ -116,6 +116,8 @@ class EngineLogFacts(BaseModel):
     retracted_reqs: int = 0
     preemptions: int = 0
     oom_lines: int = 0
+    #: TensorRT builder tactics skipped for lack of memory (a warning: the build picks another).
+    tactic_memory_skips: int = 0
     oom_examples: list[str] = Field(default_factory=list)
     first_no_graph_line: str | None = None
     #: Hosts the log names as its own, as printed (up to :data:`MAX_HOSTS`): the host name in

@@ -189,6 +189,8 @@ def parse_nvsmi_xml(text: str) -> NvsmiLog:
     """Parse ``nvidia-smi -q -x``. A truncated document yields the complete ``<gpu>`` elements it
     holds (``truncated=True``). Raises NvsmiParseError when no GPU element can be recovered."""
     text = text.strip()
+    if "<nvidia_smi_log" not in text and '<gpu id="' not in text:
+        return NvsmiLog(None, None, parse_nvsmi_xml_fragment(text), truncated=True)
     try:
         root = ET.fromstring(re.sub(r"<!DOCTYPE[^>]*>", "", text))
         return NvsmiLog(
@@ -215,6 +217,65 @@ def parse_nvsmi_xml(text: str) -> NvsmiLog:
         drv = re.search(r"<driver_version>([^<]*)</driver_version>", text)
         cuda = re.search(r"<cuda_version>([^<]*)</cuda_version>", text)
         return NvsmiLog(drv.group(1) if drv else None, cuda.group(1) if cuda else None, gpus, truncated=True)
+
+
+_XML_OPEN = re.compile(r"^<([a-z][a-z0-9_]{0,80})>$")
+_XML_LEAF = re.compile(r"^<([a-z][a-z0-9_]{0,80})>[^<]{0,400}</\1>$")
+
+
+def _xml_elements(text: str) -> list[tuple[str, str]]:
+    """(tag, text) of each complete top-level element of a piece of XML; an element the paste
+    cut before its closing tag is left out."""
+    out: list[tuple[str, str]] = []
+    tag, depth, buf = None, 0, []
+    for raw in text.splitlines():
+        s = raw.strip()
+        if tag is None:
+            if (m := _XML_LEAF.match(s)) is not None:
+                out.append((m.group(1), s))
+            elif (m := _XML_OPEN.match(s)) is not None:
+                tag, depth, buf = m.group(1), 1, [s]
+            continue
+        buf.append(s)
+        if _XML_OPEN.match(s):
+            depth += 1
+        elif s.startswith("</") and not _XML_LEAF.match(s):
+            depth -= 1
+            if depth == 0:
+                out.append((tag, "\n".join(buf)))
+                tag = None
+    return out
+
+
+def parse_nvsmi_xml_fragment(text: str) -> list[NvsmiGpu]:
+    """GPUs from sections of ``nvidia-smi -q -x`` pasted without ``<nvidia_smi_log>`` and
+    ``<gpu id=…>`` around them (``<clocks_event_reasons>`` … copied alone). Each complete
+    top-level element is read as a child of one ``<gpu>``; a section that comes back starts the
+    next GPU, named ``GPU0``, ``GPU1`` … in order (as :func:`parse_nvsmi_q_fragment` names them).
+
+    >>> g = parse_nvsmi_xml_fragment("<clocks_event_reasons>\\n<clocks_event_reason_gpu_idle>Active</clocks_event_reason_gpu_idle>\\n"
+    ...     "<clocks_event_reason_hw_slowdown>Not Active</clocks_event_reason_hw_slowdown>\\n</clocks_event_reasons>\\n<clocks_event_reasons_counters>")
+    >>> [(x.bdf, x.throttle_active, x.throttle_captured) for x in g]
+    [('GPU0', ['gpu_idle'], True)]
+    """
+    groups: list[list[str]] = [[]]
+    seen: set[str] = set()
+    for tag, body in _xml_elements(strip_ansi(text)):
+        if tag in seen:
+            groups.append([])
+            seen = set()
+        seen.add(tag)
+        groups[-1].append(body)
+    out = []
+    for i, parts in enumerate(p for p in groups if p):
+        try:
+            el = ET.fromstring('<gpu id="">' + "\n".join(parts) + "</gpu>")
+        except ET.ParseError:
+            continue
+        g = _gpu(el)
+        g.bdf = f"GPU{i}"
+        out.append(g)
+    return out
 
 
 @dataclass
@@ -540,8 +601,8 @@ def parse_nvsmi_q_text(text: str) -> list[NvsmiGpu]:
 
     for raw in strip_ansi(text).splitlines():
         line = raw.rstrip()
-        m = re.match(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$", line.strip())
-        if m and len(line) - len(line.lstrip()) == 0:
+        m = _GPU_LINE.match(line) if line.startswith("GPU ") else None  # a header is unindented
+        if m:
             flush()
             bdf, fields, stack = normalize_bdf(m.group(1)), {}, []
             continue
@@ -562,6 +623,7 @@ def parse_nvsmi_q_text(text: str) -> list[NvsmiGpu]:
 
 
 _GPU_HEADER = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*$", re.M)
+_GPU_LINE = re.compile(r"GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$")
 
 
 def _fragment_fields(lines: list[str]) -> list[dict[str, str]]:
@@ -750,3 +812,50 @@ def parse_mig_instances(lines: Iterable[str]) -> list[dict[str, Any]]:
             out.append({"kind": "compute_instance", "gpu": int(m.group(1)), "gi": int(m.group(2)), "profile": m.group(3),
                         "profile_id": int(m.group(4)), "id": int(m.group(5)), "placement": f"{m.group(6)}:{m.group(7)}"})
     return out
+
+
+_NVC_FIELD = re.compile(r"^(NVRM version|CUDA version|Device Index|Model|Brand|Bus Location|Architecture):\s{1,40}(.{1,120}?)\s*$")
+_NVC_LIB = re.compile(r"\] selecting \S{1,200}/libnvidia-ml\.so\.(\d{2,4}\.\d{1,4}(?:\.\d{1,4})?)$")
+
+
+def parse_container_cli_info(text: str) -> tuple[str | None, str | None, list[NvsmiGpu]]:
+    """(driver version, CUDA version the driver supports, GPUs) of ``nvidia-container-cli info``
+    (libnvidia-container's ``src/cli/info.c``: ``NVRM version:``, ``CUDA version:``, then per GPU
+    ``Device Index``, ``Model``, ``Bus Location``, ``Architecture``), with or without the debug
+    log of ``-k -d /dev/tty`` around it. ``(null)`` values (a Jetson) are left out; without the
+    ``NVRM version`` line the version of the ``libnvidia-ml.so`` it selected stands in.
+
+    NVIDIA/nvidia-docker#904 (``tests/fixtures/evidence/nvdocker-904-container-cli-info.txt``):
+
+    >>> d, c, g = parse_container_cli_info("NVRM version:   390.87\\nCUDA version:   9.1\\n\\nDevice Index:   0\\n"
+    ...     "Model:          GeForce GTX 1080 with Max-Q Design\\nBus Location:   00000000:01:00.0\\nArchitecture:   6.1\\n")
+    >>> d, c, [(x.bdf, x.name) for x in g]
+    ('390.87', '9.1', [('0000:01:00.0', 'GeForce GTX 1080 with Max-Q Design')])
+    """
+    driver = cuda = lib = None
+    gpus: list[NvsmiGpu] = []
+    cur: dict[str, str] = {}
+
+    def flush() -> None:
+        bus = cur.get("Bus Location")
+        if bus and re.fullmatch(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]", bus):
+            gpus.append(NvsmiGpu(bdf=normalize_bdf(bus), name=cur.get("Model")))
+
+    for raw in strip_ansi(text).splitlines():
+        s = raw.strip()
+        if (m := _NVC_LIB.search(s)) is not None:
+            lib = lib or m.group(1)
+        if (m := _NVC_FIELD.match(s)) is None or m.group(2) == "(null)":
+            continue
+        key, val = m.groups()
+        if key == "NVRM version":
+            driver = val
+        elif key == "CUDA version":
+            cuda = val
+        elif key == "Device Index":
+            flush()
+            cur = {}
+        else:
+            cur[key] = val
+    flush()
+    return driver or lib, cuda, gpus

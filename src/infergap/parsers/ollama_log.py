@@ -18,8 +18,11 @@ from collections.abc import Iterable
 
 from infergap.parsers.engine_log import EngineLogFacts
 
-#: One slog line of Ollama: ``level=… source=<file>.go:<line> msg=``.
-LINE = re.compile(r"\blevel=(?:INFO|WARN|ERROR|DEBUG) source=[\w./-]{1,80}\.go:\d{1,6} msg=")
+#: One slog line of Ollama: ``level=… source=<file>.go:<line> msg=``; or that head alone, when a
+#: terminal or a thread wrapped the record and ``msg=…`` went on to the next line.
+LINE = re.compile(r"\blevel=(?:INFO|WARN|ERROR|DEBUG) source=[\w./-]{1,80}\.go:\d{1,6}(?: msg=|\s*$)")
+#: A wrapped record's continuation: a line that starts with blanks, then ``key=`` (an attribute).
+_CONT = re.compile(r"\s{1,40}(?:msg|[a-z][\w]{0,30}\.[\w.]{1,40}|[a-z_]{2,30})=")
 _ATTR = re.compile(r'([\w.]{1,60})=("(?:[^"\\]|\\.){0,400}"|\S{0,400})')
 _SIZE = re.compile(r"(\d{1,9}(?:\.\d{1,4})?) (B|KiB|MiB|GiB|TiB)")
 _UNIT = {"B": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 2**10, "GiB": 1.0, "TiB": 1024.0}
@@ -30,6 +33,8 @@ def is_ollama_line(line: str) -> bool:
     """True for a line of Ollama's server log.
 
     >>> is_ollama_line('time=2025-02-18T02:21:25.646Z level=INFO source=server.go:182 msg="enabling flash attention"')
+    True
+    >>> is_ollama_line('May 19 10:50:36 h ollama[1995]: time=2025-05-19T10:50:36.626+05:00 level=INFO source=server.go:168')
     True
     """
     return "level=" in line and "source=" in line and bool(LINE.search(line))
@@ -58,6 +63,26 @@ def _offload(args: dict, a: dict[str, str]) -> None:
         args["library"] = a["library"]
 
 
+def records(lines: Iterable[str]) -> Iterable[tuple[int, str]]:
+    """(number of physical lines, logical line): a record wrapped over several lines (each
+    continuation starts with blanks and an attribute, ``  layers.model=63 layers.offload=49 …``, as
+    a terminal or an issue's text box wraps it) joined back into one line.
+
+    >>> [r for _n, r in records(["t level=INFO source=server.go:168 msg=offload library=cuda", " layers.model=63 layers.offload=49"])]
+    ['t level=INFO source=server.go:168 msg=offload library=cuda layers.model=63 layers.offload=49']
+    """
+    cur, n = None, 0
+    for line in lines:
+        if cur is not None and _CONT.match(line) and "level=" not in line:
+            cur, n = cur.rstrip("\n") + " " + line.strip(), n + 1
+            continue
+        if cur is not None:
+            yield n, cur
+        cur, n = line, 1
+    if cur is not None:
+        yield n, cur
+
+
 def parse_ollama_log(lines: Iterable[str]) -> EngineLogFacts:
     """Parse an Ollama server log into :class:`EngineLogFacts` (``engine`` ``ollama``; ``args``:
     ``offloaded_layers``, ``model_layers``, ``memory_*_GiB``, ``library``, ``gpu_name``,
@@ -73,8 +98,8 @@ def parse_ollama_log(lines: Iterable[str]) -> EngineLogFacts:
     """
     f = EngineLogFacts(engine="ollama")
     args = f.args
-    for line in lines:
-        f.lines += 1
+    for n, line in records(lines):
+        f.lines += n
         if "msg=" not in line:
             continue
         a = _attrs(line)

@@ -3,7 +3,8 @@
 Line shapes, from the sources: TensorRT-LLM's C++ logger prefixes ``[TensorRT-LLM][INFO] ``
 (``cpp/tensorrt_llm/common/logger.cpp``: ``[TensorRT-LLM][%s] ``, level INFO, WARNING, ERROR,
 DEBUG, VERBOSE, TRACE); its Python logger ``[TRT-LLM] [I] `` after a ``[mm/dd/yyyy-hh:mm:ss]``
-time (``tensorrt_llm/logger.py``); Triton uses glog's ``I1103 02:59:01.152656 81041
+time (``tensorrt_llm/logger.py``), and TensorRT's own logger ``[TRT] [W] `` (or ``[W] [TRT] ``
+from ``trtexec``) there too; Triton uses glog's ``I1103 02:59:01.152656 81041
 backend_model.cc:553] `` (level letter, date, time, thread id, C++ file and line).
 
 What is read (the message texts are TensorRT-LLM's, ``cpp/tensorrt_llm/batch_manager`` and
@@ -22,7 +23,8 @@ from collections.abc import Iterable
 
 from infergap.parsers.engine_log import EngineLogFacts
 
-_TRTLLM = re.compile(r"^\[TensorRT-LLM\](?:\[(?:INFO|WARNING|ERROR|DEBUG|VERBOSE|TRACE)\])? |^\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] \[TRT-LLM\] \[[IWEVD]\] ")
+_TRTLLM = re.compile(r"^\[TensorRT-LLM\](?:\[(?:INFO|WARNING|ERROR|DEBUG|VERBOSE|TRACE)\])? "
+                     r"|^\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] (?:\[TRT-LLM\] \[[IWEVD]\]|\[TRT\] \[[IWEVD]\]|\[[IWEVD]\] \[TRT\]) ")
 _TRITON = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6}\s{1,12}\d{1,10} [\w.\-]{1,80}\.(?:cc|h|cpp):\d{1,6}\] ")
 _KV = (re.compile(r"Allocated (\d{1,6}(?:\.\d{1,3})?) GiB for max tokens in paged KV cache \((\d{1,12})\)"),
        re.compile(r"Using (\d{1,12}) tokens in paged KV cache"), re.compile(r"Max tokens in paged KV cache: (\d{1,12})"))
@@ -30,6 +32,9 @@ _MODEL = re.compile(r"TRTGptModel (maxBatchSize|maxNumTokens|maxSequenceLen|maxB
 _DEFAULT = re.compile(r"\] (\w{3,60}) is not specified, will use default value of ([\w.]{1,20})")
 _ENGINE = re.compile(r"Loaded engine size: (\d{1,9}) MiB")
 _VERSION = re.compile(r"TensorRT-LLM version: (\d{1,3}\.\d{1,3}\.\S{1,40})|\|\s{0,4}server_version\s{0,40}\|\s{0,4}(\d{1,3}\.\d{1,3}\.\d{1,3})")
+#: TensorRT's builder skipping a tactic it has no memory for (``Skipping tactic 4 due to
+#: insufficient memory``, or the older ``insuficient`` spelling): a warning, the build goes on.
+_TACTIC = re.compile(r"Skipping tactic \S{1,40} due to insuf{1,2}icient memory")
 _OOM = re.compile(r"out of memory|OutOfMemory|Requested amount of GPU memory \(\d+ bytes\) could not be allocated", re.I)
 #: Out-of-memory lines kept as examples.
 MAX_EXAMPLES = 3
@@ -63,6 +68,9 @@ def _line(f: EngineLogFacts, s: str) -> None:
         f.args["engine_size_MiB"] = int(m.group(1))
     elif (m := _VERSION.search(s)) is not None:
         f.version = m.group(1) or m.group(2)
+    if _TACTIC.search(s):
+        f.tactic_memory_skips += 1
+        return
     if _OOM.search(s):
         f.oom_lines += 1
         if len(f.oom_examples) < MAX_EXAMPLES:

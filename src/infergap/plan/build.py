@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 from infergap import __version__, shellcmd
 from infergap.plan.catalog import TIER_ORDER, Lever, load_catalog
 from infergap.plan.conditions import Fact, evaluate
-from infergap.plan.signals import completed, gather, how_to_find
+from infergap.plan.signals import completed, fact_words, gather, how_to_find
 
 SCHEMA = "infergap.plan/1"
 
@@ -97,13 +97,36 @@ class PlanItem(BaseModel):
     source: str = ""
     why: str | None = None
     priority: str | None = None
+    #: The change ``infergap tune`` makes to try it on this engine: ``set`` words, ``drop`` flags,
+    #: ``target`` metric (None: the lever is no command-line change, or a value it needs is unknown).
+    tune: dict[str, Any] | None = None
+    #: What ``infergap tune`` measured for this lever on this host, engine version and model.
+    measured: str | None = None
+
+
+class Tried(BaseModel):
+    """A lever ``infergap tune`` tried on the same host, engine version and model that did not
+    help: its measurement, so that it is not proposed again blindly."""
+
+    id: str
+    title: str
+    setting: str
+    verdict: str
+    measurement: str
+    workload: str
+    tune_run: int | None = None
+    created_at: str = ""
 
 
 class Unknown(BaseModel):
-    """A fact the plan lacked, the levers it would decide, and the command that finds it out."""
+    """A fact the plan lacked, the levers it would decide, and the command that finds it out.
+    ``question``: the fact in words (:data:`infergap.plan.signals.FACT_WORDS`); ``decides_titles``:
+    the titles of the levers in ``decides`` (their ids), in the same order."""
 
     fact: str
+    question: str = ""
     decides: list[str] = Field(default_factory=list)
+    decides_titles: list[str] = Field(default_factory=list)
     command: str
 
 
@@ -157,6 +180,8 @@ class Plan(BaseModel):
     host_fixes: list[HostFix] = Field(default_factory=list)
     levers: list[PlanItem] = Field(default_factory=list)
     wont_help: list[PlanItem] = Field(default_factory=list)
+    #: Levers tried by ``infergap tune`` on this key that did not help ("tried — won't help").
+    tried: list[Tried] = Field(default_factory=list)
     unknowns: list[Unknown] = Field(default_factory=list)
     top_actions: list[str] = Field(default_factory=list)
     #: Why the verify commands do not name the server this run reached (None when they do, or
@@ -478,14 +503,79 @@ def _actions(lv: Lever, facts: dict[str, Fact], params: dict[str, Any]) -> list[
             rng = "" if var.versions in (">=0", "") else f" {var.versions.replace(',', ' and ')}"
             label = f"{names.get(e, e)}{rng}" + (f" (server reports {ver.value})" if ver is not None and eng is not None else "")
             text = var.set.format_map(params)
+            if var.upgrade_to:  # the upgrade is the first step: said first, not after the flag
+                text = f"upgrade to {var.upgrade_to} first, then {text}"
             out.append(f"{label}: {text}" + (f" — {var.note}" if var.note else ""))
     return out
+
+
+def _tune_change(lv: Lever, facts: dict[str, Fact], params: dict[str, Any]) -> dict[str, Any] | None:
+    """The command-line change that tries ``lv`` on the server's engine and version (the first
+    variant with ``args`` or ``drop`` whose range holds the version), placeholders filled; None
+    when the engine is unknown, the lever changes no flag, or a value it needs is unknown (a
+    placeholder left as letters, such as ``N``)."""
+    eng, ver = facts.get("engine.name"), facts.get("engine.version")
+    if eng is None:
+        return None
+    for var in lv.engines.get(str(eng.value), []):
+        if not (var.args or var.drop) or (ver is not None and not var.matches(str(ver.value))):
+            continue
+        words = [w.format_map(params) for w in var.args]
+        if any(w != a and not w.lstrip("-").replace(".", "").isdigit() for w, a in zip(words, var.args)):
+            return None  # a placeholder the facts could not fill
+        return {"set": words, "drop": list(var.drop), "target": lv.target}
+    return None
+
+
+def apply_experiments(plan: Plan, experiments: list[dict[str, Any]] | None) -> None:
+    """Read what ``infergap tune`` measured (ledger rows of the same host, engine, version and
+    model, newest first; :meth:`infergap.ledger.Ledger.experiments`): the newest verdict of each
+    lever counts. A selected lever that did not help (hurts, no effect within noise, refused)
+    leaves the levers for :attr:`Plan.tried` with its measurement; one that helped keeps its place
+    and says its measured gain."""
+    newest: dict[str, dict[str, Any]] = {}
+    for e in experiments or []:
+        if e.get("verdict") in ("helps", "hurts", "no effect within noise", "refused"):
+            newest.setdefault(str(e.get("lever")), e)
+    keep = []
+    for x in plan.levers:
+        e = newest.get(x.id)
+        if e is None:
+            keep.append(x)
+            continue
+        what = _measurement(e)
+        if e["verdict"] == "helps":
+            x.measured = f"tried by infergap tune (run {e.get('run_id')}): helps — {what}"
+            keep.append(x)
+        else:
+            plan.tried.append(Tried(id=x.id, title=x.title, setting=str(e.get("setting") or ""), verdict=e["verdict"],
+                                    measurement=what, workload=str(e.get("workload") or ""), tune_run=e.get("run_id"),
+                                    created_at=str(e.get("created_at") or "")[:19]))
+    plan.levers = keep
+
+
+def _measurement(e: dict[str, Any]) -> str:
+    """One experiment's numbers in words: metric, level, both medians, change and noise."""
+    j = (e.get("payload") or {}).get("judgement") or {}
+    a, b = (j.get("baseline") or {}).get("median"), (j.get("variant") or {}).get("median")
+    if e.get("verdict") == "refused":
+        return f"the server did not start with {e.get('setting')}: {(e.get('payload') or {}).get('refused') or 'refused'}"
+    parts = [f"{j.get('metric', e.get('metric'))}" + (f" at {j['level']}" if j.get("level") else "")]
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        parts.append(f"{a:.4g} → {b:.4g}")
+    if isinstance(j.get("change_pct"), (int, float)):
+        noise = j.get("noise_pct")
+        parts.append(f"{j['change_pct']:+.1f} %" + (f" (noise ±{noise:.1f} %)" if isinstance(noise, (int, float)) else ""))
+        if isinstance(noise, (int, float)) and noise > abs(j["change_pct"]) and e.get("verdict") != "helps":
+            parts.append("the noise was larger than the change: tune again on a quieter machine to decide")
+    return ", ".join(parts) + f", workload {e.get('workload')}"
 
 
 def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, server: Any = None,
                engine_logs: list[tuple[str, Any]] | None = None, catalog: list[Lever] | None = None,
                stages: list[Stage] | None = None, facts: dict[str, Fact] | None = None, elsewhere: str | None = None,
-               process: Any = None, process_cpu: dict[str, Any] | None = None) -> Plan:
+               process: Any = None, process_cpu: dict[str, Any] | None = None,
+               experiments: list[dict[str, Any]] | None = None) -> Plan:
     """Synthesize the plan from any subset of the inputs.
 
     ``audit``: an :class:`~infergap.synthesis.AuditReport` or its JSON dict (``infergap.audit/1``);
@@ -499,8 +589,9 @@ def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, serve
     verify commands do not name a server on this machine as the one to re-measure
     (:func:`verify_url`); ``process``: the serving process read from this machine
     (:class:`~infergap.snapshot.process.ProcessEvidence`) and ``process_cpu`` its CPU use during
-    the sweep (:func:`~infergap.snapshot.process.cpu_since`). Never raises for missing inputs: what they would have decided becomes an
-    unknown.
+    the sweep (:func:`~infergap.snapshot.process.cpu_since`); ``experiments``: what ``infergap
+    tune`` measured on the same host, engine version and model (:func:`apply_experiments`).
+    Never raises for missing inputs: what they would have decided becomes an unknown.
     """
     a = audit.to_json() if hasattr(audit, "to_json") and not isinstance(audit, dict) else audit
     r = roofline.to_json_dict() if hasattr(roofline, "to_json_dict") else roofline
@@ -541,13 +632,16 @@ def build_plan(audit: Any = None, roofline: Any = None, bench: Any = None, serve
                              "the host or the flags, set the batch-1 pace (see will not help)")
     plan.host_fixes = build_host_fixes(a)
     unknown = _select(plan, catalog, facts, params)
+    apply_experiments(plan, experiments)
     plan.levers.sort(key=lambda x: (_SEV_ORDER.get(x.priority or "", 9), not _follows_knee(x), TIER_ORDER[x.tier],
                                     -(x.score or 0.0), x.id))
     given = {n for n, x in (("audit", a), ("roofline", r), ("bench", bench), ("server", server), ("logs", engine_logs),
                             ("process", process)) if x}
     if server is not None and getattr(server, "reachable", None) is False:
         given.add("server-unreachable")
-    plan.unknowns = [Unknown(fact=k, decides=v, command=how_to_find(k, given)) for k, v in sorted(unknown.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+    titles = {lv.id: lv.title for lv in catalog}
+    plan.unknowns = [Unknown(fact=k, question=fact_words(k), decides=v, decides_titles=[titles.get(i, i) for i in v],
+                             command=how_to_find(k, given)) for k, v in sorted(unknown.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
     plan.top_actions = _top(plan)
     if not any(URL_PLACEHOLDER in (x.verify or "") for x in plan.levers + plan.wont_help):
         plan.url_note = None  # no command names a server: nothing to say about which one
@@ -577,7 +671,7 @@ def _select(plan: Plan, catalog: list[Lever], facts: dict[str, Fact], params: di
                         selected_by=[t.text() for t in used], facts=list(dict.fromkeys(t.fact for t in used)),
                         effect=lv.effect, gain=lv.gain, metric=lv.metric, effort_h=lv.effort_h, score=lv.score(), risk=lv.risk,
                         verify=lv.verify.format_map(params) if lv.verify else None, undo=lv.undo, source=lv.source, why=lv.why,
-                        priority=lv.priority)
+                        priority=lv.priority, tune=_tune_change(lv, facts, params))
         (plan.wont_help if lv.tier == "wont_help" else plan.levers).append(item)
     return unknown
 
@@ -594,7 +688,9 @@ def _top(plan: Plan, n: int = 5) -> list[str]:
 
     def lever(x: PlanItem) -> str:
         pri = f"{x.priority} " if x.priority else ""
-        return f"[{pri}{x.tier.replace('_', ' ')}] {x.title}: {x.actions[0] if x.actions else x.verify}"
+        first = x.actions[0] if x.actions else x.verify
+        after = " after an upgrade" if x.actions and ": upgrade to " in first else ""
+        return f"[{pri}{x.tier.replace('_', ' ')}{after}] {x.title}: {first}"
 
     seq = [fix(h) for h in plan.host_fixes if h.severity == "P0"]
     seq += [lever(x) for x in plan.levers if x.priority == "P0"]

@@ -22,6 +22,7 @@ import math
 import re
 from typing import Any
 
+from infergap.bench.regimes import HOST_BOUND_GPU_PCT, KNEE_GAIN
 from infergap.gpudata import sm_of
 from infergap.plan.conditions import Fact
 
@@ -29,8 +30,6 @@ LATENCY_BOUND_EFF = 0.5
 COMM_BOUND_SHARE = 0.25
 PLATEAU_GAIN = 1.10
 SATURATION_TTFT = 2.0
-SATURATION_GAIN = 1.25
-HOST_BOUND_UTIL = 60.0
 WEIGHTS_ON_GPU = 0.95
 #: Share of GPU memory llama.cpp can give weights + KV (the rest: compute buffers, CUDA context).
 KV_USABLE = 0.9
@@ -49,6 +48,75 @@ HOW_TO_FIND: dict[str, str] = {
     "regime.": "infergap bench --url URL --concurrency 1,4,16,64 --format json -o bench.json   (with a roofline for the efficiency)",
     "load.": "infergap bench --url URL --concurrency 1,4,16,64 --format json -o bench.json",
 }
+
+#: Each fact a lever's condition tests, as the question it answers in a user's words: the plan's
+#: UNKNOWN section leads with these, the fact's name following as a reference.
+FACT_WORDS: dict[str, str] = {
+    "engine.name": "which serving engine runs (SGLang, vLLM, llama.cpp, transformers …)",
+    "engine.version": "the serving engine's version",
+    "finding.allreduce.custom": "whether the engine's own all-reduce is in use (the audit's all-reduce check)",
+    "gpu.count": "how many GPUs the host has",
+    "gpu.nvlink": "whether the GPUs are linked by NVLink",
+    "gpu.sm": "the GPUs' architecture (compute capability)",
+    "load.context_too_small": "whether requests were refused for a context window too small",
+    "load.error_kind": "what kind of failure the failed requests had",
+    "load.graph_overflow": "whether more requests ran at once than the engine's CUDA graphs cover",
+    "load.knee_cause": "what stopped throughput from growing with load (KV cache, slots, the GPU, the host)",
+    "load.kv_on_gpu": "whether the KV cache stayed in GPU memory under load",
+    "load.kv_pressure": "whether the KV cache ran out under load (preemptions)",
+    "load.max_concurrency": "how many requests at once the measurements reached",
+    "load.queueing_tail": "whether requests waited in a queue at the highest load",
+    "load.shared_prefix": "whether the requests share a prompt prefix",
+    "load.slots_saturated": "whether requests waited for a free server slot",
+    "load.tps_falling": "whether throughput fell as load grew",
+    "log.decode_no_graph": "whether decode ran without CUDA graphs (the engine's log)",
+    "log.moe_default": "whether the MoE kernels ran with a default, untuned configuration (the engine's log)",
+    "model.fits_gpus": "whether the model's weights fit on the GPUs present",
+    "model.min_gpus": "how many GPUs the model's weights need",
+    "model.mla": "whether the model uses multi-head latent attention (MLA)",
+    "model.moe": "whether the model is a mixture of experts",
+    "model.mtp": "whether the model ships multi-token-prediction layers (a built-in draft)",
+    "model.quant": "how the model's weights are quantised",
+    "par.ep": "the expert-parallel size the server runs with",
+    "par.tp": "the tensor-parallel size the server runs with",
+    "proc.cpu_saturated": "whether the serving process used all the CPU it was allowed",
+    "proc.read": "whether the serving process itself could be read",
+    "regime.client_bound": "whether the benchmark client, not the server, set the pace",
+    "regime.communication_bound": "whether GPU-to-GPU communication takes a large share of each step",
+    "regime.host_bound": "whether the engine's CPU side paced the GPU",
+    "regime.latency_bound": "whether one request at a time runs far below the memory bound",
+    "regime.prefill_slow": "whether prompt processing (prefill) runs far below its bound",
+    "regime.quant_kernel_bound": "whether the quantised decode kernels, not memory bandwidth, set the pace",
+    "regime.throughput_bound": "whether more concurrent requests stopped adding throughput",
+    "server.cont_batching": "whether the server batches requests continuously",
+    "server.cuda_graph": "whether the server runs with CUDA graphs",
+    "server.custom_ar_off": "whether the engine's own all-reduce was turned off",
+    "server.dp_attention": "whether the server runs data-parallel attention",
+    "server.flash_attn": "whether the server uses flash attention",
+    "server.gpu_visible": "whether the serving process sees a GPU",
+    "server.kv_cache_dtype": "the KV cache's data type",
+    "server.kv_offload": "whether the server keeps its KV cache in host memory",
+    "server.n_slots": "how many request slots the server has",
+    "server.ngl_all": "whether every layer is offloaded to the GPU (llama.cpp -ngl)",
+    "server.prefix_caching": "whether the server caches shared prompt prefixes",
+    "server.spec": "whether the server uses speculative decoding",
+    "server.ubatch": "the server's micro-batch size (llama.cpp -ub)",
+    "server.ubatch_small": "whether the server's micro-batch is small (llama.cpp -ub)",
+    "server.weights_on_gpu": "whether the model's weights are all in GPU memory",
+}
+
+
+def fact_words(fact: str) -> str:
+    """``fact`` as a question in words (:data:`FACT_WORDS`); a fact without words reads as its
+    name with dots and underscores as spaces, never as an empty line.
+
+    >>> fact_words("gpu.nvlink")
+    'whether the GPUs are linked by NVLink'
+    >>> fact_words("load.new_thing")
+    'load new thing'
+    """
+    return FACT_WORDS.get(fact) or fact.replace(".", " ").replace("_", " ")
+
 
 _STATUS_RANK = {"actionable": 0, "expected": 1, "unknown": 2, "ok": 3, "not_applicable": 4}
 
@@ -520,7 +588,7 @@ def _derive_llamacpp(facts: dict[str, Fact]) -> None:
         elif inside:
             a, b = max(inside), max(past)
             grew, gain = ttft[b] / max(ttft[a], 1e-9), tps[b] / max(tps[a], 1e-9)
-            sat = grew >= SATURATION_TTFT and gain < SATURATION_GAIN
+            sat = grew >= SATURATION_TTFT and gain < 1 + KNEE_GAIN  # the bench's knee rule (bench/regimes.py)
             _put(facts, "load.slots_saturated", sat,
                  f"bench: c={a} → c={b} with {n} slot(s): median TTFT {ttft[a]:.0f} → {ttft[b]:.0f} ms (×{grew:.1f}), "
                  f"output tok/s {tps[a]:.0f} → {tps[b]:.0f} (×{gain:.2f})")
@@ -534,8 +602,8 @@ def _derive_llamacpp(facts: dict[str, Fact]) -> None:
         full = [c for c in util if c >= n]
         if full:
             c = min(full)
-            _put(facts, "regime.host_bound", util[c] < HOST_BOUND_UTIL,
-                 f"bench telemetry: GPU busy {util[c]:.0f} % at c={c} with {n} slot(s) occupied (< {HOST_BOUND_UTIL:.0f} % is host-bound)")
+            _put(facts, "regime.host_bound", util[c] < HOST_BOUND_GPU_PCT,
+                 f"bench telemetry: GPU busy {util[c]:.0f} % at c={c} with {n} slot(s) occupied (< {HOST_BOUND_GPU_PCT:.0f} % is host-bound)")
     kv_slots(facts, v, wb)
 
 

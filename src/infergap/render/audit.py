@@ -20,30 +20,38 @@ SEV_STYLE = {"P0": "bold red", "P1": "yellow", "P2": "cyan"}
 
 
 def _count(n_items: int, n_findings: int) -> str:
-    """``11 items (18 findings)`` when grouping merged findings, else ``18``."""
-    return f"{n_items} items ({n_findings} findings)" if n_items != n_findings else str(n_findings)
+    """A section's count: the items it lists (the header line says once how many findings they
+    stand for, so every count of the report is in one unit)."""
+    return str(n_items)
 
 
 def summary_line(r: AuditReport, grouped: bool = False) -> str:
     """One line: counts per group and actionable per severity. ``grouped``: the report lists
-    findings grouped (:func:`group_findings`), so each count says how many items are listed and,
-    when fewer, how many findings they stand for."""
+    findings grouped (:func:`group_findings`), so every count is of the items listed (severities
+    too) and, when grouping merged findings, the line says so once with the findings' total (it
+    mixed '10 items (17 findings) actionable (P0 0, P1 15, …)' with a list of 10)."""
     c = r.summary["counts"]
-    s = r.summary["actionable_by_severity"]
-
-    def n(status: Status) -> str:
-        key = status.value
-        if not grouped or status is Status.not_applicable:
-            return str(c[key])
-        return _count(len(group_findings(r.by_status(status))), c[key])
-
-    parts = [f"{n(Status.actionable)} actionable (P0 {s['P0']}, P1 {s['P1']}, P2 {s['P2']})", f"{n(Status.expected)} expected",
-             f"{n(Status.unknown)} unknown", f"{n(Status.ok)} ok", f"{c['not_applicable']} not applicable"]
+    s = dict(r.summary["actionable_by_severity"])
+    n = {st.value: c[st.value] for st in Status}
+    if grouped:
+        for st in Status:
+            if st is not Status.not_applicable:
+                n[st.value] = len(group_findings(r.by_status(st)))
+        listed, folded = unknown_items(r)
+        n["unknown"] = len(listed) + bool(folded) + len(group_findings([f for f in r.by_status(Status.unknown) if f.id == "evidence.unmatched"]))
+        groups = group_findings(r.by_status(Status.actionable))
+        s = {k: sum(1 for f, _ in groups if f.severity and f.severity.value == k) for k in ("P0", "P1", "P2")}
+    parts = [f"{n['actionable']} actionable (P0 {s['P0']}, P1 {s['P1']}, P2 {s['P2']})", f"{n['expected']} expected",
+             f"{n['unknown']} unknown", f"{n['ok']} ok", f"{c['not_applicable']} not applicable"]
     if r.summary.get("evidence_unmatched"):
         parts[2] += f" ({r.summary['evidence_unmatched']} pasted part(s) with no known cause)"
     errs = r.summary.get("investigator_errors") or []
     read = r.summary.get("read_s")
-    line = " · ".join(parts) + " — " + (f"input read in {read:.2f} s, " if isinstance(read, (int, float)) else "") \
+    line = " · ".join(parts)
+    total, listed = sum(c.values()), sum(n.values())
+    if grouped and listed != total:
+        line = f"items listed: {line} ({total} findings grouped: one item per check and result across the devices it shares)"
+    line += " — " + (f"input read in {read:.2f} s, " if isinstance(read, (int, float)) else "") \
         + f"{len(r.investigators)} investigators in {r.summary['duration_s']:.2f} s"
     if errs:
         line += f" ({len(errs)} failed: {', '.join(errs)})"
@@ -60,6 +68,23 @@ def group_findings(fs: list[Finding]) -> list[tuple[Finding, list[Finding]]]:
         key = (f.id, f.status, f.severity, f.fix_kind, title)
         groups.setdefault(key, []).append(f)
     return [(members[0], members) for members in groups.values()]
+
+
+#: Fewer 'not captured' unknowns than this are listed one by one; from this many on (a pasted
+#: nvidia-smi output leaves 25 host checks without input) they are one line naming their ids.
+FOLD_UNCAPTURED = 8
+
+
+def unknown_items(r: AuditReport) -> tuple[list[tuple[Finding, list[Finding]]], list[Finding]]:
+    """The UNKNOWN section's items: (groups listed one by one, the findings folded into one line
+    because the input held nothing for them — at least :data:`FOLD_UNCAPTURED` 'not captured'
+    unknowns; else that list is empty). Pasted-part findings (``evidence.unmatched``) are left
+    out: they have their own section."""
+    unk = [f for f in r.by_status(Status.unknown) if f.id != "evidence.unmatched"]
+    folded = [f for f in unk if "not captured" in f.title]
+    if len(folded) < FOLD_UNCAPTURED:
+        folded = []
+    return group_findings([f for f in unk if f not in folded]), folded
 
 
 def _label(rep: Finding, members: list[Finding]) -> str:
@@ -112,12 +137,15 @@ def render_text(r: AuditReport, width: int | None = None, color: bool = False) -
             con.print(f"  • {_label(f, members)}")
             if f.impact:
                 con.print(f"      {f.impact}")
-    unk = [f for f in r.by_status(Status.unknown) if f.id != "evidence.unmatched"]  # listed above
-    if unk:
+    groups, uncaptured = unknown_items(r)
+    if groups or uncaptured:
         con.print()
-        groups = group_findings(unk)
         more = " more" if unmatched else ""
-        con.print(Text(f"UNKNOWN: {_count(len(groups), len(unk))}{more} (evidence missing or unreadable)", style="bold"))
+        con.print(Text(f"UNKNOWN: {len(groups) + bool(uncaptured)}{more} (evidence missing or unreadable)", style="bold"))
+        if uncaptured:
+            ids = ", ".join(dict.fromkeys(f.id for f in uncaptured))
+            con.print(f"  ? {len(uncaptured)} checks not captured by the input given: {ids} — 'infergap collect' on the "
+                      "host captures what all of them read ('infergap audit -f json' names what each one needs)")
         for f, members in groups:
             con.print(f"  ? {_label(f, members)}" + (f": {f.impact}" if f.impact else ""))
     ok = r.by_status(Status.ok)

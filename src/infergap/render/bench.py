@@ -10,8 +10,7 @@ from rich.table import Table
 from infergap.guard import md_escape, md_fence, safe_console, term_safe
 from infergap.bench.compare import BenchComparison
 from infergap.bench.metrics import MIN_TAIL_SAMPLES, likely_cause
-from infergap.bench.results import BenchResult, PointResult, Spread, TelemetrySummary
-from infergap.bench.telemetry import throttled
+from infergap.bench.results import BenchResult, PointResult, Spread, TelemetrySummary, throttled
 from infergap.render.bench_why import head_lines, point_lines
 
 COLUMNS = ("point", "req/s", "out tok/s", "total tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99",

@@ -29,7 +29,16 @@ def _gain(x: PlanItem) -> str:
     if not x.gain:
         return ""
     lo, hi = x.gain
-    return f"×{lo:g}–{hi:g} {x.metric}, ~{x.effort_h:g} h (score {x.score:.2f}/h)"
+    return f"×{lo:g}–{hi:g} {x.metric}, about {x.effort_h:g} h of work to try"
+
+
+def _decides(u: Any, shown: int = 3) -> str:
+    """What settling an unknown fact would decide, in the levers' titles: the first ``shown``,
+    then how many more (the ids stay in the JSON's ``decides``)."""
+    titles = u.decides_titles or u.decides
+    more = len(titles) - shown
+    n = f"{len(titles)} change{'s' if len(titles) != 1 else ''}"
+    return f"would decide {n}: " + "; ".join(titles[:shown]) + (f"; and {more} more" if more > 0 else "")
 
 
 def render_text(plan: Plan, color: bool = False, width: int | None = None) -> str:
@@ -72,6 +81,8 @@ def render_text(plan: Plan, color: bool = False, width: int | None = None) -> st
             c.print(escape(f"      risk: {x.risk}"))
             c.print(escape(f"      verify: {x.verify}"))
             c.print(escape(f"      undo: {x.undo}"))
+            if x.measured:
+                c.print(escape(f"      measured: {x.measured}"))
         if not items:
             c.print("  none selected by the facts at hand")
     c.print()
@@ -80,10 +91,17 @@ def render_text(plan: Plan, color: bool = False, width: int | None = None) -> st
         c.print(escape(f"  • {x.title}  [{x.id}]"))
         c.print(escape(f"      why: {x.why}"))
         c.print(escape(f"      because: {' ∧ '.join(x.selected_by)}"))
+    if plan.tried:
+        c.print()
+        c.print(f"[bold]TRIED — WON'T HELP[/] ({len(plan.tried)}: measured by infergap tune on this host, engine version and model)")
+        for t in plan.tried:
+            c.print(escape(f"  • {t.title}  [{t.id}]"))
+            c.print(escape(f"      {t.verdict}: {t.setting} — {t.measurement} (tune run {t.tune_run}, {t.created_at})"))
     c.print()
     c.print(f"[bold]UNKNOWN[/] ({len(plan.unknowns)})")
     for u in plan.unknowns:
-        c.print(escape(f"  • {u.fact} — decides {', '.join(u.decides)}"))
+        c.print(escape(f"  • {(u.question or u.fact)[:1].upper()}{(u.question or u.fact)[1:]}  [{u.fact}]"))
+        c.print(escape(f"      {_decides(u)}"))
         c.print(escape(f"      find out: {u.command}"))
     c.print()
     c.print("[dim]ranking: " + escape(plan.ranking) + "[/]")
@@ -147,7 +165,8 @@ def _md_item(x: PlanItem) -> list[str]:
     e = md_escape
     return [f"### {e(x.title)} ({md_code(x.id)})", "", "- because: " + e("; ".join(x.selected_by)),
             *[f"- do: {md_code(a)}" for a in x.actions], f"- expect: {e(_gain(x))} — {e(x.source)}",
-            f"- risk: {e(x.risk)}", f"- verify: {md_code(x.verify)}", f"- undo: {e(x.undo)}", ""]
+            f"- risk: {e(x.risk)}", f"- verify: {md_code(x.verify)}", f"- undo: {e(x.undo)}",
+            *([f"- measured: {e(x.measured)}"] if x.measured else []), ""]
 
 
 def _md_gap(plan: Plan) -> list[str]:
@@ -198,8 +217,14 @@ def render_markdown(plan: Plan) -> str:
     out += ["", "## Will not help", ""]
     for x in plan.wont_help:
         out.append(f"- **{e(x.title)}** ({md_code(x.id)}): {e(x.why)}  \n  because: {e('; '.join(x.selected_by))}")
+    if plan.tried:
+        out += ["", "## Tried — won't help", "", "Measured by `infergap tune` on this host, engine version and model.", ""]
+        for t in plan.tried:
+            out.append(f"- **{e(t.title)}** ({md_code(t.id)}): {e(t.verdict)} with {md_code(t.setting)} — {e(t.measurement)} "
+                       f"(tune run {t.tune_run}, {e(t.created_at)})")
     out += ["", "## Unknown", ""]
     for u in plan.unknowns:
-        out.append(f"- {md_code(u.fact)} decides {e(', '.join(u.decides))} — find out: {md_code(u.command)}")
+        q = u.question or u.fact
+        out.append(f"- {e(q[:1].upper() + q[1:])} ({md_code(u.fact)}): {e(_decides(u, shown=len(u.decides)))} — find out: {md_code(u.command)}")
     out += ["", f"_Ranking: {e(plan.ranking)}_", ""]
     return "\n".join(out)

@@ -91,8 +91,10 @@ def _tables(r: RooflineResult) -> list[tuple[str, list[str], list[list[str]]]]:
     agg, per = r.bound("aggregate"), r.bound("per_gpu")
     groups = [g for g in _GROUP_ORDER if g in agg.components_B or g in per.components_B]
     prec = r.model["precision"]
+    over = set(_over_aggregate(r))
     rows = [
-        [g, prec.get(g, prec.get("kv_cache", "")) if g != "kv_cache" else prec.get("kv_cache", ""), _gb(agg.components_B.get(g, 0.0)), _gb(per.components_B.get(g, 0.0))]
+        [g, prec.get(g, prec.get("kv_cache", "")) if g != "kv_cache" else prec.get("kv_cache", ""), _gb(agg.components_B.get(g, 0.0)),
+         _gb(per.components_B.get(g, 0.0)) + (" †" if g in over else "")]
         for g in groups
     ]
     out.append(("Bytes read per token by tensor group", ["group", "precision", "aggregate (all GPUs)", "per GPU"], rows))
@@ -124,8 +126,29 @@ def _tables(r: RooflineResult) -> list[tuple[str, list[str], list[list[str]]]]:
     return out
 
 
+#: Why a tensor group's bytes on one GPU can exceed the whole TP group's in the aggregate bound.
+_OVER_WHY = {
+    "indexer": ("the per-GPU bound reads the DSA indexer's query side (wq_b, weights_proj) every step, as SGLang's "
+                "CUDA-graph decode does, and every GPU holds the indexer whole; the optimistic aggregate skips the query "
+                "side while the context is at most index_topk"),
+    "kv_cache": ("each GPU reads the KV cache of its own heads: with fewer KV heads than GPUs (MLA has one latent) "
+                 "the cache is replicated and every GPU reads it whole, while the optimistic aggregate counts it once"),
+}
+
+
+def _over_aggregate(r: RooflineResult) -> dict[str, str]:
+    """Tensor group → why its bytes per GPU exceed its aggregate bytes (the table shows both side
+    by side; a per-GPU figure above the whole group's reads as an error without this)."""
+    agg, per = r.bound("aggregate"), r.bound("per_gpu")
+    return {g: _OVER_WHY.get(g, "replicated: every GPU reads it whole, while the optimistic aggregate counts it once")
+            for g, b in per.components_B.items() if b > agg.components_B.get(g, 0.0) * 1.001 and b > 0}
+
+
 def _details(r: RooflineResult) -> list[tuple[str, list[str]]]:
     sections: list[tuple[str, list[str]]] = []
+    over = _over_aggregate(r)
+    if over:
+        sections.append(("† bytes per GPU above the aggregate", [f"{g}: {why}" for g, why in over.items()]))
     for b in _shown(r):
         sections.append((f"{b.label}: {b.tok_s:.1f} tok/s = {b.formula}", b.assumptions))
     if r.per_gpu_explanation:

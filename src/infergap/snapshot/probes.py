@@ -7,9 +7,29 @@ A probe returns JSON-able data and never raises: a missing library or driver bec
 
 from __future__ import annotations
 
+import ctypes
+import sys
 from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict
+
+#: The library ``pynvml`` loads on Linux (``pynvml._LoadNvmlLibrary``, nvidia-ml-py 12.x/13.x:
+#: ``CDLL("libnvidia-ml.so.1")``), installed with the NVIDIA driver.
+NVML_LIBRARY = "libnvidia-ml.so.1"
+
+
+def nvml_library_missing() -> bool:
+    """True on Linux when the dynamic loader cannot load :data:`NVML_LIBRARY`: no NVIDIA driver, so
+    NVML cannot start. Checked before importing ``pynvml``, whose bindings take about 0.1 s of CPU
+    to import (a host without GPUs, a CI runner, pays that for nothing); ``pynvml.nvmlInit`` would
+    fail the same way, with NVML_ERROR_LIBRARY_NOT_FOUND."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        ctypes.CDLL(NVML_LIBRARY)
+    except OSError:
+        return True
+    return False
 
 
 def _call(fn: Callable[..., Any], *args: Any) -> Any:
@@ -38,6 +58,8 @@ def nvml_probe() -> dict[str, Any]:
     nvlink_active (list of link indices up), cuda_capability, cpu_affinity``.
     Serial numbers and UUIDs are not collected.
     """
+    if nvml_library_missing():  # what nvmlInit reports then (pynvml's NVMLError_LibraryNotFound)
+        return {"available": False, "error": "NVML init failed: NVML Shared Library Not Found"}
     try:
         import pynvml
     except ImportError as e:
