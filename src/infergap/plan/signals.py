@@ -102,6 +102,17 @@ FACT_WORDS: dict[str, str] = {
     "server.spec": "whether the server uses speculative decoding",
     "server.ubatch": "the server's micro-batch size (llama.cpp -ub)",
     "server.ubatch_small": "whether the server's micro-batch is small (llama.cpp -ub)",
+    "load.running_capped": "whether the sweep ran more requests at once than the server's running cap",
+    "par.gpus_unused": "how many GPUs visible to the server its parallel sizes leave unused",
+    "server.attention_slow": "whether the server runs its reference attention backend",
+    "server.device": "which device the server runs on",
+    "server.mem_fraction_low": "whether the server may use only a low share of GPU memory (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static)",
+    "server.prefill_chunk": "the server's prefill budget per step (vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size)",
+    "server.prefill_chunk_small": "whether the server's prefill budget per step is small",
+    "server.mem_fraction": "the share of GPU memory the server may use",
+    "server.attention_backend": "which attention backend the server was started with",
+    "server.enforce_eager": "whether the server was started without CUDA graphs (vLLM --enforce-eager, SGLang --disable-cuda-graph)",
+    "proc.gpus_visible": "how many GPUs CUDA_VISIBLE_DEVICES shows the server",
     "server.weights_on_gpu": "whether the model's weights are all in GPU memory",
 }
 
