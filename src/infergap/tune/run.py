@@ -127,6 +127,8 @@ class Tuner:
     block_s: float = 0.0
     n_logs: int = 0
     before: Any = None
+    started: bool = False
+    signals: int = 0
 
     def __post_init__(self) -> None:
         if not self.url:
@@ -136,6 +138,7 @@ class Tuner:
     def on_signal(self, signum: int, frame: object) -> None:
         """SIGINT/SIGTERM between runs: stop starting anything; the run or start in progress ends
         at its next check (a bench run has its own handlers while it runs)."""
+        self.signals += 1
         self.stopping = "interrupted (SIGINT/SIGTERM)"
 
     def left(self) -> float | None:
