@@ -76,3 +76,21 @@ def test_pasted_df_cut_before_the_mount_column_is_unknown() -> None:
     # The report pasted `df -h /dev/shm` without its "Mounted on" column: the size alone is not tied to /dev/shm.
     f = one(audit_ids(pasted("vllm-prodstack-276-k8s-shm.txt"), "container"), "container.shm")
     assert f.status == "unknown" and f.evidence[0].source.startswith("evidence/vllm-prodstack-276-k8s-shm.txt")
+
+
+# -- kubectl describe pod -----------------------------------------------------------------------
+
+def test_a_gpu_pod_without_a_memory_volume_at_dev_shm_is_p1(tmp_path) -> None:
+    """k8s-device-plugin#430's pod mounts only its model and the service account: /dev/shm is the
+    runtime's 64 MiB. The same pod with an emptyDir of medium Memory at /dev/shm is ok."""
+    from tests.investigators.memsnap import audit_ids, one, pasted, pasted_text, replaced
+    from tests.parsers.inputs import lines
+
+    f = one(audit_ids(pasted("k8sdp-430-describe-pod-pending.txt"), "container"), "container.shm")
+    assert (f.status, f.severity) == ("actionable", "P1") and "triton-server" in f.title
+    paste = "\n".join(lines("k8sdp-430-describe-pod-pending.txt"))
+    paste = replaced(paste, "      /models from model-repository (rw)", "      /dev/shm from dshm (rw)\n      /models from model-repository (rw)")
+    paste = replaced(paste, "Volumes:\n", "Volumes:\n  dshm:\n    Type:       EmptyDir (a temporary directory that shares a pod's lifetime)\n"
+                                          "    Medium:     Memory\n    SizeLimit:  16Gi\n")
+    ok = one(audit_ids(pasted_text(tmp_path, "pod.txt", paste), "container"), "container.shm")
+    assert ok.status == "ok" and "16Gi" in ok.title

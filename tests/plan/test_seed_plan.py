@@ -172,3 +172,16 @@ def _conditions(cond):
     if isinstance(cond, list):
         return [c for x in cond for c in _conditions(x)]
     return []
+
+
+def test_an_action_that_needs_an_upgrade_says_so_first(seed_plan):
+    """The seed's SGLang 0.5.9 predates SGLANG_ENABLE_PCIE_IPC_ALLREDUCE: the top action read
+    '…: SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1 after upgrading …' with the upgrade last; it now starts
+    with the upgrade, and the top action's tag says the flip comes after one."""
+    ar = next(x for x in seed_plan.levers if x.id == "allreduce.pcie_ipc")
+    assert ar.actions[0].startswith("SGLang <0.5.21 (server reports 0.5.9): upgrade to SGLang >= 0.5.21 first, then "
+                                    "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1"), ar.actions
+    top = next(t for t in seed_plan.top_actions if ar.title in t)
+    assert top.startswith("[flag flip after an upgrade] ") and top.index("upgrade to") < top.index("SGLANG_ENABLE")
+    others = [t for t in seed_plan.top_actions if ar.title not in t]
+    assert others and not any("after an upgrade" in t for t in others)

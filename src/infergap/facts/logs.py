@@ -111,6 +111,13 @@ class LogDomain:
         return [(part, memo_part(self.snap, ("p2pbw", str(part.path), part.start, part.end), lambda p=part: parse_p2p_bandwidth(p.iter_lines())))
                 for part in _parts(self.snap, "p2p_bandwidth")]
 
+    def described_pods(self) -> list[tuple[Any, Any]]:
+        """(part, :class:`~infergap.parsers.k8s_pod.PodDescription`) of every pasted ``kubectl describe pod``."""
+        from infergap.parsers.k8s_pod import parse_describe_pod
+
+        return [(part, memo_part(self.snap, ("pod", str(part.path), part.start, part.end), lambda p=part: parse_describe_pod(p.text())))
+                for part in _parts(self.snap, "k8s_pod")]
+
     def nvbandwidth_runs(self) -> list[tuple[Any, Any]]:
         """(part, :class:`~infergap.parsers.nvbandwidth.NvbandwidthRun`) of every pasted
         ``nvbandwidth`` output."""

@@ -146,6 +146,31 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
+def _pod_shm(ctx: Context) -> Finding | None:
+    """``container.shm`` from a pasted ``kubectl describe pod``: a container with a GPU limit and
+    no memory-backed volume (``emptyDir`` with ``Medium: Memory``) mounted at ``/dev/shm`` gets the
+    runtime's 64 MiB default (kubernetes/kubernetes#28272) and is actionable; one with such a
+    mount is ok (its ``SizeLimit``, or up to the node's memory). None without a GPU container."""
+    cid = "container.shm"
+    for part, pod in ctx.facts.described_pods():
+        for c in (c for c in pod.containers if c.gpus):
+            vol = c.mounts.get("/dev/shm")
+            spec = pod.volumes.get(vol or "", {})
+            where = f"pod {pod.fields.get('Name', '?')}, container {c.name} (nvidia.com/gpu: {c.gpus})"
+            if vol is not None and spec.get("Medium") == "Memory":
+                size = spec.get("SizeLimit") or "<unset>"
+                return finding(cid, Status.ok, f"/dev/shm of {c.name} is a memory-backed volume ({vol}, size limit {size})", subject=part.label,
+                               evidence_=evidence((part.label, f"{where}: /dev/shm from {vol}, Medium: Memory, SizeLimit: {size}")), expected_value=">= 1 GiB")
+            mounts = ", ".join(sorted(c.mounts)) or "none"
+            return finding(cid, Status.actionable, f"Container {c.name} mounts nothing memory-backed at /dev/shm: it gets the runtime's 64 MiB default",
+                           subject=part.label, evidence_=evidence((part.label, f"{where}: mounts {mounts}")), expected_value="an emptyDir with medium: Memory at /dev/shm",
+                           impact="NCCL's shared-memory transport and engines' IPC buffers live in /dev/shm; 64 MiB makes NCCL fail or fall back with tensor parallelism.",
+                           remedy=Remedy(note="Add to the pod spec: volumes: [{name: dshm, emptyDir: {medium: Memory, sizeLimit: 16Gi}}] and, in the container, "
+                                              "volumeMounts: [{name: dshm, mountPath: /dev/shm}]."),
+                           references=["https://github.com/kubernetes/kubernetes/issues/28272"])
+    return None
+
+
 def _shm(ctx: Context) -> Finding:
     cid = "container.shm"
     ray = _ray_shm(ctx)
@@ -153,7 +178,8 @@ def _shm(ctx: Context) -> Finding:
         return ray
     df = ctx.facts.shm_mounts()
     if df is None:
-        return unknown(cid, "/dev/shm size: not captured", "Needs df -h /dev/shm.")
+        pod = _pod_shm(ctx)
+        return pod if pod is not None else unknown(cid, "/dev/shm size: not captured", "Needs df -h /dev/shm.")
     e = df.get("/dev/shm")
     if e is None:
         return unknown(cid, "/dev/shm: not mounted or not captured", "df did not list /dev/shm.",

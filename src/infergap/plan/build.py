@@ -440,7 +440,17 @@ def _params(facts: dict[str, Fact], url: str | None) -> dict[str, Any]:
     out = {"n": _pow2(max(seen)) if seen else "N", "tp": tp, "dp": max(1, gpus // 2), "url": shlex.quote(url) if url else "URL",
            "ubatch": ub if isinstance(ub, int) and not isinstance(ub, bool) else "N", "procs": _client_procs(v.get("client.cpus"))}
     out.update(_slots(v))
+    out.update(_flag_params(v))
     return out
+
+
+def _flag_params(v: dict[str, Any]) -> dict[str, Any]:
+    """The serving process's judged values for the lever texts: a number, or a backend name of
+    letters, digits and ``_`` (anything else read from a command line is not repeated)."""
+    chunk, frac, attn = v.get("server.prefill_chunk"), v.get("server.mem_fraction"), v.get("server.attention_backend")
+    return {"prefill_chunk": chunk if isinstance(chunk, int) and not isinstance(chunk, bool) else "N",
+            "mem_fraction": f"{frac:g}" if isinstance(frac, float) else "N",
+            "attention_backend": attn if isinstance(attn, str) and re.fullmatch(r"[a-z0-9_]{1,40}", attn) else "N"}
 
 
 def _client_procs(cpus: Any) -> int:
@@ -493,6 +503,8 @@ def _actions(lv: Lever, facts: dict[str, Fact], params: dict[str, Any]) -> list[
             rng = "" if var.versions in (">=0", "") else f" {var.versions.replace(',', ' and ')}"
             label = f"{names.get(e, e)}{rng}" + (f" (server reports {ver.value})" if ver is not None and eng is not None else "")
             text = var.set.format_map(params)
+            if var.upgrade_to:  # the upgrade is the first step: said first, not after the flag
+                text = f"upgrade to {var.upgrade_to} first, then {text}"
             out.append(f"{label}: {text}" + (f" — {var.note}" if var.note else ""))
     return out
 
@@ -554,6 +566,8 @@ def _measurement(e: dict[str, Any]) -> str:
     if isinstance(j.get("change_pct"), (int, float)):
         noise = j.get("noise_pct")
         parts.append(f"{j['change_pct']:+.1f} %" + (f" (noise ±{noise:.1f} %)" if isinstance(noise, (int, float)) else ""))
+        if isinstance(noise, (int, float)) and noise > abs(j["change_pct"]) and e.get("verdict") != "helps":
+            parts.append("the noise was larger than the change: tune again on a quieter machine to decide")
     return ", ".join(parts) + f", workload {e.get('workload')}"
 
 
@@ -674,7 +688,9 @@ def _top(plan: Plan, n: int = 5) -> list[str]:
 
     def lever(x: PlanItem) -> str:
         pri = f"{x.priority} " if x.priority else ""
-        return f"[{pri}{x.tier.replace('_', ' ')}] {x.title}: {x.actions[0] if x.actions else x.verify}"
+        first = x.actions[0] if x.actions else x.verify
+        after = " after an upgrade" if x.actions and ": upgrade to " in first else ""
+        return f"[{pri}{x.tier.replace('_', ' ')}{after}] {x.title}: {first}"
 
     seq = [fix(h) for h in plan.host_fixes if h.severity == "P0"]
     seq += [lever(x) for x in plan.levers if x.priority == "P0"]

@@ -31,6 +31,9 @@ class EngineVariant(BaseModel):
     versions: str = ">=0"
     set: str
     note: str | None = None
+    #: The release the flag first appears in, when this variant's range is older: the action then
+    #: starts with the upgrade ("upgrade to SGLang >= 0.5.21 first, then …"), never ends with it.
+    upgrade_to: str | None = None
     #: What ``infergap tune`` changes in the launch command to try the lever: flags with their
     #: values (``["--parallel", "{slots}"]``, placeholders as in ``set``) and flags to remove
     #: (``["--no-kv-offload"]``). Empty: the lever is not a change of the command line.
