@@ -29,6 +29,7 @@ from infergap.bench.client import ServerInfo, StreamClient, probe, split_url
 from infergap.bench.datasets import Prompt
 from infergap.bench.metrics import DEFINITIONS, RequestRecord, prompt_length_warning, settle_point, trial_metrics
 from infergap.bench.results import BenchEnvironment, BenchResult, BenchSettings, ConnectionHealth, PointResult, TrialMetrics
+from infergap.bench.server_tokens import server_tokenizer
 from infergap.bench.shapes import MultiTurn, Shape, for_spec
 from infergap.bench.telemetry import GPUSampler
 from infergap.bench.trial import LoadSpec, Runner, TrialRun, install_uvloop
@@ -270,7 +271,7 @@ async def _open_sweep(url: str, model: str | None, settings: BenchSettings, prog
     return _Sweep(settings, info, extra, runner, progress, sizing, wl, trace, engine, sampler), result, specs, cap
 
 
-def _prompt_sizer(info: Any, settings: BenchSettings, tokenizer: Callable[[str], int] | None,
+def _prompt_sizer(info: ServerInfo, settings: BenchSettings, tokenizer: Callable[[str], int] | None,
                   result: BenchResult) -> Callable[[str], int] | None:
     """What sizes the synthetic prompts: ``tokenizer`` (``--tokenizer``) when given, else the
     server's own ``/tokenize`` (:mod:`infergap.bench.server_tokens`: llama-server, vLLM), else
@@ -282,8 +283,6 @@ def _prompt_sizer(info: Any, settings: BenchSettings, tokenizer: Callable[[str],
     if tokenizer is not None:
         result.environment.prompt_sizing = "--tokenizer"
         return tokenizer
-    from infergap.bench.server_tokens import server_tokenizer
-
     tok = server_tokenizer(info.base, info.model)
     if tok is not None:
         result.environment.prompt_sizing = f"server /tokenize ({tok.name})"
