@@ -219,3 +219,25 @@ def test_every_live_command_is_declared_by_its_record() -> None:
 
     assert all(RECORDS[name].command is c for name, c in COMMANDS.items())
     assert {r.kind for r in _records() if r.command} == set(COMMANDS)
+
+
+def test_the_design_docs_example_kind_is_a_record_shown_as_written() -> None:
+    """docs/design.md shows adding a kind with the last one added: that kind is a record, its
+    record in the page is the record in snapshot/sources.py, and its parser's doctest sample is
+    the parser's own."""
+    import re
+
+    from infergap.snapshot.sources import RECORDS
+
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "design.md").read_text(encoding="utf-8")
+    kind = re.search(r"last kind added, `(\w+)`", doc).group(1)
+    assert kind in RECORDS and RECORDS[kind].sample and RECORDS[kind].parser
+    blocks = re.findall(r"```python\n(.*?)```", doc[doc.index("last kind added"):], re.S)
+    src = (root / "src" / "infergap" / "snapshot" / "sources.py").read_text(encoding="utf-8")
+    record = "\n".join(ln.strip() for ln in blocks[0].strip().splitlines())
+    assert record in "\n".join(ln.strip() for ln in src.splitlines()), "the record shown in docs/design.md is not the one in sources.py"
+    mod, _, fn = RECORDS[kind].parser.partition(":")
+    # the page shows the docstring as it reads (``\n``), the source escapes it (``\\n``)
+    parser_src = (root / "src" / Path(*mod.split("."))).with_suffix(".py").read_text(encoding="utf-8").replace("\\\\", "\\")
+    assert f"def {fn}(" in blocks[1] and all(ln.strip() in parser_src for ln in blocks[1].splitlines() if ln.strip().startswith(">>>"))

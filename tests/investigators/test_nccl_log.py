@@ -228,3 +228,18 @@ def test_a_transport_whose_set_up_failed_is_never_ok(tmp_path: Path) -> None:
     f = one(audit_ids(pasted_text(tmp_path, "nccl-302.log", NCCL_302), "nccl_log"), "nccl.transport")
     assert (f.status, f.severity) == ("actionable", "P1") and "NET/IB" in f.title
     assert any("ibv_modify_qp" in e.value for e in f.evidence)
+
+
+def test_show_gids_alone_names_the_routable_roce_v2_index(tmp_path: Path) -> None:
+    """NCCL#1573's GID table: no NCCL log, so unknown, naming index 7 (RoCE v2 with IPv4) per HCA.
+    With NCCL_IB_GID_INDEX=5 pasted beside it (the link-local v2 GID, the failing choice of
+    NCCL#769) it is P1; with 7 it stays unknown."""
+    from tests.investigators.memsnap import audit_ids, one, pasted, pasted_text
+
+    f = one(audit_ids(pasted("nccl-1573-show-gids-pod.txt"), "nccl_log"), "nccl.net")
+    assert f.status == "unknown" and f.evidence[0].value == "mlx5_0: RoCE v2 with IPv4 at index 7 (10.152.0.12)"
+    table = evidence_text("nccl-1573-show-gids-pod.txt")
+    bad = one(audit_ids(pasted_text(tmp_path, "gids5.txt", table + "\nNCCL_IB_GID_INDEX=5\n"), "nccl_log"), "nccl.net")
+    assert (bad.status, bad.severity) == ("actionable", "P1") and "2 HCA(s)" in bad.title
+    good = one(audit_ids(pasted_text(tmp_path, "gids7.txt", table + "\nNCCL_IB_GID_INDEX=7\n"), "nccl_log"), "nccl.net")
+    assert good.status == "unknown"

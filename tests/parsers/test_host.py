@@ -89,3 +89,14 @@ def test_the_package_listing_command_lists_what_importlib_metadata_sees():
     assert json.loads(out) == want and len(want) > 10
     assert {p["name"].lower() for p in want} >= {"pydantic", "typer"}
     assert hp.parse_pip_list(out)["pydantic"] == md.version("pydantic")
+
+
+def test_show_gids_rows() -> None:
+    """NCCL#1573: the GID table of two HCAs in a pod (tab-separated, indices 4-7, IPv4 only on the v1/v2 pair of each)."""
+    from infergap.parsers.host import parse_show_gids
+    from tests.parsers.inputs import EVIDENCE
+
+    gids = parse_show_gids((EVIDENCE / "nccl-1573-show-gids-pod.txt").read_text())
+    assert len(gids) == 8 and [g["index"] for g in gids[:4]] == ["4", "5", "6", "7"]
+    assert [(g["ca"], g["ver"], g["ipv4"]) for g in gids if g["index"] == "7"] == [("mlx5_0", "v2", "10.152.0.12"), ("mlx5_1", "v2", "10.152.4.12")]
+    assert gids[1]["gid"].startswith("fe80") and gids[1]["ipv4"] == ""

@@ -237,6 +237,15 @@ class PciDomain(FactsBase):
         return parse_ibv_devinfo(r.stdout) if r else []
 
     @memo
+    def roce_gids(self) -> list[dict[str, str]]:
+        """The GID table of ``show_gids`` (:func:`~infergap.parsers.host.parse_show_gids`: ``ca``,
+        ``port``, ``index``, ``gid``, ``ipv4``, ``ver`` v1/v2, ``netdev``); empty when not captured."""
+        from infergap.parsers.host import parse_show_gids
+
+        r = self.cmd_ok("show_gids")
+        return parse_show_gids(r.stdout) if r else []
+
+    @memo
     def iommu_group_types(self) -> dict[str, str]:
         """IOMMU group -> its type (``identity``, ``DMA``, ``DMA-FQ``) from ``/sys/kernel/iommu_groups/*/type``."""
         types = {}

@@ -332,10 +332,41 @@ def investigate(ctx: object) -> list[Finding]:
         if n:
             out.append(n)
     if not any(x.id == "nccl.net" for x in out):
-        alone = _ports_alone(facts)
+        alone = _ports_alone(facts) or _gids_alone(facts, pasted_env)
         if alone is not None:
             out.append(alone)
     return out
+
+
+def _gids_alone(facts: Facts, env: dict[str, str]) -> Finding | None:
+    """``nccl.net`` from ``show_gids`` when no NCCL log or port list shows the path. With a pasted
+    ``NCCL_IB_GID_INDEX``: an HCA whose GID of that index is missing, RoCE v1 or link-local
+    (``fe80:``, not routed between hosts: the maintainer in NVIDIA/nccl#769) is actionable (P1);
+    else unknown, naming per HCA the RoCE v2 GIDs that carry an IPv4 address (the index to use)."""
+    gids = facts.roce_gids()
+    if not gids:
+        return None
+    src = facts.src("show_gids")
+    cas = sorted({g["ca"] for g in gids})
+    good = {ca: [g for g in gids if g["ca"] == ca and g["ver"] == "v2" and g["ipv4"]] for ca in cas}
+    evs = [ev(src, f"{ca}: RoCE v2 with IPv4 at index " + (", ".join(f"{g['index']} ({g['ipv4']})" for g in good[ca]) or "none")) for ca in cas[:8]]
+    want = env.get("NCCL_IB_GID_INDEX", "").strip()
+    if want.isdigit():
+        bad = []
+        for ca in cas:
+            g = next((g for g in gids if g["ca"] == ca and g["index"] == want), None)
+            if g is None or g["ver"] != "v2" or g["gid"].startswith("fe80"):
+                bad.append(f"{ca}: " + ("no GID at that index" if g is None else f"{g['ver']} {g['gid']}"))
+        if bad:
+            return finding("nccl.net", Status.actionable, subject=src, severity=Severity.P1, title=f"NCCL_IB_GID_INDEX={want} is not a routable RoCE v2 GID on {len(bad)} HCA(s)",
+                           evidence_=[ev("pasted environment", f"NCCL_IB_GID_INDEX={want}")] + [ev(src, b) for b in bad[:6]] + evs[:2],
+                           expected_value="a RoCE v2 GID with the host's IPv4 (or global IPv6) address on every HCA NCCL uses",
+                           impact="A RoCE v1 or link-local GID is not routed between hosts: NCCL's queue pairs time out (ibv_modify_qp) or the job falls back to sockets.",
+                           remedy=Remedy(commands=["export NCCL_IB_GID_INDEX=<the index show_gids lists as v2 with the IPv4 address>"]),
+                           references=["https://github.com/NVIDIA/nccl/issues/769"])
+    return finding("nccl.net", Status.unknown, subject=src, title=f"RoCE GID table of {len(cas)} HCA(s); no NCCL log shows which GID NCCL uses",
+                   evidence_=evs, impact="Between hosts NCCL needs a RoCE v2 GID that carries a routed address (the v2 rows with an IPv4 address here); "
+                   "NCCL_DEBUG=INFO prints the GID index it picked, and NCCL_IB_GID_INDEX sets it.")
 
 
 # -- nccl.net: the network path between hosts --------------------------------------------------

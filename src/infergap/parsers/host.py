@@ -336,3 +336,26 @@ def parse_ibv_devinfo(text: str) -> list[dict[str, str]]:
             elif k == "active_speed" and lanes and re.fullmatch(r"\d{1,4}(?:\.\d{1,3})?", word):
                 out[-1]["rate"] = f"{lanes * float(word):g}"
     return out
+
+
+_GID_ROW = re.compile(r"^([\w.\-]{1,64})\s{1,16}(\d{1,3})\s{1,16}(\d{1,5})\s{1,16}([0-9a-f]{4}(?::[0-9a-f]{4}){7})\s{1,40}"
+                      r"(?:(\d{1,3}(?:\.\d{1,3}){3})\s{1,40})?(v[12])\s{1,16}(\S{1,64})\s*$")
+
+
+def parse_show_gids(text: str) -> list[dict[str, str]]:
+    """One dict per GID of Mellanox OFED's ``show_gids`` (``DEV PORT INDEX GID IPv4 VER DEV``
+    columns): ``ca``, ``port``, ``index``, ``gid``, ``ipv4`` (empty for a GID without one, such
+    as the link-local ``fe80:…``), ``ver`` (``v1``/``v2``: RoCE v1 or v2), ``netdev``.
+
+    NVIDIA/nccl#1573 (``tests/fixtures/evidence/nccl-1573-show-gids-pod.txt``):
+
+    >>> parse_show_gids("mlx5_0\\t1\\t7\\t0000:0000:0000:0000:0000:ffff:0a98:000c\\t10.152.0.12  \\tv2\\tnet1")
+    [{'ca': 'mlx5_0', 'port': '1', 'index': '7', 'gid': '0000:0000:0000:0000:0000:ffff:0a98:000c', 'ipv4': '10.152.0.12', 'ver': 'v2', 'netdev': 'net1'}]
+    """
+    out = []
+    for raw in text.splitlines():
+        m = _GID_ROW.match(raw.strip())
+        if m and len(out) < 4096:
+            ca, port, index, gid, ipv4, ver, netdev = m.groups()
+            out.append({"ca": ca, "port": port, "index": index, "gid": gid, "ipv4": ipv4 or "", "ver": ver, "netdev": netdev})
+    return out

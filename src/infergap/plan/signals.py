@@ -109,6 +109,17 @@ FACT_WORDS: dict[str, str] = {
     "server.spec": "whether the server uses speculative decoding",
     "server.ubatch": "the server's micro-batch size (llama.cpp -ub)",
     "server.ubatch_small": "whether the server's micro-batch is small (llama.cpp -ub)",
+    "load.running_capped": "whether the sweep ran more requests at once than the server's running cap",
+    "par.gpus_unused": "how many GPUs visible to the server its parallel sizes leave unused",
+    "server.attention_slow": "whether the server runs its reference attention backend",
+    "server.device": "which device the server runs on",
+    "server.mem_fraction_low": "whether the server may use only a low share of GPU memory (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static)",
+    "server.prefill_chunk": "the server's prefill budget per step (vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size)",
+    "server.prefill_chunk_small": "whether the server's prefill budget per step is small",
+    "server.mem_fraction": "the share of GPU memory the server may use",
+    "server.attention_backend": "which attention backend the server was started with",
+    "server.enforce_eager": "whether the server was started without CUDA graphs (vLLM --enforce-eager, SGLang --disable-cuda-graph)",
+    "proc.gpus_visible": "how many GPUs CUDA_VISIBLE_DEVICES shows the server",
     "server.weights_on_gpu": "whether the model's weights are all in GPU memory",
 }
 
@@ -278,6 +289,8 @@ def from_server(facts: dict[str, Fact], cfg: ServerConfig, overwrite: bool = Fal
     put("par.pp", cfg.pp_size, "pp_size")
     if cfg.disable_custom_all_reduce is not None:
         put("server.custom_ar_off", bool(cfg.disable_custom_all_reduce), "disable_custom_all_reduce")
+    if getattr(cfg, "device", None):
+        put("server.device", str(cfg.device).lower(), "device")
     if str(getattr(cfg, "device", None) or "").lower() == "cpu":
         pass  # vLLM's CPU build: no CUDA graphs, whatever enforce_eager says
     elif cfg.disable_cuda_graph is not None:
@@ -512,6 +525,7 @@ def derive(facts: dict[str, Fact]) -> None:
     size; whether the weights are on the GPU, the slots saturated, the engine host-bound; how
     many slots the KV budget holds."""
     _derive_llamacpp(facts)
+    _derive_engine_flags(facts)
     cap = facts.get("server.cuda_graph_max_bs")
     if cap is None:
         return
@@ -525,6 +539,32 @@ def derive(facts: dict[str, Fact]) -> None:
         return
     v, s = max(seen, key=lambda x: x[0])
     _put(facts, "load.graph_overflow", v > cap.value, f"{s}: {v} running vs cuda_graph_max_bs={cap.value} [{cap.source}]")
+
+
+def _derive_engine_flags(facts: dict[str, Fact]) -> None:
+    """From vLLM's/SGLang's flags read in the serving process: CUDA graphs off (``--enforce-eager``,
+    ``--disable-cuda-graph``) on a GPU server (the CPU build has none to turn on); the running
+    cap (``--max-num-seqs``, ``--max-running-requests``) below the load the sweep ran; GPUs
+    visible to the process that TP × DP × PP leaves unused."""
+    v = {k: f.value for k, f in facts.items()}
+    ee, dev = facts.get("server.enforce_eager"), v.get("server.device")
+    gpu_known = dev not in (None, "cpu") or (dev is None and isinstance(v.get("gpu.count"), int) and v["gpu.count"] > 0)
+    if ee is not None and ee.value is True and "server.cuda_graph" not in facts and gpu_known:
+        _put(facts, "server.cuda_graph", False, ee.source + " (CUDA graphs off)")
+    cap, conc = facts.get("server.max_running_requests"), facts.get("load.max_concurrency")
+    if cap is not None and conc is not None and "serving process" in cap.source and isinstance(cap.value, int):
+        _put(facts, "load.running_capped", conc.value > cap.value,
+             f"{conc.source} against {cap.value} running at most [{cap.source}]")
+    vis = v.get("proc.gpus_visible", v.get("gpu.count"))
+    ranks = [x for x in (v.get("par.tp"), v.get("par.dp"), v.get("par.pp")) if isinstance(x, int) and x > 0]
+    tp = facts.get("par.tp")
+    if isinstance(vis, int) and vis > 0 and ranks and tp is not None and "serving process" in tp.source:
+        used = 1
+        for x in ranks:
+            used *= x
+        where = facts.get("proc.gpus_visible") or facts.get("gpu.count")
+        _put(facts, "par.gpus_unused", max(0, vis - used),
+             f"{' × '.join(map(str, ranks))} = {used} GPU(s) used of {vis} visible [{tp.source}; {where.source}]")
 
 
 def _derive_llamacpp(facts: dict[str, Fact]) -> None:

@@ -235,8 +235,14 @@ SOURCES: tuple[Source, ...] = (
            start=r"^(?:Namespace:\s{2,40}[\w.\-]{1,253}|Controlled By:\s{2,40}\w{3,30}/\S{1,253}|Priority Class Name:\s{2,40}\S{1,253})$",
            prompt=r"kubectl\s{1,8}describe\s{1,8}(?:pods?|po)\b", prompt_rank=23, repeats=True, holds_log_lines=True,
            parser=_P + "k8s_pod:parse_describe_pod", facts=("described_pods",), sample="evidence/k8sdp-430-describe-pod-pending.txt"),
+    Source("show_gids", "show_gids (Mellanox OFED: the RoCE GID table)", serves="cmd:show_gids",
+           start=r"^DEV\s{1,16}PORT\s{1,16}INDEX\s{1,16}GID\s{1,60}IPv4\s{1,60}VER\s{1,16}DEV$", prompt=r"\bshow_gids\b", prompt_rank=22,
+           parser=_P + "host:parse_show_gids", facts=("roce_gids",), sample="evidence/nccl-1573-show-gids-pod.txt"),
     # -- sources without a start marker: commands collected live only, and logs (recognised by their lines) --
     Source("lscpu_json", "lscpu -J", _cmd("lscpu_json", "lscpu", "-J")),
+    # the serving process (infergap collect --url, or every known engine listening): probes/process.json
+    Source("process", "the serving process (command line, GPU/thread environment, threads, affinity, cgroup, GPU memory)",
+           serves="probe:process", parser=_P + "engine_args:parse_process_probe", facts=("serving_processes",)),
     Source("dmidecode", "dmidecode -t bios -t system", _cmd("dmidecode", "dmidecode", "-t", "bios", "-t", "system")),
     Source("systemd_detect_virt", "systemd-detect-virt", _cmd("systemd_detect_virt", "systemd-detect-virt")),
     Source("systemd_detect_virt_c", "systemd-detect-virt -c", _cmd("systemd_detect_virt_c", "systemd-detect-virt", "-c")),

@@ -42,6 +42,9 @@ LOG_TAIL_LINES = 20
 LOG_TAIL_CHARS = 4000
 
 _ENV_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}=")
+_NUMBER = re.compile(r"^-\d+(?:\.\d+)?$")
+#: A host name or an IPv4/IPv6 address as the server's --host can be written (RFC 1123 labels, or hex and colons).
+_HOST = re.compile(r"^(?:[A-Za-z0-9_]([A-Za-z0-9_.-]{0,252})|\[?[0-9A-Fa-f:.]{2,45}\]?)$")
 
 
 @dataclass
@@ -99,7 +102,7 @@ def _takes_value(launch: Launch, flag: str, nxt: str | None) -> int:
         if hit is not None:
             kind = hit[0]["kind"]
             return 0 if kind in ("switch", "bool") else (2 if kind == "pair" else 1)
-    return 1 if nxt is not None and not nxt.startswith("-") else 0
+    return 1 if nxt is not None and (not nxt.startswith("-") or _NUMBER.match(nxt)) else 0
 
 
 def _spans(launch: Launch) -> list[tuple[str, int, int]]:
@@ -207,7 +210,11 @@ def address(launch: Launch) -> tuple[str, int]:
     try:
         p = int(port) if port is not None else DEFAULT_PORTS.get(launch.engine or "", 8000)
     except ValueError:
-        raise UserError(f"--launch: --port {port!r} is not a number") from None
+        raise UserError(f"--launch: --port {port!r} is not a port number (1-65535)") from None
+    if not 1 <= p <= 65535:
+        raise UserError(f"--launch: --port {p} is not a port number (1-65535)")
+    if not _HOST.match(host):
+        raise UserError(f"--launch: --host {host!r} is not a host name or address")
     return host, p
 
 
@@ -258,11 +265,15 @@ class Server:
         env = dict(os.environ, **self.launch.env)
         t0 = time.monotonic()
         with open(self.log, "ab") as fh:
-            self.proc = subprocess.Popen(self.launch.argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=env, start_new_session=True, close_fds=True)
+            try:
+                self.proc = subprocess.Popen(self.launch.argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                             env=env, start_new_session=True, close_fds=True)
+            except OSError as e:
+                raise Refused(f"{self.launch.argv[0]!r} could not be started ({e.strerror or e})", []) from None
         while time.monotonic() - t0 < timeout_s:
             rc = self.proc.poll()
             if rc is not None:
+                self.stop()
                 raise Refused(f"the server exited with status {rc} before answering", log_tail(self.log))
             if _ready(self.url):
                 return time.monotonic() - t0
@@ -276,7 +287,14 @@ class Server:
     def stop(self) -> None:
         """SIGTERM the process group, SIGKILL after :data:`STOP_TIMEOUT_S`; wait for it."""
         p = self.proc
-        if p is None or p.poll() is not None:
+        if p is None:
+            return
+        if p.poll() is not None:
+            # The program exited; what it started in its session (a forked server) is stopped too.
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
             return
         try:
             os.killpg(p.pid, signal.SIGTERM)
@@ -293,11 +311,13 @@ class Server:
 
 
 def _ready(url: str) -> bool:
+    from http.client import HTTPException
+
     from infergap.httpsafe import get
 
     try:
         status, _ = get(url + "/v1/models", timeout_s=2.0, max_bytes=1 << 20)
-    except (OSError, ValueError):
+    except (OSError, ValueError, HTTPException):
         return False
     return status == 200
 

@@ -50,6 +50,7 @@ def _probe(tuner: Tuner, result: TuneResult) -> tuple[Any, Any, Any]:
     srv = Server(tuner.base, tuner.url, tuner.log_dir / "server-00-baseline.log")
     try:
         srv.start(tuner.start_timeout_s, cancel=lambda: tuner.stopping is not None)
+        tuner.started = True
     except Refused as e:
         tail = "\n  ".join(e.tail[-8:])
         raise UserError(f"the --launch command did not start a server at {tuner.url}: {e.why}" + (f"; its log ends:\n  {tail}" if tail else "")) from None
@@ -97,13 +98,17 @@ def _open_ledger(db: Any) -> Any:
 
 def _leave(tuner: Tuner, launch: Launch, opts: TuneOptions, result: TuneResult) -> None:
     """Start ``launch`` once more and leave it running (its log in the log directory)."""
-    if not opts.leave_running:
-        return
+    if not opts.leave_running or not tuner.started:
+        return  # the user's command never started a server: nothing to leave running
     srv = Server(launch, tuner.url, opts.log_dir / "server-final.log")
+    signals = tuner.signals
     try:
-        srv.start(opts.start_timeout_s)
+        srv.start(opts.start_timeout_s, cancel=lambda: tuner.signals > signals)
     except Refused as e:
         result.notes.append(f"the final configuration did not start again: {e.why}")
+        return
+    except Cancelled:
+        result.notes.append("the final configuration was not left running (interrupted while it started)")
         return
     result.left_running = {"pid": srv.proc.pid, "command": launch.text(), "log": str(srv.log), "url": tuner.url}
 
