@@ -180,3 +180,14 @@ def test_the_allow_list_accepts_only_circles_inside_its_packages() -> None:
     assert _allowed(frozenset({"infergap.cli", "infergap.cli.bench", "infergap.cli.tune"}))
     assert not _allowed(frozenset({"infergap.cli", "infergap.plan.build"}))
     assert not _allowed(frozenset({"infergap.client", "infergap.cli"}))  # a name prefix is not a package
+
+
+def test_bench_has_no_function_local_import() -> None:
+    """``bench/`` holds its layers open by nothing: every import is at module level, so the graph
+    above is the whole graph of the bench (docs/design.md, "The bench")."""
+    local = []
+    for path in sorted((SRC / "infergap" / "bench").rglob("*.py")):
+        for f in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                local += [f"{path.relative_to(SRC)}:{n.lineno}" for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert local == []

@@ -506,3 +506,20 @@ def ensure_open_files(connections: int, what: str) -> int:
             pass
     raise UserError(f"{what}: needs about {need} open files, but the limit is {soft} (hard limit {hard}); "
                     f"raise it (ulimit -n {need}) or lower {what.split()[0]}")
+
+
+#: Words that, as one word of an option's or variable's name, make its value a secret. ``tokens``
+#: is not one: engines count tokens in dozens of options (``--max-num-batched-tokens``).
+SECRET_NAME_WORDS = frozenset({"key", "keys", "apikey", "token", "secret", "secrets", "password", "passwd", "credential",
+                               "credentials", "auth"})
+
+
+def secret_name(name: str) -> bool:
+    """True when option or variable ``name`` holds a secret: one of its words (split at ``-``,
+    ``_``, ``.``) is in :data:`SECRET_NAME_WORDS`.
+
+    >>> [secret_name(n) for n in ("--api-key", "--hf-token=x", "HF_TOKEN", "--max-num-batched-tokens", "--tokenizer", "--ssl-keyfile")]
+    [True, True, True, False, False, False]
+    """
+    words = re.split(r"[-_.=\s]+", name.split("=", 1)[0].strip("-").lower())
+    return any(w in SECRET_NAME_WORDS for w in words)

@@ -61,6 +61,23 @@ def get(url: str, *, timeout_s: float, max_bytes: int, headers: Mapping[str, str
     server dripping bytes cannot hold it); a 3xx, a body over ``max_bytes`` or a
     ``Content-Encoding`` other than identity (none is asked for) is refused. Raises
     :class:`RequestRefused` (an OSError) with one line for every failure."""
+    return _request("GET", url, None, timeout_s=timeout_s, max_bytes=max_bytes, headers=headers)
+
+
+def post_json(url: str, body: Any, *, timeout_s: float, max_bytes: int,
+              headers: Mapping[str, str] | None = None) -> tuple[int, bytes]:
+    """POST ``body`` as JSON to ``url``: (status, body), with the deadline, caps and refusals of
+    :func:`get`. Raises :class:`RequestRefused` with one line for every failure."""
+    import json
+
+    data = json.dumps(body).encode()
+    return _request("POST", url, data, timeout_s=timeout_s, max_bytes=max_bytes,
+                    headers={"Content-Type": "application/json", **(headers or {})})
+
+
+def _request(method: str, url: str, data: bytes | None, *, timeout_s: float, max_bytes: int,
+             headers: Mapping[str, str] | None) -> tuple[int, bytes]:
+    """One request of :func:`get` / :func:`post_json`."""
     import http.client
     import socket
 
@@ -85,7 +102,7 @@ def get(url: str, *, timeout_s: float, max_bytes: int, headers: Mapping[str, str
         conn.connect()
         if cut.is_set():  # the deadline passed while connecting, before there was a socket to shut
             raise TimeoutError
-        conn.request("GET", path, headers={"Accept-Encoding": "identity", **(headers or {})})
+        conn.request(method, path, body=data, headers={"Accept-Encoding": "identity", **(headers or {})})
         r = conn.getresponse()
         return r.status, _checked_body(r, url, max_bytes)
     except (OSError, http.client.HTTPException) as e:

@@ -685,7 +685,10 @@ class Ledger:
     def experiments(self, host: str | None = None, engine: str | None = None, engine_version: str | None = None,
                     model: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """Recorded trials newest first, each a dict of the row with ``payload`` parsed; filtered by
-        exact host fingerprint, engine, engine version and model when given."""
+        exact host fingerprint, engine, engine version and model when given. A ledger opened
+        read-only before its schema had experiments (version 1) has none: empty."""
+        if self.schema_version < 2:
+            return []
         where, params = [], []
         for col, val in (("host", host), ("engine", engine), ("engine_version", engine_version), ("model", model)):
             if val is not None:

@@ -145,3 +145,55 @@ def test_prompt_lengths_are_checked_against_the_servers_count(stub_server, tmp_p
     quiet = run_bench("--url", ok.url, "--api", "completions", "--concurrency", "1", "--num-prompts", "4", "--trials", "1",
                       "--warmup", "0", "--input-len", "64", "--output-len", "4", "--format", "json", timeout=120)
     assert quiet.returncode == 0 and "prompt tokens" not in quiet.stderr, quiet.stderr[-800:]
+
+
+def test_prompts_are_sized_by_the_servers_tokenize(tmp_path):
+    """llama-server's byte-level vocabulary made '--input-len 64' 382 prompt tokens (+496 %):
+    prompts are now sized with the server's own POST /tokenize, and a server without one is
+    said aloud to be sized by words."""
+    import subprocess
+    import time
+
+    from bench_helpers import free_port, llama_server_bin
+    from bench_tiny_models import write_llama_gguf
+
+    exe = llama_server_bin()
+    if exe is None:
+        pytest.skip("no llama-server (.ci/run builds it at build/llama.cpp/bin)")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    p = subprocess.Popen([str(exe), "-m", str(write_llama_gguf(tmp_path / "tiny.gguf")), "--host", "127.0.0.1", "--port",
+                          str(port), "-t", "2"], stdout=open(tmp_path / "server.log", "wb"), stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert p.poll() is None and time.monotonic() < deadline, (tmp_path / "server.log").read_text()[-2000:]
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.3)
+        out = tmp_path / "r.json"
+        r = run_bench("--url", url, "--api", "completions", "--concurrency", "1", "--num-prompts", "4", "--trials", "1",
+                      "--warmup", "0", "--input-len", "64", "--output-len", "4", "--format", "json", "--output", str(out),
+                      timeout=240)
+        assert r.returncode == 0, r.stderr[-800:]
+        res = load_result(out)
+        assert res.environment.prompt_sizing == "server /tokenize (llama.cpp)" and not res.warnings, res.warnings
+        t = res.points[0].trials[0]
+        assert t.input_token_source.get("usage") == t.completed == 4
+        assert abs(t.input_tokens / t.completed - 64) <= 64 * 0.05, t.input_tokens  # the server's count, near 64
+    finally:
+        p.terminate()
+        p.wait(timeout=20)
+
+
+def test_a_server_without_tokenize_is_sized_by_words_said_aloud(stub_server, tmp_path):
+    s = stub_server("--tokens", "4")
+    out = tmp_path / "r.json"
+    r = run_bench("--url", s.url, "--api", "completions", "--concurrency", "1", "--num-prompts", "2", "--trials", "1",
+                  "--warmup", "0", "--input-len", "16", "--output-len", "4", "--format", "json", "--output", str(out), timeout=120)
+    assert r.returncode == 0, r.stderr[-800:]
+    assert "prompt lengths estimated as one token per word: the server has no /tokenize" in r.stderr
+    assert load_result(out).environment.prompt_sizing == "words"

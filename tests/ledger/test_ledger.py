@@ -227,3 +227,23 @@ def test_rooflines_are_filed_under_the_host_their_audit_names(tmp_path):
     from infergap.ledger import local_host
 
     assert ids[5] == local_host().fingerprint
+
+
+def test_a_plan_of_a_live_audit_is_filed_under_this_machine(tmp_path):
+    """The plan of this machine's live audit was filed under a hash of the audit's host summary,
+    the audit itself under this machine's id: history showed two hosts for one machine."""
+    from infergap.ledger import local_host
+
+    db = str(tmp_path / "l.db")
+    audit = tmp_path / "audit.json"
+    assert _cli("audit", "-f", "json", "-o", str(audit), "--db", db).returncode in (0, 1)
+    assert _cli("plan", "--audit", str(audit), "--db", db).returncode == 0
+    hosts = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
+    snap_audit = tmp_path / "snap.json"
+    assert _cli("audit", "-s", str(hosts / "h200-1gpu"), "-f", "json", "-o", str(snap_audit), "--db", db).returncode in (0, 1)
+    assert _cli("plan", "--audit", str(snap_audit), "--db", db).returncode == 0
+    con = sqlite3.connect(db)
+    rows = list(con.execute("SELECT kind, host FROM runs ORDER BY id"))
+    con.close()
+    assert [k for k, _ in rows] == ["audit", "plan", "audit", "plan"], rows
+    assert rows[0][1] == rows[1][1] == local_host().fingerprint and rows[2][1] == rows[3][1] != rows[0][1], rows

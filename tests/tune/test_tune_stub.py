@@ -55,7 +55,8 @@ def test_known_effects_are_judged_right_recorded_and_the_best_left_running(tmp_p
         assert slots["verdict"] == "helps" and 200 < slots["judgement"]["change_pct"] < 400, slots["judgement"]
         assert same["verdict"] == "no effect within noise", same["judgement"]
         assert slow["verdict"] == "hurts" and slow["judgement"]["metric"] == "tpot_p50_ms", slow["judgement"]
-        assert 80 < slow["judgement"]["change_pct"] < 120, slow["judgement"]
+        # +10 ms on each gap: +100 % of the paced 10 ms, less of what the loaded machine adds to it
+        assert 50 < slow["judgement"]["change_pct"] < 120, slow["judgement"]
         # interleaved: A B A B, each run a bench run of the ledger under the tune run
         assert [x["config"] for x in slots["runs"]] == ["A", "B", "A", "B"]
         # the best configuration is the user's command with the one lever that helped, left running

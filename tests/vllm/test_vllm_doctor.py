@@ -50,6 +50,16 @@ def test_doctor_against_vllm_names_the_running_limit_first(doctor_run):
     ids = [x["id"] for x in plan["levers"]]
     assert ids and ids[0] == "batch.max_running", ids
     assert any("--max-num-seqs" in a for a in plan["top_actions"]), plan["top_actions"]
+    # the serving process, found from --url: the flag named with its evidence, nothing proposed that it already does
+    assert stages["process"]["status"] == "ran", stages.get("process")
+    cap = facts["server.max_running_requests"]["source"]
+    assert "serving process" in cap and "--max-num-seqs 2" in cap, cap
+    assert facts["load.running_capped"]["value"] is True
+    first = plan["levers"][0]
+    assert any("--max-num-seqs 2" in s for s in first["selected_by"]), first["selected_by"]
+    assert facts["server.enforce_eager"]["value"] is True and "--enforce-eager" in facts["server.enforce_eager"]["source"]
+    assert "cuda_graph.enable" not in ids  # the CPU build has no CUDA graphs to turn back on
+    assert not [a for a in plan["top_actions"] if "--max-num-seqs 2 " in a or a.endswith("--max-num-seqs 2")]
     named = ids + [x["id"] for x in plan["wont_help"]]
     assert not [n for n in named if any(w in n for w in ("sglang", "llamacpp", "transformers"))], named
 

@@ -75,17 +75,32 @@ def synthetic(n: int, input_len: int, output_len: int, *, spread: float = 0.0, s
                 body = body[:-max(1, (count - n_in) // 2)]
                 text = head + " " + " ".join(body)
                 count = tokenizer(text)
-            for _ in range(4 * n_in + 64):  # fine: one word at a time until the count is exact
-                if count == n_in:
-                    break
-                if count > n_in and len(body) > 1:
-                    body.pop()
-                else:
-                    body.append(rng.choice(_WORDS))
-                text = head + " " + " ".join(body)
-                count = tokenizer(text)
+            text, count = _fine_size(rng, head, body, text, count, n_in, tokenizer)
         out.append(Prompt(text, count, n_out))
     return out
+
+
+#: Calls the fine sizing may make for one prompt before keeping the closest one: words of one or
+#: two tokens reach the exact count in a few steps, words of six byte tokens may never (each call
+#: is an HTTP request when the server's /tokenize counts; it was up to 4·n + 64 per prompt).
+MAX_FINE_CALLS = 48
+
+
+def _fine_size(rng: random.Random, head: str, body: list[str], text: str, count: int, n_in: int, tokenizer) -> tuple[str, int]:
+    """One word at a time until ``tokenizer`` counts exactly ``n_in``, at most
+    :data:`MAX_FINE_CALLS` calls; then the closest text seen is kept."""
+    best = (abs(count - n_in), text, count)
+    for _ in range(MAX_FINE_CALLS):
+        if count == n_in:
+            break
+        if count > n_in and len(body) > 1:
+            body.pop()
+        else:
+            body.append(rng.choice(_WORDS))
+        text = head + " " + " ".join(body)
+        count = tokenizer(text)
+        best = min(best, (abs(count - n_in), text, count))
+    return (text, count) if count == n_in else (best[1], best[2])
 
 
 def sharegpt(path: str | Path, n: int, *, output_len: int | None = None, seed: int = 0,

@@ -405,6 +405,11 @@ def prompt_length_warning(result) -> str | None:
     off = mean / s.input_len - 1
     if abs(off) <= PROMPT_LEN_TOLERANCE:
         return None
+    sizing = getattr(result.environment, "prompt_sizing", "")
+    if sizing.startswith("server") or sizing == "--tokenizer":  # the text was exact: the rest is the chat template
+        how = (f"the prompts' text was sized to {s.input_len} by the {sizing}, so the rest is what the server adds "
+               "(its chat template)" + ("; --api completions sends the text alone" if s.api == "chat" else ""))
+    else:
+        how = "pass --tokenizer with the served model's tokenizer to size the prompts exactly"
     return (f"prompts averaged {mean:.0f} prompt tokens by the server's count (usage.prompt_tokens) for --input-len "
-            f"{s.input_len} ({off:+.0%}): the reports count the server's tokens; pass --tokenizer with the served "
-            "model's tokenizer to size the prompts exactly")
+            f"{s.input_len} ({off:+.0%}): the reports count the server's tokens; {how}")

@@ -445,6 +445,9 @@ class BenchEnvironment(BaseModel):
     client_host: dict[str, str] = Field(default_factory=dict)
     length_control: LengthControl = Field(default_factory=LengthControl)
     probe_requests: int = 0
+    #: How the synthetic prompts were sized: "server /tokenize (llama.cpp)", "--tokenizer", or
+    #: "words" (about one token each: neither was available); empty for a dataset or trace.
+    prompt_sizing: str = ""
 
 
 class ConnectionHealth(BaseModel):

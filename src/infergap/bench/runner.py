@@ -29,6 +29,7 @@ from infergap.bench.client import ServerInfo, StreamClient, probe, split_url
 from infergap.bench.datasets import Prompt
 from infergap.bench.metrics import DEFINITIONS, RequestRecord, prompt_length_warning, settle_point, trial_metrics
 from infergap.bench.results import BenchEnvironment, BenchResult, BenchSettings, ConnectionHealth, PointResult, TrialMetrics
+from infergap.bench.server_tokens import server_tokenizer
 from infergap.bench.shapes import MultiTurn, Shape, for_spec
 from infergap.bench.telemetry import GPUSampler
 from infergap.bench.trial import LoadSpec, Runner, TrialRun, install_uvloop
@@ -266,7 +267,30 @@ async def _open_sweep(url: str, model: str | None, settings: BenchSettings, prog
     client = StreamClient(info.base, info.model, settings.api, settings.stream, extra, tuple(info.length.fields),
                           connections=conns, timeout_s=settings.timeout_s, count_tokens=tokenizer)
     runner = Runner(client, on_request=progress.request_done)
-    return _Sweep(settings, info, extra, runner, progress, tokenizer, wl, trace, engine, sampler), result, specs, cap
+    sizing = _prompt_sizer(info, settings, tokenizer, result)
+    return _Sweep(settings, info, extra, runner, progress, sizing, wl, trace, engine, sampler), result, specs, cap
+
+
+def _prompt_sizer(info: ServerInfo, settings: BenchSettings, tokenizer: Callable[[str], int] | None,
+                  result: BenchResult) -> Callable[[str], int] | None:
+    """What sizes the synthetic prompts: ``tokenizer`` (``--tokenizer``) when given, else the
+    server's own ``/tokenize`` (:mod:`infergap.bench.server_tokens`: llama-server, vLLM), else
+    none — words, about one token each, which the result's warnings then say (a byte-level
+    vocabulary made 64 'tokens' 382). Only the prompts are sized with the server: counting the
+    replies with it would add requests to the load being measured."""
+    if settings.dataset != "random":
+        return tokenizer
+    if tokenizer is not None:
+        result.environment.prompt_sizing = "--tokenizer"
+        return tokenizer
+    tok = server_tokenizer(info.base, info.model)
+    if tok is not None:
+        result.environment.prompt_sizing = f"server /tokenize ({tok.name})"
+        return tok
+    result.environment.prompt_sizing = "words"
+    result.warnings.append("prompt lengths estimated as one token per word: the server has no /tokenize and no "
+                           "--tokenizer was given (the server's own counts are compared after the run)")
+    return None
 
 
 async def run_sweep(url: str, model: str | None, settings: BenchSettings, *,

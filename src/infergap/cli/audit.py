@@ -127,6 +127,7 @@ def collect(
     output: Path = typer.Option(Path("infergap-snapshot.tar.gz"), "--output", "-o", help="Snapshot directory, or a .tar.gz file."),
     active: bool = typer.Option(False, "--active", help="Also store the GPU measurements of audit --active."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --output .tar.gz, or empty the --output directory first when it holds a previous snapshot."),
+    url: str = typer.Option(None, "--url", help="The server whose serving process to keep (command line, GPU/thread environment, threads; secrets never kept). Default: every llama-server, vLLM or SGLang listening here."),
 ) -> None:
     """Write a snapshot of this host (files/, cmds/, probes/, meta.json) for later or elsewhere."""
     from infergap.errors import UserError
@@ -134,7 +135,7 @@ def collect(
     from infergap.snapshot.collect import collect as do_collect
 
     try:
-        meta = do_collect(output, active=active, force=force)
+        meta = do_collect(output, active=active, force=force, url=url)
     except UserError as e:
         raise fail(str(e))
     except OSError as e:

@@ -83,11 +83,19 @@ def plan(
     p = build_plan(audit=a, roofline=r, bench=b, server=cfg, engine_logs=logs, catalog=cat, stages=stages,
                    elsewhere=elsewhere, process=proc, experiments=_experiments(db, host, cfg, elsewhere))
     emit_report("plan", fmt, output, json=lambda: render_json(p), md=lambda: render_markdown(p),
-                text=lambda **kw: render_text(p, **kw), payload=lambda: json.loads(render_json(p)), host=host,
+                text=lambda **kw: render_text(p, **kw), payload=lambda: json.loads(render_json(p)), host=_ledger_host(host),
                 db=db, inputs=[audit, roofline, bench, catalog, *(evidence or [])])
     if cfg is not None and cfg.reachable is False:  # an input that could not be used: 2, after the plan
         typer.echo(f"infergap: error: --url {server}: the server could not be reached; the plan above has no server part", err=True)
         raise typer.Exit(2)
+
+
+def _ledger_host(host: dict | None) -> dict | None:
+    """The host a plan is filed under in the ledger: the audited host's summary, except for an
+    audit of this machine live, which is filed under this machine's id as that audit was (the
+    summary's hash gave the plan an id of its own: two rows of one machine in history)."""
+    snap = (host or {}).get("snapshot") if isinstance(host, dict) else None
+    return None if isinstance(snap, dict) and snap.get("kind") == "live" else host
 
 
 def _experiments(db: Path | None, host: dict | None, cfg: object, elsewhere: str | None) -> list[dict]:

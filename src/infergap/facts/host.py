@@ -18,6 +18,19 @@ class HostDomain(FactsBase):
     """Kernel and process accessors of :class:`infergap.facts.Facts`."""
 
     @memo
+    def serving_processes(self) -> list[tuple[Any, Any]]:
+        """The serving processes the snapshot kept (``probes/process.json``), each as
+        (:class:`~infergap.snapshot.process.ProcessEvidence`, scrubbed; its command line parsed
+        with the engine's argument table, :class:`~infergap.parsers.engine_args.ParsedArgs`, or
+        None for an engine without one); empty when absent."""
+        from infergap.parsers.engine_args import parse_argv, parse_process_probe
+
+        procs, note = parse_process_probe(self.snap.probe("process"))
+        if note and "malformed" in note:
+            self.problems["probes/process.json"] = note
+        return [(p, parse_argv(p.argv, p.env)) for p in procs]
+
+    @memo
     def sysctl_all(self) -> dict[str, str]:
         """``sysctl -a`` output, parsed (empty when absent)."""
         r = self.cmd_ok("sysctl_all")

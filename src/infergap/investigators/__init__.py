@@ -19,7 +19,8 @@ from infergap.investigators import (
     pcie,
     runtime,
     server_config,
+    serving_process,
 )
 
 REGISTRY = [pcie, interconnect, numa, cpu_power, kernel_runtime, kernel_version, firmware, container, driver, gpu_health, memory, runtime, bandwidth,
-            nccl_log, engine_log, server_config, evidence_files]
+            nccl_log, engine_log, server_config, serving_process, evidence_files]

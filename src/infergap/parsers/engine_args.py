@@ -23,8 +23,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-#: Words that make an option's value a secret (never kept: ``--api-key``, ``--hf-token``).
-SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "credential")
+from infergap.guard import secret_name
+
 SCRUBBED = "<scrubbed>"
 
 
@@ -148,9 +148,8 @@ def _convert(opt: dict[str, Any], raw: str) -> Any:
 
 
 def is_secret(name: str) -> bool:
-    """True when option or variable ``name`` holds a secret (:data:`SECRET_WORDS`)."""
-    low = name.lower()
-    return any(w in low for w in SECRET_WORDS)
+    """True when option or variable ``name`` holds a secret (:func:`infergap.guard.secret_name`)."""
+    return secret_name(name)
 
 
 def _apply_env(p: ParsedArgs, engine: str, env: dict[str, str]) -> None:
@@ -219,3 +218,24 @@ def parse_argv(argv: list[str], env: dict[str, str] | None = None, engine: str |
         p.given[key] = name
     _apply_env(p, engine, env or {})
     return p
+
+
+def parse_process_probe(data: Any) -> tuple[list[Any], str | None]:
+    """The serving processes of a snapshot's ``probes/process.json``
+    (:func:`infergap.snapshot.process.process_probe`) as
+    :class:`~infergap.snapshot.process.ProcessEvidence`, and the probe's note; a malformed entry
+    is skipped and named in the note. ``([], None)`` when ``data`` is not such a probe."""
+    from pydantic import ValidationError
+
+    from infergap.snapshot.process import ProcessEvidence
+
+    if not isinstance(data, dict) or not isinstance(data.get("processes"), list):
+        return [], None
+    out, bad = [], 0
+    for item in data["processes"][:64]:
+        try:
+            out.append(ProcessEvidence.model_validate(item))
+        except ValidationError:
+            bad += 1
+    note = str(data.get("note") or "")[:500] + (f"; {bad} malformed entr{'y' if bad == 1 else 'ies'} skipped" if bad else "")
+    return out, note or None

@@ -440,7 +440,17 @@ def _params(facts: dict[str, Fact], url: str | None) -> dict[str, Any]:
     out = {"n": _pow2(max(seen)) if seen else "N", "tp": tp, "dp": max(1, gpus // 2), "url": shlex.quote(url) if url else "URL",
            "ubatch": ub if isinstance(ub, int) and not isinstance(ub, bool) else "N", "procs": _client_procs(v.get("client.cpus"))}
     out.update(_slots(v))
+    out.update(_flag_params(v))
     return out
+
+
+def _flag_params(v: dict[str, Any]) -> dict[str, Any]:
+    """The serving process's judged values for the lever texts: a number, or a backend name of
+    letters, digits and ``_`` (anything else read from a command line is not repeated)."""
+    chunk, frac, attn = v.get("server.prefill_chunk"), v.get("server.mem_fraction"), v.get("server.attention_backend")
+    return {"prefill_chunk": chunk if isinstance(chunk, int) and not isinstance(chunk, bool) else "N",
+            "mem_fraction": f"{frac:g}" if isinstance(frac, float) else "N",
+            "attention_backend": attn if isinstance(attn, str) and re.fullmatch(r"[a-z0-9_]{1,40}", attn) else "N"}
 
 
 def _client_procs(cpus: Any) -> int:

@@ -38,6 +38,9 @@ def _gpu_env(facts: dict[str, Fact], proc: Any) -> None:
         if hidden:
             _put(facts, "server.gpu_visible", False,
                  _src(proc, f"environment CUDA_VISIBLE_DEVICES={v!r} hides every GPU from the server"))
+        else:
+            _put(facts, "proc.gpus_visible", len([x for x in v.split(",") if x.strip()]),
+                 _src(proc, f"environment CUDA_VISIBLE_DEVICES={v!r}"))
     if proc.gpu_memory_B is not None:
         _put(facts, "proc.gpu_memory_B", proc.gpu_memory_B,
              _src(proc, f"{proc.gpu_memory_B / 2**30:.1f} GiB of GPU memory (NVML, this process)" +
@@ -93,6 +96,57 @@ def _ngl_all(facts: dict[str, Fact], ngl: Any, s: str) -> None:
         _put(facts, "server.ngl_all", n >= need, s + f" ({'≥' if n >= need else '<'} {need} layers: {where})")
 
 
+#: A prefill chunk (vLLM ``--max-num-batched-tokens``, SGLang ``--chunked-prefill-size``) below
+#: this many tokens splits every prompt into steps too small to fill a GPU (vLLM docs, "Optimization
+#: and Tuning", Chunked Prefill: "for optimal throughput, we recommend setting max_num_batched_tokens
+#: > 8192 especially for smaller models on large GPUs"; its smallest default is 2048).
+SMALL_CHUNK = 512
+#: A memory fraction (vLLM ``--gpu-memory-utilization``, SGLang ``--mem-fraction-static``) below
+#: this leaves most of the GPU's memory unused by weights + KV cache (vLLM's default is 0.92 in
+#: ``vllm/config/cache.py`` v0.32.0; SGLang sizes it per GPU, 0.8-0.9 on 80+ GB parts).
+LOW_MEM_FRACTION = 0.6
+#: Attention backends that are the engines' portable reference paths, not their fast kernels
+#: (SGLang docs, "Attention Backend": torch_native is "the PyTorch native backend" for testing).
+SLOW_ATTENTION = ("torch_native",)
+#: Per engine: (flag, fact) of the judged options read from the process (values as the table types them).
+ENGINE_FLAGS = {
+    "vllm": (("--max-num-seqs", "server.max_running_requests"), ("--gpu-memory-utilization", "server.mem_fraction"),
+             ("--max-num-batched-tokens", "server.prefill_chunk"), ("--kv-cache-dtype", "server.kv_cache_dtype"),
+             ("--tensor-parallel-size", "par.tp"), ("--data-parallel-size", "par.dp"), ("--enforce-eager", "server.enforce_eager"),
+             ("--enable-chunked-prefill", "server.chunked_prefill"), ("--attention-backend", "server.attention_backend")),
+    "sglang": (("--max-running-requests", "server.max_running_requests"), ("--mem-fraction-static", "server.mem_fraction"),
+               ("--chunked-prefill-size", "server.prefill_chunk"), ("--kv-cache-dtype", "server.kv_cache_dtype"),
+               ("--tp-size", "par.tp"), ("--dp-size", "par.dp"), ("--disable-cuda-graph", "server.enforce_eager"),
+               ("--attention-backend", "server.attention_backend")),
+}
+
+
+def _engine_flags(facts: dict[str, Fact], p: ParsedArgs, proc: Any) -> None:
+    """vLLM's and SGLang's judged flags as facts (a flag the engine sizes at start when not given,
+    such as ``--max-num-seqs``, is a fact only when given), and the judgements of their values."""
+    for flag, fact in ENGINE_FLAGS.get(p.engine, ()):
+        if flag not in {o for opt in _table_names(p.engine) for o in opt}:
+            continue
+        v, s = _flag(p, proc, flag)
+        if v is None or (fact.startswith("server.") and fact not in ("server.enforce_eager", "server.kv_cache_dtype")
+                         and not p.is_given(flag)):
+            continue
+        _put(facts, fact, v.lower() if fact == "server.kv_cache_dtype" and isinstance(v, str) else v, s)
+    chunk, frac, attn = facts.get("server.prefill_chunk"), facts.get("server.mem_fraction"), facts.get("server.attention_backend")
+    if chunk is not None and isinstance(chunk.value, int) and chunk.value > 0:
+        _put(facts, "server.prefill_chunk_small", chunk.value < SMALL_CHUNK, chunk.source + f" (< {SMALL_CHUNK} tokens is small)")
+    if frac is not None and isinstance(frac.value, float):
+        _put(facts, "server.mem_fraction_low", frac.value < LOW_MEM_FRACTION, frac.source + f" (< {LOW_MEM_FRACTION} is low)")
+    if attn is not None and isinstance(attn.value, str):
+        _put(facts, "server.attention_slow", attn.value.lower() in SLOW_ATTENTION, attn.source + f" ({', '.join(SLOW_ATTENTION)}: reference path)")
+
+
+def _table_names(engine: str) -> list[list[str]]:
+    from infergap.parsers.engine_args import table
+
+    return [o["names"] for o in table(engine)["options"]]
+
+
 def thread_facts(facts: dict[str, Fact], proc: Any, cpu: dict[str, Any] | None) -> None:
     """``proc.busiest_thread_share`` and ``proc.cpu_saturated`` from the CPU the process used
     during the sweep (:func:`infergap.snapshot.process.cpu_since`)."""
@@ -127,4 +181,6 @@ def from_process(facts: dict[str, Fact], proc: Any, cpu: dict[str, Any] | None =
     _put(facts, "engine.name", p.engine, _src(proc, f"command line {proc.argv[0]}"))
     if p.engine == "llama.cpp":
         _llamacpp(facts, p, proc)
+    else:
+        _engine_flags(facts, p, proc)
     return p

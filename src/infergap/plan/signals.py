@@ -40,6 +40,7 @@ HOW_TO_FIND: dict[str, str] = {
     "proc.": "infergap doctor --url URL   (on the machine that runs the server, as its user or root: reads the serving process)",
     "gpu.": "infergap audit --format json -o audit.json   (on the serving host; reads nvidia-smi topo -m)",
     "finding.": "infergap audit --format json -o audit.json",
+    "audit.": "infergap audit --format json -o audit.json   (on the serving host)",
     "engine.": "infergap plan --url URL   (or --evidence <the server's startup log>)",
     "server.": "infergap plan --url URL   (or --evidence <the server's startup log>)",
     "par.": "infergap plan --url URL   (or --evidence <the server's startup log>)",
@@ -52,6 +53,7 @@ HOW_TO_FIND: dict[str, str] = {
 #: Each fact a lever's condition tests, as the question it answers in a user's words: the plan's
 #: UNKNOWN section leads with these, the fact's name following as a reference.
 FACT_WORDS: dict[str, str] = {
+    "audit.gpus_found": "how many NVIDIA GPUs the audit found on the host",
     "engine.name": "which serving engine runs (SGLang, vLLM, llama.cpp, transformers …)",
     "engine.version": "the serving engine's version",
     "finding.allreduce.custom": "whether the engine's own all-reduce is in use (the audit's all-reduce check)",
@@ -102,6 +104,17 @@ FACT_WORDS: dict[str, str] = {
     "server.spec": "whether the server uses speculative decoding",
     "server.ubatch": "the server's micro-batch size (llama.cpp -ub)",
     "server.ubatch_small": "whether the server's micro-batch is small (llama.cpp -ub)",
+    "load.running_capped": "whether the sweep ran more requests at once than the server's running cap",
+    "par.gpus_unused": "how many GPUs visible to the server its parallel sizes leave unused",
+    "server.attention_slow": "whether the server runs its reference attention backend",
+    "server.device": "which device the server runs on",
+    "server.mem_fraction_low": "whether the server may use only a low share of GPU memory (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static)",
+    "server.prefill_chunk": "the server's prefill budget per step (vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size)",
+    "server.prefill_chunk_small": "whether the server's prefill budget per step is small",
+    "server.mem_fraction": "the share of GPU memory the server may use",
+    "server.attention_backend": "which attention backend the server was started with",
+    "server.enforce_eager": "whether the server was started without CUDA graphs (vLLM --enforce-eager, SGLang --disable-cuda-graph)",
+    "proc.gpus_visible": "how many GPUs CUDA_VISIBLE_DEVICES shows the server",
     "server.weights_on_gpu": "whether the model's weights are all in GPU memory",
 }
 
@@ -127,6 +140,7 @@ WHEN_GIVEN: dict[str, tuple[str, str]] = {
     "proc.": ("process", "the serving process was read but did not settle it: re-run infergap doctor on the server's machine during a sweep"),
     "gpu.": ("audit", "not in the audit given: run infergap audit --format json -o audit.json on the serving host itself"),
     "finding.": ("audit", "not in the audit given: run infergap audit --format json -o audit.json on the serving host itself"),
+    "audit.": ("audit", "not in the audit given: run infergap audit --format json -o audit.json on the serving host itself"),
     "engine.": ("server", "the server given does not report it: add its startup log with --evidence"),
     "server.": ("server", "the server given does not report it: add its startup log with --evidence"),
     "par.": ("server", "the server given does not report it: add its startup log with --evidence"),
@@ -271,6 +285,8 @@ def from_server(facts: dict[str, Fact], cfg: Any, overwrite: bool = False) -> No
     put("par.pp", cfg.pp_size, "pp_size")
     if cfg.disable_custom_all_reduce is not None:
         put("server.custom_ar_off", bool(cfg.disable_custom_all_reduce), "disable_custom_all_reduce")
+    if getattr(cfg, "device", None):
+        put("server.device", str(cfg.device).lower(), "device")
     if str(getattr(cfg, "device", None) or "").lower() == "cpu":
         pass  # vLLM's CPU build: no CUDA graphs, whatever enforce_eager says
     elif cfg.disable_cuda_graph is not None:
@@ -505,6 +521,7 @@ def derive(facts: dict[str, Fact]) -> None:
     size; whether the weights are on the GPU, the slots saturated, the engine host-bound; how
     many slots the KV budget holds."""
     _derive_llamacpp(facts)
+    _derive_engine_flags(facts)
     cap = facts.get("server.cuda_graph_max_bs")
     if cap is None:
         return
@@ -518,6 +535,32 @@ def derive(facts: dict[str, Fact]) -> None:
         return
     v, s = max(seen, key=lambda x: x[0])
     _put(facts, "load.graph_overflow", v > cap.value, f"{s}: {v} running vs cuda_graph_max_bs={cap.value} [{cap.source}]")
+
+
+def _derive_engine_flags(facts: dict[str, Fact]) -> None:
+    """From vLLM's/SGLang's flags read in the serving process: CUDA graphs off (``--enforce-eager``,
+    ``--disable-cuda-graph``) on a GPU server (the CPU build has none to turn on); the running
+    cap (``--max-num-seqs``, ``--max-running-requests``) below the load the sweep ran; GPUs
+    visible to the process that TP × DP × PP leaves unused."""
+    v = {k: f.value for k, f in facts.items()}
+    ee, dev = facts.get("server.enforce_eager"), v.get("server.device")
+    gpu_known = dev not in (None, "cpu") or (dev is None and isinstance(v.get("gpu.count"), int) and v["gpu.count"] > 0)
+    if ee is not None and ee.value is True and "server.cuda_graph" not in facts and gpu_known:
+        _put(facts, "server.cuda_graph", False, ee.source + " (CUDA graphs off)")
+    cap, conc = facts.get("server.max_running_requests"), facts.get("load.max_concurrency")
+    if cap is not None and conc is not None and "serving process" in cap.source and isinstance(cap.value, int):
+        _put(facts, "load.running_capped", conc.value > cap.value,
+             f"{conc.source} against {cap.value} running at most [{cap.source}]")
+    vis = v.get("proc.gpus_visible", v.get("gpu.count"))
+    ranks = [x for x in (v.get("par.tp"), v.get("par.dp"), v.get("par.pp")) if isinstance(x, int) and x > 0]
+    tp = facts.get("par.tp")
+    if isinstance(vis, int) and vis > 0 and ranks and tp is not None and "serving process" in tp.source:
+        used = 1
+        for x in ranks:
+            used *= x
+        where = facts.get("proc.gpus_visible") or facts.get("gpu.count")
+        _put(facts, "par.gpus_unused", max(0, vis - used),
+             f"{' × '.join(map(str, ranks))} = {used} GPU(s) used of {vis} visible [{tp.source}; {where.source}]")
 
 
 def _derive_llamacpp(facts: dict[str, Fact]) -> None:

@@ -129,7 +129,7 @@ def _check_archive_output(out: Path, force: bool) -> None:
 
 
 def collect(output: str | os.PathLike[str], root: str = "/", active: bool = False, source: Snapshot | None = None,
-            force: bool = False) -> dict[str, Any]:
+            force: bool = False, url: str | None = None) -> dict[str, Any]:
     """Collect this host into ``output`` (a directory, or a ``.tar.gz`` when the name ends so).
     ``active`` adds the GPU measurements (probes/active.json; they use the GPUs for a minute).
     A directory must be new or empty (``force`` empties a previous snapshot, see
@@ -140,7 +140,8 @@ def collect(output: str | os.PathLike[str], root: str = "/", active: bool = Fals
     cannot be written, UserError for a non-empty directory or an existing archive. ``root`` redirects file reads (tests);
     commands always run on this host. ``source`` re-collects an existing snapshot instead of this
     host: its files, command outputs and probes are read, scrubbed and written in the same layout
-    (nothing is run).
+    (nothing is run). The serving process (``probes/process.json``) is the one behind ``url``, or
+    every known engine listening here (:func:`infergap.snapshot.process.process_probe`).
     """
     out = Path(output)
     archive = out.name.endswith((".tar.gz", ".tgz"))
@@ -154,6 +155,10 @@ def collect(output: str | os.PathLike[str], root: str = "/", active: bool = Fals
     started = time.monotonic()
     c = _Collector(workdir, _hostnames(), source)
     probes = _probes(source, active)
+    if source is None:
+        from infergap.snapshot.process import process_probe
+
+        probes["process"] = ((lambda: process_probe(url)), 30.0)
     with ThreadPoolExecutor(max_workers=16, thread_name_prefix="infergap-collect") as pool:
         futs = [pool.submit(c.cmd, n) for n in [*COMMANDS, "env"]]
         futs += [pool.submit(c.probe, n, probes[n][0]) for n in probes]
@@ -184,7 +189,7 @@ def _probes(source: Snapshot | None, active: bool) -> dict[str, tuple[Callable[[
     asked, or, re-collecting ``source``, those it holds (read back, nothing run)."""
     probes = dict(PROBES)
     if source is not None:
-        return {n: ((lambda n=n: source.probe(n)), 0.0) for n in [*probes, "active"] if source.probe(n) is not None}
+        return {n: ((lambda n=n: source.probe(n)), 0.0) for n in [*probes, "active", "process"] if source.probe(n) is not None}
     if active:
         from infergap.snapshot.active import ACTIVE_TIMEOUT_S, active_probe
 

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
+from infergap.guard import secret_name
 from infergap.snapshot.sources import ENV_PREFIXES as SNAPSHOT_ENV_PREFIXES
 from infergap.snapshot.sources import ENV_SECRET_WORDS
 
@@ -165,8 +166,9 @@ def find_listener(url: str, proc: Path = Path("/proc"), deadline_s: float = 10.0
 
 
 def scrub_argv(argv: list[str]) -> list[str]:
-    """``argv`` with the value of every option naming a secret replaced by ``<scrubbed>``
-    (``--api-key K``, ``--api-key=K``, ``--hf-token K``) and credentials in URLs removed.
+    """``argv`` with the value of every option naming a secret (:func:`infergap.guard.secret_name`)
+    replaced by ``<scrubbed>`` (``--api-key K``, ``--api-key=K``, ``--hf-token K``; not
+    ``--max-num-batched-tokens``) and credentials in URLs removed.
 
     >>> scrub_argv(["llama-server", "--api-key", "s3cr3t", "--hf-token=abc", "-m", "https://u:p@h/x"])
     ['llama-server', '--api-key', '<scrubbed>', '--hf-token=<scrubbed>', '-m', 'https://<scrubbed>@h/x']
@@ -179,7 +181,7 @@ def scrub_argv(argv: list[str]) -> list[str]:
             continue
         hide = False
         name, eq, _ = a.partition("=")
-        if a.startswith("-") and any(w.lower() in name.lower() for w in ENV_SECRET_WORDS):
+        if a.startswith("-") and secret_name(name):
             if eq:
                 out.append(f"{name}={SCRUBBED}")
             else:
@@ -388,3 +390,65 @@ def cpu_since(before: ProcessEvidence, proc: Path = Path("/proc")) -> dict[str, 
     return {"wall_s": round(wall, 3), "process_cores": round((after.cpu_time_s - before.cpu_time_s) / wall, 3),
             "busiest_thread": tid, "busiest_share": round(d / wall, 3), "busiest_name": name,
             "threads": after.threads}
+
+
+#: At most this many serving processes are kept in a snapshot (the listeners a known engine owns).
+MAX_SERVERS = 8
+
+
+def _listeners(proc: Path) -> dict[str, int]:
+    """inode → port of every LISTEN TCP socket in this network namespace."""
+    out: dict[str, int] = {}
+    for name in ("tcp", "tcp6"):
+        try:
+            text = _read(proc / "net" / name).decode("ascii", "replace")
+        except OSError:
+            continue
+        for line in text.splitlines()[1:]:
+            f = line.split()
+            if len(f) >= 10 and f[3] == LISTEN and ":" in f[1] and f[9] != "0":
+                try:
+                    out[f[9]] = int(f[1].rsplit(":", 1)[1], 16)
+                except ValueError:
+                    continue
+    return out
+
+
+def known_servers(proc: Path = Path("/proc"), nvml: bool = True, deadline_s: float = 10.0) -> list[ProcessEvidence]:
+    """The processes of a known engine (llama.cpp's ``llama-server``, vLLM, SGLang:
+    :func:`infergap.parsers.engine_args.engine_of`) that listen on a TCP port here, read
+    (at most :data:`MAX_SERVERS`, the lowest port of each; the scan stops after ``deadline_s``)."""
+    from infergap.parsers.engine_args import engine_of
+
+    socks = _listeners(proc)
+    t0, found = time.monotonic(), {}
+    for pid in _pids(proc):
+        if time.monotonic() - t0 > deadline_s or len(found) >= MAX_SERVERS:
+            break
+        try:
+            ports = [socks[os.readlink(fd)[8:-1]] for fd in (proc / pid / "fd").iterdir()
+                     if os.readlink(fd).startswith("socket:[") and os.readlink(fd)[8:-1] in socks]
+        except OSError:
+            continue
+        if not ports:
+            continue
+        try:
+            argv = [a.decode("utf-8", "replace") for a in _read(proc / pid / "cmdline").split(b"\0") if a]
+        except OSError:
+            continue
+        if engine_of(argv):
+            found[int(pid)] = min(ports)
+    return [read_process(f"http://127.0.0.1:{port}", pid, port, proc=proc, nvml=nvml) for pid, port in sorted(found.items())]
+
+
+def process_probe(url: str | None = None) -> dict[str, Any]:
+    """The snapshot's ``probes/process.json``: the process serving ``url`` when given, else every
+    known engine listening here. ``{"looked_for", "processes": [ProcessEvidence as JSON], "note"}``;
+    secrets in arguments and environment were never read into it (:func:`scrub_argv`, :func:`keep_env`)."""
+    if url:
+        ev, why = serving_process(url)
+        return {"looked_for": url, "processes": [ev.model_dump(mode="json")] if ev else [], "note": why}
+    evs = known_servers()
+    return {"looked_for": "known engines (llama-server, vLLM, SGLang) listening on this host",
+            "processes": [e.model_dump(mode="json") for e in evs],
+            "note": f"{len(evs)} found" if evs else "no process of a known engine listens on a TCP port here"}

@@ -240,6 +240,9 @@ SOURCES: tuple[Source, ...] = (
            parser=_P + "host:parse_show_gids", facts=("roce_gids",), sample="evidence/nccl-1573-show-gids-pod.txt"),
     # -- sources without a start marker: commands collected live only, and logs (recognised by their lines) --
     Source("lscpu_json", "lscpu -J", _cmd("lscpu_json", "lscpu", "-J")),
+    # the serving process (infergap collect --url, or every known engine listening): probes/process.json
+    Source("process", "the serving process (command line, GPU/thread environment, threads, affinity, cgroup, GPU memory)",
+           serves="probe:process", parser=_P + "engine_args:parse_process_probe", facts=("serving_processes",)),
     Source("dmidecode", "dmidecode -t bios -t system", _cmd("dmidecode", "dmidecode", "-t", "bios", "-t", "system")),
     Source("systemd_detect_virt", "systemd-detect-virt", _cmd("systemd_detect_virt", "systemd-detect-virt")),
     Source("systemd_detect_virt_c", "systemd-detect-virt -c", _cmd("systemd_detect_virt_c", "systemd-detect-virt", "-c")),

@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 
 from infergap.errors import UserError
 from infergap.tune.launch import Cancelled, Change, Launch, Refused, Server, address, apply_change, port_free
-from infergap.tune.verdict import TARGETS, Judgement, judge, level_of, value_at
+from infergap.tune.verdict import TARGETS, Judgement, judge, level_of
 
 log = logging.getLogger(__name__)
 
@@ -173,48 +173,75 @@ class Tuner:
         return result
 
     def try_lever(self, lv: LeverTry) -> Trial:
-        """Rounds of A (the user's command) and B (with ``lv.change``), judged on ``lv.target``."""
+        """Rounds of A (the user's command) and B (with ``lv.change``) in the order of the bench's
+        A/B shape (:func:`infergap.bench.shapes.interleave`), judged on ``lv.target``."""
+        from infergap.bench.metrics import metric_value
+        from infergap.bench.shapes import interleave
+
         variant = apply_change(self.base, lv.change)
         metric, where = TARGETS[lv.target]
         at = level_of(self.before.points, where) if self.before is not None else None
         label = at.label if at is not None else None
         tr = Trial(lever=lv.id, title=lv.title, setting=lv.change.text(), command=variant.text(), target=lv.target,
                    judgement=Judgement(target=lv.target, metric=metric, level=label), verdict="not measured")
-        vals: dict[str, list[float]] = {"A": [], "B": []}
-        failed: list[str] = []
-        for _ in range(self.rounds):
-            for side, launch in (("A", self.base), ("B", variant)):
-                if not self._fits():
-                    break
-                try:
-                    res = self.block(launch)
-                except Refused as e:
-                    if side == "A":
-                        raise UserError(f"the user's own command no longer starts the server: {e.why}") from None
-                    tr.verdict, tr.refused, tr.log_tail = "refused", e.why, e.tail
-                    tr.judgement.verdict, tr.judgement.reason = "refused", e.why
-                    return tr
-                if res is None or self.stopping and getattr(res, "interrupted", False):
-                    break
-                rid = self.record_bench(res)
-                tr.runs.append({"config": side, "bench_run": rid, "error": res.error})
-                v = value_at(res.points, label, metric) if label else None
-                if v is not None:
-                    vals[side].append(v)
-                elif side == "B":
-                    failed.append(_failure(res, label))
-                if side == "B":
-                    tr.curve = curve(res)
-            if self.stopping:
-                break
+        arms = _Arms(self, tr, label)
+        out = interleave({"A": arms.arm("A", self.base), "B": arms.arm("B", variant)}, self.rounds)
+        if arms.refused is not None:
+            side, e = arms.refused
+            if side == "A":
+                raise UserError(f"the user's own command no longer starts the server: {e.why}")
+            tr.verdict, tr.refused, tr.log_tail = "refused", e.why, e.tail
+            tr.judgement.verdict, tr.judgement.reason = "refused", e.why
+            return tr
+        vals = {k: [v for v in (metric_value(t, metric) for t in out.points[k].trials) if v is not None] if k in out.points else []
+                for k in ("A", "B")}
         tr.judgement = judge(lv.target, vals["A"], vals["B"], level=label)
-        if failed and not vals["B"] and len(vals["A"]) >= 1:
+        if arms.failed and not vals["B"] and vals["A"]:
             # The variant starts but cannot serve the workload the baseline serves: that is an effect.
-            tr.judgement.verdict, tr.judgement.reason = "hurts", f"every variant run failed at {label}: {failed[0]}"
+            tr.judgement.verdict, tr.judgement.reason = "hurts", f"every variant run failed at {label}: {arms.failed[0]}"
         tr.verdict = tr.judgement.verdict
         if self.stopping and tr.verdict == "not measured":
             tr.judgement.reason = f"{tr.judgement.reason}; stopped: {self.stopping}"
         return tr
+
+
+@dataclass
+class _Arms:
+    """The two arms of one lever for :func:`~infergap.bench.shapes.interleave`: each trial is a
+    fresh start of the arm's command and one bench run, of which the point at ``label`` is the
+    trial; the whole run is kept in the ledger (its id in ``trial.runs``) and the variant's last
+    run is the "after" curve. A refusal or a stop ends the interleaving with a point that says so."""
+
+    tuner: Tuner
+    trial: Trial
+    label: str | None
+    refused: tuple[str, Refused] | None = None
+    failed: list[str] = field(default_factory=list)
+
+    def arm(self, side: str, launch: Launch) -> Callable[[int], Any]:
+        def run(k: int) -> Any:
+            from infergap.bench.results import PointResult
+
+            tu = self.tuner
+            if not tu._fits():
+                return PointResult(mode="concurrency", error=f"stopped: {tu.stopping}")
+            try:
+                res = tu.block(launch)
+            except Refused as e:
+                self.refused = (side, e)
+                return PointResult(mode="concurrency", error=f"refused: {e.why}")
+            if res is None or tu.stopping and getattr(res, "interrupted", False):
+                return PointResult(mode="concurrency", error=f"stopped: {tu.stopping}")
+            self.trial.runs.append({"config": side, "bench_run": tu.record_bench(res), "error": res.error})
+            if side == "B":
+                self.trial.curve = curve(res)
+            point = next((p for p in res.points if p.label == self.label), None)
+            if point is not None and point.valid:
+                return point
+            if side == "B":
+                self.failed.append(_failure(res, self.label))
+            return PointResult(mode="concurrency")  # no trial: this run gives no value
+        return run
 
 
 def _failure(res: Any, label: str | None) -> str:

@@ -120,12 +120,3 @@ def level_of(points: list[Any], where: str) -> Any:
     if where == "lowest":
         return min(pts, key=lambda p: (p.concurrency or 0, p.request_rate or 0))
     return max(pts, key=lambda p: p.summary["output_throughput_tps"].median)
-
-
-def value_at(points: list[Any], label: str, metric: str) -> float | None:
-    """``metric``'s median at the point labelled ``label`` of one run (None: absent, invalid)."""
-    for p in points:
-        if p.label == label and p.valid:
-            s = p.summary.get(metric)
-            return s.median if s is not None else None
-    return None
