@@ -61,3 +61,16 @@ def test_one_slot_is_still_named():
     assert plan.levers[0].id == "llamacpp.parallel"
     assert "load.tps_falling" not in plan.facts  # judged inside the slots only: flat past one slot is a limit, not a fall
 
+
+
+def test_no_kv_on_the_gpu_advice_for_a_host_whose_audit_found_no_gpu():
+    """A llama-server on a CPU-only host (the audit: no NVIDIA GPU) whose throughput fell under
+    load got the P0 'keep the KV cache on the GPU … every layer on the GPU (-ngl all)'."""
+    from infergap.plan.conditions import Fact
+
+    base = {"engine.name": Fact(value="llama.cpp", source="test"), "load.tps_falling": Fact(value=True, source="bench")}
+    with_gpu = build_plan(facts={**base, "audit.gpus_found": Fact(value=1, source="audit host.gpus")})
+    cpu = build_plan(facts={**base, "audit.gpus_found": Fact(value=0, source="audit host.gpus")})
+    assert "engine.throughput_falls" in {x.id for x in with_gpu.levers}
+    assert "engine.throughput_falls" not in {x.id for x in cpu.levers + cpu.wont_help}
+    assert not any("GPU" in t for t in cpu.top_actions), cpu.top_actions

@@ -385,10 +385,6 @@ def failure_lines(part: EvidencePart, limit: int = 3) -> tuple[int, list[str]]:
 _TALLIES = {c.id for c in checks.load().values() if not c.names_cause}
 
 
-def _cites(f: Finding, label: str) -> bool:
-    return f.subject == label or any(e.source == label for e in f.evidence)
-
-
 def unmatched(facts: Facts, findings: list[Finding]) -> list[Finding]:
     """``evidence.unmatched`` (unknown) for each recognised evidence part that would otherwise
     leave no trace in the report: a part with failure lines when no actionable finding cites its
@@ -401,9 +397,16 @@ def unmatched(facts: Facts, findings: list[Finding]) -> list[Finding]:
     by_file: dict[str, list[Any]] = {}
     for p in parts:
         by_file.setdefault(str(p.path), []).append(p)
+    # findings by the labels they cite, once: a paste of thousands of parts (a repeated tool's
+    # output) tested every finding against every part
+    by_label: dict[str, list[Finding]] = {}
+    for f in findings:
+        for lab in dict.fromkeys([f.subject, *(e.source for e in f.evidence)]):
+            if lab is not None:
+                by_label.setdefault(lab, []).append(f)
     out: list[Finding] = []
     for group in by_file.values():
-        cited = {p.label: [f for f in findings if _cites(f, p.label)] for p in group}
+        cited = {p.label: by_label.get(p.label, []) for p in group}
         if any(f.status == Status.actionable and f.id not in _TALLIES for fs in cited.values() for f in fs):
             continue  # a cause was found in this paste
         for p in group:

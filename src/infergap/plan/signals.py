@@ -47,6 +47,7 @@ HOW_TO_FIND: dict[str, str] = {
     "proc.": "infergap doctor --url URL   (on the machine that runs the server, as its user or root: reads the serving process)",
     "gpu.": "infergap audit --format json -o audit.json   (on the serving host; reads nvidia-smi topo -m)",
     "finding.": "infergap audit --format json -o audit.json",
+    "audit.": "infergap audit --format json -o audit.json   (on the serving host)",
     "engine.": "infergap plan --url URL   (or --evidence <the server's startup log>)",
     "server.": "infergap plan --url URL   (or --evidence <the server's startup log>)",
     "par.": "infergap plan --url URL   (or --evidence <the server's startup log>)",
@@ -59,6 +60,7 @@ HOW_TO_FIND: dict[str, str] = {
 #: Each fact a lever's condition tests, as the question it answers in a user's words: the plan's
 #: UNKNOWN section leads with these, the fact's name following as a reference.
 FACT_WORDS: dict[str, str] = {
+    "audit.gpus_found": "how many NVIDIA GPUs the audit found on the host",
     "engine.name": "which serving engine runs (SGLang, vLLM, llama.cpp, transformers …)",
     "engine.version": "the serving engine's version",
     "finding.allreduce.custom": "whether the engine's own all-reduce is in use (the audit's all-reduce check)",
@@ -145,6 +147,7 @@ WHEN_GIVEN: dict[str, tuple[str, str]] = {
     "proc.": ("process", "the serving process was read but did not settle it: re-run infergap doctor on the server's machine during a sweep"),
     "gpu.": ("audit", "not in the audit given: run infergap audit --format json -o audit.json on the serving host itself"),
     "finding.": ("audit", "not in the audit given: run infergap audit --format json -o audit.json on the serving host itself"),
+    "audit.": ("audit", "not in the audit given: run infergap audit --format json -o audit.json on the serving host itself"),
     "engine.": ("server", "the server given does not report it: add its startup log with --evidence"),
     "server.": ("server", "the server given does not report it: add its startup log with --evidence"),
     "par.": ("server", "the server given does not report it: add its startup log with --evidence"),
