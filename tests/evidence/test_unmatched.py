@@ -39,7 +39,7 @@ def test_bare_cuda_error_is_listed_as_read_and_unmatched_in_every_format():
     # the CUDA catalog explains the line (evidence.message, unknown: the cause on the host is not established)
     [msg] = rep.get("evidence.message")
     assert msg.status == Status.unknown and "cudaErrorIllegalAddress (700)" in msg.impact
-    assert "24 unknown (1 pasted part(s) with no known cause)" in text.splitlines()[2]
+    assert "3 unknown (1 pasted part(s) with no known cause)" in text.splitlines()[2]  # items: the message, the part, the checks not captured as one line
     head = text.index("READ, NO KNOWN CAUSE: 1")
     assert head < text.index("UNKNOWN: ") and "an illegal memory access" in text[head:text.index("UNKNOWN: ")]
     assert " more (evidence missing or unreadable)" in text  # not listed twice
