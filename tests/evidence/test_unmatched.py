@@ -50,6 +50,14 @@ def test_bare_cuda_error_is_listed_as_read_and_unmatched_in_every_format():
     assert "evidence.unmatched" in html and "an illegal memory access was encountered" in html and "CUDA_LAUNCH_BLOCKING=1" in html
 
 
+def test_an_evidence_only_header_leaves_out_what_the_paste_did_not_show():
+    # a paste holds no kernel, CPU or GPU list: the Markdown header says none of them, never "None"
+    md_head = render_md(audit(BARE)).splitlines()[2]
+    text_head = render_text(audit(BARE)).splitlines()[1]
+    for head in (md_head, text_head):
+        assert "None" not in head and "·  ·" not in head and "kernel" not in head
+
+
 def test_a_paste_whose_cause_is_found_is_not_also_unmatched():
     # a DistBackendError traceback whose "Last error:" block names /dev/shm: the cause is found
     rep = audit("sglang-docs5-shm-last-error.txt")

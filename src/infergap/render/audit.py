@@ -175,6 +175,12 @@ def _text_header(con: Any, r: AuditReport) -> None:
     kernel, driver, container, VM)."""
     h = r.host
     con.print(Text(f"infergap audit — {h['snapshot']['label']}", style="bold"))
+    con.print(host_line(h))
+
+
+def host_line(h: dict) -> str:
+    """What the host is, in one line (GPUs, CPU, kernel, driver, container, VM), leaving out what
+    the input did not show (an evidence-only audit has no kernel: never the word "None")."""
     desc = [h.get("gpu_summary") or "", h.get("cpu") or "", f"kernel {h.get('kernel')}" if h.get("kernel") else ""]
     if h.get("driver"):
         desc.append(f"driver {h['driver']}" + (f" / CUDA {h['cuda_driver']}" if h.get("cuda_driver") else ""))
@@ -182,7 +188,7 @@ def _text_header(con: Any, r: AuditReport) -> None:
         desc.append(f"inside {h['container']} container")
     if h.get("virtualization"):
         desc.append(f"VM ({h['virtualization']})")
-    con.print(" · ".join(d for d in desc if d))
+    return " · ".join(d for d in desc if d)
 
 
 def _text_actionable(con: Any, act: list[Finding]) -> None:
@@ -224,7 +230,7 @@ def render_md(r: AuditReport) -> str:
     """The report as GitHub-flavoured Markdown."""
     h = r.host
     lines = [f"# infergap audit — {md_escape(h['snapshot']['label'])}", "",
-             md_escape(f"{h.get('gpu_summary')} · {h.get('cpu') or ''} · kernel {h.get('kernel')}"), "", f"**{summary_line(r)}**", ""]
+             md_escape(host_line(h)), "", f"**{summary_line(r)}**", ""]
     act = r.by_status(Status.actionable)
     if act:
         lines += ["## Actionable", "", "| # | severity | fix | check | finding | evidence | fix command |", "|---|---|---|---|---|---|---|"]
