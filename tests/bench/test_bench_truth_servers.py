@@ -94,7 +94,9 @@ def test_progress_is_live_on_a_terminal_and_silent_when_piped(stub_server):
     args = ("--url", s.url, "--concurrency", "2", "--num-prompts", "40", "--trials", "1", "--warmup", "0",
             "--output-len", "8", "--format", "json")
     piped = run_bench(*args, timeout=120)
-    assert piped.returncode == 0 and piped.stderr == ""
+    # piped: no progress at all; only the run's warnings (this stub has no /tokenize: the sizing says so)
+    assert piped.returncode == 0
+    assert [ln for ln in piped.stderr.splitlines() if not ln.startswith("infergap: warning:")] == []
     master, slave = pty.openpty()
     env = dict(bench_env(), COLUMNS="160", TERM="xterm")
     proc = subprocess.Popen(bench_cmd(*args), stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL, env=env)

@@ -70,7 +70,9 @@ def test_prefix_cache_hit_rate_rises_with_the_shared_prefix(llama_cpp):
     rates = {}
     for share in (0, 1, 3):  # none, a quarter, three quarters of the prompt shared
         prefix = words * share // 4
-        ds = ("--dataset", "random", "--input-len", str(words)) if not share else \
+        # random prompts are sized in the server's own tokens (its /tokenize): ctx // 3 of them,
+        # so that the salt each prompt starts with is as small a share as in the shared cases
+        ds = ("--dataset", "random", "--input-len", str(ctx // 3)) if not share else \
              ("--dataset", f"shared-prefix:1x{prefix}+{words - prefix}")
         p = _bench(s.url, *ds, *common)["points"][0]
         assert p["trials"][0]["completed"] == 10, p["trials"][0]
