@@ -84,8 +84,11 @@ def test_the_package_listing_command_lists_what_importlib_metadata_sees():
     from infergap.snapshot.sources import PIP_LIST
 
     out = subprocess.run([sys.executable, "-c", PIP_LIST], capture_output=True, text=True, timeout=60, check=True).stdout
-    want = sorted(({"name": d.metadata["Name"], "version": d.version} for d in md.distributions() if d.metadata["Name"]),
-                  key=lambda x: x["name"].lower())
+    # importlib.metadata's own parse, in a child of the same interpreter and path as the command's
+    # (this process's path also holds src/, where an editable install leaves an egg-info)
+    ref = ("import importlib.metadata as md, json; print(json.dumps(sorted(({'name': d.metadata['Name'], "
+           "'version': d.version} for d in md.distributions() if d.metadata['Name']), key=lambda x: x['name'].lower())))")
+    want = json.loads(subprocess.run([sys.executable, "-c", ref], capture_output=True, text=True, timeout=60, check=True).stdout)
     assert json.loads(out) == want and len(want) > 10
     assert {p["name"].lower() for p in want} >= {"pydantic", "typer"}
     assert hp.parse_pip_list(out)["pydantic"] == md.version("pydantic")
