@@ -102,3 +102,34 @@ def test_real_nccl_lines():
 
 def test_lines_without_messages_match_nothing():
     assert match_lines(["hello world", "", "x" * 10000, "Channel"]) == []
+
+
+def test_loose_form_reads_another_releases_wording():
+    """A message printed by an older release of its component (vLLM 0.2 stops the bfloat16
+    refusal after its first sentence; another release joins "the" and "`dtype`" without a blank)
+    is found through the template's loose form, and says so; the real lines are the corpus's."""
+    old = ("Bfloat16 is only supported on GPUs with compute capability of at least 8.0. "
+           "Your Tesla P100-PCIE-16GB GPU has compute capability 6.0.")
+    glued = ("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 "
+             "GPU has compute capability 7.5. You can use float16 instead by explicitly setting the`dtype` flag in "
+             "CLI, for example: --dtype=half.")
+    for line in (old, glued):
+        (m,) = [x for x in match_lines([line]) if x.message.id == "vllm.cuda.bfloat16_only_supported_gpus_compute"]
+        assert m.loose and m.message.check == "engine.config"
+    assert match_lines(["Bfloat16 is only supported on GPUs"]) == []  # a fragment shorter than the first sentence
+
+
+def test_loose_forms_do_not_backtrack_on_hostile_lines():
+    """The loose forms are timed like the patterns (same pieces, same atomic groups)."""
+    worst, who = 0.0, ""
+    for m in MSGS:
+        rx = m.loose_regex
+        if rx is None:
+            continue
+        for line in _hostile(m):
+            t0 = time.perf_counter()
+            rx.search(line[:MAX_LINE])
+            dt = time.perf_counter() - t0
+            if dt > worst:
+                worst, who = dt, m.id
+    assert worst < 0.5, f"{who} took {worst:.3f} s on a hostile line"
