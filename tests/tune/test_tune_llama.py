@@ -85,7 +85,7 @@ def test_parallel_helps_a_concurrent_load_and_an_unknown_flag_is_refused(llama, 
 def test_a_tiny_micro_batch_hurts_the_ttft_of_long_prompts(llama, models, tmp_path):
     launch = _server(llama, models["tiny"], _port(), "-c 4096")
     _, doc = _tune(tmp_path, launch, "--try", "ttft: -ub 8", "--concurrency", "1", "--num-prompts", "4",
-                   "--input-len", "120", "--output-len", "4", "--leave-stopped")
+                   "--input-len", "480", "--output-len", "4", "--leave-stopped")
     (ub,) = doc["trials"]
     assert ub["lever"] == "try:-ub 8" and ub["judgement"]["metric"] == "ttft_p50_ms", ub
     assert ub["verdict"] == "hurts" and ub["judgement"]["change_pct"] > 20, ub["judgement"]
