@@ -41,7 +41,7 @@ URL=http://127.0.0.1:8080
 DB=$OUT/ledger.sqlite3
 LAUNCH="$BIN/llama-server -m $MODEL --host 127.0.0.1 --port 8080 -ngl 99 -c 16384 --parallel 1 --metrics"
 # What is left of the deadline, less the plan and the final start afterwards, is the tune's budget.
-LEFT=$(( ${DEADLINE_S:-560} - ($(date +%s) - T0) - 75 ))
+LEFT=$(( ${DEADLINE_S:-560} - ($(date +%s) - T0) - 100 ))
 log "tune, budget ${LEFT}s"
 echo "$LAUNCH" > "$OUT/launch.txt"
 python3 -m infergap tune --launch "$LAUNCH" --levers plan --budget "${LEFT}s" --rounds 2 --concurrency 16 \
@@ -53,7 +53,7 @@ timeout 60 python3 -m infergap plan --url "$URL" --db "$DB" > "$OUT/plan.txt" 2>
 echo "plan rc $?" >> "$OUT/plan.txt"
 grep -n -A12 "TRIED" "$OUT/plan.txt" | head -30
 python3 -m infergap history --experiments --db "$DB" > "$OUT/history.txt" 2>&1
-timeout 120 python3 -m infergap fix --dry-run > "$OUT/fix-dry-run.txt" 2>&1
+timeout 45 python3 -m infergap fix --dry-run > "$OUT/fix-dry-run.txt" 2>&1
 tail -3 "$OUT/fix-dry-run.txt"
 PID=$(sed -n 's/^left running: pid \([0-9]*\) .*/\1/p' "$OUT/tune.txt")
 [ -n "$PID" ] && kill "$PID"  # the server the tune left running (its own session: it would outlive the command)
