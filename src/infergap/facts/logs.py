@@ -13,6 +13,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
+from infergap.evidence.signatures import SignatureHit, scan_lines
 from infergap.messages import match_lines
 from infergap.parsers.dmesg import parse_dmesg
 from infergap.parsers.engine_log import EngineLogFacts
@@ -176,6 +177,11 @@ class LogDomain:
         return [(p, memo_part(self.snap, ("messages", str(p.path), p.start, p.end),
                               lambda p=p: match_lines(p.iter_lines(), p.first_line)))
                 for p in self.all_parts()]
+
+    def signature_hits(self, part: Any) -> dict[str, SignatureHit]:
+        """The failure signatures (``data/signatures.yaml``) matched in one evidence part, by
+        signature id, scanned once per snapshot and part."""
+        return memo_part(self.snap, ("sig", str(part.path), part.start, part.end), lambda: scan_lines(part.iter_lines()))
 
     def memo(self, key: tuple, fn: Any) -> Any:
         """``fn()`` computed once per snapshot and ``key`` (shared by every reader of the input)."""
