@@ -57,15 +57,21 @@ def _probe(tuner: Tuner, result: TuneResult) -> tuple[Any, Any, Any]:
     try:
         cfg = introspect(tuner.url, timeout_s=10)
         proc, _ = serving_process(tuner.url, nvml=False)
-        before = tuner.bench_fn(tuner.url, tuner.settings)
+        before = None if tuner.stopping else tuner.bench_fn(tuner.url, tuner.settings)
     finally:
         srv.stop()
     result.engine = cfg.engine or tuner.base.engine
     result.engine_version = cfg.version
     result.model = cfg.model or cfg.served_model_name or ""
-    result.baseline_curve = curve(before)
-    if getattr(before, "interrupted", False):
-        tuner.stopping = "interrupted (SIGINT/SIGTERM)"
+    if before is None:
+        result.baseline_stopped = "interrupted before its first run"
+    else:
+        result.baseline_curve = curve(before)
+        if getattr(before, "interrupted", False):
+            tuner.stopping = "interrupted (SIGINT/SIGTERM)"
+            done = [k for k, v in result.baseline_curve.items() if v.get("output_tps") is not None]
+            result.baseline_stopped = "interrupted during its first run" + (
+                f" (measured so far: {', '.join(done)}; kept in the ledger)" if done else " (no load level measured)")
     return before, cfg, proc
 
 
@@ -165,8 +171,12 @@ def _tune_all(tuner: Tuner, result: TuneResult, opts: TuneOptions, led: Any) -> 
     try:
         before, cfg, proc = _probe(tuner, result)
         tuner.before = before
-        keep(before)
-        if levers is None:
+        if before is not None:
+            result.baseline_run = keep(before)
+        if levers is None and result.baseline_stopped:
+            result.notes.append("the plan's levers were not chosen: the baseline run, which the plan reads, did not finish")
+            levers = []
+        elif levers is None:
             levers, notes = plan_levers(before, cfg, proc)
             result.notes += notes
             if not levers:
@@ -181,6 +191,8 @@ def _tune_all(tuner: Tuner, result: TuneResult, opts: TuneOptions, led: Any) -> 
             opts.on_trial(tr)
     except (KeyboardInterrupt, Cancelled):
         tuner.stopping = tuner.stopping or "interrupted (SIGINT/SIGTERM)"
+        if tuner.before is None and not result.baseline_stopped:
+            result.baseline_stopped = "interrupted while its server started: nothing measured"
     finally:
         _finish(tuner, result, opts, levers or [], led, run_id)
 
@@ -188,9 +200,10 @@ def _tune_all(tuner: Tuner, result: TuneResult, opts: TuneOptions, led: Any) -> 
 def _unmeasured(tuner: Tuner, lv: LeverTry) -> Trial:
     from infergap.tune.verdict import TARGETS, Judgement
 
+    why = f"not started: {tuner.stopping}" + ("; the baseline run did not finish" if tuner.before is None or getattr(tuner.before, "interrupted", False) else "")
     return Trial(lever=lv.id, title=lv.title, setting=lv.change.text(), command=apply_change(tuner.base, lv.change).text(),
                  target=lv.target, verdict="not measured",
-                 judgement=Judgement(target=lv.target, metric=TARGETS[lv.target][0], reason=f"not started: {tuner.stopping}"))
+                 judgement=Judgement(target=lv.target, metric=TARGETS[lv.target][0], reason=why))
 
 
 def _finish(tuner: Tuner, result: TuneResult, opts: TuneOptions, levers: list[LeverTry], led: Any, run_id: int | None) -> None:

@@ -78,6 +78,10 @@ class TuneResult(BaseModel):
     rounds: int = 3
     budget_s: float | None = None
     baseline_curve: dict[str, Any] | None = None
+    #: The ledger id of the baseline's first ("before") bench run, kept even when it was interrupted.
+    baseline_run: int | None = None
+    #: Why the baseline's first run did not finish (None: it did).
+    baseline_stopped: str | None = None
     trials: list[Trial] = Field(default_factory=list)
     best: str | None = None
     best_levers: list[str] = Field(default_factory=list)
