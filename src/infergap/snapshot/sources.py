@@ -147,7 +147,7 @@ SOURCES: tuple[Source, ...] = (
            facts=("gpus", "driver_version", "cuda_driver_version"), sample="capture:cmds/nvsmi_q"),
     Source("nvsmi_q_part", "sections of nvidia-smi -q pasted without their header", serves="cmd:nvsmi_q",
            start=r"^(?:Clocks (?:Event|Throttle) Reasons(?: Counters)?|Max Customer Boost Clocks|GPU Link Info|(?:GPU )?Power Readings|Max Clocks|Clocks|"
-                 r"Applications Clocks|Remapped Rows|ECC Errors|FB Memory Usage|BAR1 Memory Usage)$|^Performance State\s{1,40}: P\d{1,2}$",
+                 r"Applications Clocks|Remapped Rows|ECC Errors|FB Memory Usage|BAR1 Memory Usage|vGPU Software Licensed Product|GPU Virtualization Mode)$|^Performance State\s{1,40}: P\d{1,2}$",
            repeats=True, parser=_P + "nvsmi:parse_nvsmi_q_fragment", facts=("gpus",), sample="evidence/nvsmiq-gpustat135-clocks.txt"),
     Source("nvsmi_qx", "nvidia-smi -q -x", _cmd("nvsmi_qx", "nvidia-smi", "-q", "-x", timeout_s=20), "cmd:nvsmi_qx",
            start=r"^(<\?xml version|<!DOCTYPE nvidia_smi_log|<nvidia_smi_log>)", prompt=r"nvidia-smi\s+(?:-q\s+-x|-x\s+-q|-qx|-xq)", prompt_rank=3,
