@@ -231,3 +231,20 @@ def test_pasted_xml_sections_are_judged() -> None:
 
     f = one(audit_ids(pasted("nvsmiqx-telegraf16569-fragment.xml"), "gpu_health"), "gpu.compute_mode")
     assert f.status == "ok" and f.subject == "GPU0"
+
+
+def test_an_unlicensed_vgpu_is_actionable() -> None:
+    """gpu-operator#220: a VM's vGPU (NVIDIA Virtual Compute Server) ``Unlicensed``, the
+    allocations slowing after a few minutes: gpu.vgpu_license actionable P1."""
+    f = one(audit_ids(pasted("nvsmiq-gpuoperator220-vgpu-unlicensed.txt"), "gpu_health"), "gpu.vgpu_license")
+    assert (f.status, f.severity) == ("actionable", "P1") and "Unlicensed" in f.title
+
+
+def test_a_licensed_vgpu_is_ok_and_bare_metal_has_no_licence_check() -> None:
+    """The one-H200 capture (pass-through, no vGPU section) reports no licence check; the same
+    output with a licensed product section is ok, citing its status."""
+    assert "gpu.vgpu_license" not in _q()
+    section = ("    vGPU Software Licensed Product\n        Product Name                      : NVIDIA Virtual Compute Server\n"
+               "        License Status                    : Licensed (Expiry: 2026-12-31 0:0:0 GMT)\n    GPU Recovery Action")
+    f = one(_q(("    GPU Recovery Action", section)), "gpu.vgpu_license")
+    assert f.status == "ok" and "Licensed (Expiry" in f.evidence[0].value

@@ -171,6 +171,30 @@ def _modes(g: GpuFacts) -> list[Finding]:
     return out
 
 
+def _vgpu_license(g: GpuFacts) -> list[Finding]:
+    """gpu.vgpu_license of a GPU whose ``nvidia-smi -q`` shows the ``vGPU Software Licensed
+    Product`` section: ok when Licensed, actionable otherwise. NVIDIA's licensing guide: an
+    unlicensed vGPU runs at full capability for 20 minutes, then its performance is restricted
+    (frame rate capped, GPU resource allocations limited)."""
+    if g.vgpu_license is None:
+        return []
+    cid = "gpu.vgpu_license"
+    what = f"{g.vgpu_product or 'vGPU software'}: {g.vgpu_license}"
+    ev = evidence((_src(g, "vgpu_license"), f"License Status: {g.vgpu_license}" + (f" ({g.vgpu_product})" if g.vgpu_product else "")))
+    if g.vgpu_license.startswith("Licensed"):
+        return [finding(cid, Status.ok, f"GPU {g.bdf}: {what}", subject=g.bdf, evidence_=ev, expected_value="Licensed")]
+    return [finding(cid, Status.actionable, f"GPU {g.bdf}: the vGPU is not licensed ({g.vgpu_license})", subject=g.bdf, evidence_=ev,
+                    expected_value="Licensed",
+                    impact="An unlicensed vGPU runs at full capability only for its first 20 minutes; after that NVIDIA's driver restricts it "
+                           "(GPU resource allocations limited, frame rate capped), so an inference server slows to a crawl after start-up.",
+                    remedy=Remedy(commands=["place the client configuration token in /etc/nvidia/ClientConfigToken/ (NVIDIA License System)",
+                                            "set FeatureType in /etc/nvidia/gridd.conf, then: systemctl restart nvidia-gridd",
+                                            "nvidia-smi -q | grep -A2 'vGPU Software Licensed Product'"],
+                                  note="In Kubernetes the GPU Operator's driver takes the licence from its licensingConfig (a ConfigMap with gridd.conf and the token)."),
+                    references=["https://docs.nvidia.com/vgpu/latest/grid-licensing-user-guide/index.html",
+                                "https://github.com/NVIDIA/gpu-operator/issues/220"])]
+
+
 def _device_plugin(ctx: Context) -> Finding | None:
     """gpu.present from a pasted NVIDIA device plugin log: NVML not loadable in its container, or
     loaded with no GPU (``internal/rm/rm.go``, ``internal/plugin/factory.go`` of
@@ -220,7 +244,7 @@ def _mig_listed(ctx: Context, found: list[Finding]) -> list[Finding]:
 def investigate(ctx: Context) -> list[Finding]:
     """gpu.present (only when absent), and per GPU gpu.ecc, gpu.clocks, gpu.power_limit,
     gpu.throttle, gpu.thermals, gpu.mig (also from a pasted ``nvidia-smi mig -lgi``),
-    gpu.compute_mode."""
+    gpu.compute_mode, gpu.vgpu_license (a vGPU's licence)."""
     found = _by_gpu(ctx)
     return found + _mig_listed(ctx, found)
 
@@ -257,5 +281,5 @@ def _by_gpu(ctx: Context) -> list[Finding]:
         if not has_data:
             out.append(unknown("gpu.health", f"GPU {g.bdf}: no NVML or nvidia-smi data", "The GPU is on the PCI bus but neither NVML nor nvidia-smi output was captured (driver not loaded?).", subject=g.bdf))
             continue
-        out += [_ecc(g), _clocks(g), _power(g), _throttle(g), _thermals(g), *_modes(g)]
+        out += [_ecc(g), _clocks(g), _power(g), _throttle(g), _thermals(g), *_modes(g), *_vgpu_license(g)]
     return out
