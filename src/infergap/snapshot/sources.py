@@ -252,6 +252,13 @@ SOURCES: tuple[Source, ...] = (
     Source("show_gids", "show_gids (Mellanox OFED: the RoCE GID table)", serves="cmd:show_gids",
            start=r"^DEV\s{1,16}PORT\s{1,16}INDEX\s{1,16}GID\s{1,60}IPv4\s{1,60}VER\s{1,16}DEV$", prompt=r"\bshow_gids\b", prompt_rank=22,
            parser=_P + "host:parse_show_gids", facts=("roce_gids",), sample="evidence/nccl-1573-show-gids-pod.txt"),
+    Source("dcgmi_diag", "dcgmi diag -r N (DCGM's diagnostic: per test and GPU, Pass / Fail / Warn)",
+           start=r"^(?:Successfully ran diagnostic for group\.$|\|\s{0,4}Diagnostic\s{1,40}\|\s{0,4}Result\s{1,80}\|$|"
+                 r"[|+]-{3,8}\s{1,4}(?:Metadata|Deployment|Integration|Hardware|Stress|Custom)\s{1,4}-{1,40}\+-{4,120}[|+]$|"
+                 # a row of the table pasted alone: a message, or a test and its result
+                 r"\|\s(?:Info|Warning)\s{2,40}\|\s.{1,120}\|$|\|\s\w[\w ./\-]{0,40}?\s{2,40}\|\s(?:Pass|Fail|Warn|Skip)(?: - (?:GPU|All)|\s{2,80}\|$))",
+           prompt=r"\bdcgmi\s{1,8}diag\b", prompt_rank=23, repeats=True, holds_log_lines=True,
+           parser=_P + "dcgm:parse_dcgmi_diag", facts=("parsed",), sample="evidence/dcgmi-godcgm52-gpu0-memory-fail.txt"),
     # -- sources without a start marker: commands collected live only, and logs (recognised by their lines) --
     Source("lscpu_json", "lscpu -J", _cmd("lscpu_json", "lscpu", "-J")),
     # the serving process (infergap collect --url, or every known engine listening): probes/process.json
@@ -286,6 +293,9 @@ SOURCES: tuple[Source, ...] = (
            parser=_P + "ray_log:parse_ray_log", facts=("ray_logs",), sample="evidence/openinstruct-1067-ray-shm-5g.log"),
     Source("k8s_device_plugin", "NVIDIA Kubernetes device plugin log (kubectl logs)", prompt=r"kubectl\s{1,8}logs\b.{0,200}(?:device-plugin|nvdp)", prompt_rank=23,
            line_test=_P + "k8s_log:is_device_plugin_line", log_rank=70, parser=_P + "k8s_log:parse_device_plugin_log", facts=("device_plugin_logs",), sample="evidence/k8sdp-303-nvml-not-loaded.log"),
+    Source("gpu_operator_driver", "GPU Operator driver container log (kubectl logs nvidia-driver-daemonset-…)",
+           prompt=r"kubectl\s{1,8}logs\b.{0,200}nvidia-driver", prompt_rank=23, line_test=_P + "gpu_operator_log:is_driver_container_line", log_rank=75,
+           parser=_P + "gpu_operator_log:parse_driver_container_log", facts=("parsed",), sample="evidence/gpuop-155-driver-kernel-unresolved.log"),
     Source("llamacpp_log", "llama.cpp llama-server log", line_test=_P + "llamacpp_log:is_llamacpp_line", log_rank=40, family="engine",
            parser=_P + "llamacpp_log:parse_llamacpp_log", facts=("engine_logs",), sample="evidence/llamacpp-12171-offload-all.log"),
 )
