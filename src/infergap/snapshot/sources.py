@@ -293,6 +293,9 @@ SOURCES: tuple[Source, ...] = (
            parser=_P + "ray_log:parse_ray_log", facts=("ray_logs",), sample="evidence/openinstruct-1067-ray-shm-5g.log"),
     Source("k8s_device_plugin", "NVIDIA Kubernetes device plugin log (kubectl logs)", prompt=r"kubectl\s{1,8}logs\b.{0,200}(?:device-plugin|nvdp)", prompt_rank=23,
            line_test=_P + "k8s_log:is_device_plugin_line", log_rank=70, parser=_P + "k8s_log:parse_device_plugin_log", facts=("device_plugin_logs",), sample="evidence/k8sdp-303-nvml-not-loaded.log"),
+    Source("gpu_operator_driver", "GPU Operator driver container log (kubectl logs nvidia-driver-daemonset-…)",
+           prompt=r"kubectl\s{1,8}logs\b.{0,200}nvidia-driver", prompt_rank=23, line_test=_P + "gpu_operator_log:is_driver_container_line", log_rank=75,
+           parser=_P + "gpu_operator_log:parse_driver_container_log", facts=("parsed",), sample="evidence/gpuop-155-driver-kernel-unresolved.log"),
     Source("llamacpp_log", "llama.cpp llama-server log", line_test=_P + "llamacpp_log:is_llamacpp_line", log_rank=40, family="engine",
            parser=_P + "llamacpp_log:parse_llamacpp_log", facts=("engine_logs",), sample="evidence/llamacpp-12171-offload-all.log"),
 )
