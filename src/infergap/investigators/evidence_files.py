@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from infergap import checks
 from infergap.checks import finding, unknown
 from infergap.evidence.recognize import KINDS
-from infergap.evidence.signatures import Signature, SignatureHit, XidCode, catalog, scan_lines, xid_code
+from infergap.evidence.signatures import Signature, SignatureHit, XidCode, catalog, xid_code
 from infergap.findings import SEVERITY_ORDER, Finding, FixKind, Remedy, Severity, Status, ev
 from infergap.guard import name_safe
 from infergap.investigators.base import facts_of
@@ -48,8 +48,8 @@ _READER_KINDS = {"engine_log": {"sglang_log", "vllm_log"}, "nccl_log": {"nccl_lo
 
 
 def signature_hits(facts: Facts, part: EvidencePart) -> dict[str, SignatureHit]:
-    """Message signatures matched in one evidence part (memoized per input and part)."""
-    return facts.memo(("sig", str(part.path), part.start, part.end), lambda: scan_lines(part.iter_lines()))
+    """Message signatures matched in one evidence part (:meth:`infergap.facts.Facts.signature_hits`)."""
+    return facts.signature_hits(part)
 
 
 def signature_finding(sig: Signature, label: str, examples: list[str], count: int) -> Finding:

@@ -66,7 +66,12 @@ def render_text(result: TuneResult) -> str:
     lines.append("verdicts: change = variant median vs baseline median; ± = both sides' min–max ranges together "
                  "(the noise the change had to clear; infergap.tune.verdict)")
     lines.append(f"best command: {term_safe(result.best or result.launch, one_line=True)}"
-                 + ("" if result.best_levers else " (the user's own: no lever helped)"))
+                 + ("" if result.best_levers else " (the user's own: no command-line lever helped)"))
+    kept = {k["lever"] for k in result.host_kept}
+    for lev in result.best_host:
+        t = next(x for x in result.trials if x.lever == lev)
+        how = "left applied (--keep-best)" if lev in kept else f"reverted; apply it with: infergap fix --only {lev.removeprefix('fix:')} --apply"
+        lines.append(f"best host change: {lev}: {term_safe(t.setting, one_line=True)} — {how}")
     for n in result.notes:
         lines.append(f"note: {term_safe(n, one_line=True)}")
     if result.stopped:
@@ -115,7 +120,8 @@ host {{ r.host }} · workload {{ r.workload }} · {{ r.rounds }} round(s) of A B
 <table><tr>{% for c in cols %}<th>{{ c }}</th>{% endfor %}</tr>
 {% for row in rows %}<tr>{% for c in cols %}<td{% if c == "verdict" %} class="{{ row[c].split()[0] }}"{% endif %}>{{ row[c] }}</td>{% endfor %}</tr>{% endfor %}
 </table>
-<p>Best command: <code>{{ r.best or r.launch }}</code>{% if not r.best_levers %} (the user's own: no lever helped){% endif %}</p>
+<p>Best command: <code>{{ r.best or r.launch }}</code>{% if not r.best_levers %} (the user's own: no command-line lever helped){% endif %}</p>
+{% for h in r.best_host %}<p>Best host change: {{ h }}{% if h in r.host_kept | map(attribute="lever") | list %} (left applied){% else %} (reverted){% endif %}</p>{% endfor %}
 {% for n in r.notes %}<p>Note: {{ n }}</p>{% endfor %}
 {% if r.stopped %}<p>Stopped early: {{ r.stopped }}</p>{% endif %}
 {% if r.baseline_stopped %}<p>Baseline {{ r.baseline_stopped }}.</p>{% endif %}
