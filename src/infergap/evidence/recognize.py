@@ -89,9 +89,6 @@ def _line_tests() -> tuple[tuple[str, Any, bool], ...]:
     return tuple(out)
 
 
-#: Kernel messages pasted without a timestamp (``NVRM: Xid …``, ``AMD-Vi: Event logged …``), or
-#: behind another prefix (``kern: warning: [2026-…]: NVRM: …``).
-_KERNEL_MSG = re.compile(r"(?:^|[\s:\]])(?:NVRM: |AMD-Vi: |DMAR: |pcieport \S+: AER: |nvidia-modeset: ERROR)")
 #: A "package version" line of a listing pasted without ``pip list``'s header (``torch 2.3.0+cu118``).
 _PKGVER = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]*\s+v?\d+\.\d+[\w.+!\-]*$")
 #: Lines of a Python traceback (the header, a frame, an exception line), also behind the
@@ -248,8 +245,6 @@ def log_kinds(line: str) -> tuple[str, ...]:
             taken = taken or not interleaves
     if out:
         return tuple(out)
-    if ("NVRM" in s or "AMD-Vi" in s or "DMAR" in s or "AER" in s or "nvidia-modeset" in s) and _KERNEL_MSG.search(s):
-        return ("dmesg",)
     sk = line_kind(s)
     if sk is not None:
         return (sk,)
