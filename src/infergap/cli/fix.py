@@ -48,7 +48,7 @@ def _render_change(ch: Any, persist: bool) -> list[str]:
     """The lines of one change, fitted to 100 columns with its commands whole."""
     from infergap.render.fit import fit_text
 
-    keep = [c for c in (ch.command, ch.revert_command, *ch.commands) if c]
+    keep = [c for c in (ch.command, ch.revert_command, *ch.commands, *(ch.persist or [])) if c]
     return fit_text("\n".join(_change_lines(ch, persist)), keep).split("\n")
 
 
