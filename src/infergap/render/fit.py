@@ -66,7 +66,8 @@ def _hang(line: str, spans: list[tuple[int, int]]) -> int:
     m = _MARKER.match(rest) or _LABEL.match(rest)
     gaps = [g.end() for g in _GAP.finditer(line)
             if g.end() <= WIDTH // 2 and all(not (s <= g.start() < e) for s, e in spans)]
-    col = max([indent + (m.end() if m else 0)] + gaps)
+    cands = ([indent + m.end()] if m else []) + gaps
+    col = max(cands) if cands else indent + 4
     return col if col <= WIDTH // 2 else indent + 4
 
 
