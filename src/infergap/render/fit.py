@@ -129,7 +129,7 @@ def fit_text(text: str, keep: Iterable[str] = (), width: int = WIDTH) -> str:
     e.g. :func:`commands_in` of the report's document); the final newline kept.
 
     >>> fit_text("  why: " + "word " * 30, width=40).splitlines()[1]
-    '       word word word word word word word'
+    '       word word word word word word'
     >>> cmd = "sysctl -w net.core.rmem_max=16777216 net.core.wmem_max=16777216"
     >>> fit_text("1. raise the socket buffers: " + cmd, keep=[cmd], width=60).splitlines()
     ['1. raise the socket buffers:', '   sysctl -w net.core.rmem_max=16777216 net.core.wmem_max=16777216']
