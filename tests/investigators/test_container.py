@@ -110,3 +110,12 @@ def test_a_described_pod_pasted_without_its_prompt_keeps_its_name(tmp_path):
         f = one(audit_ids(pasted_text(tmp_path, f"pod{i}.txt", paste), "container"), "container.shm")
         assert f.status == "actionable" and f.evidence[0].value.startswith(
             "pod triton-inference-server-5b6c7f889c-f54c6, container triton-server"), (i, f.evidence[0].value)
+
+
+def test_an_inspected_container_given_a_gpu_is_ok() -> None:
+    """dockwatch#29: the inspected container's DeviceRequests ask for one nvidia GPU:
+    container.gpu_request ok, citing the request."""
+    from tests.investigators.memsnap import audit_ids, one, pasted
+
+    f = one(audit_ids(pasted("docker-dockwatch29-device-requests.txt"), "container"), "container.gpu_request")
+    assert f.status == "ok" and "driver nvidia, count 1" in f.evidence[0].value
