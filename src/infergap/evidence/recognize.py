@@ -89,9 +89,6 @@ def _line_tests() -> tuple[tuple[str, Any, bool], ...]:
     return tuple(out)
 
 
-#: Kernel messages pasted without a timestamp (``NVRM: Xid …``, ``AMD-Vi: Event logged …``), or
-#: behind another prefix (``kern: warning: [2026-…]: NVRM: …``).
-_KERNEL_MSG = re.compile(r"(?:^|[\s:\]])(?:NVRM: |AMD-Vi: |DMAR: |pcieport \S+: AER: |nvidia-modeset: ERROR)")
 #: A "package version" line of a listing pasted without ``pip list``'s header (``torch 2.3.0+cu118``).
 _PKGVER = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]*\s+v?\d+\.\d+[\w.+!\-]*$")
 #: Lines of a Python traceback (the header, a frame, an exception line), also behind the
@@ -248,14 +245,29 @@ def log_kinds(line: str) -> tuple[str, ...]:
             taken = taken or not interleaves
     if out:
         return tuple(out)
-    if ("NVRM" in s or "AMD-Vi" in s or "DMAR" in s or "AER" in s or "nvidia-modeset" in s) and _KERNEL_MSG.search(s):
-        return ("dmesg",)
     sk = line_kind(s)
     if sk is not None:
         return (sk,)
     if _TRACEBACK.match(line):
         return ("traceback",)
     return ()
+
+
+def _output_behind_hash(stripped: str, line: str) -> bool:
+    """Whether a line that starts with ``#`` is pasted output behind a shell comment sign (people
+    annotate a session with ``# <what it printed>``) rather than a root prompt: it carries a
+    component's message, a failure signature or a Python traceback/warning line, which no command
+    line does.
+
+    >>> _output_behind_hash("# /x/torch/cuda/__init__.py:52: UserWarning: CUDA initialization: The NVIDIA driver on your system is too old (found version 10010).", "")
+    True
+    >>> _output_behind_hash("# dmesg | grep -i NVRM", "")
+    False
+    """
+    if not stripped.startswith("#"):
+        return False
+    rest = stripped[1:].strip()
+    return bool(rest) and bool(line_kind(rest) or "traceback" in log_kinds(rest) or message_catalog().match_line(rest))
 
 
 def _prompt_hint(stripped: str) -> str | None | bool:
@@ -400,7 +412,7 @@ class _Splitter:
             self.seg.n += 1
             self.seg.content += 1
             return
-        hint = _prompt_hint(s) if (s[0] in "$#>[P" or "@" in s[:64]) and not s.startswith(">>>") else False
+        hint = _prompt_hint(s) if (s[0] in "$#>[P" or "@" in s[:64]) and not s.startswith(">>>") and not _output_behind_hash(s, line) else False
         if hint is not False:
             self.cut(line_start, pos, lineno + 1, hint=hint)
             return

@@ -31,6 +31,7 @@ from infergap.guard import name_safe
 from infergap.investigators.base import facts_of
 from infergap.investigators.interconnect import p2p_product_limit
 from infergap.parsers.dmesg import MAX_TALLIES, DmesgFacts, XidTally
+from infergap.snapshot.sources import ENGINE_LOG_KINDS
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from infergap.evidence.recognize import EvidencePart
@@ -361,7 +362,7 @@ _NEXT = {
     "engine": "the server log from its first line (version and settings), `dmesg -T | grep -E 'NVRM|Xid'` and `nvidia-smi -q`",
 }
 _NEXT["fragment"] = _NEXT["traceback"]
-for _k in ("sglang_log", "vllm_log", "llamacpp_log"):
+for _k in ENGINE_LOG_KINDS:  # every engine's log (the records of family "engine")
     _NEXT[_k] = _NEXT["engine"]
 _NEXT_HOST = "`infergap collect` on the host (one snapshot of everything the checks read)"
 
