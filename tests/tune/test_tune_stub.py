@@ -82,7 +82,8 @@ def test_known_effects_are_judged_right_recorded_and_the_best_left_running(tmp_p
         assert ids <= {b.id for b in benches}
     h = subprocess.run([sys.executable, "-m", "infergap", "history", "--experiments", "--db", str(db)], capture_output=True,
                        text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
-    assert h.returncode == 0 and h.stdout.count("\n") == 4 and "--slots 4" in h.stdout and "hurts" in h.stdout, h.stdout
+    # two header lines, two lines a lever (fitted to 100 columns)
+    assert h.returncode == 0 and h.stdout.count("\n") == 2 + 3 * 2 and "--slots 4" in h.stdout and "hurts" in h.stdout, h.stdout
 
 
 def test_sigterm_mid_tune_keeps_the_measured_lever_and_stops_the_server(tmp_path):

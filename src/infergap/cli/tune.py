@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from infergap.cli import Fmt, app, fail, safe_echo, write_report
+from infergap.cli import Fmt, app, fail, fit_report, safe_echo, write_report
 from infergap.cli import validate as v
 from infergap.cli.options import db_option, format_option, output_option, url_option
 
@@ -115,7 +115,7 @@ def tune(
         raise fail(str(e))
     except UserError as e:
         raise fail(str(e))
-    text = render_json(result) if fmt is Fmt.json else render_text(result)
+    text = render_json(result) if fmt is Fmt.json else fit_report(render_text(result), lambda: render_json(result))
     write_report(text, output, [])
     if html is not None:
         write_report(render_html(result), html, [])
