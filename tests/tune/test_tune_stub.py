@@ -139,3 +139,41 @@ def test_a_spent_budget_leaves_the_remaining_levers_not_measured(tmp_path):
     assert doc["stopped"] == "budget: 4 s spent", doc["stopped"]
     assert doc["trials"][-1]["verdict"] == "not measured" and "budget" in doc["trials"][-1]["judgement"]["reason"]
     assert _free(port)
+
+
+def _pids_with(*words: str) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                argv = (d / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            except OSError:
+                continue
+            if all(w in argv for w in words):
+                out.append(int(d.name))
+    return out
+
+
+def test_a_variant_server_that_dies_mid_run_is_shown_not_dropped(tmp_path):
+    port, db = _port(), tmp_path / "l.db"
+    launch = f"{sys.executable} {STUB} --port {port} --tokens 16 --itl-ms 10 --slots 1"
+    cmd = [sys.executable, "-m", "infergap", "tune", "--launch", launch, "--rounds", "2", "--concurrency", "4", "--num-prompts", "48",
+           "--output-len", "16", "--input-len", "16", "--log-dir", str(tmp_path / "logs"), "--db", str(db),
+           "--try", "--itl-ms 11", "--leave-stopped", "-f", "json", "-o", str(tmp_path / "tune.json")]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    deadline, killed = time.monotonic() + 240, None
+    while killed is None and time.monotonic() < deadline and p.poll() is None:
+        pids = _pids_with(str(STUB), "11", str(port))
+        if pids and not _free(port):
+            time.sleep(1.5)  # into the variant's bench run
+            os.kill(pids[0], signal.SIGKILL)
+            killed = pids[0]
+        time.sleep(0.1)
+    _, err = p.communicate(timeout=240)
+    assert killed is not None and p.returncode == 0, err[-3000:]
+    trial = json.loads((tmp_path / "tune.json").read_text())["trials"][0]
+    assert [r[:2] for r in trial["failed_runs"]] == ["B:"], trial
+    assert "1 run(s) gave no value and are not in the verdict" in trial["judgement"]["reason"], trial["judgement"]
+    assert "1 run(s) failed" in err, err[-3000:]
+    assert _free(port)

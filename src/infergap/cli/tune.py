@@ -105,7 +105,9 @@ def tune(
         opts = TuneOptions(levers=chosen, rounds=rounds, budget_s=parse_budget(budget),
                            keep_best=keep_best, leave_running=not leave_stopped, log_dir=_log_dir(log_dir),
                            start_timeout_s=start_timeout, db=db,
-                           on_trial=lambda t: safe_echo(f"infergap: {t.lever} ({t.setting}): {t.verdict}", err=True))
+                           on_trial=lambda t: safe_echo(f"infergap: {t.lever} ({t.setting}): {t.verdict}"
+                                                        + (f" ({len(t.failed_runs)} run(s) failed: {t.failed_runs[0]})"
+                                                           if t.failed_runs else ""), err=True))
         settings = BenchSettings.checked(api=api, concurrency=levels, num_prompts=num_prompts, input_len=input_len,
                                          output_len=output_len, trials=1, warmup=WARMUP)
         result = run_tune(base, settings, opts, url=url)
