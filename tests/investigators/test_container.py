@@ -94,3 +94,12 @@ def test_a_gpu_pod_without_a_memory_volume_at_dev_shm_is_p1(tmp_path) -> None:
                                           "    Medium:     Memory\n    SizeLimit:  16Gi\n")
     ok = one(audit_ids(pasted_text(tmp_path, "pod.txt", paste), "container"), "container.shm")
     assert ok.status == "ok" and "16Gi" in ok.title
+
+
+def test_an_inspected_container_given_a_gpu_is_ok() -> None:
+    """dockwatch#29: the inspected container's DeviceRequests ask for one nvidia GPU:
+    container.gpu_request ok, citing the request."""
+    from tests.investigators.memsnap import audit_ids, one, pasted
+
+    f = one(audit_ids(pasted("docker-dockwatch29-device-requests.txt"), "container"), "container.gpu_request")
+    assert f.status == "ok" and "driver nvidia, count 1" in f.evidence[0].value

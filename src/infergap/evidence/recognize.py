@@ -253,6 +253,23 @@ def log_kinds(line: str) -> tuple[str, ...]:
     return ()
 
 
+def _output_behind_hash(stripped: str, line: str) -> bool:
+    """Whether a line that starts with ``#`` is pasted output behind a shell comment sign (people
+    annotate a session with ``# <what it printed>``) rather than a root prompt: it carries a
+    component's message, a failure signature or a Python traceback/warning line, which no command
+    line does.
+
+    >>> _output_behind_hash("# /x/torch/cuda/__init__.py:52: UserWarning: CUDA initialization: The NVIDIA driver on your system is too old (found version 10010).", "")
+    True
+    >>> _output_behind_hash("# dmesg | grep -i NVRM", "")
+    False
+    """
+    if not stripped.startswith("#"):
+        return False
+    rest = stripped[1:].strip()
+    return bool(rest) and bool(line_kind(rest) or "traceback" in log_kinds(rest) or message_catalog().match_line(rest))
+
+
 def _prompt_hint(stripped: str) -> str | None | bool:
     """For a shell prompt line: the kind its command produces (None if unknown); False when the
     line is not a prompt."""
@@ -395,7 +412,7 @@ class _Splitter:
             self.seg.n += 1
             self.seg.content += 1
             return
-        hint = _prompt_hint(s) if (s[0] in "$#>[P" or "@" in s[:64]) and not s.startswith(">>>") else False
+        hint = _prompt_hint(s) if (s[0] in "$#>[P" or "@" in s[:64]) and not s.startswith(">>>") and not _output_behind_hash(s, line) else False
         if hint is not False:
             self.cut(line_start, pos, lineno + 1, hint=hint)
             return

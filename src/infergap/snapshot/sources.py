@@ -259,6 +259,10 @@ SOURCES: tuple[Source, ...] = (
                  r"\|\s(?:Info|Warning)\s{2,40}\|\s.{1,120}\|$|\|\s\w[\w ./\-]{0,40}?\s{2,40}\|\s(?:Pass|Fail|Warn|Skip)(?: - (?:GPU|All)|\s{2,80}\|$))",
            prompt=r"\bdcgmi\s{1,8}diag\b", prompt_rank=23, repeats=True, holds_log_lines=True,
            parser=_P + "dcgm:parse_dcgmi_diag", facts=("parsed",), sample="evidence/dcgmi-godcgm52-gpu0-memory-fail.txt"),
+    Source("docker_inspect", "docker inspect <container> (HostConfig: GPU device requests, runtime, devices, /dev/shm size, IPC mode, limits)",
+           start=r'^(?:"Id": "[0-9a-f]{64}",|"HostConfig": \{|"DeviceRequests": (?:\[|null,?))$', prompt=r"\bdocker\s{1,8}(?:container\s{1,8})?inspect\b",
+           prompt_rank=23, repeats=True, reads="text", parser=_P + "docker_inspect:parse_docker_inspect", facts=("parsed",),
+           sample="evidence/docker-dockwatch29-device-requests.txt"),
     # -- sources without a start marker: commands collected live only, and logs (recognised by their lines) --
     Source("lscpu_json", "lscpu -J", _cmd("lscpu_json", "lscpu", "-J")),
     # the serving process (infergap collect --url, or every known engine listening): probes/process.json
