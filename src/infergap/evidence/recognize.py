@@ -68,6 +68,8 @@ def _start_markers() -> tuple[list[tuple[str, re.Pattern[str]]], frozenset[str]]
 #: for the kinds whose marker is a whole line (``$``), which no line this long can be (a kernel
 #: command line is at most 4096 bytes). A 16 MB line then costs one pass, not one per pattern.
 MAX_START_LINE = 8192
+#: Kind -> the line that, directly before its start marker, is the output's first line (records' ``lead``).
+_LEADS = {s.kind: re.compile(s.lead) for s in SOURCES if s.lead}
 #: Kinds whose start marker repeats on every line (each line of ``sysctl -a`` is a marker).
 _REPEATING = {s.kind for s in SOURCES if s.repeats}
 #: Kinds whose output holds lines that look like a log or a failure signature (from the records).
@@ -382,6 +384,7 @@ class _Splitter:
         self.seg = _Seg(0, 1)
         self.done: list[tuple[_Seg, int]] = []
         self.numbers = LineNumbers()
+        self.prev: tuple[int, int, str] | None = None  # (byte offset, line number, text) of the last content line
 
     def cut(self, end: int, nxt_start: int, nxt_line: int, hint: str | None = None) -> None:
         """End the current segment at ``end`` (kept when it has content) and start a new one."""
@@ -429,6 +432,7 @@ class _Splitter:
             self._other(s, line, raw)
         self.seg.n += 1
         self.seg.content += 1
+        self.prev = (line_start, lineno, s)
 
     def _marker(self, sk: str, s: str, line_start: int, lineno: int) -> None:
         """A start marker of kind ``sk``: it continues the current segment or begins a new one."""
@@ -445,9 +449,25 @@ class _Splitter:
         if cur == "nvsmi_qx" and sk == "nvsmi_qx" and not s.startswith("<?xml"):
             same = True
         if not same:
+            lead = _LEADS.get(sk)
+            if lead is not None and self.prev is not None and self.seg.content and lead.match(self.prev[2]):
+                self._cut_before_lead(sk)
+                return
             if self.seg.content or self.seg.kind is not None:
                 self.cut(line_start, line_start, lineno)
             self.seg.kind = sk
+
+    def _cut_before_lead(self, sk: str) -> None:
+        """The last content line is the lead of ``sk``'s output (its first line): the new segment
+        of kind ``sk`` begins at that line, the current one ends before it."""
+        assert self.prev is not None
+        at, ln, _ = self.prev
+        moved = self.seg.first_line + self.seg.n - ln  # the lead line and the blank lines after it
+        if self.seg.content > 1 or self.seg.kind is not None:
+            self.seg.n -= moved
+            self.seg.content -= 1
+            self.cut(at, at, ln)
+        self.seg.kind, self.seg.n, self.seg.content = sk, moved, 1
 
     def _log(self, lk: tuple[str, ...], line_start: int, lineno: int) -> None:
         """A log line of kinds ``lk``: counted; it begins a new segment after an output, or after

@@ -152,7 +152,7 @@ def _messages(doc: dict[str, Any], name: str) -> list[Message]:
             id=e["id"], component=comp, level=e["level"], template=e["template"],
             style=e.get("style", "printf"), pattern=e["pattern"], where=str(e.get("where", "")),
             cls=e.get("class", "informational"), meaning=e.get("meaning", ""), repo=str(up.get("repo", "")),
-            tag=str(up.get("tag", "")), check=e.get("check"), severity=e.get("severity"), more=e.get("more"),
+            tag=str((e.get("tags") or [up.get("tag", "")])[0]), check=e.get("check"), severity=e.get("severity"), more=e.get("more"),
             curated=bool(e.get("curated")), name=e.get("name"), code=e.get("code"), sites=int(e.get("sites", 1)),
             attrs=tuple(e.get("attrs") or ())))
     return out
