@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from infergap.guard import secret_name
 from infergap.snapshot.sources import ENV_PREFIXES as SNAPSHOT_ENV_PREFIXES
@@ -50,6 +50,8 @@ class ProcessEvidence(BaseModel):
     ``memory.max``, ``cpuset.cpus.effective``); ``gpu_memory_B``: GPU memory NVML attributes to
     the process (None when NVML is absent or does not list it, with the reason in ``gpu_note``);
     ``sources``: field → where it was read; ``problems``: what could not be read."""
+
+    model_config = ConfigDict(defer_build=True)  # schema built on first use, not at import (start time)
 
     url: str
     pid: int
