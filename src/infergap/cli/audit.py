@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
-from infergap.cli import Fmt, app, emit_report, fail, safe_echo
-from infergap.cli.options import db_option, format_option, output_option, snapshot_option, url_option
+from infergap.cli.base import app, emit_report, fail, safe_echo
+from infergap.cli.options import Fmt, db_option, format_option, output_option, snapshot_option, url_option
 
 
 class FailOn(str, Enum):

@@ -7,8 +7,8 @@ from typing import Any
 
 import typer
 
-from infergap.cli import app
 from infergap.cli import validate as v
+from infergap.cli.base import app
 from infergap.cli.options import db_option, served_model_option, snapshot_option, url_option
 
 

@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from infergap.cli import app, fail, render_report
 from infergap.cli import validate as v
-from infergap.cli import write_report
+from infergap.cli.base import app, fail, render_report, write_report
 from infergap.cli.options import db_option, format_option, output_option
 
 if TYPE_CHECKING:  # annotations only: no import at run time

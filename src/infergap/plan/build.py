@@ -49,7 +49,7 @@ if TYPE_CHECKING:  # annotations only: no import at run time
     from infergap.parsers.engine_log import EngineLogFacts
     from infergap.roofline.bounds import RooflineResult
     from infergap.server import ServerConfig
-    from infergap.snapshot.process import ProcessEvidence
+    from infergap.parsers.process import ProcessEvidence
     from infergap.synthesis import AuditReport
 
 SCHEMA = "infergap.plan/1"
@@ -532,7 +532,7 @@ def gather(audit: dict[str, Any] | None = None, roofline: dict[str, Any] | None 
            engine_logs: list[tuple[str, EngineLogFacts]] | None = None,
            process: ProcessEvidence | None = None, process_cpu: dict[str, Any] | None = None) -> dict[str, Fact]:
     """All facts from the given inputs. Precedence for a fact several inputs give: the serving
-    process (``process``, a :class:`~infergap.snapshot.process.ProcessEvidence`, with
+    process (``process``, a :class:`~infergap.parsers.process.ProcessEvidence`, with
     ``process_cpu``, its CPU use during the sweep), the live server, then engine logs, then the
     audit, then the roofline (which only assumes a TP). A GPU the server cannot see comes first
     in the returned order (from its log, its process or the sweep), then the bench's error facts; the behaviour facts
@@ -643,7 +643,7 @@ def build_plan(audit: AuditReport | dict[str, Any] | None = None, roofline: Roof
     describes another machine than this one (a paste or snapshot of another host), so that the
     verify commands do not name a server on this machine as the one to re-measure
     (:func:`verify_url`); ``process``: the serving process read from this machine
-    (:class:`~infergap.snapshot.process.ProcessEvidence`) and ``process_cpu`` its CPU use during
+    (:class:`~infergap.parsers.process.ProcessEvidence`) and ``process_cpu`` its CPU use during
     the sweep (:func:`~infergap.snapshot.process.cpu_since`); ``experiments``: what ``infergap
     tune`` measured on the same host, engine version and model (:func:`apply_experiments`).
     Never raises for missing inputs: what they would have decided becomes an unknown.

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # annotations only: no import at run time
     from infergap.bench.results import BenchResult, PointResult
     from infergap.parsers.engine_log import EngineLogFacts
     from infergap.server import ServerConfig
-    from infergap.snapshot.process import ProcessEvidence
+    from infergap.parsers.process import ProcessEvidence
 
 LATENCY_BOUND_EFF = 0.5
 COMM_BOUND_SHARE = 0.25
