@@ -125,8 +125,7 @@ def audit_stage(audit: AuditReport | None) -> tuple[str, str, str | None]:
     verdict = ", ".join(f"{k} {sev.get(k, 0)}" for k in ("P0", "P1", "P2")) + f", unknown {counts.get('unknown', 0)}"
     if summary.get("evidence_unmatched"):
         verdict += f", {summary['evidence_unmatched']} pasted part(s) with no known cause"
-    host = audit.host or {}
-    label, gpus = (host.get("snapshot") or {}).get("label"), host.get("gpu_summary")
+    label, gpus = audit.host.snapshot.label if audit.host.snapshot else None, audit.host.gpu_summary
     detail = f"{gpus}; from {label}" if label and gpus else (label or gpus)
     errored = summary.get("investigator_errors") or []
     if errored:

@@ -24,8 +24,7 @@ def _audit_findings(snapshot: Path | None) -> tuple[list[Any], dict[str, Any], d
 
     with open_snapshot(str(snapshot) if snapshot else None) as snap:
         report = run_audit(snap)
-    doc = report.model_dump(mode="json")
-    return list(report.findings), doc.get("host") or {}, doc
+    return list(report.findings), report.host.as_dict(), report.to_json()  # the document `infergap audit` records
 
 
 def _check_only(only: set[str], findings: list[Any]) -> None:

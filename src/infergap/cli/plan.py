@@ -76,7 +76,7 @@ def plan(
               Stage(name="bench", status="given" if b else "missing", detail=str(bench) if bench else None),
               Stage(name="server", status=("given" if cfg.reachable is not False else "failed") if cfg else ("from log" if logs else "missing"),
                     detail=server or (", ".join(lab for lab, _ in logs) if logs else None))]
-    host = (a or {}).get("host") if isinstance(a, dict) else (a.host if a is not None else None)
+    host = a.host.as_dict() if a is not None else None
     if proc is not None:
         stages.append(Stage(name="process", status="ran", detail=f"pid {proc.pid}"))
     elsewhere = _elsewhere(host, cfg, b)

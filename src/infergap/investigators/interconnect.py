@@ -26,6 +26,8 @@ if TYPE_CHECKING:  # annotations only: no import at run time
     from infergap.server import ServerConfig
 
 NAME = "interconnect"
+#: The NVLink check's id, read by the plan (``gpu.nvlink``: ok means linked).
+NVLINK_TOPOLOGY = "nvlink.topology"
 ASPEED = 0x1A03
 NVIDIA = 0x10DE
 PLX = 0x10B5
@@ -96,7 +98,7 @@ def _pcie_only(ctx: Context) -> bool:
 
 
 def _nvlink(ctx: Context) -> list[Finding]:
-    cid = "nvlink.topology"
+    cid = NVLINK_TOPOLOGY
     gpus = ctx.facts.gpus()
     if len(gpus) < 2:
         return [not_applicable(cid, "NVLink: one GPU, no peer", "With a single GPU there is no GPU-to-GPU link to check.",
