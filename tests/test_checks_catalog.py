@@ -241,3 +241,25 @@ def test_the_design_docs_example_kind_is_a_record_shown_as_written() -> None:
     # the page shows the docstring as it reads (``\n``), the source escapes it (``\\n``)
     parser_src = (root / "src" / Path(*mod.split("."))).with_suffix(".py").read_text(encoding="utf-8").replace("\\\\", "\\")
     assert f"def {fn}(" in blocks[1] and all(ln.strip() in parser_src for ln in blocks[1].splitlines() if ln.strip().startswith(">>>"))
+
+
+def test_log_kinds_are_declared_only_by_their_records() -> None:
+    """A log kind is one record: its line test exists and takes a line of its own sample, the
+    recogniser's log kinds are the records' in rank order, and recognize.py names no log kind
+    (its order, families and line tests all come from the records)."""
+    import importlib
+
+    from infergap.evidence.recognize import LOG_KINDS
+    from infergap.snapshot.sources import LOG_RECORDS
+
+    assert LOG_KINDS == tuple(r.kind for r in LOG_RECORDS)
+    assert [r.log_rank for r in LOG_RECORDS] == sorted(r.log_rank for r in LOG_RECORDS)
+    src = (Path(__file__).resolve().parents[1] / "src" / "infergap" / "evidence" / "recognize.py").read_text(encoding="utf-8")
+    for r in LOG_RECORDS:
+        if not r.line_test:
+            continue
+        assert f'"{r.kind}"' not in src, f"recognize.py names the log kind {r.kind}: declare it in its record"
+        mod, _, fn = r.line_test.partition(":")
+        test = getattr(importlib.import_module(mod), fn)
+        lines = (FIXTURES / r.sample).read_text(encoding="utf-8").splitlines()
+        assert any(test(ln.lstrip().lstrip("> ").lstrip()) for ln in lines), f"{r.kind}: its line test takes no line of {r.sample}"

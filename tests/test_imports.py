@@ -13,9 +13,11 @@ import pytest
 
 from tests.conftest import HOSTS, ROOT
 
-#: Never imported by an audit (a snapshot or this host): the benchmark side and the plots.
+#: Never imported by an audit (a snapshot or this host): the benchmark side and the plots, and
+#: Typer's pydantic coercion layer (the command line coerces the audit's options itself:
+#: :mod:`infergap.cli.coercion`).
 NOT_IN_AUDIT = ("numpy", "aiohttp", "matplotlib", "jinja2", "uvloop", "orjson", "infergap.bench", "infergap.render.plots",
-                "infergap.render.html", "asyncio")
+                "infergap.render.html", "asyncio", "typer._adapters")
 
 
 def imported(*args: str) -> tuple[set[str], str]:

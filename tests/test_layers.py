@@ -98,6 +98,11 @@ INVESTIGATORS = SRC / "investigators"
 CONTEXT_MODULES = {"__init__.py", "base.py"}
 
 
+#: Functions outside ``parsers/`` that read raw text (evidence files, a part's lines): the facts'
+#: business as much as a parser is (``Facts.signature_hits``, ``Facts.message_matches``).
+TEXT_READERS = {"scan_lines", "scan_file", "match_lines", "stack_versions", "parse_pip_lines"}
+
+
 def _reads_snapshot_or_parser(path: Path) -> list[str]:
     """The places in ``path`` that read the snapshot (any use of a name or attribute ``snap``) or
     call into a parser (a name imported from ``infergap.parsers`` that is not a type or a
@@ -115,6 +120,8 @@ def _reads_snapshot_or_parser(path: Path) -> list[str]:
             for a in node.names:
                 if not (a.name[:1].isupper()):
                     bad.append(f"{node.lineno}: from {node.module} import {a.name}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("infergap."):
+            bad.extend(f"{node.lineno}: from {node.module} import {a.name}" for a in node.names if a.name in TEXT_READERS)
         elif isinstance(node, ast.Import) and any(a.name.startswith("infergap.parsers") for a in node.names):
             bad.append(f"{node.lineno}: import {node.names[0].name}")
     return bad
@@ -131,5 +138,7 @@ def test_investigators_read_facts_not_the_snapshot_or_a_parser() -> None:
 def test_the_facts_checker_sees_a_snapshot_read(tmp_path: Path) -> None:
     p = tmp_path / "x.py"
     p.write_text("from infergap.parsers.host import parse_meminfo, KernelVersion\n"
+                 "from infergap.evidence.signatures import catalog, scan_lines\n"
                  "def f(ctx):\n    return ctx.snap.read('/proc/meminfo')\n")
-    assert _reads_snapshot_or_parser(p) == ["1: from infergap.parsers.host import parse_meminfo", "3: .snap"]
+    assert _reads_snapshot_or_parser(p) == ["1: from infergap.parsers.host import parse_meminfo",
+                                            "2: from infergap.evidence.signatures import scan_lines", "4: .snap"]

@@ -404,7 +404,14 @@ class Ledger:
             try:
                 self._db = sqlite3.connect(f"file:{quote(str(self.path.resolve()))}?mode=ro{extra}", uri=True,
                                            timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-                self._check(*self._state())
+                version, app_id, tables = self._state()
+                self._check(version, app_id, tables)
+                if version == 0:
+                    # Another process has created the file and not yet committed its schema (one
+                    # transaction): read it as the empty ledger it is, not as tables that are missing.
+                    self._db.close()
+                    self._db = sqlite3.connect(":memory:", isolation_level=None)
+                    self._setup()
                 return
             except sqlite3.DatabaseError as e:
                 last = e

@@ -334,3 +334,44 @@ def net_findings(snap):
 
     ctx = SimpleNamespace(snap=snap)
     return [f for mod in (evidence_files, nccl_log) for f in mod.investigate(ctx) if f.id == "nccl.net"]
+
+
+def _audit_lines(tmp_path, lines):
+    from infergap.audit import run_audit
+    from infergap.evidence import EvidenceSnapshot
+
+    p = tmp_path / "pasted.log"
+    p.write_text("\n".join(lines) + "\n")
+    snap = EvidenceSnapshot(None, [p])
+    try:
+        return run_audit(snap).findings
+    finally:
+        snap.close()
+
+
+def test_oom_killer_lines_name_host_memory(tmp_path):
+    """systemd's report of a kernel OOM kill, as ollama's maintainer quoted it for a 128 GB host that
+    ran a 136 GB model (https://github.com/ollama/ollama/issues/9322), and the kernel's own line in
+    the wording of mm/oom_kill.c (v6.8) and of kernels before 4.19, are host memory, not GPU memory."""
+    systemd = ["Feb 24 11:16:31 gpu-host systemd[1]: ollama.service: A process of this unit has been killed by the OOM killer.",
+               "Feb 24 11:16:32 gpu-host systemd[1]: ollama.service: Failed with result 'oom-kill'.",
+               "Feb 24 11:16:32 gpu-host systemd[1]: ollama.service: Consumed 32.964s CPU time, 123.9G memory peak."]
+    kernel = ["[ 7334.054832] Out of memory: Killed process 4242 (python3) total-vm:27177560kB, anon-rss:10021200kB, "
+              "file-rss:62204kB, shmem-rss:274432kB, UID:0 pgtables:25880kB oom_score_adj:0"]
+    old_kernel = ["[  812.31] Out of memory: Kill process 4242 (llama-server) score 912 or sacrifice child"]
+    for lines in (systemd, kernel, old_kernel):
+        found = [(f.status.value, f.severity.value) for f in _audit_lines(tmp_path, lines)
+                 if f.id == "mem.host" and f.status.value == "actionable"]
+        assert found == [("actionable", "P0")], lines
+
+
+def test_memory_cgroup_kill_is_one_finding_about_the_limit(tmp_path):
+    """A kill by a memory cgroup's limit prints the generic "invoked oom-killer" line too (mm/oom_kill.c
+    v6.8: dump_header, then "Memory cgroup out of memory: Killed process"): one mem.host finding, the
+    cgroup's, not a second one for the generic line."""
+    lines = ["[  581.376828] python3 invoked oom-killer: gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE), order=0, oom_score_adj=0",
+             "[  581.507012] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/docker/abc,task=python3,pid=2269,uid=0",
+             "[  581.513643] Memory cgroup out of memory: Killed process 2269 (python3) total-vm:9000000kB, anon-rss:8000000kB, "
+             "file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:20000kB oom_score_adj:0"]
+    found = [f for f in _audit_lines(tmp_path, lines) if f.id == "mem.host" and f.status.value == "actionable"]
+    assert len(found) == 1 and "cgroup" in found[0].title, [f.title for f in found]

@@ -69,6 +69,9 @@ def test_total_bytes_cap(tmp_path, monkeypatch):
 def test_sigterm_while_unpacking_leaves_no_temporary_directory(tmp_path):
     arch = tmp_path / "slow.tar.gz"
     with tarfile.open(arch, "w:gz") as tf:
+        link = tarfile.TarInfo("snap/files/link")  # a link: unpacked on disk, not read in memory (plain_archive)
+        link.type, link.linkname = tarfile.SYMTYPE, "d0"
+        tf.addfile(link)
         for i in range(15_000):
             info = tarfile.TarInfo(f"snap/files/d{i % 50}/{i}")
             info.size = 10

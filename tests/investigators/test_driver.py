@@ -148,3 +148,16 @@ def test_container_cli_info_gives_the_driver_and_its_cuda() -> None:
     f = one(found, "driver.cuda_compat")
     assert f.status == "unknown" and "390.87" in f.title and "CUDA 9.1" in f.title
     assert one(found, "driver.version").evidence[0].source == "evidence/nvdocker-904-container-cli-info.txt"
+
+
+def test_a_driver_container_that_could_not_resolve_the_kernel_is_actionable(tmp_path) -> None:
+    """gpu-operator#155: the driver pod cannot resolve the CentOS 7 kernel, so no driver is
+    installed: driver.install actionable P0; the same log ending in the script's done line is ok."""
+    from tests.investigators.memsnap import audit_ids, evidence_text, one, pasted, pasted_text
+
+    f = one(audit_ids(pasted("gpuop-155-driver-kernel-unresolved.log"), "driver"), "driver.install")
+    assert (f.status, f.severity) == ("actionable", "P0") and "Could not resolve Linux kernel version" in f.title
+    text = evidence_text("gpuop-155-driver-kernel-unresolved.log")
+    loaded = text[: text.index("Resolving")] + "Proceeding with Linux kernel version 3.10.0-862.el7.x86_64\nLoading NVIDIA driver kernel modules...\nDone, now waiting for signal\n"
+    f = one(audit_ids(pasted_text(tmp_path, "ok.log", loaded), "driver"), "driver.install")
+    assert f.status == "ok" and "450.80.02" in f.title

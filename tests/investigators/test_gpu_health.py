@@ -231,3 +231,42 @@ def test_pasted_xml_sections_are_judged() -> None:
 
     f = one(audit_ids(pasted("nvsmiqx-telegraf16569-fragment.xml"), "gpu_health"), "gpu.compute_mode")
     assert f.status == "ok" and f.subject == "GPU0"
+
+
+def test_an_unlicensed_vgpu_is_actionable() -> None:
+    """gpu-operator#220: a VM's vGPU (NVIDIA Virtual Compute Server) ``Unlicensed``, the
+    allocations slowing after a few minutes: gpu.vgpu_license actionable P1."""
+    f = one(audit_ids(pasted("nvsmiq-gpuoperator220-vgpu-unlicensed.txt"), "gpu_health"), "gpu.vgpu_license")
+    assert (f.status, f.severity) == ("actionable", "P1") and "Unlicensed" in f.title
+
+
+def test_a_licensed_vgpu_is_ok_and_bare_metal_has_no_licence_check() -> None:
+    """The one-H200 capture (pass-through, no vGPU section) reports no licence check; the same
+    output with a licensed product section is ok, citing its status."""
+    assert "gpu.vgpu_license" not in _q()
+    section = ("    vGPU Software Licensed Product\n        Product Name                      : NVIDIA Virtual Compute Server\n"
+               "        License Status                    : Licensed (Expiry: 2026-12-31 0:0:0 GMT)\n    GPU Recovery Action")
+    f = one(_q(("    GPU Recovery Action", section)), "gpu.vgpu_license")
+    assert f.status == "ok" and "Licensed (Expiry" in f.evidence[0].value
+
+
+def test_a_gpu_failing_dcgmi_diag_is_actionable_with_dcgms_message() -> None:
+    """go-dcgm#52: GPU 0 fails GPU Memory (no CUDA context on it), GPU 1 passes: gpu.health
+    actionable P0 for GPU 0 alone, citing the failing test and dcgmi's warning."""
+    found = audit_ids(pasted("dcgmi-godcgm52-gpu0-memory-fail.txt"), "gpu_health")
+    bad = [f for f in found["gpu.health"] if f.status == "actionable"]
+    assert [(f.subject, f.severity) for f in bad] == [("GPU0", "P0")]
+    values = [e.value for e in bad[0].evidence]
+    assert "Hardware / GPU Memory: Fail (GPU 0)" in values and any("cuCtxCreate" in v for v in values)
+
+
+def test_dcgmi_diag_passing_a_hardware_test_is_ok_and_deployment_checks_alone_are_not(tmp_path) -> None:
+    """DCGM#253's top rows (software and memory pass) are ok; its deployment rows alone say nothing
+    of the GPU (unknown)."""
+    from tests.investigators.memsnap import evidence_text, pasted_text
+
+    f = one(audit_ids(pasted("dcgmi-dcgm253-diag-4x-layout.txt"), "gpu_health"), "gpu.health")
+    assert f.status == "ok" and "memory" in f.title
+    text = evidence_text("dcgmi-dcgm253-diag-4x-layout.txt")
+    f = one(audit_ids(pasted_text(tmp_path, "top.txt", text[: text.index("+-----  Hardware")]), "gpu_health"), "gpu.health")
+    assert f.status == "unknown" and "deployment" in f.title

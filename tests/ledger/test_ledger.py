@@ -137,6 +137,55 @@ def test_two_concurrent_writers_do_not_corrupt_it(tmp_path):
         assert steps == 2 * len(range(0, n, 10))
 
 
+_CREATOR = """
+import sys, time
+from infergap.ledger import ExperimentKey, Ledger
+base, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    with Ledger(f"{base}.{i}") as led:
+        rid = led.record("tune", {"i": i}, None, status="running")
+        led.record_experiment(rid, ExperimentKey(host="h", engine="llama.cpp", engine_version="1", model="m", workload="w"),
+                              lever="llamacpp.parallel", setting="--parallel 8", metric="ttft_p50_ms", verdict="helps",
+                              change_pct=-50.0, payload={})
+    time.sleep(0.02)
+"""
+
+_READER = """
+import os, sys, time
+from infergap.ledger import Ledger, LedgerError
+base, n = sys.argv[1], int(sys.argv[2])
+errors, done = [], set()
+deadline = time.monotonic() + 120
+while len(done) < n and time.monotonic() < deadline:
+    for i in range(n):
+        p = f"{base}.{i}"
+        if i in done or not os.path.exists(p):
+            continue
+        try:
+            with Ledger(p, readonly=True) as led:
+                tunes, tried = led.runs(kind="tune"), led.experiments()
+                if tunes and tried:
+                    done.add(i)
+        except LedgerError as e:
+            errors.append(str(e))
+print(len(done), len(errors), errors[:3])
+"""
+
+
+@pytest.mark.slow
+def test_a_reader_never_sees_a_ledger_half_created_by_another_process(tmp_path):
+    # A tune creating its ledger while history or plan reads it: the reader sees an empty ledger
+    # or the whole schema, never "no such table".
+    base, n = str(tmp_path / "l.db"), 30
+    env = {**os.environ, "PYTHONPATH": str(SRC), "PYTHONWARNINGS": "ignore"}
+    reader = subprocess.Popen([sys.executable, "-c", _READER, base, str(n)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    creator = subprocess.run([sys.executable, "-c", _CREATOR, base, str(n)], env=env, capture_output=True, text=True, timeout=180)
+    out, err = reader.communicate(timeout=180)
+    assert creator.returncode == 0 and reader.returncode == 0, creator.stderr + err
+    assert out.split(maxsplit=2)[:2] == [str(n), "0"], out
+
+
 def test_try_record_never_fails_the_caller(tmp_path, caplog):
     from infergap.ledger import try_record
 

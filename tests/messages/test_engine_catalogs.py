@@ -154,3 +154,47 @@ def test_patterns_are_linear_on_hostile_lines(name):
     # catastrophic backtracking takes seconds to hours on 4096 characters; linear search takes
     # well under a millisecond, so half a second leaves room for a loaded machine
     assert worst < 0.5, (who, worst)
+
+
+# Start-up refusals of the engine's configuration, as users pasted them (threads outside the
+# first-sight rounds); each must reach engine.config at P0 and name the engines that print it.
+CONFIG_REFUSALS = [
+    # https://github.com/vllm-project/vllm/issues/2652 (vLLM 0.2, 52 heads on 8 GPUs)
+    ("ValueError: Total number of attention heads (52) must be divisible by tensor parallel size (8).",
+     "vllm.model.total_number_attention_heads_must", ("vllm",)),
+    # https://github.com/vllm-project/vllm/issues/3036 (vLLM 0.3, the list cut as the comment shows it)
+    ("ValueError: Model architectures ['GemmaForCausalLM'] are not supported for now. Supported architectures: "
+     "['AquilaModel', 'AquilaForCausalLM', 'BaiChuanForCausalLM', 'BaichuanForCausalLM', 'BloomForCausalLM', "
+     "'ChatGLMModel', 'ChatGLMForConditionalGeneration', 'FalconForCausalLM', 'GPT2LMHeadModel', "
+     "'GPTBigCodeForCausalLM', 'GPTJForCausalLM', 'GPTNeoXForCausalLM', 'InternLMForCausalLM', "
+     "'LlamaForCausalLM', 'LLaMAForCausalLM', 'MistralForCausalLM', 'MixtralForCausal",
+     "registry.model_architectures_supported_now_supported", ("sglang", "vllm")),
+    # https://github.com/vllm-project/vllm/issues/4327 (vLLM 0.4, FP8 on an sm_86 GPU)
+    ("ValueError: The quantization method fp8 is not supported for the current GPU. Minimum capability: 90. "
+     "Current capability: 86.", "quantization_method_supported_current_gpu", ("sglang", "vllm")),
+    # https://github.com/vllm-project/vllm/issues/1282 (vLLM 0.2, AWQ on a T4, backticks of the title)
+    ("`ValueError`: The quantization method awq is not supported for the current GPU. Minimum capability: 80. "
+     "Current capability: 75.", "quantization_method_supported_current_gpu", ("sglang", "vllm")),
+]
+
+
+@pytest.mark.parametrize(("line", "entry", "components"), CONFIG_REFUSALS)
+def test_engine_config_refusals_of_real_pastes_name_engine_config(line, entry, components):
+    from infergap.messages import match_lines
+
+    (m,) = match_lines([line])
+    assert m.message.id.endswith(entry), m.message.id
+    assert (m.message.check, m.message.severity) == ("engine.config", "P0")
+    assert tuple(sorted((m.message.component, *m.alike))) == components
+
+
+def test_raise_topic_keeps_the_configuration_refusals_it_names():
+    """The selection rule itself, on the templates as vLLM 0.32 writes them (config/vllm.py,
+    config/model.py, models/registry.py) and on one it must still leave out."""
+    from tools.messages.engines import RAISE_TOPIC
+
+    for t in ("The quantization method {} is not supported for the current GPU. Minimum capability: {}.",
+              "Total number of attention heads ({n}) must be divisible by tensor parallel size ({tp}).",
+              "Model architectures {architectures} are not supported for now. Supported architectures: {a}"):
+        assert RAISE_TOPIC.search(t), t
+    assert not RAISE_TOPIC.search("--enable-hc-sp is not supported for this model")

@@ -126,3 +126,35 @@ def test_the_next_plan_lists_the_ruled_out_lever_and_another_model_does_not_inhe
     finally:
         other.terminate()
         other.wait(timeout=20)
+
+
+def test_an_interrupt_during_the_baseline_says_so_and_keeps_what_it_measured(llama, models, tmp_path):
+    import time
+
+    from infergap.ledger import Ledger
+
+    port, db, out = _port(), tmp_path / "l.db", tmp_path / "tune.json"
+    launch = _server(llama, models["tiny"], port, "--parallel 1 -c 2048")
+    p = subprocess.Popen([sys.executable, "-m", "infergap", "tune", "--launch", launch, "--try", "ttft: --parallel 4",
+                          "--concurrency", "1,4", "--num-prompts", "6", "--input-len", "8", "--output-len", "48",
+                          "--log-dir", str(tmp_path / "logs"), "--db", str(db), "--leave-stopped", "-o", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=tmp_path)
+    log = tmp_path / "logs" / "server-00-baseline.log"
+    deadline = time.monotonic() + 300
+    # the c=1 level (2 warm-up requests and 6 measured) done, into c=4: a timing line per request
+    while time.monotonic() < deadline and (not log.exists() or log.read_text(errors="replace").count("prompt eval time") < 10):
+        assert p.poll() is None, p.communicate()[1][-3000:]
+        time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err[-3000:]
+    text = out.read_text()
+    assert "(no lever tried" not in text and "baseline interrupted during its first run (measured so far: c=1" in text, text
+    assert "  c=1: " in text and "not measured" in text, text
+    assert "stopped early: interrupted" in text, text
+    with Ledger(db, readonly=True) as led:
+        (before,) = [r for r in led.runs(kind="bench") if r.parent_id == led.latest(kind="tune").id]
+        assert before.payload["interrupted"] and led.latest(kind="tune").status == "interrupted"
+        assert f"bench run {before.id} of the ledger" in text
+        assert led.experiments() == []  # nothing was tried, nothing is remembered as tried
+    assert sorted(x.name for x in (tmp_path / "logs").iterdir()) == ["server-00-baseline.log"]

@@ -73,7 +73,12 @@ RAISE_TOPIC = re.compile(
     r"\bgpus?\b.{0,40}(?:available|found|visible|detected)|(?:no|not).{0,20}\b(?:gpus?|cuda|devices?)\b|"
     r"cuda (?:is )?not available|compute capability|driver|nccl|/dev/shm|shared memory|\bshm\b|ulimit|"
     r"open files|max[ _-]num[ _-]seqs|max[ _-]model[ _-]len|world[ _-]size|\bp2p\b|nvlink|"
-    r"all[ _-]?reduce|cuda ?graph",
+    r"all[ _-]?reduce|cuda ?graph|"
+    # the engine refuses its configuration for this host or model: a quantization or dtype the GPU's
+    # compute capability cannot run, a parallel size the model's heads cannot be split by, a model
+    # architecture the release does not know (vllm/config/vllm.py, config/model.py, models/registry.py)
+    r"not supported for the current gpu|(?:minimum|min|required) capability|"
+    r"must be divisible by (?:the )?(?:tensor|pipeline)[ _-]parallel|architectures?\b.{0,60}\bnot supported",
     re.IGNORECASE,
 )
 

@@ -17,6 +17,8 @@ import typer
 from typer.core import TyperGroup
 
 from infergap import __version__
+from infergap.cli.coercion import install as install_coercion
+from infergap.cli.coercion import install_param
 from infergap.cli.options import rewrite_deprecated
 
 try:  # recent Typer vendors its own click
@@ -73,6 +75,8 @@ def _plain_flags(cmd: Any) -> None:
         opt = made(ctx)
         if opt is not None and opt.metavar is None:
             opt.metavar = ""
+        if opt is not None:
+            install_param(opt)
         return opt
 
     cmd.get_help_option = get_help_option
@@ -88,6 +92,7 @@ class _Group(TyperGroup):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _plain_flags(self)
+        install_coercion(self)  # plain values without a pydantic adapter each (infergap.cli.coercion)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         name, cmd, rest = super().resolve_command(ctx, args)

@@ -70,6 +70,8 @@ def tune(
     url: str | None = url_option(False, "The server's URL (default: from the command's --host/--port, else the engine's default)."),
     levers: str = typer.Option("plan", "--levers", metavar="plan|ID,…", help="plan (the plan's flag flips and small changes for this server) or catalog lever ids."),
     tries: list[str] | None = typer.Option(None, "--try", metavar="CHANGE", help="A change to try: '--parallel 8', 'without --no-kv-offload', 'ttft: -ub 8' (target metric first). Repeatable."),
+    fix: str | None = typer.Option(None, "--fix", metavar="all|CHECK,…", help="Also try the audit's runtime host fixes (infergap fix) as levers, one finding at a time: applied through the fix journal for each variant run and reverted after it ('ttft:CHECK' names the target metric). Needs root."),
+    audit: Path | None = typer.Option(None, "--audit", metavar="AUDIT.json", help="With --fix: the findings of this audit of this machine (default: audit it now)."),
     budget: str | None = typer.Option(None, "--budget", metavar="DURATION", help="Stop starting runs after this long: 20m, 90s, 1h."),
     keep_best: bool = typer.Option(False, "--keep-best", help="Leave the best configuration running instead of the user's."),
     leave_stopped: bool = typer.Option(False, "--leave-stopped", help="Stop the server at the end instead of leaving it running."),
@@ -99,7 +101,8 @@ def tune(
         levels = v.number_list(integer=True, ge=1, le=100_000)(concurrency)
         if api not in ("chat", "completions"):
             raise UserError(f"--api {api!r}: expected chat or completions")
-        opts = TuneOptions(levers=_levers(levers, list(tries or []), base), rounds=rounds, budget_s=parse_budget(budget),
+        chosen = _with_host(_levers(levers, list(tries or []), base), fix, audit)
+        opts = TuneOptions(levers=chosen, rounds=rounds, budget_s=parse_budget(budget),
                            keep_best=keep_best, leave_running=not leave_stopped, log_dir=_log_dir(log_dir),
                            start_timeout_s=start_timeout, db=db,
                            on_trial=lambda t: safe_echo(f"infergap: {t.lever} ({t.setting}): {t.verdict}", err=True))
@@ -116,6 +119,25 @@ def tune(
         write_report(render_html(result), html, [])
     if result.stopped and "interrupt" in result.stopped:
         raise typer.Exit(130)
+
+
+def _with_host(levers, fix: str | None, audit: Path | None):
+    """The command-line levers (None: the plan's) followed by the ``--fix`` host levers. With
+    ``--fix`` alone (no --levers or --try given beyond the default) only the host levers are tried."""
+    from infergap.errors import UserError
+
+    if fix is None:
+        if audit is not None:
+            raise UserError("--audit names the findings of --fix: give --fix too")
+        return levers
+    from infergap.tune.host import host_levers
+
+    hosts, notes = host_levers(fix, audit)
+    for n in notes:
+        safe_echo(f"infergap: note: {n}", err=True)
+    if not hosts:
+        raise UserError(f"--fix {fix}: no runtime change of the audit can be tried here" + (f" ({notes[0]})" if notes else ""))
+    return (levers or []) + hosts
 
 
 def _log_dir(given: Path | None) -> Path:

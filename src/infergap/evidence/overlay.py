@@ -26,6 +26,7 @@ from infergap.guard import os_reason
 from infergap.parsers.host import parse_pip_lines
 from infergap.snapshot import open_snapshot
 from infergap.snapshot.core import CmdResult, Snapshot
+from infergap.snapshot.sources import ENGINE_LOG_KINDS
 
 log = logging.getLogger(__name__)
 
@@ -215,9 +216,9 @@ class EvidenceSnapshot(Snapshot):
     def evidence_parts(self, kind: str) -> list[EvidencePart]:
         """Recognised parts serving ``kind`` (``nccl_log``, ``sglang_log``, ``vllm_log``, ``dmesg``,
         ``collect_env``, or any key of :data:`infergap.evidence.recognize.KINDS`); ``engine_log``
-        means SGLang, vLLM and llama.cpp logs. Base snapshot parts come first."""
+        means every engine's log (the records of family ``engine``). Base snapshot parts come first."""
         base_parts = list(self.base.evidence_parts(kind)) if self.base is not None and hasattr(self.base, "evidence_parts") else []
-        want = {"sglang_log", "vllm_log", "llamacpp_log", "ollama_log", "trtllm_log"} if kind == "engine_log" else {kind}
+        want = ENGINE_LOG_KINDS if kind == "engine_log" else {kind}
         return base_parts + [p for p in self.parts if p.kinds & want]
 
     def _part_text(self, part: EvidencePart) -> str:

@@ -18,21 +18,18 @@ the project's fixtures (an H200 host capture and public bug reports, see
 from __future__ import annotations
 
 import functools
+import importlib
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from infergap.evidence.signatures import line_kind
 from infergap.evidence.text import LineNumbers, clean_line, clean_text, decode, line_number
 from infergap.guard import name_safe
 from infergap.messages import catalog as message_catalog
-from infergap.parsers.k8s_log import is_device_plugin_line
-from infergap.parsers.llamacpp_log import is_llamacpp_line
-from infergap.parsers.ollama_log import is_ollama_line
-from infergap.parsers.ray_log import is_ray_line
-from infergap.parsers.trtllm_log import is_trtllm_line
-from infergap.snapshot.sources import RECORDS, SOURCES
+from infergap.snapshot.sources import ENGINE_LOG_KINDS, LOG_RECORDS, SOURCES
 
 #: Longest line read at once; a longer line is read in pieces (bounded memory on a runaway line).
 MAX_LINE_BYTES = 64 * 1024
@@ -46,7 +43,13 @@ MAX_NUL_SKIP = 16 * 1024 * 1024
 #: ``file:<path>`` answers ``Snapshot.read(path)``; ``log`` is read with ``Snapshot.evidence_parts(kind)``.
 KINDS: dict[str, tuple[str, str]] = {s.kind: (s.what, s.serves) for s in SOURCES if s.start or s.sample}
 
-LOG_KINDS = ("nccl_log", "sglang_log", "vllm_log", "llamacpp_log", "ollama_log", "trtllm_log", "ray_log", "k8s_device_plugin", "dmesg", "traceback", "fragment", "messages")
+#: The log kinds, in the order of their records' ``log_rank`` (:data:`infergap.snapshot.sources.LOG_RECORDS`).
+LOG_KINDS: tuple[str, ...] = tuple(s.kind for s in LOG_RECORDS)
+#: Log kinds other than engines', in rank order: a part of log lines with no engine's among them
+#: takes the first of these it holds (NCCL before Ray before the device plugin before the kernel).
+_LOG_ORDER: tuple[str, ...] = tuple(s.kind for s in LOG_RECORDS if s.line_test and s.family != "engine")
+#: The engines' log kinds in rank order (a tie of line counts goes to the first).
+_ENGINES: tuple[str, ...] = tuple(s.kind for s in LOG_RECORDS if s.kind in ENGINE_LOG_KINDS)
 
 # -- start markers (tested on the stripped line), in the records' order ---------------------------
 # Compiled on the first line recognised (:func:`_start_markers`): an audit given no evidence, the
@@ -72,23 +75,20 @@ _HOLDS_LOGS = {s.kind for s in SOURCES if s.holds_log_lines}
 #: Kinds one of whose markers, inside a part of the key kind, continues it.
 _CONTINUES = {"nvc_info": {"lscpu"}, "nvsmi_q": {"nvsmi_q_part"}, "nvsmi_qx": {"nvsmi_qx_part"}, "lspci_vvv": {"lspci"}, "collect_env": {"pip_freeze", "collect_env"}, "nvsmi_topo": {"nvsmi_p2p"}, "check_env": {"pip_freeze", "env"}}
 
-# -- log line shapes (tested on the cleaned line) ----------------------------------------------
-_NCCL = re.compile(RECORDS["nccl_log"].lines or "")
-_SGLANG_START = re.compile(r"\[(?:TP|DP|PP|EP)\d+(?: (?:TP|DP|PP|EP)\d+)*\] |\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[ ,]\S[^\]]*)?\] |\[\d\d:\d\d:\d\d(?: [A-Z]{2}\d+)*\] ")
-_SGLANG_WORDS = ("server_args=ServerArgs(", "sglang.launch_server", "Decode batch. #running-req", "Decode batch, #running-req",
-                 "Prefill batch. #new-seq", "Prefill batch, #new-seq")
-_SGLANG_SCHED = re.compile(r"\[scheduler\w*\.py:\d+\] (?:Decode|Prefill) batch")
-_VLLM = re.compile(
-    r"(?:^|\) +)(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\]"
-)
-#: vLLM's version and engine lines, a pasted launch command (vLLM, or its fork Aphrodite), the
-#: stats line of vLLM before 0.6 ("Avg prompt throughput: …, Running: 1 reqs, Swapped: 0 reqs").
-_VLLM_WORDS = ("vLLM API server version", "LLM engine (v", "vllm serve ", "vllm.entrypoints.", "aphrodite run ",
-               "Avg prompt throughput:")
-_DMESG = re.compile(RECORDS["dmesg"].lines or "")
-#: Kernel messages pasted without a timestamp (``NVRM: Xid …``, ``AMD-Vi: Event logged …``), or
-#: behind another prefix (``kern: warning: [2026-…]: NVRM: …``).
-_KERNEL_MSG = re.compile(r"(?:^|[\s:\]])(?:NVRM: |AMD-Vi: |DMAR: |pcieport \S+: AER: |nvidia-modeset: ERROR)")
+# -- log lines: each log kind's own line test (its record's ``line_test``), then the fallbacks ------
+
+@functools.cache
+def _line_tests() -> tuple[tuple[str, Any, bool], ...]:
+    """(kind, the parser's ``is_…_line`` function, whether its lines interleave with others') for
+    every log record with a line test, in rank order; imported on the first line tested."""
+    out = []
+    for rec in LOG_RECORDS:
+        if rec.line_test:
+            mod, _, fn = rec.line_test.partition(":")
+            out.append((rec.kind, getattr(importlib.import_module(mod), fn), rec.interleaves))
+    return tuple(out)
+
+
 #: A "package version" line of a listing pasted without ``pip list``'s header (``torch 2.3.0+cu118``).
 _PKGVER = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]*\s+v?\d+\.\d+[\w.+!\-]*$")
 #: Lines of a Python traceback (the header, a frame, an exception line), also behind the
@@ -238,30 +238,13 @@ def log_kinds(line: str) -> tuple[str, ...]:
     """
     s = line.lstrip()
     out = []
-    if ("NCCL" in s or "INFO" in s or "WARN" in s) and _NCCL.search(s):
-        out.append("nccl_log")
-    c = s[:1]
-    if (c == "[" and _SGLANG_START.match(s)) or any(w in s for w in _SGLANG_WORDS) or ("batch" in s and _SGLANG_SCHED.search(s)):
-        out.append("sglang_log")
-    elif any(w in s for w in _VLLM_WORDS) or ((" INFO " in s or " WARNING " in s or " ERROR " in s or " DEBUG " in s
-                                               or s.startswith(("INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL"))) and _VLLM.search(s)):
-        out.append("vllm_log")
-    if not out and is_ollama_line(s):
-        out.append("ollama_log")
-    if not out and is_llamacpp_line(s):
-        out.append("llamacpp_log")
-    if not out and c in "[IWEF" and is_trtllm_line(s):
-        out.append("trtllm_log")
-    if not out and " -- " in s and is_ray_line(s):
-        out.append("ray_log")
-    if not out and ("] " in s or "NVML" in s or "devic" in s or "watcher" in s) and is_device_plugin_line(s):
-        out.append("k8s_device_plugin")
-    if c in "[kADFJMNOS" and "sglang_log" not in out and _DMESG.match(s):
-        out.append("dmesg")
+    taken = False
+    for kind, test, interleaves in _line_tests():
+        if (interleaves or not taken) and test(s):
+            out.append(kind)
+            taken = taken or not interleaves
     if out:
         return tuple(out)
-    if ("NVRM" in s or "AMD-Vi" in s or "DMAR" in s or "AER" in s or "nvidia-modeset" in s) and _KERNEL_MSG.search(s):
-        return ("dmesg",)
     sk = line_kind(s)
     if sk is not None:
         return (sk,)
@@ -305,6 +288,15 @@ def _is_binary(head: bytes) -> bool:
 _TENTATIVE = frozenset({"nvsmi_nvlink"})
 
 
+def _log_kind(logs: dict[str, int]) -> str | None:
+    """The kind of a part of log lines: the engine with the most lines, else the first log kind of
+    :data:`_LOG_ORDER` it holds; None for a part of none of them."""
+    engine = max(_ENGINES, key=lambda k: logs.get(k, 0))
+    if logs.get(engine):
+        return engine
+    return next((k for k in _LOG_ORDER if logs.get(k)), None)
+
+
 def _close(seg: _Seg, end: int) -> tuple[str | None, frozenset[str]]:
     """Decide a finished segment's kind."""
     logs = {k: v for k, v in seg.counts.items() if k in LOG_KINDS and v}
@@ -316,18 +308,9 @@ def _close(seg: _Seg, end: int) -> tuple[str | None, frozenset[str]]:
     if kind == "nvsmi_nvlink" and not seg.counts.get("_link"):
         kind = None  # ``nvidia-smi -L`` also prints "GPU 0: … (UUID: …)"
     if kind is None:
-        engine = max(("sglang_log", "vllm_log", "llamacpp_log", "ollama_log", "trtllm_log"), key=lambda k: logs.get(k, 0))
-        if logs.get(engine):
-            kind = engine
-        elif logs.get("nccl_log"):
-            kind = "nccl_log"
-        elif logs.get("ray_log"):
-            kind = "ray_log"
-        elif logs.get("k8s_device_plugin"):
-            kind = "k8s_device_plugin"
-        elif logs.get("dmesg"):
-            kind = "dmesg"
-        elif logs.get("traceback") or logs.get("fragment"):
+        kind = _log_kind(logs)
+    if kind is None:
+        if logs.get("traceback") or logs.get("fragment"):
             kind = "traceback" if logs.get("traceback", 0) >= logs.get("fragment", 0) else "fragment"
         elif logs.get("messages"):
             kind = "messages"  # a log of no known format that carries catalog messages
@@ -452,7 +435,7 @@ class _Splitter:
     def _log(self, lk: tuple[str, ...], line_start: int, lineno: int) -> None:
         """A log line of kinds ``lk``: counted; it begins a new segment after an output, or after
         words that separate it from a log of another family."""
-        fam = "engine" if ("sglang_log" in lk or "vllm_log" in lk or "ollama_log" in lk or "trtllm_log" in lk) else lk[0]
+        fam = "engine" if any(k in ENGINE_LOG_KINDS for k in lk) else lk[0]
         seg = self.seg
         if seg.kind is not None and seg.kind not in _HOLDS_LOGS and seg.content:
             self.cut(line_start, line_start, lineno)

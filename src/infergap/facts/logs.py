@@ -8,19 +8,17 @@ parses it (streaming), the other waits for that result instead of parsing it aga
 
 from __future__ import annotations
 
+import importlib
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
+from infergap.evidence.signatures import SignatureHit, scan_lines
 from infergap.messages import match_lines
-from infergap.parsers.cuda_samples import parse_p2p_bandwidth
 from infergap.parsers.dmesg import parse_dmesg
-from infergap.parsers.engine_log import EngineLogFacts, parse_engine_log
-from infergap.parsers.k8s_log import parse_device_plugin_log
-from infergap.parsers.nccl import NcclLogFacts, parse_nccl_log, parse_nccl_tests
-from infergap.parsers.nvbandwidth import parse_nvbandwidth
-from infergap.parsers.nvsmi import parse_mig_instances
-from infergap.parsers.ray_log import parse_ray_log
+from infergap.parsers.engine_log import EngineLogFacts
+from infergap.parsers.nccl import NcclLogFacts, parse_nccl_log
+from infergap.snapshot.sources import RECORDS
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from infergap.evidence.recognize import EvidencePart
@@ -62,28 +60,31 @@ def nccl_logs(snap: Snapshot) -> list[tuple[EvidencePart, NcclLogFacts]]:
     return out
 
 
+def parsed(snap: Snapshot, kind: str) -> list[tuple[EvidencePart, Any]]:
+    """(part, what the kind's parser made of it) for every evidence part serving ``kind``: the
+    parser its source record names (:data:`infergap.snapshot.sources.RECORDS`), given the part's
+    lines or its text as the record's ``reads`` says, once per snapshot and part."""
+    rec = RECORDS[kind]
+    fn = _parser(rec.parser or "")
+    feed = (lambda p: fn(p.text())) if rec.reads == "text" else (lambda p: fn(p.iter_lines()))
+    return [(part, memo_part(snap, (kind, str(part.path), part.start, part.end), lambda p=part: feed(p))) for part in _parts(snap, kind)]
+
+
+def _parser(name: str) -> Callable[..., Any]:
+    """The function ``module:function`` names."""
+    mod, _, fn = name.partition(":")
+    return getattr(importlib.import_module(mod), fn)
+
+
 def engine_logs(snap: Snapshot) -> list[tuple[EvidencePart, EngineLogFacts]]:
-    """(part, facts) for every SGLang, vLLM or llama.cpp log part."""
+    """(part, facts) for every engine's log part (the records of family ``engine``: SGLang, vLLM,
+    llama.cpp, Ollama, TensorRT-LLM …), each read by its record's parser."""
     out = []
     for part in _parts(snap, "engine_log"):
-        if part.kind == "trtllm_log":
-            from infergap.parsers.trtllm_log import parse_trtllm_log
-
-            out.append((part, memo_part(snap, ("trtllm", str(part.path), part.start, part.end), lambda p=part: parse_trtllm_log(p.iter_lines()))))
-            continue
-        if part.kind == "ollama_log":
-            from infergap.parsers.ollama_log import parse_ollama_log
-
-            out.append((part, memo_part(snap, ("ollama", str(part.path), part.start, part.end), lambda p=part: parse_ollama_log(p.iter_lines()))))
-            continue
-        if part.kind == "llamacpp_log":
-            from infergap.parsers.llamacpp_log import parse_llamacpp_log
-
-            out.append((part, memo_part(snap, ("llamacpp", str(part.path), part.start, part.end), lambda p=part: parse_llamacpp_log(p.iter_lines()))))
-            continue
-        facts = memo_part(snap, ("engine", str(part.path), part.start, part.end), lambda p=part: parse_engine_log(p.iter_lines()))
-        if facts.engine is None:
-            facts.engine = "sglang" if part.kind == "sglang_log" else "vllm" if part.kind == "vllm_log" else None
+        fn = _parser(RECORDS[part.kind].parser or "")
+        facts = memo_part(snap, (part.kind, str(part.path), part.start, part.end), lambda p=part, fn=fn: fn(p.iter_lines()))
+        if facts.engine is None:  # SGLang's and vLLM's parser reads both; the part's kind names the engine
+            facts.engine = part.kind.removesuffix("_log")
         out.append((part, facts))
     return out
 
@@ -115,44 +116,39 @@ class LogDomain:
     def p2p_bandwidth_runs(self) -> list[tuple[Any, Any]]:
         """(part, :class:`~infergap.parsers.cuda_samples.P2pBandwidthRun`) of every pasted
         ``p2pBandwidthLatencyTest`` output."""
-        return [(part, memo_part(self.snap, ("p2pbw", str(part.path), part.start, part.end), lambda p=part: parse_p2p_bandwidth(p.iter_lines())))
-                for part in _parts(self.snap, "p2p_bandwidth")]
+        return parsed(self.snap, "p2p_bandwidth")
 
     def described_pods(self) -> list[tuple[Any, Any]]:
         """(part, :class:`~infergap.parsers.k8s_pod.PodDescription`) of every pasted ``kubectl describe pod``."""
-        from infergap.parsers.k8s_pod import parse_describe_pod
-
-        return [(part, memo_part(self.snap, ("pod", str(part.path), part.start, part.end), lambda p=part: parse_describe_pod(p.text())))
-                for part in _parts(self.snap, "k8s_pod")]
+        return parsed(self.snap, "k8s_pod")
 
     def nvbandwidth_runs(self) -> list[tuple[Any, Any]]:
         """(part, :class:`~infergap.parsers.nvbandwidth.NvbandwidthRun`) of every pasted
         ``nvbandwidth`` output."""
-        return [(part, memo_part(self.snap, ("nvbw", str(part.path), part.start, part.end), lambda p=part: parse_nvbandwidth(p.iter_lines())))
-                for part in _parts(self.snap, "nvbandwidth")]
+        return parsed(self.snap, "nvbandwidth")
 
     def nccl_tests_runs(self) -> list[tuple[Any, Any]]:
         """(part, :class:`~infergap.parsers.nccl.NcclTestsRun`) of every pasted nccl-tests output."""
-        return [(part, memo_part(self.snap, ("nccltests", str(part.path), part.start, part.end), lambda p=part: parse_nccl_tests(p.iter_lines())))
-                for part in _parts(self.snap, "nccl_tests")]
+        return parsed(self.snap, "nccl_tests")
 
     def ray_logs(self) -> list[tuple[Any, Any]]:
         """(part, :class:`~infergap.parsers.ray_log.RayLogFacts`) of every pasted Ray log."""
-        return [(part, memo_part(self.snap, ("ray", str(part.path), part.start, part.end), lambda p=part: parse_ray_log(p.iter_lines())))
-                for part in _parts(self.snap, "ray_log")]
+        return parsed(self.snap, "ray_log")
 
     def device_plugin_logs(self) -> list[tuple[Any, Any]]:
         """(part, :class:`~infergap.parsers.k8s_log.DevicePluginFacts`) of every pasted NVIDIA
         Kubernetes device plugin log."""
-        return [(part, memo_part(self.snap, ("k8sdp", str(part.path), part.start, part.end), lambda p=part: parse_device_plugin_log(p.iter_lines())))
-                for part in _parts(self.snap, "k8s_device_plugin")]
+        return parsed(self.snap, "k8s_device_plugin")
 
     def mig_instances(self) -> list[tuple[Any, list[dict[str, Any]]]]:
         """(part, instances of :func:`~infergap.parsers.nvsmi.parse_mig_instances`) of every
         pasted ``nvidia-smi mig -lgi`` / ``-lci`` output that lists at least one instance."""
-        runs = [(part, memo_part(self.snap, ("mig", str(part.path), part.start, part.end), lambda p=part: parse_mig_instances(p.iter_lines())))
-                for part in _parts(self.snap, "nvsmi_mig")]
-        return [(part, rows) for part, rows in runs if rows]
+        return [(part, rows) for part, rows in parsed(self.snap, "nvsmi_mig") if rows]
+
+    def parsed(self, kind: str) -> list[tuple[Any, Any]]:
+        """(part, what its parser read) of every evidence part of ``kind``: the one accessor of a
+        kind no other fact joins (its source record names the parser, :func:`parsed`)."""
+        return parsed(self.snap, kind)
 
     def evidence_parts(self, kind: str) -> list[Any]:
         """The recognised evidence parts serving ``kind`` (none without pasted evidence)."""
@@ -181,6 +177,11 @@ class LogDomain:
         return [(p, memo_part(self.snap, ("messages", str(p.path), p.start, p.end),
                               lambda p=p: match_lines(p.iter_lines(), p.first_line)))
                 for p in self.all_parts()]
+
+    def signature_hits(self, part: Any) -> dict[str, SignatureHit]:
+        """The failure signatures (``data/signatures.yaml``) matched in one evidence part, by
+        signature id, scanned once per snapshot and part."""
+        return memo_part(self.snap, ("sig", str(part.path), part.start, part.end), lambda: scan_lines(part.iter_lines()))
 
     def memo(self, key: tuple, fn: Any) -> Any:
         """``fn()`` computed once per snapshot and ``key`` (shared by every reader of the input)."""

@@ -94,10 +94,37 @@ def _known_issues(ctx: Context) -> Finding | None:
     return version_finding("driver.version", [("driver", ver)], src, None, sv.gpu_sm)
 
 
+def _install(ctx: Context) -> list[Finding]:
+    """driver.install from each pasted GPU Operator driver container log: a failure line is
+    actionable P0 (the node gets no driver, so no GPU for any pod), ``Done, now waiting for
+    signal`` is ok (the container's ``nvidia-driver`` script loaded the modules)."""
+    out = []
+    for part, f in ctx.facts.parsed("gpu_operator_driver"):
+        what = f"driver {f.driver or '?'} for kernel {f.kernel or '?'}"
+        if f.failure is not None:
+            out.append(finding("driver.install", Status.actionable, f"The GPU Operator's driver container failed: {f.failure}", subject=part.label,
+                               evidence_=evidence(*((part.label, f.evidence[k]) for k in ("start", "failure") if k in f.evidence)),
+                               expected_value="Done, now waiting for signal",
+                               impact=f"The {what} was not installed: the node loads no NVIDIA module, the device plugin finds no GPU and every pod "
+                                      "asking for nvidia.com/gpu stays Pending (the container restarts in CrashLoopBackOff).",
+                               remedy=Remedy(commands=["uname -r   # on the node: the kernel the driver must be built for",
+                                                       "kubectl -n gpu-operator logs <nvidia-driver-daemonset pod> --previous"],
+                                             note="'Could not resolve Linux kernel version': the driver image's package repositories have no headers "
+                                                  "for this kernel; use a precompiled driver image for it, a kernel the distribution still ships, "
+                                                  "or install the driver on the host and set driver.enabled=false."),
+                               references=["https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/troubleshooting.html",
+                                           "https://github.com/NVIDIA/gpu-operator/issues/155"]))
+        elif f.done:
+            out.append(finding("driver.install", Status.ok, f"The GPU Operator's driver container loaded the {what}", subject=part.label,
+                               evidence_=evidence((part.label, f.evidence["done"]))))
+    return out
+
+
 def investigate(ctx: Context) -> list[Finding]:
-    """driver.cuda_compat, driver.version, gpu.persistence_mode (per GPU). Without an NVIDIA GPU
-    or driver on the host, only ``driver.version`` of a driver named in pasted evidence."""
+    """driver.cuda_compat, driver.version, gpu.persistence_mode (per GPU), driver.install (a
+    pasted GPU Operator driver container log). Without an NVIDIA GPU or driver on the host, only
+    ``driver.version`` of a driver named in pasted evidence, and driver.install."""
     known = _known_issues(ctx)
     if not ctx.facts.gpus() and ctx.facts.driver_version() is None:
-        return [known] if known else []
-    return [f for f in (_cuda_compat(ctx), known) if f is not None] + _persistence(ctx)
+        return ([known] if known else []) + _install(ctx)
+    return [f for f in (_cuda_compat(ctx), known) if f is not None] + _persistence(ctx) + _install(ctx)

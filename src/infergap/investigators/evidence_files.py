@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING, Any
 from infergap import checks
 from infergap.checks import finding, unknown
 from infergap.evidence.recognize import KINDS
-from infergap.evidence.signatures import Signature, SignatureHit, XidCode, catalog, scan_lines, xid_code
+from infergap.evidence.signatures import Signature, SignatureHit, XidCode, catalog, xid_code
 from infergap.findings import SEVERITY_ORDER, Finding, FixKind, Remedy, Severity, Status, ev
 from infergap.guard import name_safe
 from infergap.investigators.base import facts_of
 from infergap.investigators.interconnect import p2p_product_limit
 from infergap.parsers.dmesg import MAX_TALLIES, DmesgFacts, XidTally
+from infergap.snapshot.sources import ENGINE_LOG_KINDS
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from infergap.evidence.recognize import EvidencePart
@@ -48,8 +49,8 @@ _READER_KINDS = {"engine_log": {"sglang_log", "vllm_log"}, "nccl_log": {"nccl_lo
 
 
 def signature_hits(facts: Facts, part: EvidencePart) -> dict[str, SignatureHit]:
-    """Message signatures matched in one evidence part (memoized per input and part)."""
-    return facts.memo(("sig", str(part.path), part.start, part.end), lambda: scan_lines(part.iter_lines()))
+    """Message signatures matched in one evidence part (:meth:`infergap.facts.Facts.signature_hits`)."""
+    return facts.signature_hits(part)
 
 
 def signature_finding(sig: Signature, label: str, examples: list[str], count: int) -> Finding:
@@ -361,7 +362,7 @@ _NEXT = {
     "engine": "the server log from its first line (version and settings), `dmesg -T | grep -E 'NVRM|Xid'` and `nvidia-smi -q`",
 }
 _NEXT["fragment"] = _NEXT["traceback"]
-for _k in ("sglang_log", "vllm_log", "llamacpp_log"):
+for _k in ENGINE_LOG_KINDS:  # every engine's log (the records of family "engine")
     _NEXT[_k] = _NEXT["engine"]
 _NEXT_HOST = "`infergap collect` on the host (one snapshot of everything the checks read)"
 

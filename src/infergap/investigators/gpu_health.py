@@ -171,6 +171,84 @@ def _modes(g: GpuFacts) -> list[Finding]:
     return out
 
 
+def _vgpu_license(g: GpuFacts) -> list[Finding]:
+    """gpu.vgpu_license of a GPU whose ``nvidia-smi -q`` shows the ``vGPU Software Licensed
+    Product`` section: ok when Licensed, actionable otherwise. NVIDIA's licensing guide: an
+    unlicensed vGPU runs at full capability for 20 minutes, then its performance is restricted
+    (frame rate capped, GPU resource allocations limited)."""
+    if g.vgpu_license is None:
+        return []
+    cid = "gpu.vgpu_license"
+    what = f"{g.vgpu_product or 'vGPU software'}: {g.vgpu_license}"
+    ev = evidence((_src(g, "vgpu_license"), f"License Status: {g.vgpu_license}" + (f" ({g.vgpu_product})" if g.vgpu_product else "")))
+    if g.vgpu_license.startswith("Licensed"):
+        return [finding(cid, Status.ok, f"GPU {g.bdf}: {what}", subject=g.bdf, evidence_=ev, expected_value="Licensed")]
+    return [finding(cid, Status.actionable, f"GPU {g.bdf}: the vGPU is not licensed ({g.vgpu_license})", subject=g.bdf, evidence_=ev,
+                    expected_value="Licensed",
+                    impact="An unlicensed vGPU runs at full capability only for its first 20 minutes; after that NVIDIA's driver restricts it "
+                           "(GPU resource allocations limited, frame rate capped), so an inference server slows to a crawl after start-up.",
+                    remedy=Remedy(commands=["place the client configuration token in /etc/nvidia/ClientConfigToken/ (NVIDIA License System)",
+                                            "set FeatureType in /etc/nvidia/gridd.conf, then: systemctl restart nvidia-gridd",
+                                            "nvidia-smi -q | grep -A2 'vGPU Software Licensed Product'"],
+                                  note="In Kubernetes the GPU Operator's driver takes the licence from its licensingConfig (a ConfigMap with gridd.conf and the token)."),
+                    references=["https://docs.nvidia.com/vgpu/latest/grid-licensing-user-guide/index.html",
+                                "https://github.com/NVIDIA/gpu-operator/issues/220"])]
+
+
+#: dcgmi diag sections whose failure is the GPU's (or its link's) own, not the software around it
+#: (DCGM user guide, "Run Levels and Tests": deployment checks the environment; integration,
+#: hardware and stress exercise the GPU, its memory and its PCIe/NVLink links).
+_DCGM_HW_SECTIONS = ("Integration", "Hardware", "Stress")
+
+
+def _dcgm_diag(ctx: Context) -> list[Finding]:
+    """gpu.health from each pasted ``dcgmi diag`` table: a GPU failing a test is actionable (P0
+    for an integration, hardware or stress test, P1 for a deployment check), a warning P2, with
+    the test, the section and dcgmi's own message for that GPU; every test passing, a hardware or
+    integration test among them, is ok; deployment checks alone say nothing of the GPU."""
+    out: list[Finding] = []
+    for part, d in ctx.facts.parsed("dcgmi_diag"):
+        bad = d.results("Fail") or d.results("Warn")
+        if bad:
+            out += _dcgm_bad(part.label, d, bad)
+            continue
+        passed = d.results("Pass")
+        hw = sorted({t.name for t, _ in passed if t.section in _DCGM_HW_SECTIONS})
+        if hw:
+            out.append(finding("gpu.health", Status.ok, f"dcgmi diag: every test passed ({', '.join(hw)} among them)", subject=part.label,
+                               evidence_=evidence((part.label, f"{len(passed)} (test, GPU) results Pass: " + ", ".join(sorted({t.name for t, _ in passed}))))))
+        elif passed:
+            out.append(unknown("gpu.health", "dcgmi diag: only deployment checks in the paste",
+                               "The pasted rows pass, but none is a hardware, integration or stress test; paste the whole table of dcgmi diag -r 2 (or -r 3).",
+                               subject=part.label, evidence_=evidence((part.label, ", ".join(sorted({t.name for t, _ in passed}))))))
+    return out
+
+
+def _dcgm_bad(label: str, d, bad: list) -> list[Finding]:
+    """One gpu.health finding per GPU that failed (or warned in) a ``dcgmi diag`` test."""
+    by_gpu: dict[str, list] = {}
+    for t, g in bad:
+        by_gpu.setdefault(g, []).append(t)
+    out = []
+    for g, tests in sorted(by_gpu.items()):
+        word = tests[0].gpus[g]
+        hw = any(t.section in _DCGM_HW_SECTIONS for t in tests)
+        sev = Severity.P2 if word == "Warn" else Severity.P0 if hw else Severity.P1
+        who = "every GPU" if g == "all" else f"GPU {g}"
+        notes = [n for n in d.notes if n.kind == "Warning" and (n.gpu == g or g == "all")] + [n for n in d.notes if n.kind == "Info" and n.gpu == g]
+        ev = [(label, f"{t.section or 'dcgmi diag'} / {t.name}: {word} ({who})") for t in tests] + [(label, f"{n.kind}: {n.text}") for n in notes[:3]]
+        out.append(finding("gpu.health", Status.actionable, f"dcgmi diag: {who} {'fails' if word == 'Fail' else 'warns in'} {', '.join(t.name for t in tests)}",
+                           subject=f"GPU{g}" if g != "all" else label, severity=sev, fix_kind=FixKind.hardware if hw else FixKind.software,
+                           evidence_=evidence(*ev), expected_value="Pass in every test",
+                           impact="DCGM's diagnostic exercised the GPU and it did not pass: a GPU that fails its memory, PCIe or stress tests gives wrong "
+                                  "results, errors or stalls under an inference load; the message says what failed.",
+                           remedy=Remedy(commands=["nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER -i " + (g if g != "all" else "<gpu>"),
+                                                   "dmesg | grep -E 'NVRM|Xid'", "drain the GPU, nvidia-smi -r (reset), then dcgmi diag -r 3 again"],
+                                         note="A failure that stays after a reset and a re-run is one for the vendor (RMA), with the dcgmi diag output and nvidia-bug-report.log."),
+                           references=["https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/dcgm-diagnostics.html"]))
+    return out
+
+
 def _device_plugin(ctx: Context) -> Finding | None:
     """gpu.present from a pasted NVIDIA device plugin log: NVML not loadable in its container, or
     loaded with no GPU (``internal/rm/rm.go``, ``internal/plugin/factory.go`` of
@@ -220,9 +298,10 @@ def _mig_listed(ctx: Context, found: list[Finding]) -> list[Finding]:
 def investigate(ctx: Context) -> list[Finding]:
     """gpu.present (only when absent), and per GPU gpu.ecc, gpu.clocks, gpu.power_limit,
     gpu.throttle, gpu.thermals, gpu.mig (also from a pasted ``nvidia-smi mig -lgi``),
-    gpu.compute_mode."""
+    gpu.compute_mode, gpu.vgpu_license (a vGPU's licence); gpu.health also from a pasted
+    ``dcgmi diag`` table."""
     found = _by_gpu(ctx)
-    return found + _mig_listed(ctx, found)
+    return found + _mig_listed(ctx, found) + _dcgm_diag(ctx)
 
 
 def _by_gpu(ctx: Context) -> list[Finding]:
@@ -257,5 +336,5 @@ def _by_gpu(ctx: Context) -> list[Finding]:
         if not has_data:
             out.append(unknown("gpu.health", f"GPU {g.bdf}: no NVML or nvidia-smi data", "The GPU is on the PCI bus but neither NVML nor nvidia-smi output was captured (driver not loaded?).", subject=g.bdf))
             continue
-        out += [_ecc(g), _clocks(g), _power(g), _throttle(g), _thermals(g), *_modes(g)]
+        out += [_ecc(g), _clocks(g), _power(g), _throttle(g), _thermals(g), *_modes(g), *_vgpu_license(g)]
     return out

@@ -101,7 +101,8 @@ def _lines(label: str, ms: list[MessageMatch]) -> list[Any]:
 
 
 def _said(m: Message, ms: list[MessageMatch]) -> str:
-    return f"{LABELS.get(m.component, m.component)} {m.level}: {ms[0].text.strip()[:200]}"
+    who = " or ".join(LABELS.get(c, c) for c in (m.component, *ms[0].alike))
+    return f"{who} {m.level}: {ms[0].text.strip()[:200]}"
 
 
 def _note(m: Message) -> str:

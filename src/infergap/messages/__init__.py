@@ -116,6 +116,9 @@ class MessageMatch:
     captures: dict[str, str] = field(default_factory=dict)
     span: tuple[int, int] = (0, 0)
     loose: bool = False  # matched the template's loose form (another release's wording), not its pattern
+    #: other components whose catalog holds the same template and matched the same span (SGLang
+    #: carries vLLM's start-up checks word for word): the line may come from either
+    alike: tuple[str, ...] = ()
 
     @property
     def text(self) -> str:
@@ -202,6 +205,11 @@ class Catalog:
         span lies inside a more specific one's is dropped (``%s:%d Cuda failure '%s'`` wins over
         ``Cuda failure '%s'``). A template's loose form (:attr:`Message.loose_regex`) is tried only
         where its pattern did not match, and ranks after every pattern match."""
+        return [(m, h) for m, h, _alike in self._match_line(line)]
+
+    def _match_line(self, line: str) -> list[tuple[Message, re.Match[str], tuple[str, ...]]]:
+        """:meth:`match_line` with, for each kept match, the other components whose identical
+        template matched the identical span (dropped as duplicates, named in ``alike``)."""
         line = line[:MAX_LINE]
         index = self._index
         cands: dict[str, Message] = {}
@@ -215,23 +223,28 @@ class Catalog:
             if hit:
                 found.append((m, hit))
         if len(found) < 2:
-            return found
+            return [(m, h, ()) for m, h in found]
         # strict matches first: another message's loose form (a longer sibling cut to the first
         # sentence both share) never hides the message whose own pattern matched
         found.sort(key=lambda mh: (mh[1].re is not mh[0].regex, -mh[0].literal_len, mh[0].id))
-        kept: list[tuple[Message, re.Match[str]]] = []
+        kept: list[tuple[Message, re.Match[str], tuple[str, ...]]] = []
         for m, h in found:
-            if not any(k.start() <= h.start() and h.end() <= k.end() for _m, k in kept):
-                kept.append((m, h))
+            if not any(k.start() <= h.start() and h.end() <= k.end() for _m, k, _a in kept):
+                kept.append((m, h, ()))
+                continue
+            for i, (km, k, alike) in enumerate(kept):
+                if k.span() == h.span() and km.template == m.template and km.component != m.component \
+                        and m.component not in alike:
+                    kept[i] = (km, k, alike + (m.component,))
         return kept
 
     def match_lines(self, lines: Iterable[str], first: int = 1) -> list[MessageMatch]:
         """Every message on every line; ``first`` the number of the first line."""
         out = []
         for n, line in enumerate(lines, first):
-            for m, h in self.match_line(line):
+            for m, h, alike in self._match_line(line):
                 caps = {k: v for k, v in h.groupdict().items() if v is not None}
-                out.append(MessageMatch(m, n, line[:MAX_LINE].rstrip("\n"), caps, h.span(), h.re is not m.regex))
+                out.append(MessageMatch(m, n, line[:MAX_LINE].rstrip("\n"), caps, h.span(), h.re is not m.regex, alike))
         return out
 
 

@@ -35,6 +35,32 @@ _AER = re.compile(r"(\S{1,64} [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): (?:AE
 
 
 
+#: The shape of a kernel log line: ``dmesg``'s ``[seconds]``, syslog's ``Mon dd hh:mm:ss host
+#: kernel:``, journalctl's ``kernel:``.
+_LINE = re.compile(r"^\[\s{0,12}\d{1,10}\.\d{3,6}\] |^\w{3} [ \d]\d \d\d:\d\d:\d\d \S{1,255} kernel: |^kernel: ")
+
+
+#: Kernel messages pasted without a timestamp (``NVRM: Xid …``, ``AMD-Vi: Event logged …``), or
+#: behind another prefix (``kern: warning: [2026-…]: NVRM: …``).
+_KERNEL_MSG = re.compile(r"(?:^|[\s:\]])(?:NVRM: |AMD-Vi: |DMAR: |pcieport \S{1,64}: AER: |nvidia-modeset: ERROR)")
+
+
+def is_dmesg_line(line: str) -> bool:
+    """Whether a cleaned line (leading blanks removed) is a line of a kernel log: a timestamped
+    line, or a driver's kernel message pasted without its timestamp.
+
+    >>> is_dmesg_line("[ 3471.345623] NVRM: Xid (PCI:0000:01:00): 79, pid=1234, GPU has fallen off the bus.")
+    True
+    >>> is_dmesg_line("[2024-05-01 10:00:00 TP0] Decode batch")
+    False
+    >>> is_dmesg_line("NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus.")
+    True
+    """
+    if line[:1] in "[kADFJMNOS" and line != "" and _LINE.match(line) is not None:
+        return True
+    return ("NVRM" in line or "AMD-Vi" in line or "DMAR" in line or "AER" in line or "nvidia-modeset" in line) and _KERNEL_MSG.search(line) is not None
+
+
 class XidTally(BaseModel):
     """Xid events of one code on one GPU: ``gpu`` the PCI address the driver printed, ``fatal``
     what the message says (True ``Fatal``, False ``Nonfatal``, None when it says neither),

@@ -26,6 +26,47 @@ from infergap.errors import UserError
 from infergap.guard import literal, loads
 from infergap.parsers.rules import Rule, apply_first
 
+# -- the shapes of the engines' log lines (the recogniser's line tests, named by their source records) --
+_SGLANG_START = re.compile(r"\[(?:TP|DP|PP|EP)\d+(?: (?:TP|DP|PP|EP)\d+)*\] |\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[ ,]\S[^\]]*)?\] |\[\d\d:\d\d:\d\d(?: [A-Z]{2}\d+)*\] ")
+_SGLANG_WORDS = ("server_args=ServerArgs(", "sglang.launch_server", "Decode batch. #running-req", "Decode batch, #running-req",
+                 "Prefill batch. #new-seq", "Prefill batch, #new-seq")
+_SGLANG_SCHED = re.compile(r"\[scheduler\w*\.py:\d+\] (?:Decode|Prefill) batch")
+_VLLM = re.compile(r"(?:^|\) +)(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\]")
+#: vLLM's version and engine lines, a pasted launch command (vLLM, or its fork Aphrodite), the
+#: stats line of vLLM before 0.6 ("Avg prompt throughput: …, Running: 1 reqs, Swapped: 0 reqs").
+_VLLM_WORDS = ("vLLM API server version", "LLM engine (v", "vllm serve ", "vllm.entrypoints.", "aphrodite run ",
+               "Avg prompt throughput:")
+
+
+def is_sglang_line(line: str) -> bool:
+    """Whether a cleaned line (leading blanks removed) is a line of an SGLang server log: its
+    ``[date time TP0]`` prefix, its launch and batch words, or a scheduler's batch line.
+
+    >>> is_sglang_line("[2025-01-17 06:25:23 TP0] Decode batch. #running-req: 1, #token: 61, token usage: 0.00")
+    True
+    >>> is_sglang_line("INFO 05-15 11:07:08 [api_server.py:1] vLLM API server version 0.8.5")
+    False
+    """
+    return ((line[:1] == "[" and _SGLANG_START.match(line) is not None) or any(w in line for w in _SGLANG_WORDS)
+            or ("batch" in line and _SGLANG_SCHED.search(line) is not None))
+
+
+def is_vllm_line(line: str) -> bool:
+    """Whether a cleaned line (leading blanks removed) is a line of a vLLM server log: the
+    ``INFO mm-dd hh:mm:ss [file.py:N]`` prefix (also behind a process prefix), or its version and
+    engine words.
+
+    >>> is_vllm_line("INFO 05-15 11:07:08 [api_server.py:1] vLLM API server version 0.8.5")
+    True
+    >>> is_vllm_line("(VllmWorker rank=1 pid=4100) INFO 05-15 11:07:20 [custom_all_reduce.py:195] Custom allreduce is disabled")
+    True
+    """
+    if any(w in line for w in _VLLM_WORDS):
+        return True
+    return ((" INFO " in line or " WARNING " in line or " ERROR " in line or " DEBUG " in line
+             or line.startswith(("INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL"))) and _VLLM.search(line) is not None)
+
+
 _USAGE = re.compile(r"token usage: ([\d.]+)")
 _GEN_TPUT = re.compile(r"gen throughput \(token/s\): ([\d.]+)")
 _QUEUE = re.compile(r"#queue-req: (\d+)")

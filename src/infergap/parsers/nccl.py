@@ -41,6 +41,22 @@ def _prefix(line: str) -> dict[str, str] | None:
     return None
 
 
+#: The shape of an NCCL log line: ``host:pid:tid [dev] NCCL INFO …`` (``src/debug.cc``), the
+#: ``NCCL version`` banner, and the ``[dev] INFO`` form of releases that dropped the word NCCL.
+_LINE = re.compile(r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b|^NCCL version \d|^\S{1,255}:\d{1,10}:\d{1,10} \[\d{1,6}\] (?:INFO|WARN) ")
+
+
+def is_nccl_line(line: str) -> bool:
+    """Whether a cleaned line (leading blanks removed) is a line of an NCCL log.
+
+    >>> is_nccl_line("node0:13571:13571 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0")
+    True
+    >>> is_nccl_line("INFO 05-15 11:07:08 [api_server.py:1] vLLM API server version 0.8.5")
+    False
+    """
+    return ("NCCL" in line or "INFO" in line or "WARN" in line) and _LINE.search(line) is not None
+
+
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)(?:\+cuda(\d+\.\d+))?")
 
 #: Most warning lines kept verbatim (the rest are counted).

@@ -78,6 +78,12 @@ class NvsmiGpu:
     throttle_counters_us: dict[str, float] = field(default_factory=dict)
     pstate: str | None = None
     fabric_state: str | None = None
+    #: ``GPU Virtualization Mode`` / ``Virtualization Mode`` (``None``, ``Pass-Through``, ``VGPU``,
+    #: ``Host VGPU``); ``vGPU Software Licensed Product``'s product name and ``License Status``
+    #: (``Licensed (Expiry: …)``, ``Unlicensed (Restricted)``; nvidia-smi(1), the vGPU licensing guide).
+    virtualization_mode: str | None = None
+    vgpu_product: str | None = None
+    vgpu_license: str | None = None
     utilization_pct: float | None = None
 
 
@@ -168,6 +174,9 @@ def _gpu(el: ET.Element) -> NvsmiGpu:
                 g.throttle_counters_us[name] = n
     g.pstate = _t(el, "performance_state")
     g.fabric_state = _t(el, "fabric/state")
+    g.virtualization_mode = _t(el, "gpu_virtualization_mode/virtualization_mode")
+    g.vgpu_product = _t(el, "vgpu_software_licensed_product/licensed_product_name")
+    g.vgpu_license = _t(el, "vgpu_software_licensed_product/license_status")
     g.utilization_pct = _num(_t(el, "utilization/gpu_util"))
     return g
 
@@ -670,6 +679,13 @@ def parse_nvsmi_q_fragment(text: str) -> list[NvsmiGpu]:
     ...                            "        HW Slowdown                 : Not Active\\n")
     >>> [(x.bdf, x.throttle_active, x.throttle_captured) for x in g]
     [('GPU0', ['gpu_idle'], True)]
+
+    NVIDIA/gpu-operator#220 (``nvsmiq-gpuoperator220-vgpu-unlicensed.txt``), a vGPU's licence:
+
+    >>> g = parse_nvsmi_q_fragment("    vGPU Software Licensed Product\\n        Product Name : NVIDIA Virtual Compute Server\\n"
+    ...                            "        License Status : Unlicensed\\n")[0]
+    >>> (g.vgpu_product, g.vgpu_license)
+    ('NVIDIA Virtual Compute Server', 'Unlicensed')
     """
     out = []
     for i, f in enumerate(_fragment_fields(strip_ansi(text).splitlines())):
@@ -733,6 +749,9 @@ def _gpu_from_q(bdf: str, f: dict[str, str]) -> NvsmiGpu:
         if n is not None:
             g.throttle_counters_us[name] = n
     g.pstate = v("Performance State")
+    g.virtualization_mode = v("GPU Virtualization Mode/Virtualization Mode")
+    g.vgpu_product = v("vGPU Software Licensed Product/Product Name")
+    g.vgpu_license = v("vGPU Software Licensed Product/License Status")
     g.utilization_pct = _num(v("Utilization/GPU"))
     return g
 

@@ -7,7 +7,7 @@ from infergap.snapshot.core import (
     LiveSnapshot,
     Snapshot,
     SnapshotError,
-    open_snapshot,
 )
+from infergap.snapshot.opener import open_snapshot
 
 __all__ = ["ArchiveSnapshot", "CmdResult", "DirSnapshot", "LiveSnapshot", "Snapshot", "SnapshotError", "open_snapshot"]

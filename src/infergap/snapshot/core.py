@@ -835,30 +835,3 @@ class LiveSnapshot(Snapshot):
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-
-
-def open_snapshot(path: str | os.PathLike[str] | None, active: bool = False) -> Snapshot:
-    """Open ``path`` as a snapshot (directory or ``.tar.gz``), or the live host when None
-    (``active``: also run the GPU measurements of :mod:`infergap.snapshot.active`).
-
-    Raises :class:`SnapshotError` with a one-line message for a missing path, a file that is not
-    a tar archive, or an unreadable directory.
-    """
-    if path is None:
-        return LiveSnapshot(active=active)
-    p = Path(path)
-    try:
-        os.stat(p)
-    except FileNotFoundError:
-        raise SnapshotError(f"snapshot {path}: no such file or directory") from None
-    except OSError as e:
-        from infergap.guard import os_reason
-
-        raise SnapshotError(f"snapshot {path}: cannot read ({os_reason(e)})") from None
-    if p.is_dir():
-        try:
-            os.listdir(p)
-        except PermissionError:
-            raise SnapshotError(f"snapshot {path}: permission denied") from None
-        return DirSnapshot(p)
-    return ArchiveSnapshot(p)

@@ -91,8 +91,7 @@ class Source:
     ``Snapshot.cmd(name)``, ``file:<path>`` is ``Snapshot.read(path)``, ``log`` is read as a part).
     ``start``: the regular expression of its first line (a start marker, tested on the stripped
     line); ``prompt``: of the shell command that prints it after a prompt (``$ nvidia-smi topo -m``),
-    with ``prompt_rank`` ordering the prompt tests (a more specific command first); ``lines``: the
-    shape of one of its lines for a log (NCCL's ``host:pid:tid [dev] NCCL INFO``); ``repeats``: its
+    with ``prompt_rank`` ordering the prompt tests (a more specific command first); ``repeats``: its
     start marker comes back inside one copy (every line of ``sysctl -a``, each matrix of
     ``p2pBandwidthLatencyTest``), so a marker of the same kind continues the part; ``holds_log_lines``:
     lines that look like a log or a failure signature belong to the output (``Device=0 CANNOT Access
@@ -103,6 +102,17 @@ class Source:
     real copy in the project's fixtures, relative to ``tests/fixtures`` (``evidence/…``,
     ``hosts/…``, or ``capture:cmds/<name>`` of the two-H200 capture; ``capture:pip_freeze`` and
     ``capture:pip_text`` are that capture's package list printed in those formats).
+
+    A log (no first line of its own) is recognised line by line: ``line_test`` names the parser
+    module's ``is_…_line`` function (``module:function`` under ``infergap.parsers``) that says
+    whether a cleaned line is one of its lines (NCCL's ``host:pid:tid [dev] NCCL INFO``);
+    ``log_rank`` orders the log kinds (the line tests run in that order, the first kind a line
+    matches takes it, and a part of mixed lines with no engine among them takes the first kind
+    it holds); ``interleaves``: its lines come inside other logs (NCCL's inside an engine's), so
+    its test runs on every line and a line may be both; ``family``: ``engine`` for an inference
+    engine's log (one family when a paste is split, and every engine log joins
+    ``Facts.engine_logs``). ``reads``: what the parser is given, ``lines`` (the part's cleaned
+    lines, streamed) or ``text`` (the part as one string).
     """
 
     kind: str
@@ -112,12 +122,16 @@ class Source:
     start: str | None = None
     prompt: str | None = None
     prompt_rank: int = 100
-    lines: str | None = None
     repeats: bool = False
     holds_log_lines: bool = False
     parser: str | None = None
     facts: tuple[str, ...] = ()
     sample: str | None = None
+    line_test: str | None = None
+    log_rank: int | None = None
+    interleaves: bool = False
+    family: str | None = None
+    reads: str = "lines"
 
 
 def _cmd(name: str, *argv: str, timeout_s: float = 10.0, live: bool = True) -> Command:
@@ -133,7 +147,7 @@ SOURCES: tuple[Source, ...] = (
            facts=("gpus", "driver_version", "cuda_driver_version"), sample="capture:cmds/nvsmi_q"),
     Source("nvsmi_q_part", "sections of nvidia-smi -q pasted without their header", serves="cmd:nvsmi_q",
            start=r"^(?:Clocks (?:Event|Throttle) Reasons(?: Counters)?|Max Customer Boost Clocks|GPU Link Info|(?:GPU )?Power Readings|Max Clocks|Clocks|"
-                 r"Applications Clocks|Remapped Rows|ECC Errors|FB Memory Usage|BAR1 Memory Usage)$|^Performance State\s{1,40}: P\d{1,2}$",
+                 r"Applications Clocks|Remapped Rows|ECC Errors|FB Memory Usage|BAR1 Memory Usage|vGPU Software Licensed Product|GPU Virtualization Mode)$|^Performance State\s{1,40}: P\d{1,2}$",
            repeats=True, parser=_P + "nvsmi:parse_nvsmi_q_fragment", facts=("gpus",), sample="evidence/nvsmiq-gpustat135-clocks.txt"),
     Source("nvsmi_qx", "nvidia-smi -q -x", _cmd("nvsmi_qx", "nvidia-smi", "-q", "-x", timeout_s=20), "cmd:nvsmi_qx",
            start=r"^(<\?xml version|<!DOCTYPE nvidia_smi_log|<nvidia_smi_log>)", prompt=r"nvidia-smi\s+(?:-q\s+-x|-x\s+-q|-qx|-xq)", prompt_rank=3,
@@ -234,10 +248,17 @@ SOURCES: tuple[Source, ...] = (
     Source("k8s_pod", "kubectl describe pod (limits, mounts, volumes, events)",
            start=r"^(?:Namespace:\s{2,40}[\w.\-]{1,253}|Controlled By:\s{2,40}\w{3,30}/\S{1,253}|Priority Class Name:\s{2,40}\S{1,253})$",
            prompt=r"kubectl\s{1,8}describe\s{1,8}(?:pods?|po)\b", prompt_rank=23, repeats=True, holds_log_lines=True,
-           parser=_P + "k8s_pod:parse_describe_pod", facts=("described_pods",), sample="evidence/k8sdp-430-describe-pod-pending.txt"),
+           reads="text", parser=_P + "k8s_pod:parse_describe_pod", facts=("described_pods",), sample="evidence/k8sdp-430-describe-pod-pending.txt"),
     Source("show_gids", "show_gids (Mellanox OFED: the RoCE GID table)", serves="cmd:show_gids",
            start=r"^DEV\s{1,16}PORT\s{1,16}INDEX\s{1,16}GID\s{1,60}IPv4\s{1,60}VER\s{1,16}DEV$", prompt=r"\bshow_gids\b", prompt_rank=22,
            parser=_P + "host:parse_show_gids", facts=("roce_gids",), sample="evidence/nccl-1573-show-gids-pod.txt"),
+    Source("dcgmi_diag", "dcgmi diag -r N (DCGM's diagnostic: per test and GPU, Pass / Fail / Warn)",
+           start=r"^(?:Successfully ran diagnostic for group\.$|\|\s{0,4}Diagnostic\s{1,40}\|\s{0,4}Result\s{1,80}\|$|"
+                 r"[|+]-{3,8}\s{1,4}(?:Metadata|Deployment|Integration|Hardware|Stress|Custom)\s{1,4}-{1,40}\+-{4,120}[|+]$|"
+                 # a row of the table pasted alone: a message, or a test and its result
+                 r"\|\s(?:Info|Warning)\s{2,40}\|\s.{1,120}\|$|\|\s\w[\w ./\-]{0,40}?\s{2,40}\|\s(?:Pass|Fail|Warn|Skip)(?: - (?:GPU|All)|\s{2,80}\|$))",
+           prompt=r"\bdcgmi\s{1,8}diag\b", prompt_rank=23, repeats=True, holds_log_lines=True,
+           parser=_P + "dcgm:parse_dcgmi_diag", facts=("parsed",), sample="evidence/dcgmi-godcgm52-gpu0-memory-fail.txt"),
     # -- sources without a start marker: commands collected live only, and logs (recognised by their lines) --
     Source("lscpu_json", "lscpu -J", _cmd("lscpu_json", "lscpu", "-J")),
     # the serving process (infergap collect --url, or every known engine listening): probes/process.json
@@ -251,29 +272,38 @@ SOURCES: tuple[Source, ...] = (
     Source("cpupower", "cpupower idle-info", _cmd("cpupower", "cpupower", "idle-info")),
     Source("kernel_log", "the kernel log's GPU, PCIe and IOMMU lines", _cmd("kernel_log", "bash", "-c", KERNEL_LOG, timeout_s=20),
            parser=_P + "dmesg:parse_dmesg", facts=()),
-    Source("traceback", "Python traceback", parser="infergap.evidence.signatures:scan_lines", sample="evidence/deepep-584-partial-p2p.txt"),
-    Source("fragment", "lines of a known failure signature (signatures.yaml)", parser="infergap.evidence.signatures:scan_lines",
+    Source("traceback", "Python traceback", log_rank=100, parser="infergap.evidence.signatures:scan_lines", sample="evidence/deepep-584-partial-p2p.txt"),
+    Source("fragment", "lines of a known failure signature (signatures.yaml)", log_rank=101, parser="infergap.evidence.signatures:scan_lines",
            sample="evidence/nccl-304-acs-plx.txt"),
     Source("messages", "lines of known component messages (data/messages: NCCL, CUDA, NVML, engines …)",
-           parser="infergap.messages:match_lines", sample="messages/unknown-format.log"),
-    Source("dmesg", "kernel log (dmesg)", prompt=r"\bdmesg\b|journalctl\s+-k", prompt_rank=19, lines=r"^\[\s*\d+\.\d{3,6}\] |^\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ kernel: |^kernel: ",
-           parser=_P + "dmesg:parse_dmesg", sample="evidence/dmesg-gpuburn1-xid79.txt"),
-    Source("nccl_log", "NCCL log (NCCL_DEBUG=INFO)", lines=r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b|^NCCL version \d|^\S+:\d+:\d+ \[\d+\] (?:INFO|WARN) ",
+           log_rank=102, parser="infergap.messages:match_lines", facts=("message_matches",), sample="messages/unknown-format.log"),
+    Source("dmesg", "kernel log (dmesg)", prompt=r"\bdmesg\b|journalctl\s+-k", prompt_rank=19, line_test=_P + "dmesg:is_dmesg_line", log_rank=90,
+           parser=_P + "dmesg:parse_dmesg", facts=("kernel_logs",), sample="evidence/dmesg-gpuburn1-xid79.txt"),
+    Source("nccl_log", "NCCL log (NCCL_DEBUG=INFO)", line_test=_P + "nccl:is_nccl_line", log_rank=0, interleaves=True,
            parser=_P + "nccl:parse_nccl_log", facts=("nccl_runs", "collective_network"), sample="evidence/nccl-1817-shm-8gpu.log"),
-    Source("sglang_log", "SGLang server log", parser=_P + "engine_log:parse_engine_log", sample="evidence/sglang-26248-kv-full.log"),
-    Source("vllm_log", "vLLM server log", parser=_P + "engine_log:parse_engine_log", sample="evidence/vllm-15036-engine-config.log"),
-    Source("ollama_log", "Ollama server log", lines=r"\blevel=(?:INFO|WARN|ERROR|DEBUG) source=[\w./-]{1,80}\.go:\d{1,6} msg=",
+    Source("sglang_log", "SGLang server log", line_test=_P + "engine_log:is_sglang_line", log_rank=10, family="engine",
+           parser=_P + "engine_log:parse_engine_log", facts=("engine_logs",), sample="evidence/sglang-26248-kv-full.log"),
+    Source("vllm_log", "vLLM server log", line_test=_P + "engine_log:is_vllm_line", log_rank=20, family="engine",
+           parser=_P + "engine_log:parse_engine_log", facts=("engine_logs",), sample="evidence/vllm-15036-engine-config.log"),
+    Source("ollama_log", "Ollama server log", line_test=_P + "ollama_log:is_ollama_line", log_rank=30, family="engine",
            parser=_P + "ollama_log:parse_ollama_log", facts=("engine_logs",), sample="evidence/ollama-9181-partial-offload.log"),
-    Source("trtllm_log", "TensorRT-LLM or Triton server log", lines=r"^\[TensorRT-LLM\](?:\[(?:INFO|WARNING|ERROR|DEBUG|VERBOSE|TRACE)\])? |^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6}\s{1,12}\d{1,10} [\w.\-]{1,80}\.(?:cc|h|cpp):\d{1,6}\] ",
+    Source("trtllm_log", "TensorRT-LLM or Triton server log", line_test=_P + "trtllm_log:is_trtllm_line", log_rank=50, family="engine",
            parser=_P + "trtllm_log:parse_trtllm_log", facts=("engine_logs",), sample="evidence/triton-tutorials150-trtllm-loaded.log"),
-    Source("ray_log", "Ray driver or node log", lines=r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\s{1,8}(?:INFO|WARNING|ERROR|DEBUG) [\w.]{1,80}\.py:\d{1,6} -- ",
+    Source("ray_log", "Ray driver or node log", line_test=_P + "ray_log:is_ray_line", log_rank=60,
            parser=_P + "ray_log:parse_ray_log", facts=("ray_logs",), sample="evidence/openinstruct-1067-ray-shm-5g.log"),
     Source("k8s_device_plugin", "NVIDIA Kubernetes device plugin log (kubectl logs)", prompt=r"kubectl\s{1,8}logs\b.{0,200}(?:device-plugin|nvdp)", prompt_rank=23,
-           lines=r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6}\s{1,12}\d{1,10} [\w.\-]{1,80}\.go:\d{1,6}\] |^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d (?:Loading NVML|Failed to initialize NVML)",
-           parser=_P + "k8s_log:parse_device_plugin_log", facts=("device_plugin_logs",), sample="evidence/k8sdp-303-nvml-not-loaded.log"),
-    Source("llamacpp_log", "llama.cpp llama-server log", parser=_P + "llamacpp_log:parse_llamacpp_log", sample="evidence/llamacpp-12171-offload-all.log"),
+           line_test=_P + "k8s_log:is_device_plugin_line", log_rank=70, parser=_P + "k8s_log:parse_device_plugin_log", facts=("device_plugin_logs",), sample="evidence/k8sdp-303-nvml-not-loaded.log"),
+    Source("gpu_operator_driver", "GPU Operator driver container log (kubectl logs nvidia-driver-daemonset-…)",
+           prompt=r"kubectl\s{1,8}logs\b.{0,200}nvidia-driver", prompt_rank=23, line_test=_P + "gpu_operator_log:is_driver_container_line", log_rank=75,
+           parser=_P + "gpu_operator_log:parse_driver_container_log", facts=("parsed",), sample="evidence/gpuop-155-driver-kernel-unresolved.log"),
+    Source("llamacpp_log", "llama.cpp llama-server log", line_test=_P + "llamacpp_log:is_llamacpp_line", log_rank=40, family="engine",
+           parser=_P + "llamacpp_log:parse_llamacpp_log", facts=("engine_logs",), sample="evidence/llamacpp-12171-offload-all.log"),
 )
 RECORDS: dict[str, Source] = {s.kind: s for s in SOURCES}
+#: The log kinds, in ``log_rank`` order (the order the recogniser tests their lines).
+LOG_RECORDS: tuple[Source, ...] = tuple(sorted((s for s in SOURCES if s.log_rank is not None), key=lambda s: s.log_rank or 0))
+#: The kinds of inference engines' logs (``family="engine"``): every one serves ``engine_log``.
+ENGINE_LOG_KINDS: frozenset[str] = frozenset(s.kind for s in SOURCES if s.family == "engine")
 
 #: The order ``infergap collect`` runs the commands in (the cheap ones first, the kernel log last).
 _COLLECT_ORDER = ("uname", "lscpu", "lscpu_json", "numactl", "ulimit", "nvsmi", "nvsmi_q", "nvsmi_qx", "nvsmi_topo", "nvsmi_nvlink",

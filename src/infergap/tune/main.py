@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 from infergap.errors import UserError
 from infergap.tune.launch import Cancelled, Launch, Refused, Server, apply_change
-from infergap.tune.run import (LeverTry, Trial, Tuner, TuneResult, best_config, curve, now, plan_levers, prepare_port,
-                               workload_key)
+from infergap.tune.run import (LeverTry, Trial, Tuner, TuneResult, best_config, curve, lv_setting, now, plan_levers,
+                               prepare_port, workload_key)
 
 log = logging.getLogger(__name__)
 
@@ -57,15 +57,21 @@ def _probe(tuner: Tuner, result: TuneResult) -> tuple[Any, Any, Any]:
     try:
         cfg = introspect(tuner.url, timeout_s=10)
         proc, _ = serving_process(tuner.url, nvml=False)
-        before = tuner.bench_fn(tuner.url, tuner.settings)
+        before = None if tuner.stopping else tuner.bench_fn(tuner.url, tuner.settings)
     finally:
         srv.stop()
     result.engine = cfg.engine or tuner.base.engine
     result.engine_version = cfg.version
     result.model = cfg.model or cfg.served_model_name or ""
-    result.baseline_curve = curve(before)
-    if getattr(before, "interrupted", False):
-        tuner.stopping = "interrupted (SIGINT/SIGTERM)"
+    if before is None:
+        result.baseline_stopped = "interrupted before its first run"
+    else:
+        result.baseline_curve = curve(before)
+        if getattr(before, "interrupted", False):
+            tuner.stopping = "interrupted (SIGINT/SIGTERM)"
+            done = [k for k, v in result.baseline_curve.items() if v.get("output_tps") is not None]
+            result.baseline_stopped = "interrupted during its first run" + (
+                f" (measured so far: {', '.join(done)}; kept in the ledger)" if done else " (no load level measured)")
     return before, cfg, proc
 
 
@@ -83,7 +89,7 @@ def _record_trial(led: Any, run_id: int | None, result: TuneResult, tr: Trial) -
         run_id, _key(result), lever=tr.lever, setting=tr.setting, metric=tr.judgement.metric, verdict=tr.verdict,
         change_pct=tr.judgement.change_pct,
         payload={"judgement": tr.judgement.model_dump(mode="json"), "command": tr.command, "runs": tr.runs,
-                 "refused": tr.refused, "log_tail": tr.log_tail, "target": tr.target})
+                 "refused": tr.refused, "log_tail": tr.log_tail, "target": tr.target, "fix_runs": tr.fix_runs})
 
 
 def _open_ledger(db: Any) -> Any:
@@ -165,32 +171,75 @@ def _tune_all(tuner: Tuner, result: TuneResult, opts: TuneOptions, led: Any) -> 
     try:
         before, cfg, proc = _probe(tuner, result)
         tuner.before = before
-        keep(before)
-        if levers is None:
+        if before is not None:
+            result.baseline_run = keep(before)
+        if levers is None and result.baseline_stopped:
+            result.notes.append("the plan's levers were not chosen: the baseline run, which the plan reads, did not finish")
+            levers = []
+        elif levers is None:
             levers, notes = plan_levers(before, cfg, proc)
             result.notes += notes
             if not levers:
                 result.notes.append("the plan proposes no lever that is a change of this command line")
         for lv in levers:
+            if lv.host is not None:
+                lv.host.ledger, lv.host.parent = led, run_id
             if tuner.stopping:
                 result.trials.append(_unmeasured(tuner, lv))
                 continue
-            tr = tuner.try_lever(lv)
+            tr = _try(tuner, result, lv)
             _record_trial(led, run_id, result, tr)
             result.trials.append(tr)
             opts.on_trial(tr)
     except (KeyboardInterrupt, Cancelled):
         tuner.stopping = tuner.stopping or "interrupted (SIGINT/SIGTERM)"
+        if tuner.before is None and not result.baseline_stopped:
+            result.baseline_stopped = "interrupted while its server started: nothing measured"
     finally:
         _finish(tuner, result, opts, levers or [], led, run_id)
+
+
+def _try(tuner: Tuner, result: TuneResult, lv: LeverTry) -> Trial:
+    """One lever's trial; a host change that could not be reverted stops the tune (nothing more
+    is started on a host that is not as the audit found it) and says how to revert it."""
+    from infergap.tune.host import RevertFailed
+
+    try:
+        return tuner.try_lever(lv)
+    except RevertFailed as e:
+        tuner.stopping = f"a host change was not reverted: {e}"
+        result.notes.append(f"{lv.id}: {e}")
+        tr = _unmeasured(tuner, lv)
+        tr.fix_runs = list(lv.host.runs) if lv.host is not None else []
+        return tr
+
+
+def _keep_host(tuner: Tuner, result: TuneResult, levers: list[LeverTry]) -> None:
+    """``--keep-best``: apply once more, and leave applied, each host lever that helped; its fix
+    run is the one ``infergap fix --revert`` undoes. A host lever that did not help stays reverted."""
+    from infergap.tune.host import RevertFailed
+    from infergap.tune.launch import Refused
+
+    helped = {t.lever for t in result.trials if t.verdict == "helps"}
+    for lv in levers:
+        if lv.host is None or lv.id not in helped:
+            continue
+        try:
+            run = lv.host.apply()
+        except (Refused, RevertFailed) as e:
+            result.notes.append(f"{lv.id} helped but was not applied again: {getattr(e, 'why', e)}")
+            continue
+        result.host_kept.append({"lever": lv.id, "fix_run": run, "commands": lv.host.commands()})
+        result.notes.append(f"{lv.id} left applied (fix run {run}): undo with infergap fix --revert {run}")
 
 
 def _unmeasured(tuner: Tuner, lv: LeverTry) -> Trial:
     from infergap.tune.verdict import TARGETS, Judgement
 
-    return Trial(lever=lv.id, title=lv.title, setting=lv.change.text(), command=apply_change(tuner.base, lv.change).text(),
+    why = f"not started: {tuner.stopping}" + ("; the baseline run did not finish" if tuner.before is None or getattr(tuner.before, "interrupted", False) else "")
+    return Trial(lever=lv.id, title=lv.title, setting=lv_setting(lv), command=apply_change(tuner.base, lv.change).text(),
                  target=lv.target, verdict="not measured",
-                 judgement=Judgement(target=lv.target, metric=TARGETS[lv.target][0], reason=f"not started: {tuner.stopping}"))
+                 judgement=Judgement(target=lv.target, metric=TARGETS[lv.target][0], reason=why))
 
 
 def _finish(tuner: Tuner, result: TuneResult, opts: TuneOptions, levers: list[LeverTry], led: Any, run_id: int | None) -> None:
@@ -199,8 +248,13 @@ def _finish(tuner: Tuner, result: TuneResult, opts: TuneOptions, levers: list[Le
     result.best, result.best_levers = best.text(), used
     if len(used) > 1:
         result.notes.append("the best command combines levers measured one at a time: their gains need not add up; tune it once more to measure it")
+    for t in result.trials:
+        if t.verdict == "helps" and t.lever in {lv.id for lv in levers if lv.host is not None}:
+            result.best_host.append(t.lever)
     result.stopped = tuner.stopping
     try:
+        if opts.keep_best and tuner.started and not (tuner.stopping or "").startswith("a host change"):
+            _keep_host(tuner, result, levers)
         _leave(tuner, best if opts.keep_best else tuner.base, opts, result)
     finally:
         result.finished_at = now()

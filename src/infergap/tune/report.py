@@ -29,6 +29,17 @@ def rows(result: TuneResult) -> list[dict[str, str]]:
     return out
 
 
+def _baseline_points(result: TuneResult) -> list[str]:
+    """The load levels the baseline's first run measured, one line each (output tok/s, TTFT and TPOT p50)."""
+    out = []
+    for label, v in (result.baseline_curve or {}).items():
+        if v.get("output_tps") is None:
+            continue
+        out.append(f"  {label}: {_num(v['output_tps'])} output tok/s, TTFT p50 {_num(v.get('ttft_p50_ms'))} ms, "
+                   f"TPOT p50 {_num(v.get('tpot_p50_ms'))} ms" + ("" if v.get("valid") else " (not valid)"))
+    return out
+
+
 def render_text(result: TuneResult) -> str:
     """The terminal report: what was tuned, the table, the refused servers' log lines, the best command."""
     lines = [f"tune of {term_safe(result.launch, one_line=True)}",
@@ -46,12 +57,21 @@ def render_text(result: TuneResult) -> str:
             lines.append(f"\n{t.lever} refused: {term_safe(t.refused, one_line=True)}; the server's log ends:")
             lines += [f"  | {term_safe(x, one_line=True)}" for x in t.log_tail[-10:]]
     if not table:
-        lines.append("(no lever tried)")
+        lines.append("(no lever tried: the baseline run did not finish)" if result.baseline_stopped else "(no lever tried)")
+    if result.baseline_stopped:
+        lines.append(f"\nbaseline {term_safe(result.baseline_stopped, one_line=True)}" +
+                     (f"; bench run {result.baseline_run} of the ledger" if result.baseline_run is not None else ""))
+        lines += _baseline_points(result)
     lines.append("")
     lines.append("verdicts: change = variant median vs baseline median; ± = both sides' min–max ranges together "
                  "(the noise the change had to clear; infergap.tune.verdict)")
     lines.append(f"best command: {term_safe(result.best or result.launch, one_line=True)}"
-                 + ("" if result.best_levers else " (the user's own: no lever helped)"))
+                 + ("" if result.best_levers else " (the user's own: no command-line lever helped)"))
+    kept = {k["lever"] for k in result.host_kept}
+    for lev in result.best_host:
+        t = next(x for x in result.trials if x.lever == lev)
+        how = "left applied (--keep-best)" if lev in kept else f"reverted; apply it with: infergap fix --only {lev.removeprefix('fix:')} --apply"
+        lines.append(f"best host change: {lev}: {term_safe(t.setting, one_line=True)} — {how}")
     for n in result.notes:
         lines.append(f"note: {term_safe(n, one_line=True)}")
     if result.stopped:
@@ -100,9 +120,11 @@ host {{ r.host }} · workload {{ r.workload }} · {{ r.rounds }} round(s) of A B
 <table><tr>{% for c in cols %}<th>{{ c }}</th>{% endfor %}</tr>
 {% for row in rows %}<tr>{% for c in cols %}<td{% if c == "verdict" %} class="{{ row[c].split()[0] }}"{% endif %}>{{ row[c] }}</td>{% endfor %}</tr>{% endfor %}
 </table>
-<p>Best command: <code>{{ r.best or r.launch }}</code>{% if not r.best_levers %} (the user's own: no lever helped){% endif %}</p>
+<p>Best command: <code>{{ r.best or r.launch }}</code>{% if not r.best_levers %} (the user's own: no command-line lever helped){% endif %}</p>
+{% for h in r.best_host %}<p>Best host change: {{ h }}{% if h in r.host_kept | map(attribute="lever") | list %} (left applied){% else %} (reverted){% endif %}</p>{% endfor %}
 {% for n in r.notes %}<p>Note: {{ n }}</p>{% endfor %}
 {% if r.stopped %}<p>Stopped early: {{ r.stopped }}</p>{% endif %}
+{% if r.baseline_stopped %}<p>Baseline {{ r.baseline_stopped }}.</p>{% endif %}
 {% for t, svg in plots %}<h2>{{ t.lever }}: {{ t.setting }} — {{ t.verdict }}</h2>
 {% if svg %}<figure>{{ svg | safe }}<figcaption>Before: the user's command (first run); after: with {{ t.setting }} (last run).</figcaption></figure>{% endif %}
 {% if t.refused %}<p>{{ t.refused }}</p><pre>{{ t.log_tail | join("\\n") }}</pre>{% endif %}

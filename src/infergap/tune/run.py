@@ -42,6 +42,8 @@ class LeverTry:
     change: Change
     target: str = "throughput"
     title: str = ""
+    #: A host lever (:class:`infergap.tune.host.HostFix`): applied for each variant run, reverted after it.
+    host: Any = None
 
 
 class Trial(BaseModel):
@@ -60,6 +62,8 @@ class Trial(BaseModel):
     runs: list[dict[str, Any]] = Field(default_factory=list)
     curve: dict[str, Any] | None = None
     experiment_id: int | None = None
+    #: A host lever's fix runs in the ledger, ``{"apply": id, "revert": id}`` per variant run.
+    fix_runs: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class TuneResult(BaseModel):
@@ -78,9 +82,17 @@ class TuneResult(BaseModel):
     rounds: int = 3
     budget_s: float | None = None
     baseline_curve: dict[str, Any] | None = None
+    #: The ledger id of the baseline's first ("before") bench run, kept even when it was interrupted.
+    baseline_run: int | None = None
+    #: Why the baseline's first run did not finish (None: it did).
+    baseline_stopped: str | None = None
     trials: list[Trial] = Field(default_factory=list)
     best: str | None = None
     best_levers: list[str] = Field(default_factory=list)
+    #: Host levers that helped (their changes are no part of the command line).
+    best_host: list[str] = Field(default_factory=list)
+    #: Host levers left applied by ``--keep-best``: lever, fix run id, commands.
+    host_kept: list[dict[str, Any]] = Field(default_factory=list)
     left_running: dict[str, Any] | None = None
     stopped: str | None = None
     notes: list[str] = Field(default_factory=list)
@@ -155,9 +167,13 @@ class Tuner:
         self.n_logs += 1
         return Server(launch, self.url, self.log_dir / f"server-{self.n_logs:02d}.log")
 
-    def block(self, launch: Launch) -> Any:
-        """Start ``launch``, run one bench run, stop the server. Raises :class:`Refused`."""
+    def block(self, launch: Launch, host: Any = None) -> Any:
+        """Start ``launch``, run one bench run, stop the server; with a host lever ``host``
+        (:class:`~infergap.tune.host.HostFix`) its changes are applied before the start and
+        reverted after the stop, whatever happened between. Raises :class:`Refused`, and
+        :class:`~infergap.tune.host.RevertFailed` when the host is left changed."""
         t = time.monotonic()
+        fix_run = host.apply() if host is not None else None
         srv = self._server(launch)
         try:
             srv.start(self.start_timeout_s, cancel=lambda: self.stopping is not None)
@@ -167,6 +183,8 @@ class Tuner:
             return None
         finally:
             srv.stop()
+            if fix_run is not None:
+                host.revert(fix_run)
         if getattr(result, "interrupted", False):
             self.stopping = "interrupted (SIGINT/SIGTERM)"
         self.block_s = max(self.block_s, time.monotonic() - t)
@@ -182,10 +200,13 @@ class Tuner:
         metric, where = TARGETS[lv.target]
         at = level_of(self.before.points, where) if self.before is not None else None
         label = at.label if at is not None else None
-        tr = Trial(lever=lv.id, title=lv.title, setting=lv.change.text(), command=variant.text(), target=lv.target,
+        tr = Trial(lever=lv.id, title=lv.title, setting=lv_setting(lv), command=variant.text(), target=lv.target,
                    judgement=Judgement(target=lv.target, metric=metric, level=label), verdict="not measured")
         arms = _Arms(self, tr, label)
-        out = interleave({"A": arms.arm("A", self.base), "B": arms.arm("B", variant)}, self.rounds)
+        try:
+            out = interleave({"A": arms.arm("A", self.base), "B": arms.arm("B", variant, lv.host)}, self.rounds)
+        finally:
+            tr.fix_runs = list(lv.host.runs) if lv.host is not None else []
         if arms.refused is not None:
             side, e = arms.refused
             if side == "A":
@@ -218,7 +239,7 @@ class _Arms:
     refused: tuple[str, Refused] | None = None
     failed: list[str] = field(default_factory=list)
 
-    def arm(self, side: str, launch: Launch) -> Callable[[int], Any]:
+    def arm(self, side: str, launch: Launch, host: Any = None) -> Callable[[int], Any]:
         def run(k: int) -> Any:
             from infergap.bench.results import PointResult
 
@@ -226,7 +247,7 @@ class _Arms:
             if not tu._fits():
                 return PointResult(mode="concurrency", error=f"stopped: {tu.stopping}")
             try:
-                res = tu.block(launch)
+                res = tu.block(launch, host)
             except Refused as e:
                 self.refused = (side, e)
                 return PointResult(mode="concurrency", error=f"refused: {e.why}")
@@ -253,13 +274,18 @@ def _failure(res: Any, label: str | None) -> str:
     return res.error or f"no point {label}"
 
 
+def lv_setting(lv: LeverTry) -> str:
+    """A lever's change in words: the command-line change, or a host lever's fix commands."""
+    return lv.host.commands() if lv.host is not None else lv.change.text()
+
+
 def best_config(base: Launch, trials: list[Trial], levers: dict[str, LeverTry]) -> tuple[Launch, list[str]]:
     """The user's command with every lever that helped applied, in the order tried (a later
     change to the same flag wins). Levers that helped were measured one at a time: their gains
     need not add up, which the report says."""
     launch, used = base, []
     for t in trials:
-        if t.verdict == "helps" and t.lever in levers:
+        if t.verdict == "helps" and t.lever in levers and levers[t.lever].host is None:
             launch = apply_change(launch, levers[t.lever].change)
             used.append(t.lever)
     return launch, used
