@@ -639,7 +639,7 @@ def _derive_llamacpp(facts: dict[str, Fact]) -> None:
     kv_slots(facts, v, wb)
 
 
-def kv_slots(facts: dict[str, Fact], v: dict[str, Any], wb: Any) -> None:
+def kv_slots(facts: dict[str, Fact], v: dict[str, Any], wb: float | None) -> None:
     """``server.kv_slots_max``: the slots the KV budget holds at the current per-slot context
     (``KV_USABLE`` × GPU memory − weights, over KV bytes per token × tokens per slot). The GPU
     memory is the one the audit found; without an audit's GPU list it is the roofline's GPU (named
