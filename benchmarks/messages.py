@@ -2,7 +2,8 @@
 
 For each catalog: the warning/error call sites (or error codes) its mining script found upstream,
 how many of them are in the catalog, how many map to a check, how many are explained only (a
-meaning without a check), and how many of those meanings a person wrote (curated) rather than the
+meaning without a check; "routed" counts the checks given by ``data/message_routes.yaml`` from the
+entry's class rather than by a person), and how many of those meanings a person wrote (curated) rather than the
 class rules generated. "Explained" means the entry has a curated meaning, or the keyword rules gave
 it a class other than ``informational``, so its generated meaning says what the message concerns
 (network, P2P, memory, driver, device, limit, fallback, crash, config, internal consistency).
@@ -38,6 +39,7 @@ def row(name: str, header: dict, msgs: list[Message]) -> tuple[str, float | None
     sites = header.get("call_sites", 0) or 0
     in_cat = sum(m.sites for m in loud)
     checked = sum(m.sites for m in loud if m.check)
+    routed = sum(m.sites for m in loud if m.route)
     explained = sum(m.sites for m in loud if _explained(m))
     curated = sum(m.sites for m in loud if m.curated)
     up = header.get("upstream", {})
@@ -55,7 +57,7 @@ def row(name: str, header: dict, msgs: list[Message]) -> tuple[str, float | None
         figure, target, what = header.get("kept_sites", 0) / header["topic_sites"], 0.80, "topic warnings kept"
     elif sites:
         figure = explained / sites
-    line = (f"{name:18} {tag:42} sites {sites:5}  in catalog {in_cat:5}  to a check {checked:4}  "
+    line = (f"{name:18} {tag:42} sites {sites:5}  in catalog {in_cat:5}  to a check {checked:4} (routed {routed:4})  "
             f"explained only {in_cat - checked:5}  curated {curated:4}  explained {explained:5}")
     if figure is not None:
         line += f"  | {what} {figure:6.1%}" + (f" (target {target:.0%})" if target else "")
@@ -67,7 +69,7 @@ def main() -> int:
     cat = catalog()
     missed = []
     for name in sorted(cat.headers):
-        msgs = [m for m in cat.messages if m.component == name]
+        msgs = [m for m in cat.all_routed() if m.component == name]
         line, figure, target = row(name, cat.headers[name], msgs)
         print(line)
         if target is not None and figure is not None and figure < target:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable
 from infergap.checks import get as check
 from infergap.checks import investigator_failed, unknown
 from infergap.facts import Facts
-from infergap.findings import Evidence, Finding
+from infergap.findings import Evidence, Finding, fold_repeats
 from infergap.investigators import REGISTRY
 from infergap.investigators.base import Context
 from infergap.investigators.evidence_files import unmatched
@@ -107,6 +107,7 @@ def run_audit(
         findings.extend(unmatched(facts, findings))
     except Exception as e:
         log.warning("evidence accounting failed: %s: %s", type(e).__name__, e)
+    findings = fold_repeats(findings)  # a paste repeating one output gives each finding once, with a count
     for src, msg in sorted(facts.problems.items()):
         findings.append(unknown("evidence.unreadable", f"Unreadable evidence: {src}", msg, subject=src))
     denied = snap.unreadable_under("/") + snap.unreadable_under("cmds") + snap.unreadable_under("probes")

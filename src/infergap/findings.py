@@ -7,6 +7,7 @@ for actionable findings, a remedy with commands, their persistent form and the e
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 from typing import Any, Literal
 
@@ -153,3 +154,53 @@ class Finding(BaseModel):
 def ev(source: str, value: object) -> Evidence:
     """Shorthand for an :class:`Evidence` with the value rendered as text."""
     return Evidence(source=source, value=str(value))
+
+
+_PART_LINE = re.compile(r"#L(\d+)")
+# what differs between copies of one paste: the part's line (#L1010) and a quoted line's number
+_COPY_PLACE = re.compile(r"#L\d+|\bline \d+\b")
+
+
+def fold_repeats(findings: list[Finding]) -> list[Finding]:
+    """Findings that differ only in the pasted part they came from (the ``#L<line>`` of a part's
+    label, ``evidence/paste.txt#L1010``) folded into one: a paste that repeats the same output
+    818 times gave 818 identical Xid findings. The first is kept, its title saying how many
+    copies and which lines (``details["repeats"]``: ``count``, ``first_line``, ``last_line``);
+    a finding with any other difference (another message, value or severity) stays on its own.
+    Order of first appearance is kept.
+
+    >>> a = Finding(id="gpu.xid", investigator="evidence", status=Status.actionable, title="Xid 43",
+    ...             subject="evidence/p.txt#L1: xid", evidence=[ev("evidence/p.txt#L1", "Xid 43")])
+    >>> b = a.model_copy(update={"subject": "evidence/p.txt#L9: xid", "evidence": [ev("evidence/p.txt#L9", "Xid 43")]})
+    >>> c = a.model_copy(update={"subject": "evidence/p.txt#L20: xid", "title": "Xid 31"})
+    >>> [(f.title, f.details.get("repeats")) for f in fold_repeats([a, b, c])]  # doctest: +NORMALIZE_WHITESPACE
+    [('Xid 43 (the same in 2 pasted copies, lines 1-9)', {'count': 2, 'first_line': 1, 'last_line': 9}),
+     ('Xid 31', None)]
+    """
+    def norm(s: str | None) -> str:
+        return _COPY_PLACE.sub("#", s or "")
+
+    groups: dict[tuple, list[Finding]] = {}
+    for f in findings:
+        if not _PART_LINE.search(f.subject or "") and not any(_PART_LINE.search(e.source) for e in f.evidence):
+            groups[(id(f),)] = [f]
+            continue
+        key = (f.id, f.status, f.severity, f.fix_kind, norm(f.title), norm(f.subject), norm(f.impact),
+               tuple((norm(e.source), norm(e.value)) for e in f.evidence))
+        groups.setdefault(key, []).append(f)
+    return [_folded(members) if len(members) > 1 else members[0] for members in groups.values()]
+
+
+def _folded(members: list[Finding]) -> Finding:
+    """The first of ``members`` (identical but for their part), saying how many and where."""
+    def line(f: Finding) -> int | None:
+        m = _PART_LINE.search(f.subject or "") or next((m for e in f.evidence if (m := _PART_LINE.search(e.source))), None)
+        return int(m.group(1)) if m else None
+
+    lines = [n for n in map(line, members) if n is not None]
+    a, b = (min(lines), max(lines)) if lines else (None, None)
+    where = f", lines {a}-{b}" if a is not None else ""
+    first = members[0]
+    return first.model_copy(update={
+        "title": f"{first.title} (the same in {len(members)} pasted copies{where})",
+        "details": {**first.details, "repeats": {"count": len(members), "first_line": a, "last_line": b}}})

@@ -50,3 +50,27 @@ def test_llamacpp_offload_lines_without_their_prefix_are_read(tmp_path: Path) ->
     assert [p.kind for p in parts] == ["llamacpp_log"]
     f = one(audit_ids(snap, "engine_log"), "engine.offload")
     assert f.status.value == "ok" and "49" in f.title
+
+
+def test_output_behind_a_shell_comment_sign_is_read(tmp_path: Path) -> None:
+    """A session annotated with ``# <what it printed>`` (the form of pytorch#52675): the output line
+    behind ``#`` is the output, not a root prompt. faster-whisper#1278's real error, pasted that
+    way after the command that printed it, gives the same finding as the plain paste; a root
+    prompt (``# nvidia-smi topo -m``) still names the output under it."""
+    from infergap.audit import run_audit
+
+    def found(snap):
+        try:
+            return sorted((f.id, f.status.value, f.severity.value if f.severity else None, f.title)
+                          for f in run_audit(snap).findings if f.id == "driver.cuda_compat")
+        finally:
+            snap.close()
+
+    name = "fasterwhisper-1278-driver-old.txt"
+    line = next(ln for ln in evidence_text(name).splitlines() if "insufficient" in ln)
+    plain = found(pasted_text(tmp_path, "plain.txt", line + "\n"))
+    got = found(pasted_text(tmp_path, "hash.txt", f"$ CUDA_VISIBLE_DEVICES=0 python transcribe.py\n# {line}\n"))
+    assert got == plain and plain and plain[0][1] == "actionable"
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("# nvidia-smi topo -m\n" + evidence_text("topo-667-pxb-pix.txt"), encoding="utf-8")
+    assert [p.kind for p in scan_file(prompt)[0]] == ["nvsmi_topo"]

@@ -375,3 +375,31 @@ def test_memory_cgroup_kill_is_one_finding_about_the_limit(tmp_path):
              "file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:20000kB oom_score_adj:0"]
     found = [f for f in _audit_lines(tmp_path, lines) if f.id == "mem.host" and f.status.value == "actionable"]
     assert len(found) == 1 and "cgroup" in found[0].title, [f.title for f in found]
+
+
+#: Container start failures pasted in public threads (the answers: install or register the NVIDIA
+#: Container Toolkit; run nvidia-persistenced), older and newer wordings.
+CONTAINER_LINES = [
+    # https://github.com/NVIDIA/nvidia-docker/issues/1642 (Docker 20, no quotes around the driver)
+    (["docker: Error response from daemon: could not select device driver with capabilities: [[gpu]]."], "gpu.present"),
+    # https://github.com/hiyouga/LlamaFactory/issues/5268 (Docker 20.10.17)
+    (['docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]]'], "gpu.present"),
+    # https://github.com/NVIDIA/nvidia-container-toolkit/issues/202 (the maintainer: run nvidia-persistenced)
+    (["docker: Error response from daemon: failed to create shim task: OCI runtime create failed: runc create failed: "
+      "unable to start container process: error during container init: error running hook #0: error running hook: "
+      "exit status 1, stdout: , stderr: Auto-detected mode as 'legacy'",
+      "nvidia-container-cli: initialization error: driver rpc error: timed out: unknown."], "gpu.persistence_mode"),
+    # https://github.com/NVIDIA/nvidia-docker/issues/628 (16 GPUs on EC2; the maintainer: nvidia-persistenced)
+    (['docker: Error response from daemon: OCI runtime create failed: container_linux.go:296: starting container process '
+      'caused "process_linux.go:398: container init caused \\"process_linux.go:381: running prestart hook 1 caused '
+      '\\\\\\"error running hook: exit status 1, stdout: , stderr: exec command: [/usr/bin/nvidia-container-cli --load-kmods '
+      'configure --ldconfig=@/sbin/ldconfig.real --device=all --utility --pid=16242 /var/lib/docker/overlay2/c2b5/merged]'
+      '\\\\\\\\nnvidia-container-cli: initialization error: driver error: timed out\\\\\\\\n\\\\\\"\\"": unknown.'],
+     "gpu.persistence_mode"),
+]
+
+
+@pytest.mark.parametrize(("lines", "check"), CONTAINER_LINES)
+def test_container_start_failures_name_their_cause(tmp_path, lines, check):
+    found = [(f.id, f.severity.value) for f in _audit_lines(tmp_path, lines) if f.status.value == "actionable"]
+    assert found[:1] == [(check, "P0")], found

@@ -94,3 +94,28 @@ def test_a_gpu_pod_without_a_memory_volume_at_dev_shm_is_p1(tmp_path) -> None:
                                           "    Medium:     Memory\n    SizeLimit:  16Gi\n")
     ok = one(audit_ids(pasted_text(tmp_path, "pod.txt", paste), "container"), "container.shm")
     assert ok.status == "ok" and "16Gi" in ok.title
+
+
+def test_a_described_pod_pasted_without_its_prompt_keeps_its_name(tmp_path):
+    """k8s-device-plugin#430's describe output without the ``$ kubectl describe pod`` line: the
+    part starts at its ``Name:`` line (above the ``Namespace:`` marker), alone or after another
+    pasted output, so the finding names the pod instead of ``pod ?``."""
+    from tests.investigators.memsnap import audit_ids, one, pasted_text
+    from tests.parsers.inputs import lines
+
+    pod = "\n".join(lines("k8sdp-430-describe-pod-pending.txt")[1:])
+    assert pod.startswith("Name:")
+    numactl = "available: 1 nodes (0)\nnode 0 cpus: 0 1 2 3\nnode 0 size: 64000 MB\nnode 0 free: 1000 MB\n"
+    for i, paste in enumerate((pod, numactl + "\n" + pod, "the pod stays Pending:\n" + pod)):
+        f = one(audit_ids(pasted_text(tmp_path, f"pod{i}.txt", paste), "container"), "container.shm")
+        assert f.status == "actionable" and f.evidence[0].value.startswith(
+            "pod triton-inference-server-5b6c7f889c-f54c6, container triton-server"), (i, f.evidence[0].value)
+
+
+def test_an_inspected_container_given_a_gpu_is_ok() -> None:
+    """dockwatch#29: the inspected container's DeviceRequests ask for one nvidia GPU:
+    container.gpu_request ok, citing the request."""
+    from tests.investigators.memsnap import audit_ids, one, pasted
+
+    f = one(audit_ids(pasted("docker-dockwatch29-device-requests.txt"), "container"), "container.gpu_request")
+    assert f.status == "ok" and "driver nvidia, count 1" in f.evidence[0].value

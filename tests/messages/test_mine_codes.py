@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from tools.messages import common as c
 from tools.messages import mine_cuda, mine_nvml
 
 UP = Path(__file__).resolve().parents[1] / "fixtures" / "upstream"
@@ -66,3 +67,29 @@ def test_xid_codes_from_the_signature_catalog(tmp_path):
     line = "[ 1234.5678] NVRM: Xid (PCI:0000:3b:00): 79, pid=2231, name=python3, GPU has fallen off the bus."
     assert [m["code"] for m in doc["messages"] if re.search(m["pattern"], line)] == [79]
     assert len({m["code"] for m in doc["messages"]}) == doc["call_sites"] >= 50
+
+
+def test_union_of_two_releases_keeps_each_wording():
+    """Two releases of the CUDA runtime word cudaErrorDevicesUnavailable differently (13.0 and
+    10.2, as their libcudart's cudaGetErrorString returns it); the text both print is one entry."""
+    rt = [("cudaErrorNoDevice", 100, "No device.", 1), ("cudaErrorDevicesUnavailable", 46, "Busy.", 2)]
+    new = [mine_cuda._text_entry(n, k, t, d, set()) for (n, k, d, _l), t in
+           zip(rt, ["no CUDA-capable device is detected", "CUDA-capable device(s) is/are busy or unavailable"])]
+    old = [mine_cuda._text_entry(n, k, t, d, set()) for (n, k, d, _l), t in
+           zip(rt, ["no CUDA-capable device is detected", "all CUDA-capable devices are busy or unavailable"])]
+    out = c.union_tags(new, "13.0", old, "10.2")
+    assert [(e.id, e.template, e.tags) for e in out] == [
+        ("cuda.runtime_text.cudaerrornodevice", "no CUDA-capable device is detected", ["13.0", "10.2"]),
+        ("cuda.runtime_text.cudaerrordevicesunavailable", "CUDA-capable device(s) is/are busy or unavailable", ["13.0"]),
+        ("cuda.runtime_text.cudaerrordevicesunavailable_10_2", "all CUDA-capable devices are busy or unavailable", ["10.2"])]
+
+
+def test_the_catalog_reads_the_older_cuda_wording():
+    """CUDA 10.2's text as PyTorch printed it (https://github.com/ZhengZerong/PaMIR/issues/17)
+    feeds the same check as 13.0's, and its source names the release that prints it."""
+    from infergap.messages import match_lines
+
+    old = match_lines(["RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable"])
+    new = match_lines(["RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable"])
+    assert old and new and old[0].message.check == new[0].message.check == "gpu.compute_mode"
+    assert old[0].message.tag == "10.2" and new[0].message.tag == "13.0" and not old[0].loose

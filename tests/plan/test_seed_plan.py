@@ -4,6 +4,7 @@ bench figures → the plan the seed campaign reached by hand, item by item from 
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -152,7 +153,8 @@ def test_plan_text_speaks_the_users_words(seed_inputs, tmp_path):
             if args is full:
                 assert "h of work to try" in out.stdout
             elif fmt == "text":
-                bullets = [x for x in out.stdout[out.stdout.index("UNKNOWN ("):].splitlines() if x.startswith("  • ")]
+                joined = re.sub(r"\n {4}(?=\S)", " ", out.stdout)  # a bullet's continuation lines (fitted to 100 columns)
+                bullets = [x for x in joined[joined.index("UNKNOWN ("):].splitlines() if x.startswith("  • ")]
                 assert bullets and all(x[4].isupper() and x.endswith("]") for x in bullets), bullets
                 assert any(x.startswith("  • Which serving engine runs") and x.endswith("[engine.name]") for x in bullets)
     d = json.loads(subprocess.run([sys.executable, "-m", "infergap", "plan", "--audit", str(a), "-f", "json"],

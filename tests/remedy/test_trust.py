@@ -126,6 +126,46 @@ def test_revert_never_writes_a_file_the_handlers_did_not_write(tmp_path):
     assert not res.ok and any(s.status == "revert_failed" and "not a file infergap fix writes" in (s.error or "") for s in res.steps), res
 
 
+_HOSTILE_PREVIOUS = [
+    ("sysctl.d/90-infergap.conf", b"net.core.somaxconn = 4096\nkernel.core_pattern = |/tmp/x %p\n"),
+    ("sysctl.d/90-infergap.conf", b"net.core.somaxconn = 4096; id\n"),
+    ("modules-load.d/infergap.conf", b"nvidia_peermem\n/tmp/evil.ko\n"),
+    ("udev/rules.d/90-infergap-setpci.rules", b'ACTION=="add", RUN+="/bin/sh -c id"\n'),
+    ("udev/rules.d/90-infergap-setpci.rules",
+     b'ACTION=="add", SUBSYSTEM=="pci", KERNEL=="0000:01:00.0", RUN+="/usr/bin/setpci -s 0000:01:00.0 CAP_EXP+8.w=2000:7000"; '
+     b'RUN+="/bin/sh -c id"\n'),
+]
+
+
+@root_only
+@pytest.mark.parametrize(("rel", "previous"), _HOSTILE_PREVIOUS)
+def test_revert_never_restores_a_journalled_file_content_persist_does_not_write(tmp_path, rel, previous):
+    paths = _tree(tmp_path, {"net.core.somaxconn": "4096"})
+    (paths.etc / rel).parent.mkdir(parents=True, exist_ok=True)
+    db = tmp_path / "db"
+    with Ledger(db) as led:
+        run = _apply(led, paths, "net.core.somaxconn", "8192", "4096", persist=True)
+    _tamper(db, "UPDATE fix_steps SET target = ?, file_existed = 1, file_previous = ?, after = NULL "
+            "WHERE run_id = ? AND step_kind = 'file'", str(paths.etc / rel), previous, run)
+    with Ledger(db) as led:
+        res = revert_run(led, str(run), paths=paths)
+    target = paths.etc / rel
+    assert not target.exists() or target.read_bytes() != previous
+    assert not res.ok and any(s.status == "revert_failed" and "does not write" in (s.error or "") for s in res.steps), res
+
+
+@root_only
+def test_revert_restores_a_previous_content_persist_wrote(tmp_path):
+    paths = _tree(tmp_path, {"net.core.somaxconn": "4096"})
+    previous = b"# Written by infergap fix --persist\nnet.core.somaxconn = 4096\n-vm.max_map_count=262144\n"
+    (paths.etc / "sysctl.d/90-infergap.conf").write_bytes(previous)
+    with Ledger(tmp_path / "db") as led:
+        run = _apply(led, paths, "net.core.somaxconn", "8192", "4096", persist=True)
+        res = revert_run(led, str(run), paths=paths)
+    assert res.ok, res
+    assert (paths.etc / "sysctl.d/90-infergap.conf").read_bytes() == previous
+
+
 @root_only
 @pytest.mark.parametrize("before", ["4096; id", "٤٠٩٦", "4096\n1", "$(id)"])
 def test_revert_never_writes_a_journalled_value_that_fails_validation(tmp_path, before):

@@ -1,6 +1,7 @@
 """``infergap roofline`` end to end: the seed command, the H200 capture, JSON, and bad input."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -127,7 +128,8 @@ def test_a_per_gpu_figure_above_the_aggregate_says_why():
         assert r.exit_code == 0, r.output
         rows = [x.replace("\\_", "_") for x in r.stdout.splitlines() if "†" in x and ("indexer" in x or "cache" in x)]
         assert len(rows) == 2, r.stdout
-        notes = [x.strip().replace("\\_", "_") for x in r.stdout.splitlines() if x.strip().replace("\\_", "_").startswith(("- indexer: ", "- kv_cache: "))]
+        joined = re.sub(r"\n +(?![-\s|])", " ", r.stdout)  # a note's continuation lines (fitted to 100 columns)
+        notes = [x.strip().replace("\\_", "_") for x in joined.splitlines() if x.strip().replace("\\_", "_").startswith(("- indexer: ", "- kv_cache: "))]
         assert len(notes) == 2 and "index_topk" in notes[0] and "replicated" in notes[1], notes
         assert "bytes per GPU above the aggregate" in r.stdout
     r = run("--model", "llama-3.1-8b", "--gpu", "h200", "--tp", "8")

@@ -108,3 +108,18 @@ def test_datasheet_rows_cite_their_source_and_follow_the_units():
         assert g.sm is not None and g.memory_GB > 0 and g.bandwidth_GBps > 0, gid
         if g.fp8_tflops:
             assert g.fp8_tflops <= 2 * g.bf16_tflops * 1.01, gid
+
+
+def test_host_links_and_borrowed_figures_say_what_they_rest_on():
+    """GB200's GPU has no PCIe host link (NVLink-C2C to its Grace CPU): no PCIe generation is
+    claimed for it (it said gen 6, which its source did not support), and its source names the
+    link; A10G's BF16 rate, for which NVIDIA publishes no sheet, is declared as the A10's."""
+    from infergap.gpudata import sku
+
+    gb = find_gpu("gb200")
+    assert gb.pcie_gen is None and "NVLink-C2C" in (gb.topology_source or "")
+    assert sku("NVIDIA GB200").pcie_gen is None
+    for gid in ("b300", "h200", "l4"):
+        assert find_gpu(gid).pcie_gen in (4, 5, 6), gid
+    a10g = find_gpu("a10g")
+    assert "A10's dense" in " ".join(a10g.source.split()) and "no datasheet for the A10G" in " ".join(a10g.source.split())

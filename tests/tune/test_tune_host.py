@@ -38,8 +38,21 @@ out = []
 for step in json.loads(Path(sys.argv[1]).read_text()):
     if "somaxconn" in step:
         key.write_text(step["somaxconn"])
-    r = subprocess.run([sys.executable, "-m", "infergap", *step["args"]], capture_output=True, text=True, timeout=600)
-    out.append({"rc": r.returncode, "stdout": r.stdout, "stderr": r.stderr[-4000:], "somaxconn": key.read_text().strip()})
+    p = subprocess.Popen([sys.executable, "-m", "infergap", *step["args"]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if step.get("term_when_applied"):  # SIGTERM while a variant run has the host change applied
+        import signal, time
+        from infergap.ledger import Ledger
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and p.poll() is None:
+            if Path(step["db"]).exists():
+                with Ledger(step["db"], readonly=True) as led:
+                    if any(r.status == "applied" for r in led.runs(kind="fix")):
+                        break
+            time.sleep(0.1)
+        time.sleep(0.5)
+        p.send_signal(signal.SIGTERM)
+    o, e = p.communicate(timeout=600)
+    out.append({"rc": p.returncode, "stdout": o, "stderr": e[-4000:], "somaxconn": key.read_text().strip()})
 Path(sys.argv[2]).write_text(json.dumps(out))
 """
 
@@ -144,3 +157,20 @@ def test_host_levers_need_root_and_a_known_check(tmp_path):
         assert "--fix no.such_check: no actionable finding" in r.stderr and "net.socket_buffers" in r.stderr, r.stderr
     else:
         assert "must run as root" in r.stderr, r.stderr
+
+
+def test_sigterm_while_a_host_fix_is_applied_reverts_it(tmp_path):
+    from infergap.ledger import Ledger
+
+    raise_it = _report(tmp_path / "audit.json", "0", "4096")
+    step = {"somaxconn": "0", "term_when_applied": True, "db": str(tmp_path / "l.db"),
+            "args": _tune(tmp_path, "term", raise_it, "--rounds", "3", "--num-prompts", "64")}
+    (out,) = _in_namespaces(tmp_path, [step])
+    assert out["rc"] == 130, out["stderr"]
+    assert out["somaxconn"] == "0"  # the host as the audit found it
+    doc = json.loads((tmp_path / "term.json").read_text())
+    assert doc["stopped"].startswith("interrupted") and doc["host_kept"] == []
+    (tr,) = doc["trials"]
+    assert tr["fix_runs"] and all(f["revert"] for f in tr["fix_runs"]), tr["fix_runs"]
+    with Ledger(tmp_path / "l.db", readonly=True) as led:
+        assert {r.status for r in led.runs(kind="fix") if r.payload.get("mode") == "apply"} == {"reverted"}

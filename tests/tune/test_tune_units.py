@@ -68,3 +68,21 @@ def test_shell_syntax_in_an_argument_reaches_the_program_as_text(tmp_path):
         srv.start(timeout_s=30)
     assert out.read_text() == repr([f"a; touch {hit}", f"$(touch {hit})", f"`touch {hit}`", "|", "&&"])
     assert not hit.exists()
+
+
+VLLM = Path(__file__).resolve().parents[2] / "build" / "vllm" / "bin"
+
+
+@pytest.mark.skipif(not (VLLM / "vllm").exists(), reason="no vLLM environment (build/vllm)")
+@pytest.mark.parametrize("head", ["vllm serve /m", "python -m vllm.entrypoints.openai.api_server --model /m"])
+def test_a_vllm_command_is_recognised_and_edited_with_vllms_flags(head):
+    from infergap.tune.launch import address
+    from infergap.tune.run import recognise
+
+    base = parse_launch(f"{VLLM}/{head} --max-num-seqs 2 --port 8001 --enforce-eager")
+    assert base.engine == "vllm" and address(base) == ("127.0.0.1", 8001)
+    assert apply_change(base, parse_change("--max-num-seqs 8")).argv[-4:] == ["8001", "--enforce-eager", "--max-num-seqs", "8"]
+    assert "--enforce-eager" not in apply_change(base, parse_change("without --enforce-eager")).argv
+    # dropping --enforce-eager is the catalog's CUDA-graph lever on vLLM; a bare --max-num-seqs value is a try
+    assert recognise("without --enforce-eager", base) == ("cuda_graph.enable", "throughput")
+    assert recognise("--max-num-seqs 8", base)[0] == "try:--max-num-seqs 8"

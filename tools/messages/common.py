@@ -176,6 +176,9 @@ class Entry:
     attrs: list[str] = field(default_factory=list)
     code: int | None = None
     name: str | None = None
+    #: the releases whose source carries this template, mined one first (``--also-tag``); empty
+    #: when only the header's tag was mined
+    tags: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The entry as written to the catalog (optional fields only when set)."""
@@ -194,6 +197,8 @@ class Entry:
             d["sites"] = self.sites
         if self.also:
             d["also"] = self.also[:10]
+        if self.tags:
+            d["tags"] = list(self.tags)
         d["class"] = self.cls
         d["meaning"] = self.meaning
         for k in ("check", "severity", "more"):
@@ -278,6 +283,37 @@ def write_catalog(path: Path, header: dict[str, Any], entries: list[Entry]) -> N
     text += yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100, default_flow_style=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
+
+
+def union_tags(main: list[Entry], tag: str, other: list[Entry], other_tag: str) -> list[Entry]:
+    """``main`` (mined at ``tag``) with ``other`` (the same component mined at ``other_tag``)
+    merged in: a template both releases print is one entry whose ``tags`` name both; a template
+    only ``other`` prints is added with ``tags: [other_tag]`` (its id kept unless ``main`` holds it,
+    then suffixed with the tag), so a line an older release prints is read too. ``main``'s entries
+    keep their order; the others follow in theirs. Entries of ``main`` are changed in place."""
+    by_tmpl = {(e.template, e.style): e for e in main}
+    taken = {e.id for e in main}
+    for e in main:
+        e.tags = e.tags or [tag]
+    out = list(main)
+    suffix = re.sub(r"\W+", "_", other_tag).strip("_")
+    for o in other:
+        hit = by_tmpl.get((o.template, o.style))
+        if hit is not None:
+            if other_tag not in hit.tags:
+                hit.tags.append(other_tag)
+            continue
+        if o.id in taken:
+            base = f"{o.id}_{suffix}"
+            o.id, k = base, 1
+            while o.id in taken:
+                k += 1
+                o.id = f"{base}_{k}"
+        taken.add(o.id)
+        o.tags = [other_tag]
+        by_tmpl[(o.template, o.style)] = o
+        out.append(o)
+    return out
 
 
 def sites_by_level(entries: Iterable[Entry]) -> dict[str, int]:

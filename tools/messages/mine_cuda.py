@@ -15,6 +15,12 @@ For every code (``cudaSuccess`` / ``CUDA_SUCCESS`` left out) it writes:
   ``invalid argument``) is written as PyTorch prints it (``CUDA error: out of memory``), since the
   bare words would match unrelated lines.
 
+``--also-tag RUNTIME TAG`` (repeatable) mines another release's ``cudaGetErrorString`` texts too
+(RUNTIME: a toolkit, a ``libcudart`` file, or an unpacked wheel that bundles one): a text that
+release words differently is added as its own entry (``tags: [TAG]``), one both print lists both
+tags. CUDA 10.2, for example, says ``all CUDA-capable devices are busy or unavailable`` where 13.0
+says ``CUDA-capable device(s) is/are busy or unavailable``; users paste logs of old releases.
+
 The meaning of each entry starts from the header's own comment for the code (first sentence);
 curated knowledge (``tools/messages/curated/cuda.yaml``) adds checks, severities and the command
 that tells more.
@@ -52,9 +58,19 @@ def enum_codes(text: str, start: str) -> list[tuple[str, int, str, int]]:
     return out
 
 
+def runtime_libs(root: Path) -> list[Path]:
+    """The libcudart files of a release: ``root`` itself when it is one, else ``lib64/`` or
+    ``lib/`` under it (a toolkit, or an unpacked wheel that bundles the runtime, whose file name
+    may carry a hash: ``libcudart-80664282.so.10.2``)."""
+    if root.is_file():
+        return [root]
+    return [p for d in ("lib64", "lib") if (root / d).is_dir() for p in sorted((root / d).glob("libcudart*.so*"))]
+
+
 def runtime_strings(root: Path) -> dict[int, str]:
-    """code -> ``cudaGetErrorString(code)`` from the toolkit's libcudart; {} when it cannot be loaded."""
-    libs = sorted((root / "lib64").glob("libcudart.so*")) if (root / "lib64").is_dir() else []
+    """code -> ``cudaGetErrorString(code)`` from the release's libcudart (:func:`runtime_libs`);
+    {} when it cannot be loaded."""
+    libs = runtime_libs(root)
     for lib in libs:
         try:
             f = ctypes.CDLL(str(lib)).cudaGetErrorString
@@ -69,6 +85,23 @@ def _entry(eid: str, name: str, code: int, template: str, where: str, doc: str) 
     return c.Entry(id=eid, level="error", template=template, where=where, style="literal",
                    cls=c.classify(f"{name} {template} {doc}", "crash"), name=name, code=code,
                    meaning=f"{name} ({code}): {doc}")
+
+
+def _text_entry(name: str, code: int, text: str, doc: str, taken: set[str]) -> c.Entry:
+    tmpl = text if len(text.split()) >= 4 else f"CUDA error: {text}"
+    return _entry(c.make_id("cuda", "runtime_text", name, "literal", taken), name, code, tmpl,
+                  f"lib64/libcudart (cudaGetErrorString({code}))", doc)
+
+
+def older_texts(root: Path, rt: list[tuple[str, int, str, int]]) -> list[c.Entry]:
+    """Text entries of another release's libcudart (``--also-tag``), for the codes of ``rt`` (the
+    mined release's enum: the names and meanings; an older runtime has no code the newer lacks)."""
+    texts = runtime_strings(root)
+    if not texts:
+        raise SystemExit(f"{root}: no loadable libcudart (lib64/ or lib/ libcudart*.so*)")
+    taken: set[str] = set()
+    return [_text_entry(name, code, texts[code], doc, taken) for name, code, doc, _line in rt
+            if code and texts.get(code) not in (None, "unrecognized error code")]
 
 
 def mine(root: Path) -> tuple[list[c.Entry], int]:
@@ -87,10 +120,7 @@ def mine(root: Path) -> tuple[list[c.Entry], int]:
         out.append(_entry(c.make_id("cuda", "runtime", name, "literal", taken), name, code, name, where, doc))
         text = texts.get(code)
         if text and text != "unrecognized error code":
-            tmpl = text if len(text.split()) >= 4 else f"CUDA error: {text}"
-            e = _entry(c.make_id("cuda", "runtime_text", name, "literal", taken), name, code, tmpl,
-                       f"lib64/libcudart (cudaGetErrorString({code}))", doc)
-            out.append(e)
+            out.append(_text_entry(name, code, text, doc, taken))
     for name, code, doc, line in drv:
         if code == 0:
             continue
@@ -122,13 +152,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("tag")
     ap.add_argument("--out", type=Path, default=ROOT / "src/infergap/data/messages/cuda.yaml")
     ap.add_argument("--curated", type=Path, default=ROOT / "tools/messages/curated/cuda.yaml")
+    ap.add_argument("--also-tag", nargs=2, action="append", default=[], metavar=("RUNTIME", "TAG"),
+                    help="also mine the cudaGetErrorString texts of another release (a toolkit, a libcudart, "
+                         "or a directory with lib/libcudart*.so*): its wording is added where it differs")
     a = ap.parse_args(argv)
     entries, codes = mine(a.cuda_root)
+    rt = enum_codes((a.cuda_root / "include/driver_types.h").read_text(encoding="utf-8", errors="replace"),
+                    "enum __device_builtin__ cudaError")
+    for root, tag in a.also_tag:
+        entries = c.union_tags(entries, a.tag, older_texts(Path(root), rt), tag)
     stale = _curate(entries, c.load_curated(a.curated))
     header = {"component": "cuda", "upstream": {"repo": "NVIDIA CUDA Toolkit", "tag": a.tag,
               "files": ["include/driver_types.h", "include/cuda.h", "lib64/libcudart.so (cudaGetErrorString)"]},
               "mined_by": "tools/messages/mine_cuda.py", "call_sites": codes,
               "sites_by_level": {"error_codes": codes}}
+    if a.also_tag:
+        header["upstream"]["also_tags"] = [t for _r, t in a.also_tag]
+        header["upstream"]["also_files"] = [runtime_libs(Path(r))[0].name for r, _t in a.also_tag]
     c.write_catalog(a.out, header, entries)
     print(f"{a.out}: {len(entries)} messages for {codes} error codes")
     for s in stale:

@@ -159,7 +159,8 @@ def fail(message: str) -> "typer.Exit":
 
 def terminal_width(output: object = None) -> int | None:
     """The terminal's width when the report goes to a terminal (``output`` is None and stdout is a
-    tty), else ``None``: text written to a file or a pipe is never wrapped."""
+    tty), else ``None``: text written to a file or a pipe is not wrapped by the renderer (it is
+    fitted afterwards, commands kept whole: :func:`fit_report`)."""
     if output is not None or not sys.stdout.isatty():
         return None
     import shutil
@@ -202,14 +203,40 @@ def optional_step(what: str, step: Any) -> bool:
 
 def render_report(fmt: Enum, output: object, *, json: Any, md: Any, text: Any) -> str:
     """The format step of a report command: ``json()`` or ``md()`` by ``fmt``, else
-    ``text(width=..., color=...)`` wrapped to the terminal and coloured only when the report goes
-    to a terminal (:func:`terminal_width`)."""
+    ``text(width=..., color=...)`` coloured only when the report goes to a terminal
+    (:func:`terminal_width`), then fitted to 100 columns with its commands whole
+    (:func:`fit_report`)."""
     if fmt.value == "json":
         return json()
     if fmt.value == "md":
         return md()
     width = terminal_width(output)
-    return text(width=width, color=width is not None)
+    return fit_report(text(width=width, color=width is not None), json, width)
+
+
+def fit_report(body: str, json: Any = None, width: int | None = None) -> str:
+    """A text report fitted to 100 columns (fewer on a narrower terminal) by
+    :func:`infergap.render.fit.fit_text`: prose wrapped, every command of the report's JSON
+    document (``json()``, its text) and every quoted span kept whole on a line."""
+    import json as _json
+
+    from infergap.render.fit import WIDTH, commands_in, fit_text
+
+    keep: list[str] = []
+    if json is not None:
+        try:
+            keep = commands_in(_json.loads(json()))
+        except ValueError:  # a document that is not JSON keeps no command: the prose is still fitted
+            keep = []
+    return fit_text(body, keep, min(width or WIDTH, WIDTH))
+
+
+def echo_fit(line: str = "", keep: Any = (), **kwargs: object) -> None:
+    """:func:`safe_echo` of one line of a text report, fitted to 100 columns
+    (:func:`infergap.render.fit.fit_text`; ``keep``: commands to keep whole)."""
+    from infergap.render.fit import fit_text
+
+    safe_echo(fit_text(line, keep), **kwargs)
 
 
 def write_report(text: str, output: Any = None, inputs: Any = ()) -> None:

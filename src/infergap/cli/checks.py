@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from infergap.cli.base import app
+from infergap.cli.base import app, echo_fit
 from infergap.cli.options import Fmt, format_option
 
 
@@ -30,22 +30,22 @@ def checks_cmd(
         return
     if len(found) > 1 and check_id is None:
         for c in found:
-            typer.echo(f"{c.id:28} {c.investigator:15} {c.title}")
-        typer.echo(f"{len(found)} checks; `infergap checks ID` shows one in full")
+            echo_fit(f"{c.id:28} {c.investigator:15} {c.title}")
+        echo_fit(f"{len(found)} checks; `infergap checks ID` shows one in full")
         return
     for c in found:
-        typer.echo(f"{c.id} — {c.title}")
-        typer.echo(f"  investigator: {c.investigator}" + (" (and known failures of signatures.yaml)" if c.signatures else ""))
-        typer.echo(f"  reads:        {'; '.join(c.reads)}")
-        typer.echo(f"  ok needs:     {c.ok_needs}")
-        typer.echo(f"  decides:      {c.decides}")
-        typer.echo(f"  fix kind:     {c.fix_kind or '-'}" + (f", severity {c.severity}" if c.severity else ""))
+        echo_fit(f"{c.id} — {c.title}")
+        echo_fit(f"  investigator: {c.investigator}" + (" (and known failures of signatures.yaml)" if c.signatures else ""))
+        echo_fit(f"  reads:        {'; '.join(c.reads)}")
+        echo_fit(f"  ok needs:     {c.ok_needs}")
+        echo_fit(f"  decides:      {c.decides}")
+        echo_fit(f"  fix kind:     {c.fix_kind or '-'}" + (f", severity {c.severity}" if c.severity else ""))
         for name, v in c.thresholds.items():
-            typer.echo(f"  threshold:    {name} = {v}")
+            echo_fit(f"  threshold:    {name} = {v}")
         for name, items in c.lists.items():
-            typer.echo(f"  list:         {name} ({len(items)}: {', '.join(items[:6])}{', …' if len(items) > 6 else ''})")
+            echo_fit(f"  list:         {name} ({len(items)}: {', '.join(items[:6])}{', …' if len(items) > 6 else ''})")
         for name, table in c.tables.items():
-            typer.echo(f"  table:        {name} ({', '.join(f'{k}: {v}' for k, v in table.items())})")
+            echo_fit(f"  table:        {name} ({', '.join(f'{k}: {v}' for k, v in table.items())})")
         for a in c.actions:
-            typer.echo(f"  fix may run:  {a.type}" + (f" on {', '.join(a.targets)}" if a.targets else ""))
-        typer.echo(f"  source:       {c.source}")
+            echo_fit(f"  fix may run:  {a.type}" + (f" on {', '.join(a.targets)}" if a.targets else ""))
+        echo_fit(f"  source:       {c.source}")

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import typer
 
 from infergap.cli import validate as v
-from infergap.cli.base import app, fail
+from infergap.cli.base import app, echo_fit, fail
 from infergap.cli.options import db_option, served_model_option, snapshot_option, url_option
+
+
+def _plan_commands(plan: object) -> list[str]:
+    """The commands of the plan (its JSON document's), kept whole when its lines are fitted."""
+    if plan is None:
+        return []
+    import json
+
+    from infergap.render.fit import commands_in
+    from infergap.render.plan import render_json
+
+    return commands_in(json.loads(render_json(plan)))
 
 
 def _record(files: dict[str, str], db: Path | None) -> None:
@@ -105,19 +116,19 @@ def doctor(
                          max_error_rate=budget, sweep=sweep)
     except UserError as e:
         raise fail(str(e))
-    out = safe_console(file=sys.stdout, highlight=False, soft_wrap=True, markup=True)  # values: rich.markup.escape
     plan = res.plan
+    keep = _plan_commands(plan)
     if plan is not None and plan.gap.summary:
-        out.print(escape(plan.gap.summary))
-    out.print("[bold]top actions[/]")
+        echo_fit(plan.gap.summary, keep=keep)
+    echo_fit("top actions")
     for i, a in enumerate(plan.top_actions if plan else [], 1):
-        out.print(f" {i}. {escape(a)}")
+        echo_fit(f" {i}. {a}", keep=keep)
     if plan is not None and not plan.top_actions:
-        out.print("  none selected by the facts at hand")
+        echo_fit("  none selected by the facts at hand")
     if plan is not None and plan.url_note:
-        out.print(escape(f"note: {plan.url_note}"))
+        echo_fit(f"note: {plan.url_note}", keep=keep)
     _record(res.files, db)
-    out.print(escape(f"report: {res.files.get('report.html')}  ({len(res.files)} files in {output_dir}, {res.duration_s:.0f} s)"))
+    echo_fit(f"report: {res.files.get('report.html')}  ({len(res.files)} files in {output_dir}, {res.duration_s:.0f} s)")
     if not res.reachable:  # something listens there, but it gave no usable answer (or went away)
         typer.echo(f"infergap: error: --url {url}: the server did not answer; nothing was measured", err=True)
         raise typer.Exit(2)

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from infergap.cli import validate as v
-from infergap.cli.base import app
+from infergap.cli.base import app, echo_fit
 from infergap.cli.options import db_option, served_model_option, snapshot_option, url_option
 
 
@@ -44,6 +44,14 @@ def _check_only(only: set[str], findings: list[Any]) -> None:
 
 
 def _render_change(ch: Any, persist: bool) -> list[str]:
+    """The lines of one change, fitted to 100 columns with its commands whole."""
+    from infergap.render.fit import fit_text
+
+    keep = [c for c in (ch.command, ch.revert_command, *ch.commands, *(ch.persist or [])) if c]
+    return fit_text("\n".join(_change_lines(ch, persist)), keep).split("\n")
+
+
+def _change_lines(ch: Any, persist: bool) -> list[str]:
     from infergap.remedy import ChangeState
 
     sev = f"[{ch.severity.value}] " if ch.severity else ""
@@ -123,7 +131,7 @@ def fix(
         for s in res.steps:
             what = s.command if not res.already_reverted else s.target
             val = f" → {s.read_back}" if s.read_back is not None else ""
-            typer.echo(f"  {s.status:13} {s.check_id}  {what}{val}{('  (' + s.error + ')') if s.error else ''}")
+            echo_fit(f"  {s.status:13} {s.check_id}  {what}{val}{('  (' + s.error + ')') if s.error else ''}", keep=[what])
         if not res.ok:
             raise typer.Exit(1)
         return
@@ -159,7 +167,7 @@ def fix(
         _check_only(only_ids, findings)
     other = report_other_host(host) if (report or snapshot) else None
     if other:
-        typer.echo(f"note: the audit describes another machine ({other}); 'now' values below are this machine's")
+        echo_fit(f"note: the audit describes another machine ({other}); 'now' values below are this machine's")
         if apply:
             raise UserError(f"the audit describes another machine ({other}): changes apply only to the machine "
                             "that was audited — run infergap fix there, or audit this machine (infergap fix without --snapshot/--audit)")
@@ -179,7 +187,7 @@ def fix(
             counts[c.state.value] = counts.get(c.state.value, 0) + 1
         n = counts.pop(ChangeState.planned.value, 0)
         rest = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(counts.items()))
-        typer.echo(f"{n} change(s) would be applied" + (f" ({rest})" if rest else "")
+        echo_fit(f"{n} change(s) would be applied" + (f" ({rest})" if rest else "")
                    + (f"; {plan.filtered_out} actionable finding(s) of other severities or fix kinds not shown"
                       " (--fix-kind all lists them)" if plan.filtered_out else ""))
         return

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from infergap.cli import validate as v
-from infergap.cli.base import app, safe_echo
+from infergap.cli.base import app, echo_fit, safe_echo
 from infergap.cli.options import ListFmt, db_option, format_option
 
 
@@ -41,12 +41,14 @@ def history(
         safe_echo("no runs recorded" + (" matching the filters" if kind or host else ""))
         return
     rows = [r.summary() for r in runs]
-    w_about = min(60, max([5] + [len(s["about"]) for s in rows]))
-    safe_echo(f"{'id':>5}  {'kind':8}  {'time (UTC)':19}  {'host':16}  {'about':{w_about}}  {'status':9}  result")
+    # two lines a run, so that a row fits 100 columns: what it measured, then what it was about
+    safe_echo(f"{'id':>5}  {'kind':8}  {'time (UTC)':19}  {'host':16}  {'status':9}  result\n{'':7}about")
     for s in rows:
         host = s["host_name"] or s["host"]
         safe_echo(f"{s['id']:>5}  {s['kind']:8}  {s['created_at'][:19].replace('T', ' '):19}  {host[:16]:16}  "
-                   f"{s['about']:{w_about}}  {s['status']:9}  {s['what']}".rstrip())
+                  f"{s['status']:9}  {s['what']}".rstrip())
+        if s["about"]:
+            echo_fit(f"{'':7}{s['about']}")
 
 
 def _experiments(db: Path | None, host: str | None, limit: int, fmt: ListFmt) -> None:
@@ -63,13 +65,15 @@ def _experiments(db: Path | None, host: str | None, limit: int, fmt: ListFmt) ->
     if not rows:
         safe_echo("no experiments recorded" + (" for this host" if host else "") + " (infergap tune records them)")
         return
-    safe_echo(f"{'id':>5}  {'tune':>5}  {'time (UTC)':19}  {'host':12}  {'engine':24}  {'lever':22}  {'setting':24}  "
-              f"{'verdict':22}  {'change':>8}  model · workload")
+    # two lines a lever tried, so that a row fits 100 columns: the verdict, then what was tried where
+    safe_echo(f"{'id':>5}  {'tune':>5}  {'time (UTC)':19}  {'host':12}  {'verdict':22}  {'change':>8}\n"
+              f"{'':14}lever setting · engine · model · workload")
     for r in rows:
         change = f"{r['change_pct']:+.1f}%" if isinstance(r["change_pct"], (int, float)) else "–"
         eng = f"{r['engine']} {r['engine_version']}".strip()
-        safe_echo(f"{r['id']:>5}  {r['run_id']:>5}  {r['created_at'][:19].replace('T', ' '):19}  {r['host'][:12]:12}  {eng[:24]:24}  "
-                  f"{r['lever'][:22]:22}  {r['setting'][:24]:24}  {r['verdict']:22}  {change:>8}  {r['model']} · {r['workload']}")
+        safe_echo(f"{r['id']:>5}  {r['run_id']:>5}  {r['created_at'][:19].replace('T', ' '):19}  {r['host'][:12]:12}  "
+                  f"{r['verdict']:22}  {change:>8}")
+        echo_fit(f"{'':14}{r['lever']} {r['setting']} · {eng} · {r['model']} · {r['workload']}", keep=[r["setting"]])
 
 
 def _host_label(run) -> str:
@@ -114,17 +118,17 @@ def compare(
             doc["comparison"] = diff.model_dump(mode="json")
         safe_echo(json.dumps(doc, indent=1, ensure_ascii=False))
         return
-    safe_echo(f"{a.kind} run {a.id} ({a.created_at[:19]}, {a.summary()['about'] or _host_label(a)}) → "
-               f"run {b.id} ({b.created_at[:19]}, {b.summary()['about'] or _host_label(b)})")
+    echo_fit(f"{a.kind} run {a.id} ({a.created_at[:19]}, {a.summary()['about'] or _host_label(a)})")
+    echo_fit(f"  → run {b.id} ({b.created_at[:19]}, {b.summary()['about'] or _host_label(b)})")
     if isinstance(diff, AuditDiff):
         for f in diff.appeared:
-            safe_echo(f"  + {f.get('id')}{(' ' + f['subject']) if f.get('subject') else ''}: {f.get('status')}"
+            echo_fit(f"  + {f.get('id')}{(' ' + f['subject']) if f.get('subject') else ''}: {f.get('status')}"
                        f"{(' ' + f['severity']) if f.get('severity') else ''}  {f.get('title', '')}")
         for f in diff.disappeared:
-            safe_echo(f"  - {f.get('id')}{(' ' + f['subject']) if f.get('subject') else ''}: {f.get('status')}"
+            echo_fit(f"  - {f.get('id')}{(' ' + f['subject']) if f.get('subject') else ''}: {f.get('status')}"
                        f"{(' ' + f['severity']) if f.get('severity') else ''}  {f.get('title', '')}")
         for (cid, subj), sa, sb in diff.changed:
-            safe_echo(f"  ~ {cid}{(' ' + subj) if subj else ''}: {sa} → {sb}")
+            echo_fit(f"  ~ {cid}{(' ' + subj) if subj else ''}: {sa} → {sb}")
         if not (diff.appeared or diff.disappeared or diff.changed):
             safe_echo("  no finding appeared, disappeared or changed status")
         return
@@ -132,8 +136,8 @@ def compare(
 
     if isinstance(diff, FleetDiff):
         for line in diff_lines(diff):
-            safe_echo(line)
+            echo_fit(line)
         return
     from infergap.render.bench import comparison_text
 
-    safe_echo(comparison_text(diff))
+    echo_fit(comparison_text(diff))

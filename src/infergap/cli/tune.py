@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from infergap.cli import validate as v
-from infergap.cli.base import app, fail, safe_echo, write_report
+from infergap.cli.base import app, fail, fit_report, safe_echo, write_report
 from infergap.cli.options import Fmt, db_option, format_option, output_option, url_option
 
 #: Unmeasured requests before each level of each run: the server was just started (caches cold).
@@ -105,7 +105,9 @@ def tune(
         opts = TuneOptions(levers=chosen, rounds=rounds, budget_s=parse_budget(budget),
                            keep_best=keep_best, leave_running=not leave_stopped, log_dir=_log_dir(log_dir),
                            start_timeout_s=start_timeout, db=db,
-                           on_trial=lambda t: safe_echo(f"infergap: {t.lever} ({t.setting}): {t.verdict}", err=True))
+                           on_trial=lambda t: safe_echo(f"infergap: {t.lever} ({t.setting}): {t.verdict}"
+                                                        + (f" ({len(t.failed_runs)} run(s) failed: {t.failed_runs[0]})"
+                                                           if t.failed_runs else ""), err=True))
         settings = BenchSettings.checked(api=api, concurrency=levels, num_prompts=num_prompts, input_len=input_len,
                                          output_len=output_len, trials=1, warmup=WARMUP)
         result = run_tune(base, settings, opts, url=url)
@@ -113,7 +115,7 @@ def tune(
         raise fail(str(e))
     except UserError as e:
         raise fail(str(e))
-    text = render_json(result) if fmt is Fmt.json else render_text(result)
+    text = render_json(result) if fmt is Fmt.json else fit_report(render_text(result), lambda: render_json(result))
     write_report(text, output, [])
     if html is not None:
         write_report(render_html(result), html, [])

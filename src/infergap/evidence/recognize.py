@@ -68,6 +68,8 @@ def _start_markers() -> tuple[list[tuple[str, re.Pattern[str]]], frozenset[str]]
 #: for the kinds whose marker is a whole line (``$``), which no line this long can be (a kernel
 #: command line is at most 4096 bytes). A 16 MB line then costs one pass, not one per pattern.
 MAX_START_LINE = 8192
+#: Kind -> the line that, directly before its start marker, is the output's first line (records' ``lead``).
+_LEADS = {s.kind: re.compile(s.lead) for s in SOURCES if s.lead}
 #: Kinds whose start marker repeats on every line (each line of ``sysctl -a`` is a marker).
 _REPEATING = {s.kind for s in SOURCES if s.repeats}
 #: Kinds whose output holds lines that look like a log or a failure signature (from the records).
@@ -253,6 +255,23 @@ def log_kinds(line: str) -> tuple[str, ...]:
     return ()
 
 
+def _output_behind_hash(stripped: str, line: str) -> bool:
+    """Whether a line that starts with ``#`` is pasted output behind a shell comment sign (people
+    annotate a session with ``# <what it printed>``) rather than a root prompt: it carries a
+    component's message, a failure signature or a Python traceback/warning line, which no command
+    line does.
+
+    >>> _output_behind_hash("# /x/torch/cuda/__init__.py:52: UserWarning: CUDA initialization: The NVIDIA driver on your system is too old (found version 10010).", "")
+    True
+    >>> _output_behind_hash("# dmesg | grep -i NVRM", "")
+    False
+    """
+    if not stripped.startswith("#"):
+        return False
+    rest = stripped[1:].strip()
+    return bool(rest) and bool(line_kind(rest) or "traceback" in log_kinds(rest) or message_catalog().match_line(rest))
+
+
 def _prompt_hint(stripped: str) -> str | None | bool:
     """For a shell prompt line: the kind its command produces (None if unknown); False when the
     line is not a prompt."""
@@ -365,6 +384,7 @@ class _Splitter:
         self.seg = _Seg(0, 1)
         self.done: list[tuple[_Seg, int]] = []
         self.numbers = LineNumbers()
+        self.prev: tuple[int, int, str] | None = None  # (byte offset, line number, text) of the last content line
 
     def cut(self, end: int, nxt_start: int, nxt_line: int, hint: str | None = None) -> None:
         """End the current segment at ``end`` (kept when it has content) and start a new one."""
@@ -395,7 +415,7 @@ class _Splitter:
             self.seg.n += 1
             self.seg.content += 1
             return
-        hint = _prompt_hint(s) if (s[0] in "$#>[P" or "@" in s[:64]) and not s.startswith(">>>") else False
+        hint = _prompt_hint(s) if (s[0] in "$#>[P" or "@" in s[:64]) and not s.startswith(">>>") and not _output_behind_hash(s, line) else False
         if hint is not False:
             self.cut(line_start, pos, lineno + 1, hint=hint)
             return
@@ -412,6 +432,7 @@ class _Splitter:
             self._other(s, line, raw)
         self.seg.n += 1
         self.seg.content += 1
+        self.prev = (line_start, lineno, s)
 
     def _marker(self, sk: str, s: str, line_start: int, lineno: int) -> None:
         """A start marker of kind ``sk``: it continues the current segment or begins a new one."""
@@ -428,9 +449,25 @@ class _Splitter:
         if cur == "nvsmi_qx" and sk == "nvsmi_qx" and not s.startswith("<?xml"):
             same = True
         if not same:
+            lead = _LEADS.get(sk)
+            if lead is not None and self.prev is not None and self.seg.content and lead.match(self.prev[2]):
+                self._cut_before_lead(sk)
+                return
             if self.seg.content or self.seg.kind is not None:
                 self.cut(line_start, line_start, lineno)
             self.seg.kind = sk
+
+    def _cut_before_lead(self, sk: str) -> None:
+        """The last content line is the lead of ``sk``'s output (its first line): the new segment
+        of kind ``sk`` begins at that line, the current one ends before it."""
+        assert self.prev is not None
+        at, ln, _ = self.prev
+        moved = self.seg.first_line + self.seg.n - ln  # the lead line and the blank lines after it
+        if self.seg.content > 1 or self.seg.kind is not None:
+            self.seg.n -= moved
+            self.seg.content -= 1
+            self.cut(at, at, ln)
+        self.seg.kind, self.seg.n, self.seg.content = sk, moved, 1
 
     def _log(self, lk: tuple[str, ...], line_start: int, lineno: int) -> None:
         """A log line of kinds ``lk``: counted; it begins a new segment after an output, or after

@@ -194,6 +194,41 @@ def _shm(ctx: Context) -> Finding:
     return finding(cid, Status.ok, f"/dev/shm is {e['size']}", evidence_=ev, expected_value=">= 1 GiB")
 
 
+def _gpu_request(ctx: Context) -> list[Finding]:
+    """container.gpu_request of each pasted ``docker inspect``: a container given GPUs (a device
+    request with the ``gpu`` capability or the ``nvidia`` driver, the ``nvidia`` runtime, a
+    ``/dev/nvidia*`` device, ``NVIDIA_VISIBLE_DEVICES``) is ok; one whose HostConfig shows none
+    of them is actionable (started without ``--gpus``: no GPU, no ``nvidia-smi`` inside);
+    nothing for a paste without those fields."""
+    cid = "container.gpu_request"
+    out = []
+    for part, containers in ctx.facts.parsed("docker_inspect"):
+        for c in containers:
+            asks = c.asks_for_gpus
+            if asks is None:
+                continue
+            who = f"container {c.name}" if c.name else "the container"
+            reqs = "; ".join(f"DeviceRequests: driver {r.driver or '(default)'}, count {r.count}"
+                             + (f", devices {','.join(r.device_ids)}" if r.device_ids else "") + f", capabilities {r.capabilities}" for r in c.requests or [])
+            shown = reqs or (f"Runtime: {c.runtime}" if c.runtime else "") or f"Devices: {', '.join(c.devices or []) or 'none'}"
+            ev = evidence((part.label, shown))
+            if asks:
+                out.append(finding(cid, Status.ok, f"docker inspect: {who} is given GPUs", subject=part.label, evidence_=ev,
+                                   expected_value="a GPU device request (--gpus), the nvidia runtime or /dev/nvidia* devices"))
+                continue
+            out.append(finding(cid, Status.actionable, f"docker inspect: {who} is given no GPU", subject=part.label, evidence_=ev,
+                               expected_value="a GPU device request (--gpus), the nvidia runtime or /dev/nvidia* devices",
+                               impact="Without a GPU request the NVIDIA container runtime injects no device and no driver library: the server inside "
+                                      "finds no GPU (nvidia-smi not found, torch.cuda.is_available() False) and runs on the CPU or fails.",
+                               remedy=Remedy(commands=["docker run --gpus all …   (or --gpus '\"device=0,1\"')",
+                                                       "compose: deploy.resources.reservations.devices: [{driver: nvidia, count: all, capabilities: [gpu]}]"],
+                                             note="Recreate the container: a device request cannot be added to a running one."),
+                               references=["https://docs.docker.com/engine/containers/resource_constraints/#gpu",
+                                           "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html"]))
+    return out
+
+
 def investigate(ctx: Context) -> list[Finding]:
-    """container.detect, limits.memlock, limits.nofile, container.shm."""
-    return [_detect(ctx), _memlock(ctx), _nofile(ctx), _shm(ctx)]
+    """container.detect, limits.memlock, limits.nofile, container.shm, container.gpu_request (a
+    pasted docker inspect)."""
+    return [_detect(ctx), _memlock(ctx), _nofile(ctx), _shm(ctx), *_gpu_request(ctx)]

@@ -342,8 +342,13 @@ def investigate(ctx: object) -> list[Finding]:
         where = f"evidence/{name}" + (f"#L{u.first_line}" if u.first_line else "")
         out.append(finding("evidence.unrecognized", Status.unknown, subject=where,
                            title=f"{name}: {u.reason}", evidence_=[ev(where, u.reason)],
-                           impact=checks.get("evidence.unrecognized").text("ignored")))
+                           impact=checks.get("evidence.unrecognized").text("ignored", count=len(_KNOWN), kinds=", ".join(_KNOWN))))
     return out
+
+
+#: What each recognised kind is, as its source record names it (``nvidia-smi topo -m``, ``dcgmi diag -r N``),
+#: without the record's parenthesised detail: the list an unrecognised paste is told.
+_KNOWN = tuple(dict.fromkeys(what.split(" (")[0] for what, _ in KINDS.values()))
 
 
 #: Lines that report a failure: an exception line, a CUDA or NCCL error, a fatal log line. Every

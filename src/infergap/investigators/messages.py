@@ -14,6 +14,10 @@ A matched message is never silent and never ok:
   said, what it means, where upstream it is printed, and the command that tells more. A line an
   actionable finding already cites gets the explanation in that finding's details instead.
 
+An entry without a curated check may still feed one: ``data/message_routes.yaml`` routes it by its
+class, component, level and template (:mod:`infergap.messages.routes`) with the severity of its
+level (error/fatal P1, warning P2, never P0); its finding says which rule routed it.
+
 Severity of a message that feeds a check: the entry's own (curated) severity; else the check's;
 else P1 for an error or fatal message and P2 for a warning. A message without a check is
 ``unknown`` (explained, its cause on the host not established: the evidence accounting still lists
@@ -31,6 +35,7 @@ from infergap.checks import finding
 from infergap.findings import Finding, Remedy, Severity, Status, ev
 from infergap.investigators.evidence_files import MESSAGE_CHECK
 from infergap.messages import LABELS, Message, MessageMatch
+from infergap.messages.routes import routes
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from infergap.evidence.recognize import EvidencePart
@@ -110,7 +115,16 @@ def _note(m: Message) -> str:
 
 
 def _record(m: Message, ms: list[MessageMatch]) -> dict[str, Any]:
-    return {"id": m.id, "lines": len(ms), "meaning": m.meaning, "source": m.source}
+    rec = {"id": m.id, "lines": len(ms), "meaning": m.meaning, "source": m.source}
+    return rec | ({"route": m.route} if m.route else {})
+
+
+def _meaning(m: Message) -> str:
+    """The entry's meaning, and for a routed entry why its class leads to its check."""
+    if not m.route:
+        return m.meaning
+    why = routes().by_id(m.route).why
+    return f"{m.meaning} Read as {m.check} evidence (class {m.cls}, rule '{m.route}' of data/message_routes.yaml: {why})"
 
 
 def _feed(findings: list[Finding], part: EvidencePart, m: Message, ms: list[MessageMatch]) -> Finding | None:
@@ -133,7 +147,7 @@ def _feed(findings: list[Finding], part: EvidencePart, m: Message, ms: list[Mess
         return None
     weaker = next((f for f in own if f.status in (Status.ok, Status.unknown)), None)
     status = Status.actionable if loud else Status.unknown
-    impact = m.meaning
+    impact = _meaning(m)
     if weaker is not None and loud:
         impact += (f" This contradicts '{weaker.title}' (ok), read from weaker evidence: the component itself reported the problem."
                    if weaker.status == Status.ok else f" The check had no evidence of its own ('{weaker.title}'); this message is its evidence.")

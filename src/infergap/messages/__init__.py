@@ -18,6 +18,7 @@ dict look-ups plus the few patterns that can match it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections import Counter
@@ -27,6 +28,7 @@ from importlib import resources
 from typing import Any
 
 from infergap import datafile
+from infergap.messages.routes import routes
 from infergap.messages.template import LEVELS, MAX_LINE, head_text, key_words, longest_literal, loose_pattern
 
 __all__ = ["LABELS", "Catalog", "Message", "MessageMatch", "catalog", "match_lines"]
@@ -69,6 +71,9 @@ class Message:
     code: int | None = None
     sites: int = 1
     attrs: tuple[str, ...] = ()
+    #: the rule of ``data/message_routes.yaml`` that gave ``check`` and ``severity`` (None: the
+    #: entry's own, curated, or no check)
+    route: str | None = None
 
     @functools.cached_property
     def regex(self) -> re.Pattern[str]:
@@ -126,17 +131,28 @@ class MessageMatch:
         return self.line[self.span[0]:self.span[1]] if self.span[1] else self.line
 
 
+def _routed(m: Message) -> Message:
+    """``m`` with the check and severity of the first rule of ``data/message_routes.yaml`` that
+    takes it (:mod:`infergap.messages.routes`); ``m`` itself when it has its own check or no rule
+    takes it."""
+    if m.check:
+        return m
+    r = routes().route(m.component, m.level, m.cls, m.template, m.where)
+    return dataclasses.replace(m, check=r[0], severity=r[1], route=r[2]) if r else m
+
+
 def _messages(doc: dict[str, Any], name: str) -> list[Message]:
     up = doc.get("upstream") or {}
     out = []
+    comp = doc.get("component", name)
     for e in doc.get("messages") or []:
         if e.get("level") not in LEVELS or not e.get("pattern"):
             raise ValueError(f"data/messages/{name}: {e.get('id')}: bad level or no pattern")
         out.append(Message(
-            id=e["id"], component=doc.get("component", name), level=e["level"], template=e["template"],
+            id=e["id"], component=comp, level=e["level"], template=e["template"],
             style=e.get("style", "printf"), pattern=e["pattern"], where=str(e.get("where", "")),
             cls=e.get("class", "informational"), meaning=e.get("meaning", ""), repo=str(up.get("repo", "")),
-            tag=str(up.get("tag", "")), check=e.get("check"), severity=e.get("severity"), more=e.get("more"),
+            tag=str((e.get("tags") or [up.get("tag", "")])[0]), check=e.get("check"), severity=e.get("severity"), more=e.get("more"),
             curated=bool(e.get("curated")), name=e.get("name"), code=e.get("code"), sites=int(e.get("sites", 1)),
             attrs=tuple(e.get("attrs") or ())))
     return out
@@ -153,13 +169,27 @@ class Catalog:
         msgs = [m for name, d in sorted(docs.items()) for m in _messages(d, name)]
         self.messages: tuple[Message, ...] = tuple(msgs)
         self._by_id = {m.id: m for m in msgs}
+        self._routed: dict[str, Message] = {}
         if len(self._by_id) != len(msgs):
             dup = [k for k, n in Counter(m.id for m in msgs).items() if n > 1]
             raise ValueError(f"data/messages: duplicate message ids {dup[:5]}")
 
     def by_id(self, mid: str) -> Message:
-        """The message of id ``mid``; KeyError if none."""
-        return self._by_id[mid]
+        """The message of id ``mid`` (routed, :meth:`routed`); KeyError if none."""
+        return self.routed(self._by_id[mid])
+
+    def routed(self, m: Message) -> Message:
+        """``m`` with the check a rule of ``data/message_routes.yaml`` gives it when it has none of
+        its own; computed once per message, when it is first matched (routing every entry at load
+        would cost every start the rules' regexes over thousands of templates)."""
+        hit = self._routed.get(m.id)
+        if hit is None:
+            hit = self._routed[m.id] = _routed(m)
+        return hit
+
+    def all_routed(self) -> tuple[Message, ...]:
+        """Every message, routed (:meth:`routed`): for coverage figures and tests."""
+        return tuple(self.routed(m) for m in self.messages)
 
     @functools.cached_property
     def _words(self) -> dict[str, list[str]]:
@@ -244,7 +274,7 @@ class Catalog:
         for n, line in enumerate(lines, first):
             for m, h, alike in self._match_line(line):
                 caps = {k: v for k, v in h.groupdict().items() if v is not None}
-                out.append(MessageMatch(m, n, line[:MAX_LINE].rstrip("\n"), caps, h.span(), h.re is not m.regex, alike))
+                out.append(MessageMatch(self.routed(m), n, line[:MAX_LINE].rstrip("\n"), caps, h.span(), h.re is not m.regex, alike))
         return out
 
 

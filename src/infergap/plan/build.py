@@ -210,6 +210,9 @@ class Plan(BaseModel):
     wont_help: list[PlanItem] = Field(default_factory=list)
     #: Levers tried by ``infergap tune`` on this key that did not help ("tried — won't help").
     tried: list[Tried] = Field(default_factory=list)
+    #: Levers ``infergap tune`` measured helping on this key that the facts at hand do not select
+    #: (a ``--try`` change, a host fix, a lever whose signal this plan lacks): kept with their gain.
+    helped: list[Tried] = Field(default_factory=list)
     unknowns: list[Unknown] = Field(default_factory=list)
     top_actions: list[str] = Field(default_factory=list)
     #: Why the verify commands do not name the server this run reached (None when they do, or
@@ -584,31 +587,47 @@ def _tune_change(lv: Lever, facts: dict[str, Fact], params: dict[str, Any]) -> d
     return None
 
 
-def apply_experiments(plan: Plan, experiments: list[dict[str, Any]] | None) -> None:
+def _tried(lever_id: str, title: str, e: dict[str, Any]) -> Tried:
+    return Tried(id=lever_id, title=title, setting=str(e.get("setting") or ""), verdict=e["verdict"], measurement=_measurement(e),
+                 workload=str(e.get("workload") or ""), tune_run=e.get("run_id"), created_at=str(e.get("created_at") or "")[:19])
+
+
+def apply_experiments(plan: Plan, experiments: list[dict[str, Any]] | None, titles: dict[str, str] | None = None) -> None:
     """Read what ``infergap tune`` measured (ledger rows of the same host, engine, version and
     model, newest first; :meth:`infergap.ledger.Ledger.experiments`): the newest verdict of each
-    lever counts. A selected lever that did not help (hurts, no effect within noise, refused)
-    leaves the levers for :attr:`Plan.tried` with its measurement; one that helped keeps its place
-    and says its measured gain."""
+    lever counts. A selected lever or host fix (``fix:CHECK``) that did not help (hurts, no effect
+    within noise, refused) leaves its list for :attr:`Plan.tried` with its measurement; a selected
+    one that helped keeps its place and says its measured gain. A lever measured but not selected
+    (a ``--try`` change, a lever whose signal this plan lacks) is listed all the same: under
+    :attr:`Plan.tried`, or under :attr:`Plan.helped` when it helped. ``titles``: lever id → title."""
     newest: dict[str, dict[str, Any]] = {}
     for e in experiments or []:
         if e.get("verdict") in ("helps", "hurts", "no effect within noise", "refused"):
             newest.setdefault(str(e.get("lever")), e)
     keep = []
     for x in plan.levers:
-        e = newest.get(x.id)
+        e = newest.pop(x.id, None)
         if e is None:
             keep.append(x)
-            continue
-        what = _measurement(e)
-        if e["verdict"] == "helps":
-            x.measured = f"tried by infergap tune (run {e.get('run_id')}): helps — {what}"
+        elif e["verdict"] == "helps":
+            x.measured = f"tried by infergap tune (run {e.get('run_id')}): helps — {_measurement(e)}"
             keep.append(x)
         else:
-            plan.tried.append(Tried(id=x.id, title=x.title, setting=str(e.get("setting") or ""), verdict=e["verdict"],
-                                    measurement=what, workload=str(e.get("workload") or ""), tune_run=e.get("run_id"),
-                                    created_at=str(e.get("created_at") or "")[:19]))
+            plan.tried.append(_tried(x.id, x.title, e))
     plan.levers = keep
+    fixes = []
+    for h in plan.host_fixes:
+        e = newest.pop(f"fix:{h.id}", None)
+        if e is not None and e["verdict"] != "helps":
+            plan.tried.append(_tried(f"fix:{h.id}", h.title, e))
+            continue
+        if e is not None:
+            h.note = ((h.note + "; ") if h.note else "") + f"tried by infergap tune (run {e.get('run_id')}): helps — {_measurement(e)}"
+        fixes.append(h)
+    plan.host_fixes = fixes
+    for lid, e in newest.items():
+        title = (titles or {}).get(lid) or (f"host fix {lid[4:]}" if lid.startswith("fix:") else f"change {e.get('setting')}")
+        (plan.helped if e["verdict"] == "helps" else plan.tried).append(_tried(lid, title, e))
 
 
 def _measurement(e: dict[str, Any]) -> str:
@@ -691,7 +710,7 @@ def build_plan(audit: AuditReport | dict[str, Any] | None = None, roofline: Roof
                              "the host or the flags, set the batch-1 pace (see will not help)")
     plan.host_fixes = build_host_fixes(a)
     unknown = _select(plan, catalog, facts, params)
-    apply_experiments(plan, experiments)
+    apply_experiments(plan, experiments, {lv.id: lv.title for lv in catalog})
     plan.levers.sort(key=lambda x: (_SEV_ORDER.get(x.priority or "", 9), not _follows_knee(x), TIER_ORDER[x.tier],
                                     -(x.score or 0.0), x.id))
     given = {n for n, x in (("audit", a), ("roofline", r), ("bench", bench), ("server", server), ("logs", engine_logs),

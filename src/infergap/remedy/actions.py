@@ -53,6 +53,11 @@ SETPCI_REGISTERS: dict[str, str] = action_targets("setpci")
 BDF_RE = re.compile(r"\A[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z", re.ASCII)
 _HEX_WORD_RE = re.compile(r"\A(0x)?[0-9a-fA-F]{1,4}\Z", re.ASCII)
 _WORD_RE = re.compile(r"\A[0-9a-f]{4}\Z", re.ASCII)
+#: The udev rule :meth:`SetpciHandler.persist_files` writes: setpci by absolute path, one PCI
+#: function, one register, a value and a mask.
+_UDEV_RULE_RE = re.compile(r'\AACTION=="add", SUBSYSTEM=="pci", KERNEL=="(?P<bdf>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])", '
+                           r'RUN\+="/[A-Za-z0-9_./-]{0,200}/setpci -s (?P<bdf2>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) '
+                           r'(?P<reg>[A-Z][A-Z_]{0,15}\+[0-9A-F]{1,3}\.w)=[0-9a-f]{4}:[0-9a-f]{4}"\Z', re.ASCII)
 _CPU_STATES_RE = re.compile(r"\Acpu[0-9]{1,5}=[01]( cpu[0-9]{1,5}=[01]){0,8191}\Z", re.ASCII)
 
 
@@ -174,6 +179,30 @@ class Handler(ABC):
         restore; a journal is input, so ``fix --revert`` writes nothing else."""
         return False
 
+    @classmethod
+    def foreign_line(cls, content: bytes) -> str | None:
+        """The first line of ``content`` (a journalled previous content of one of :attr:`FILES`)
+        that is not of the form ``--persist`` of this handler writes, or None when every line is
+        of that form, a comment or blank. ``--persist`` keeps the lines it found (an
+        administrator's own), so the form, not the catalog's targets, is what is held: integer
+        sysctls, module names, and for udev only the setpci rule of a catalog register. A journal
+        is input: ``fix --revert`` restores no file from which a boot would run a command
+        (``kernel.core_pattern = |…``, a udev ``RUN+="/bin/sh …"``)."""
+        try:
+            text = content.decode("ascii")
+        except UnicodeDecodeError:
+            return "(not ASCII text)"
+        for line in text.splitlines():
+            s = line.strip()
+            if s and not s.startswith("#") and not cls.persisted_line(s):
+                return line
+        return None
+
+    @classmethod
+    def persisted_line(cls, line: str) -> bool:
+        """Whether ``line`` (stripped, not a comment) is one ``--persist`` of this handler writes."""
+        return False
+
 
 def _read_text(path: Path) -> str:
     try:
@@ -191,6 +220,11 @@ class SysctlHandler(Handler):
 
     def valid_state(self, value: str) -> bool:
         return valid("sysctl_value", value)
+
+    @classmethod
+    def persisted_line(cls, line: str) -> bool:
+        key, sep, value = line.partition("=")
+        return bool(sep) and valid("sysctl_key", key.strip().removeprefix("-")) and valid("sysctl_value", value.strip())
 
     def validate(self, a: Action) -> None:
         if a.target not in SYSCTL_KEYS:
@@ -252,6 +286,10 @@ class ModprobeHandler(Handler):
     def valid_state(self, value: str) -> bool:
         return value in ("loaded", "absent")
 
+    @classmethod
+    def persisted_line(cls, line: str) -> bool:
+        return valid("module", line)
+
     def _name(self, a: Action) -> str:
         return a.target.replace("-", "_")
 
@@ -294,6 +332,11 @@ class SetpciHandler(Handler):
 
     def valid_state(self, value: str) -> bool:
         return _WORD_RE.match(value) is not None
+
+    @classmethod
+    def persisted_line(cls, line: str) -> bool:
+        m = _UDEV_RULE_RE.match(line)
+        return m is not None and m["bdf"] == m["bdf2"] and m["reg"] in SETPCI_REGISTERS
 
     def _reg(self, a: Action) -> str:
         reg = (a.pci_register or "").replace("+0x", "+").upper().replace(".W", ".w")

@@ -574,6 +574,11 @@ def _revert_file(rs: RevertStep, st: dict[str, Any], paths: SystemPaths, force: 
         return
     if st["file_existed"]:
         prev = st["file_previous"] or b""
+        owner = next(cls for cls in HANDLERS.values() for f in cls.FILES if paths.etc / f == p)
+        foreign = owner.foreign_line(prev)
+        if foreign is not None:
+            raise RemedyRefused(f"journalled previous content of {p} holds a line infergap fix --persist does not write "
+                                f"({foreign[:200]!r}): not restored")
         rs.command, rs.restored = f"restore {p} ({len(prev)} bytes)", f"{len(prev)} bytes"
         if have != prev:
             _atomic_write(p, prev, (st["file_mode"] or 0o644) & 0o777)

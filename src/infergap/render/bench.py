@@ -14,6 +14,7 @@ from infergap.bench.metrics import MIN_TAIL_SAMPLES, likely_cause
 from infergap.bench.results import BenchResult, PointResult, Spread, TelemetrySummary, throttled
 from infergap.guard import md_escape, md_fence, safe_console, term_safe, write_atomic
 from infergap.render.bench_why import head_lines, point_lines
+from infergap.render.fit import WIDTH as FIT_WIDTH
 
 COLUMNS = ("point", "req/s", "out tok/s", "total tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99",
            "ITL p50", "ITL p99", "failed", "retried", "trunc", "stability")
@@ -267,9 +268,10 @@ WIDE = 160
 
 def _tables(result: BenchResult, width: int | None) -> list[Table]:
     """The sweep as one table, or as two (throughput and outcome; latencies) below :data:`WIDE`
-    columns, so that every cell shows whole at 100 columns (a cut "UNSTA…" hides the verdict):
+    columns or when ``width`` is None (a file or a pipe: fitted to 100 columns), so that every
+    cell shows whole at 100 columns (a cut "UNSTA…" hides the verdict):
     no borders, cells wrapped at spaces and folded, never cut with an ellipsis."""
-    groups = [COLUMNS] if width is None or width >= WIDE else list(_SPLIT)
+    groups = [COLUMNS] if (width or FIT_WIDTH) >= WIDE else list(_SPLIT)
     out = []
     all_rows = rows(result)
     for i, cols in enumerate(groups):
@@ -299,8 +301,9 @@ def to_text(result: BenchResult, comparison: BenchComparison | None = None, widt
             con.print(f"- {n}", highlight=False)
     for line in head_lines(result):
         con.print(line, highlight=False)
-    for table in _tables(result, width):
-        con.print(table)
+    tables = safe_console(file=buf, width=width or FIT_WIDTH, force_terminal=False, no_color=True)
+    for table in _tables(result, width):  # laid out in the columns they have: never refitted line by line
+        tables.print(table)
     con.print("latencies in ms (median over trials of the per-trial percentile); throughputs: median (min–max) over trials")
     for line in point_lines(result):
         con.print(f"- {line}", highlight=False)

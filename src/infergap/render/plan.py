@@ -98,6 +98,13 @@ def render_text(plan: Plan, color: bool = False, width: int | None = None) -> st
         for t in plan.tried:
             c.print(escape(f"  • {t.title}  [{t.id}]"))
             c.print(escape(f"      {t.verdict}: {t.setting} — {t.measurement} (tune run {t.tune_run}, {t.created_at})"))
+    if plan.helped:
+        c.print()
+        c.print(f"[bold]TRIED — HELPED[/] ({len(plan.helped)}: measured by infergap tune on this host, engine version and model; "
+                "not selected by the facts at hand)")
+        for t in plan.helped:
+            c.print(escape(f"  • {t.title}  [{t.id}]"))
+            c.print(escape(f"      helps: {t.setting} — {t.measurement} (tune run {t.tune_run}, {t.created_at})"))
     c.print()
     c.print(f"[bold]UNKNOWN[/] ({len(plan.unknowns)})")
     for u in plan.unknowns:
@@ -222,6 +229,11 @@ def render_markdown(plan: Plan) -> str:
         out += ["", "## Tried — won't help", "", "Measured by `infergap tune` on this host, engine version and model.", ""]
         for t in plan.tried:
             out.append(f"- **{e(t.title)}** ({md_code(t.id)}): {e(t.verdict)} with {md_code(t.setting)} — {e(t.measurement)} "
+                       f"(tune run {t.tune_run}, {e(t.created_at)})")
+    if plan.helped:
+        out += ["", "## Tried — helped", "", "Measured by `infergap tune` on this host, engine version and model; not selected by the facts at hand.", ""]
+        for t in plan.helped:
+            out.append(f"- **{e(t.title)}** ({md_code(t.id)}): helps with {md_code(t.setting)} — {e(t.measurement)} "
                        f"(tune run {t.tune_run}, {e(t.created_at)})")
     out += ["", "## Unknown", ""]
     for u in plan.unknowns:

@@ -46,7 +46,7 @@ class GpuSpec(BaseModel):
     sms: int | None = None
     smem_per_block_KB: float | None = None
     nvlink_GBps: float = 0
-    pcie_gen: int = 4
+    pcie_gen: int | None = 4  # None: no PCIe host link (GB200's NVLink-C2C)
     sm: int | None = None
     pci_device_ids: list[str] = []
     p2p: str | None = None

@@ -93,7 +93,10 @@ class Source:
     line); ``prompt``: of the shell command that prints it after a prompt (``$ nvidia-smi topo -m``),
     with ``prompt_rank`` ordering the prompt tests (a more specific command first); ``repeats``: its
     start marker comes back inside one copy (every line of ``sysctl -a``, each matrix of
-    ``p2pBandwidthLatencyTest``), so a marker of the same kind continues the part; ``holds_log_lines``:
+    ``p2pBandwidthLatencyTest``), so a marker of the same kind continues the part; ``lead``: of a
+    line that, directly before the start marker, is the output's own first line although too
+    common to be a marker itself (``Name:`` above ``Namespace:`` in ``kubectl describe pod``):
+    pasted without its prompt, the part begins there; ``holds_log_lines``:
     lines that look like a log or a failure signature belong to the output (``Device=0 CANNOT Access
     Peer Device=1`` inside ``p2pBandwidthLatencyTest``, pip lines inside ``collect_env``). ``parser``: the
     function that turns its text into values (``module:function`` under ``infergap.parsers`` or,
@@ -123,6 +126,7 @@ class Source:
     prompt: str | None = None
     prompt_rank: int = 100
     repeats: bool = False
+    lead: str | None = None
     holds_log_lines: bool = False
     parser: str | None = None
     facts: tuple[str, ...] = ()
@@ -248,6 +252,7 @@ SOURCES: tuple[Source, ...] = (
     Source("k8s_pod", "kubectl describe pod (limits, mounts, volumes, events)",
            start=r"^(?:Namespace:\s{2,40}[\w.\-]{1,253}|Controlled By:\s{2,40}\w{3,30}/\S{1,253}|Priority Class Name:\s{2,40}\S{1,253})$",
            prompt=r"kubectl\s{1,8}describe\s{1,8}(?:pods?|po)\b", prompt_rank=23, repeats=True, holds_log_lines=True,
+           lead=r"^Name:\s{2,40}[\w.\-]{1,253}$",  # describe.go prints the pod's Name before its Namespace
            reads="text", parser=_P + "k8s_pod:parse_describe_pod", facts=("described_pods",), sample="evidence/k8sdp-430-describe-pod-pending.txt"),
     Source("show_gids", "show_gids (Mellanox OFED: the RoCE GID table)", serves="cmd:show_gids",
            start=r"^DEV\s{1,16}PORT\s{1,16}INDEX\s{1,16}GID\s{1,60}IPv4\s{1,60}VER\s{1,16}DEV$", prompt=r"\bshow_gids\b", prompt_rank=22,
@@ -259,6 +264,10 @@ SOURCES: tuple[Source, ...] = (
                  r"\|\s(?:Info|Warning)\s{2,40}\|\s.{1,120}\|$|\|\s\w[\w ./\-]{0,40}?\s{2,40}\|\s(?:Pass|Fail|Warn|Skip)(?: - (?:GPU|All)|\s{2,80}\|$))",
            prompt=r"\bdcgmi\s{1,8}diag\b", prompt_rank=23, repeats=True, holds_log_lines=True,
            parser=_P + "dcgm:parse_dcgmi_diag", facts=("parsed",), sample="evidence/dcgmi-godcgm52-gpu0-memory-fail.txt"),
+    Source("docker_inspect", "docker inspect <container> (HostConfig: GPU device requests, runtime, devices, /dev/shm size, IPC mode, limits)",
+           start=r'^(?:"Id": "[0-9a-f]{64}",|"HostConfig": \{|"DeviceRequests": (?:\[|null,?))$', prompt=r"\bdocker\s{1,8}(?:container\s{1,8})?inspect\b",
+           prompt_rank=23, repeats=True, reads="text", parser=_P + "docker_inspect:parse_docker_inspect", facts=("parsed",),
+           sample="evidence/docker-dockwatch29-device-requests.txt"),
     # -- sources without a start marker: commands collected live only, and logs (recognised by their lines) --
     Source("lscpu_json", "lscpu -J", _cmd("lscpu_json", "lscpu", "-J")),
     # the serving process (infergap collect --url, or every known engine listening): probes/process.json

@@ -53,6 +53,9 @@ def render_text(result: TuneResult) -> str:
     for r in table:
         lines.append("  ".join(term_safe(r[c], one_line=True).ljust(width[c]) for c in cols).rstrip())
     for t in result.trials:
+        if t.failed_runs:
+            lines.append(f"\n{t.lever}: {len(t.failed_runs)} run(s) gave no value and are not in the verdict:")
+            lines += [f"  {term_safe(x, one_line=True)}" for x in t.failed_runs]
         if t.refused:
             lines.append(f"\n{t.lever} refused: {term_safe(t.refused, one_line=True)}; the server's log ends:")
             lines += [f"  | {term_safe(x, one_line=True)}" for x in t.log_tail[-10:]]

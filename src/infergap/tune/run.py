@@ -64,6 +64,9 @@ class Trial(BaseModel):
     experiment_id: int | None = None
     #: A host lever's fix runs in the ledger, ``{"apply": id, "revert": id}`` per variant run.
     fix_runs: list[dict[str, Any]] = Field(default_factory=list)
+    #: Runs that gave no value at the judged level (the server died, the point was invalid):
+    #: ``"A: why"`` / ``"B: why"``, in run order; shown beside the verdict, never dropped silently.
+    failed_runs: list[str] = Field(default_factory=list)
 
 
 class TuneResult(BaseModel):
@@ -221,6 +224,9 @@ class Tuner:
             # The variant starts but cannot serve the workload the baseline serves: that is an effect.
             tr.judgement.verdict, tr.judgement.reason = "hurts", f"every variant run failed at {label}: {arms.failed[0]}"
         tr.verdict = tr.judgement.verdict
+        if tr.failed_runs and not tr.judgement.reason.startswith("every variant run failed"):
+            tr.judgement.reason = (f"{tr.judgement.reason}; {len(tr.failed_runs)} run(s) gave no value and are not in "
+                                   f"the verdict: {tr.failed_runs[0]}")
         if self.stopping and tr.verdict == "not measured":
             tr.judgement.reason = f"{tr.judgement.reason}; stopped: {self.stopping}"
         return tr
@@ -259,8 +265,10 @@ class _Arms:
             point = next((p for p in res.points if p.label == self.label), None)
             if point is not None and point.valid:
                 return point
+            why = _failure(res, self.label)
+            self.trial.failed_runs.append(f"{side}: {why}")
             if side == "B":
-                self.failed.append(_failure(res, self.label))
+                self.failed.append(why)
             return PointResult(mode="concurrency")  # no trial: this run gives no value
         return run
 
