@@ -82,6 +82,8 @@ def test_other_conclusions(report):
     assert one(report, "gpu.clocks", BDF).status == Status.expected
     # a VM exposes no cpuidle/cpufreq: expected, not actionable
     assert one(report, "cpu.cstates").status == Status.expected
+    # the reason reads as a sentence for plural names too ("Cpuidle states: managed by ...")
+    assert one(report, "cpu.cstates").impact.startswith("Cpuidle states: managed by the hypervisor or host; inside a virtual machine")
 
 
 def test_gpu_named_from_nvidia_smi_not_pci_ids(report):

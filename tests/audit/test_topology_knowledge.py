@@ -234,7 +234,10 @@ def test_cli_paste_on_a_machine_without_that_gpu(cli):
     not "no NVIDIA GPU" over it."""
     p = cli("audit", "--evidence", str(EV / "nvsmi-libc6shim14-rtx5070.txt"))
     assert p.returncode == 0, p.stderr
-    head = p.stdout.splitlines()[0]
+    lines = p.stdout.splitlines()
+    # the header is one sentence wrapped to 100 columns: its continuation lines are indented
+    cont = next((i for i, ln in enumerate(lines[1:], 1) if not ln.startswith("    ")), len(lines))
+    head = " ".join(ln.strip() for ln in lines[:cont])
     assert "audited as its own host" in head and "RTX 5070" in head
     assert "No NVIDIA GPU" not in p.stdout
 

@@ -403,3 +403,32 @@ CONTAINER_LINES = [
 def test_container_start_failures_name_their_cause(tmp_path, lines, check):
     found = [(f.id, f.severity.value) for f in _audit_lines(tmp_path, lines) if f.status.value == "actionable"]
     assert found[:1] == [(check, "P0")], found
+
+
+CAPTURE_ADVICE = [
+    # https://github.com/sgl-project/sglang/issues/23769 (the whole exception, OOM during capture)
+    ["Exception: Capture cuda graph failed: CUDA out of memory.", "Tried to allocate 672.00 MiB.", "",
+     "Possible solutions:", "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
+     "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)",
+     "3. disable torch compile by not using --enable-torch-compile",
+     "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)"],
+    # the same issue's advice alone, as a paste cut below the exception keeps it
+    ["Possible solutions:", "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
+     "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)"],
+    # SGLang 0.5.23 runner_backend_utils/__init__.py CUDA_GRAPH_CAPTURE_FAILED_MSG (the decode backend flag)
+    ["Possible solutions:", "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
+     "2. set --cuda-graph-max-bs-decode to a smaller value (e.g., 16)",
+     "3. disable decode CUDA graph by --cuda-graph-backend-decode=disabled. (Not recommended. Huge performance loss)"],
+]
+
+
+@pytest.mark.parametrize("lines", CAPTURE_ADVICE)
+def test_sglang_capture_failure_advice_names_the_capture(tmp_path, lines):
+    found = [(f.id, f.severity.value) for f in _audit_lines(tmp_path, lines) if f.status.value == "actionable"]
+    assert found[:1] == [("engine.cuda_graph", "P0")], found
+
+
+def test_advice_to_disable_graphs_elsewhere_is_not_a_capture_failure(tmp_path):
+    # SGLang's server-argument help, not the capture failure's advice
+    found = _audit_lines(tmp_path, ["--disable-cuda-graph  Disable cuda graph."])
+    assert not [f for f in found if f.id == "engine.cuda_graph" and f.status.value == "actionable"]

@@ -143,3 +143,38 @@ def test_tensorrt_llm_miner_on_excerpt(tmp_path):
     assert mb["level"] == "warn" and re.search(mb["pattern"], line)
     kv = t["Can't allocate new block for KV cache"]
     assert (kv["level"], kv["check"], kv["severity"]) == ("error", "engine.kv_pressure", "P1")
+
+
+def test_llamacpp_miner_unions_the_2023_release(tmp_path):
+    """--also-tag: llama.cpp's 2023 layout (llama.cpp and ggml-cuda.cu at the top, no src/) mined
+    beside the current release; a template both print is one entry naming both tags, one only the
+    old release prints is added with its tag and its own path."""
+    from tools.messages import mine_llamacpp
+
+    out = tmp_path / "cat.yaml"
+    new, old = c.Checkout(UP / "llamacpp", "llama-cpp-python-0.3.36"), c.Checkout(UP / "llamacpp-2023", "llama-cpp-python-0.1.77")
+    engines.build(mine_llamacpp.ENGINE, new, out, ROOT / "tools/messages/curated/llamacpp.yaml", archive="excerpt",
+                  also=[(old, "excerpt 2023")])
+    cat = yaml.safe_load(out.read_text(encoding="utf-8"))
+    assert cat["upstream"]["also_tags"] == ["llama-cpp-python-0.1.77"] and cat["call_sites"] == 10  # the counts stay the current release's
+    t = _by_template(cat)
+    assert t["%s: offloaded %d/%d layers to GPU"]["tags"] == ["llama-cpp-python-0.3.36", "llama-cpp-python-0.1.77"]
+    found = t["%s: found %d CUDA devices:"]
+    assert found["tags"] == ["llama-cpp-python-0.1.77"] and found["where"] == "ggml-cuda.cu:18"
+    assert t["%s: using CUDA for GPU acceleration"]["where"] == "llama.cpp:4"
+    assert t["CUDA error %d at %s:%d: %s"]["tags"] == ["llama-cpp-python-0.1.77"]
+    assert t["%s: failed to initialize CUDA: %s"]["tags"] == ["llama-cpp-python-0.3.36"]
+    # a line of a 2023-format paste (https://github.com/ggml-org/llama.cpp/issues/5483)
+    assert re.search(found["pattern"], "ggml_init_cublas: found 2 CUDA devices:")
+
+
+def test_the_packaged_llamacpp_catalog_reads_2023_lines():
+    """The packaged catalog, mined with --also-tag llama-cpp-python-0.1.77, reads the 2023 format's
+    lines (https://github.com/ggml-org/llama.cpp/issues/5483) and names the release that prints them."""
+    from infergap.messages import match_lines
+
+    mm = match_lines(["ggml_init_cublas: found 2 CUDA devices:",
+                      "llama_model_load_internal: offloaded 33/35 layers to GPU"])
+    assert [(m.message.component, m.message.tag) for m in mm] == [
+        ("llamacpp", "llama-cpp-python-0.1.77"), ("llamacpp", "llama-cpp-python-0.3.36")]
+    assert mm[1].message.check == "engine.offload"

@@ -197,15 +197,23 @@ class Engine:
     info_keep: re.Pattern[str] | None = None   # more info calls to keep (the engine's own words)
 
 
+def _mined(engine: Engine, co: c.Checkout) -> tuple[list[c.Entry], Stats]:
+    kept, st = select(engine.find(co), engine.info_keep)
+    return entries_of(engine.component, kept), st
+
+
 def build(engine: Engine, co: c.Checkout, out: Path, curated: Path,
-          archive: str | None = None) -> tuple[Stats, list[str]]:
+          archive: str | None = None, also: list[tuple[c.Checkout, str | None]] | None = None) -> tuple[Stats, list[str]]:
     """Mine ``co`` and write the catalog to ``out``; returns the counts and curated ids not found.
 
     ``archive``: the release archive a plain-directory source was unpacked from (recorded).
+    ``also``: other releases (checkout, archive) mined too and unioned in
+    (:func:`~tools.messages.common.union_tags`: each entry names the tags that print it); the
+    counts of the header are ``co``'s.
     """
-    sites = engine.find(co)
-    kept, st = select(sites, engine.info_keep)
-    entries = entries_of(engine.component, kept)
+    entries, st = _mined(engine, co)
+    for other, _arch in also or []:
+        entries = c.union_tags(entries, co.tag, _mined(engine, other)[0], other.tag)
     missing = c.merge_curated(entries, c.load_curated(curated), engine.label)
     header = {
         "component": engine.component,
@@ -219,12 +227,15 @@ def build(engine: Engine, co: c.Checkout, out: Path, curated: Path,
         "raise_sites": st.raise_sites,
         "kept_raise_sites": st.kept_raise_sites,
     }
+    if also:
+        header["upstream"]["also_tags"] = [o.tag for o, _a in also]
+        header["upstream"]["also_archives"] = [a or "" for _o, a in also]
     c.write_catalog(out, header, entries)
     return st, missing
 
 
 def main(engine: Engine, argv: list[str] | None = None) -> int:
-    """Command line of a mining script: ``SOURCE TAG [--out FILE] [--curated FILE]``.
+    """Command line of a mining script: ``SOURCE TAG [--out FILE] [--curated FILE] [--also-tag SOURCE TAG]``.
 
     SOURCE is a git repository (bare or not) read at TAG, or a directory holding the release's
     files (an unpacked release archive), TAG then naming that release. Prints the counts and every
@@ -236,10 +247,15 @@ def main(engine: Engine, argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / f"src/infergap/data/messages/{engine.component}.yaml")
     ap.add_argument("--curated", type=Path, default=ROOT / f"tools/messages/curated/{engine.component}.yaml")
     ap.add_argument("--archive", help="release archive SOURCE was unpacked from (recorded in the header)")
+    ap.add_argument("--also-tag", nargs=2, action="append", default=[], metavar=("SOURCE", "TAG"),
+                    help="also mine another release (an older one whose wording users paste); repeatable")
+    ap.add_argument("--also-archive", action="append", default=[], help="archive each --also-tag SOURCE was unpacked from, in order")
     a = ap.parse_args(argv)
     try:
         co = c.Checkout(a.source, a.tag)
-        st, missing = build(engine, co, a.out, a.curated, a.archive)
+        arch = a.also_archive + [None] * len(a.also_tag)
+        also = [(c.Checkout(src, tag), arch[i]) for i, (src, tag) in enumerate(a.also_tag)]
+        st, missing = build(engine, co, a.out, a.curated, a.archive, also)
     except ValueError as e:
         print(f"mine_{engine.component}: {e}", file=sys.stderr)
         return 2

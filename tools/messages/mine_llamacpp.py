@@ -8,7 +8,9 @@ C/C++/CUDA/Objective-C files of ``src/``, ``ggml/src/`` (every backend), ``commo
 (``SLT_*`` take the slot first, the format second), and ``fprintf(stderr, …)`` (its level from
 its words: ``warning`` → warn, ``error``/``failed`` → error, else info). Levels: ``*_WRN``/``*_WARN`` warn,
 ``*_ERR``/``*_ERROR`` error, ``GGML_ABORT`` fatal, ``*_INF``/``*_INFO`` info (kept by the rules of
-``tools/messages/engines.py``).
+``tools/messages/engines.py``). The 2023 layout (:data:`OLD_DIRS`) is read when SOURCE has no
+``src/``, so an old release can be mined with ``--also-tag`` (its ``llama_model_load_internal:``
+and ``ggml_init_cublas:`` lines are what pastes of 2023 hold).
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ MACROS = {
 #: defines them; the ROCm and MUSA builds print "ROCm"/"MUSA" there instead.
 STRING_MACROS = {"GGML_CUDA_NAME": '"CUDA"', "GGML_CUBLAS_NAME": '"cuBLAS"'}
 DIRS = ("src", "ggml/src", "common", "tools/server")
+#: The 2023 layout (before ``src/`` and ``ggml/src/``, e.g. the ``master-*`` and ``b10xx`` tags and
+#: llama-cpp-python 0.1.x's vendored copy): ``llama.cpp``, ``ggml*.c``/``ggml-cuda.cu`` at the top,
+#: the common code and the server under ``examples/``. Read when SOURCE has no ``src/``.
+OLD_DIRS = ("", "examples/common", "examples/server")
 SUFFIXES = (".c", ".cpp", ".cc", ".cu", ".cuh", ".h", ".hpp", ".m", ".mm")
 
 
@@ -61,8 +67,11 @@ def _fprintf_level(fmt: str) -> str:
 def find(co: c.Checkout) -> list[Site]:
     """llama.cpp's log call sites with a literal format, in path/line order."""
     out: list[Site] = []
-    for under in DIRS:
+    old = not co.files("src", SUFFIXES)
+    for under in OLD_DIRS if old else DIRS:
         for rel in co.files(under, SUFFIXES):
+            if old and not under and "/" in rel:
+                continue  # the top of the old layout: its own files only (examples/, tests/ apart)
             for cs in c.c_calls(rel, co.read(rel), (*MACROS, "fprintf")):
                 if cs.func == "fprintf" and (not cs.args or cs.args[0] != "stderr"):
                     continue

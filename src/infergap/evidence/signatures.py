@@ -269,6 +269,8 @@ def catalog() -> Catalog:
 class SignatureHit(BaseModel):
     """Lines of one evidence part that matched one message signature."""
 
+    model_config = ConfigDict(defer_build=True)  # schema built on first use, not at import (start time)
+
     signature: str
     count: int = 0
     examples: list[str] = Field(default_factory=list)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 _DEVICE = re.compile(r"^Device: (\d{1,3}), (.{1,120}?), pciBusID: ([0-9a-fA-F]{1,4}), pciDeviceID: ([0-9a-fA-F]{1,4}), pciDomainID:\s?([0-9a-fA-F]{1,8})")
 _ACCESS = re.compile(r"^Device=(\d{1,3}) (CAN|CANNOT) Access Peer Device=(\d{1,3})")
@@ -29,6 +29,8 @@ class P2pBandwidthRun(BaseModel):
     ``uni_disabled_GBps``, ``uni_enabled_GBps`` (``_writes``/``_reads`` suffixes when the sample
     printed both), ``bi_enabled_GBps``, ``disabled_latency_us`` -> ``"i-j"`` -> value.
     """
+
+    model_config = ConfigDict(defer_build=True)  # schema built on first use, not at import (start time)
 
     devices: dict[int, str] = Field(default_factory=dict)
     bus: dict[int, str] = Field(default_factory=dict)

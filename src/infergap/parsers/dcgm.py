@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 _SECTION = re.compile(r"^[|+]-{3,8}\s{1,4}([A-Za-z][A-Za-z ]{0,40}?)\s{1,4}-{1,40}\+-{4,120}[|+]$")
 _RESULT = re.compile(r"^(Pass|Fail|Warn|Skip|Skipped|Warning)(?: - (?:GPU(?:s)?: ?([\d, ]{1,200})|(All)))?$")
@@ -32,6 +32,8 @@ class DcgmTest(BaseModel):
     the paste starts below its header), ``gpus``: GPU index (``"0"``) or ``"all"`` -> ``Pass``,
     ``Fail``, ``Warn`` or ``Skip``."""
 
+    model_config = ConfigDict(defer_build=True)  # schema built on first use, not at import (start time)
+
     name: str
     section: str | None = None
     gpus: dict[str, str] = Field(default_factory=dict)
@@ -40,6 +42,8 @@ class DcgmTest(BaseModel):
 class DcgmNote(BaseModel):
     """A ``Warning`` or ``Info`` row: ``kind``, the ``gpu`` it names (None when none), its
     ``text`` joined across the wrapped rows, and the ``test`` it follows."""
+
+    model_config = ConfigDict(defer_build=True)  # schema built on first use, not at import (start time)
 
     kind: str
     text: str
@@ -50,6 +54,8 @@ class DcgmNote(BaseModel):
 class DcgmDiag(BaseModel):
     """One ``dcgmi diag`` table: ``metadata`` (``DCGM Version``, ``Driver Version Detected`` …),
     ``tests`` in order, ``notes``."""
+
+    model_config = ConfigDict(defer_build=True)  # schema built on first use, not at import (start time)
 
     metadata: dict[str, str] = Field(default_factory=dict)
     tests: list[DcgmTest] = Field(default_factory=list)

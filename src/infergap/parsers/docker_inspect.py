@@ -120,7 +120,10 @@ def parse_docker_inspect(text: str) -> list[ContainerConfig]:
     >>> [(r.driver, r.count, r.gpu) for r in c.requests], c.asks_for_gpus, c.shm_size_B
     ([('nvidia', 1, True)], True, None)
     """
-    doc = _json(text)
+    body = text.lstrip()
+    # A whole ``docker inspect``'s part begins at its ``"Id": …,`` line (the record's start line):
+    # the ``[`` and ``{`` above it are not in the part.
+    doc = _json("{" + body if body.startswith('"') else body)
     items = doc if isinstance(doc, list) else [doc]
     if items and all(isinstance(x, dict) and ("Capabilities" in x or "Driver" in x) and "HostConfig" not in x for x in items):
         return [ContainerConfig(requests=_requests(items), seen=["DeviceRequests"])]

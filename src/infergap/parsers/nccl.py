@@ -557,6 +557,8 @@ class NcclTestsRun(BaseModel):
     ``#wrong`` counts when the output has that column), ``# Avg bus bandwidth`` and ``# Out of
     bounds values``."""
 
+    model_config = ConfigDict(defer_build=True)  # schema built on first use, not at import (start time)
+
     ranks: list[dict[str, str]] = Field(default_factory=list)
     rows: list[tuple[int, float, float]] = Field(default_factory=list)
     wrong: int | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 _DEVICE = re.compile(r"^Device (\d{1,3}): (.{1,120}?)(?: \(([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})\))?$")
 _RUNNING = re.compile(r"^(Running|Waiving) ([a-z][a-z0-9_]{2,80})\.$")
@@ -33,6 +33,8 @@ class NvbandwidthRun(BaseModel):
     ``host_to_device`` test the row is the CPU, ``0``, and the column the GPU); ``sums``: test case
     -> its ``SUM`` figure; ``waived``: the test cases it could not run.
     """
+
+    model_config = ConfigDict(defer_build=True)  # schema built on first use, not at import (start time)
 
     versions: dict[str, str] = Field(default_factory=dict)
     devices: dict[int, str] = Field(default_factory=dict)

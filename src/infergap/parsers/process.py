@@ -9,7 +9,7 @@ facts read it back through :func:`parse_process_probe`, so neither imports the o
 from __future__ import annotations
 
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
 class ProcessEvidence(BaseModel):
@@ -23,6 +23,8 @@ class ProcessEvidence(BaseModel):
     ``memory.max``, ``cpuset.cpus.effective``); ``gpu_memory_B``: GPU memory NVML attributes to
     the process (None when NVML is absent or does not list it, with the reason in ``gpu_note``);
     ``sources``: field → where it was read; ``problems``: what could not be read."""
+
+    model_config = ConfigDict(defer_build=True)  # schema built on first use, not at import (start time)
 
     url: str
     pid: int
