@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from infergap.cli import app, echo_fit, fail
 from infergap.cli import validate as v
+from infergap.cli.base import app, echo_fit, fail
 from infergap.cli.options import db_option, served_model_option, snapshot_option, url_option
 
 
@@ -27,7 +27,7 @@ def _record(files: dict[str, str], db: Path | None) -> None:
     """Keep the doctor's audit, roofline, bench and plan in the ledger, each as its own run."""
     import json
 
-    from infergap.cli import record
+    from infergap.cli.base import record
 
     for kind in ("audit", "roofline", "bench", "plan"):
         path = files.get(f"{kind}.json")
