@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # annotations only: no import at run time
     from infergap.roofline.model import ModelSpec
     from infergap.server import ServerConfig
     from infergap.snapshot.core import Snapshot
-    from infergap.snapshot.process import ProcessEvidence
+    from infergap.parsers.process import ProcessEvidence
     from infergap.synthesis import AuditReport
 
 log = logging.getLogger(__name__)
@@ -125,8 +125,7 @@ def audit_stage(audit: AuditReport | None) -> tuple[str, str, str | None]:
     verdict = ", ".join(f"{k} {sev.get(k, 0)}" for k in ("P0", "P1", "P2")) + f", unknown {counts.get('unknown', 0)}"
     if summary.get("evidence_unmatched"):
         verdict += f", {summary['evidence_unmatched']} pasted part(s) with no known cause"
-    host = audit.host or {}
-    label, gpus = (host.get("snapshot") or {}).get("label"), host.get("gpu_summary")
+    label, gpus = audit.host.snapshot.label if audit.host.snapshot else None, audit.host.gpu_summary
     detail = f"{gpus}; from {label}" if label and gpus else (label or gpus)
     errored = summary.get("investigator_errors") or []
     if errored:
@@ -283,7 +282,7 @@ def _server_stage(run: _Run, url: str, api_key: str | None) -> Any:
 
 def _process_stage(run: _Run, url: str) -> Any:
     """The serving process behind ``url`` when it runs on this machine (``process.json``:
-    :class:`~infergap.snapshot.process.ProcessEvidence`, secrets scrubbed); None when the URL is
+    :class:`~infergap.parsers.process.ProcessEvidence`, secrets scrubbed); None when the URL is
     another machine's or the process cannot be found (the stage says why)."""
     if not is_local_url(url):
         run.stage("process", "skipped", "the server runs on another machine: its process is read there (infergap doctor on that host)")

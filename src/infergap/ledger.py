@@ -823,5 +823,5 @@ def compare_runs(a: Run, b: Run) -> Any:
                 raise LedgerError(f"compare: run {run.id} is not an infergap.bench/1 result "
                                   f"({e.error_count()} problem(s), first: {e.errors()[0]['msg']})") from None
         return compare_bench(results[0], results[1])
-    raise LedgerError(f"compare: runs of kind {a.kind} cannot be compared here (audit and bench runs can; "
-                      "fleet runs are compared by infergap.fleet.compare)")
+    raise LedgerError(f"compare: {a.kind} runs cannot be compared (infergap compare compares audits finding by "
+                      "finding, benches point by point and fleet runs node by node)")

@@ -32,6 +32,54 @@ class InvestigatorRun(BaseModel):
     findings: int = 0
 
 
+class SnapshotRef(BaseModel):
+    """What was audited: the snapshot's kind (``live``, ``dir``, ``archive``, ``evidence`` …) and
+    its label (a path, a host name)."""
+
+    kind: str | None = None
+    label: str | None = None
+
+
+class AuditGpu(BaseModel):
+    """One GPU of the audited host: PCI address (``0000:17:00.0``, or the nvidia-smi device name
+    when that is all the input gave), name, memory in bytes (None when not read)."""
+
+    bdf: str | None = None
+    name: str | None = None
+    memory_total_B: int | None = None
+
+
+class AuditHost(BaseModel):
+    """The report's ``host`` summary (:func:`host_summary`): what was audited and what the host is.
+    Every field is optional: an evidence-only audit has no kernel, a summary that failed has only
+    ``snapshot`` and ``error``. Only the fields a summary set are written back
+    (:meth:`as_dict`), so a document reads back as it was; keys of another version are kept."""
+
+    model_config = {"extra": "allow"}
+
+    snapshot: SnapshotRef | None = None
+    kernel: str | None = None
+    cpu: str | None = None
+    cpu_vendor: str | None = None
+    numa_nodes: int | None = None
+    gpus: list[AuditGpu] = Field(default_factory=list)
+    gpu_summary: str | None = None
+    driver: str | None = None
+    cuda_driver: str | None = None
+    container: str | None = None
+    virtualization: str | None = None
+    error: str | None = None
+
+    @property
+    def gpus_read(self) -> bool:
+        """Whether the summary says which GPUs the host has (``gpus`` was set, perhaps empty)."""
+        return "gpus" in self.model_fields_set
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary as written in the document (JSON values, only the fields that were set)."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
 class AuditReport(BaseModel):
     """The audit report. ``findings`` are ordered for reading: actionable first (ranked), then
     expected, unknown, ok and not applicable."""
@@ -39,7 +87,7 @@ class AuditReport(BaseModel):
     schema_: str = Field(SCHEMA, alias="schema")
     created: str
     infergap_version: str = __version__
-    host: dict[str, Any]
+    host: AuditHost
     investigators: list[InvestigatorRun]
     findings: list[Finding]
     summary: dict[str, Any]
@@ -56,7 +104,8 @@ class AuditReport(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         """The contract JSON (``schema`` key, enums as strings, None fields dropped in findings)."""
-        d = self.model_dump(mode="json", by_alias=True, exclude={"findings"})  # findings dumped once, below
+        d = self.model_dump(mode="json", by_alias=True, exclude={"findings", "host"})  # those two dumped below
+        d["host"] = self.host.as_dict()
         d["findings"] = [f.to_json() for f in self.findings]
         return {k: d[k] for k in (f.alias or n for n, f in type(self).model_fields.items()) if k in d}  # field order
 
@@ -74,7 +123,7 @@ def rank_key(f: Finding) -> tuple[int, int, str, str]:
 _STATUS_ORDER = {Status.actionable: 0, Status.expected: 1, Status.unknown: 2, Status.ok: 3, Status.not_applicable: 4}
 
 
-def synthesize(findings: list[Finding], runs: list[InvestigatorRun], host: dict[str, Any], duration_s: float = 0.0,
+def synthesize(findings: list[Finding], runs: list[InvestigatorRun], host: dict[str, Any] | AuditHost, duration_s: float = 0.0,
                read_s: float | None = None) -> AuditReport:
     """Order findings and compute the summary counts (per status, per severity, per fix kind).
     ``duration_s``: seconds the investigators and the synthesis took; ``read_s``: seconds spent
@@ -101,7 +150,7 @@ def synthesize(findings: list[Finding], runs: list[InvestigatorRun], host: dict[
         summary["read_s"] = round(read_s, 4)
     return AuditReport(
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        host=host,
+        host=host if isinstance(host, AuditHost) else AuditHost.model_validate(host),
         investigators=sorted(runs, key=lambda r: r.name),
         findings=ordered,
         summary=summary,

@@ -106,7 +106,7 @@ def test_single_nvidia_smi_output_names_the_gpu(tmp_path, name):
     shutil.copy(H200 / "cmds" / f"{name}.out", tmp_path / "cmds" / f"{name}.out")
     with open_snapshot(tmp_path) as snap:
         r = run_audit(snap)
-    assert r.host["gpu_summary"] == "1 × NVIDIA H200"
+    assert r.host.gpu_summary == "1 × NVIDIA H200"
     assert not r.get("gpu.present")
     clocks = r.get("gpu.clocks", "0000:00:06.0")
     if name != "nvsmi":  # the table has no clocks; the others show an idle GPU, not a slow one
@@ -118,7 +118,7 @@ def test_topology_alone_gives_gpu_count_and_links(tmp_path):
     shutil.copy(HOSTS.parent / "evidence" / "topo-667-pxb-pix.txt", tmp_path / "cmds" / "nvsmi_topo.out")
     with open_snapshot(tmp_path) as snap:
         r = run_audit(snap)
-    assert len(r.host["gpus"]) == 4
+    assert len(r.host.gpus) == 4
     nv = r.get("nvlink.topology")[0]
     assert nv.status == Status.unknown and "model is not known" in nv.title
     assert r.get("allreduce.custom")[0].status == Status.expected
@@ -203,7 +203,7 @@ def test_missing_gpu_evidence_is_unknown_not_absent(tmp_path):
     with open_snapshot(tmp_path) as snap:
         r = run_audit(snap)
     f = r.get("gpu.present")[0]
-    assert f.status == Status.unknown and r.host["gpu_summary"] == "GPUs not captured"
+    assert f.status == Status.unknown and r.host.gpu_summary == "GPUs not captured"
 
 
 def test_lspci_alone_lists_the_gpus(tmp_path):
@@ -211,7 +211,7 @@ def test_lspci_alone_lists_the_gpus(tmp_path):
     shutil.copy(HOSTS / "seed-8x-rtxpro6000" / "cmds" / "lspci.out", tmp_path / "cmds" / "lspci.out")
     with open_snapshot(tmp_path) as snap:
         r = run_audit(snap)
-    assert len(r.host["gpus"]) == 8 and not r.get("gpu.present")
+    assert len(r.host.gpus) == 8 and not r.get("gpu.present")
 
 
 def test_unreadable_files_are_named_in_the_title():

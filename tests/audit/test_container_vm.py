@@ -31,7 +31,7 @@ def vm(tmp_path) -> Path:
 
 def test_a_vm_with_dockerenv_is_a_vm(vm):
     a = _audit(vm)
-    assert a.host["container"] is None and a.host["virtualization"] == "hypervisor flag"
+    assert a.host.container is None and a.host.virtualization == "hypervisor flag"
     f = a.get("container.detect")[0]
     assert f.status.value == "ok" and "/.dockerenv present" in f.evidence[0].value
 
@@ -52,6 +52,6 @@ def test_dockerenv_with_a_container_sign_is_a_container(vm, change, sign):
     else:
         (files / "1" / "cgroup").write_text("0::/system.slice/docker-3f2a9c.scope\n")
     a = _audit(vm)
-    assert a.host["container"] == "docker"
+    assert a.host.container == "docker"
     f = a.get("container.detect")[0]
     assert f.status.value == "expected" and any(sign in e.value for e in f.evidence)

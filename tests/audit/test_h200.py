@@ -82,10 +82,12 @@ def test_other_conclusions(report):
     assert one(report, "gpu.clocks", BDF).status == Status.expected
     # a VM exposes no cpuidle/cpufreq: expected, not actionable
     assert one(report, "cpu.cstates").status == Status.expected
+    # the reason reads as a sentence for plural names too ("Cpuidle states: managed by ...")
+    assert one(report, "cpu.cstates").impact.startswith("Cpuidle states: managed by the hypervisor or host; inside a virtual machine")
 
 
 def test_gpu_named_from_nvidia_smi_not_pci_ids(report):
-    assert report.host["gpus"][0]["name"] == "NVIDIA H200"
+    assert report.host.gpus[0].name == "NVIDIA H200"
     ident = one(report, "pci.unidentified")
     if ident.status == Status.ok:
         assert ident.details["devices"][BDF].startswith("NVIDIA H200 [10de:2335]")
@@ -102,7 +104,7 @@ def test_gpu_without_nvidia_smi_is_never_guessed(tmp_path):
     with open_snapshot(tmp_path) as snap:
         r = run_audit(snap)
     known = system_pci_ids().device_name(0x10DE, 0x2335)
-    name = r.host["gpus"][0]["name"]
+    name = r.host.gpus[0].name
     assert name == (f"NVIDIA {known}" if known else "NVIDIA H200 SXM 141GB")
 
 

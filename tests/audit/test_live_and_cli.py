@@ -17,7 +17,7 @@ def test_live_audit_without_gpu_reports_absence_once():
     with LiveSnapshot() as snap:
         r = run_audit(snap)
     assert all(i.error is None for i in r.investigators), [i.error for i in r.investigators]
-    if r.host["gpus"]:  # a machine with a GPU: nothing more to assert here
+    if r.host.gpus:  # a machine with a GPU: nothing more to assert here
         return
     absent = [f for f in r.findings if f.id == "gpu.present"]
     assert len(absent) == 1 and absent[0].status == Status.not_applicable
@@ -32,7 +32,7 @@ def test_live_audit_without_gpu_reports_absence_once():
     [memlock] = r.get("limits.memlock")
     soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
     rdma = os.path.isdir("/sys/class/infiniband") and os.listdir("/sys/class/infiniband")
-    if soft != resource.RLIM_INFINITY and not rdma and r.host["gpu_summary"] == "no NVIDIA GPU":
+    if soft != resource.RLIM_INFINITY and not rdma and r.host.gpu_summary == "no NVIDIA GPU":
         assert memlock.status == Status.not_applicable and memlock.severity is None, memlock.title
         assert "no NVIDIA GPU and no RDMA device" in memlock.title and memlock.impact
 

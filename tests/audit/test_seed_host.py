@@ -56,7 +56,7 @@ def test_ok(report, cid):
 def test_per_gpu_findings_cover_eight_gpus(report):
     assert len(report.get("pcie.max_read_request")) == 8
     assert len(report.get("pcie.link")) == 8
-    assert report.host["gpu_summary"] == "8 × NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    assert report.host.gpu_summary == "8 × NVIDIA RTX PRO 6000 Blackwell Server Edition"
 
 
 def test_mrrs_remedy_and_exact_revert(report):
@@ -70,7 +70,7 @@ def test_mrrs_remedy_and_exact_revert(report):
 
 
 def test_inside_container_host_settings_are_host_controlled(report):
-    assert report.host["container"] == "lxc"
+    assert report.host.container == "lxc"
     for cid in ("kernel.numa_balancing", "vm.swappiness", "cpu.cstates", "pcie.max_read_request", "nvidia.peermem"):
         for f in report.get(cid):
             assert f.remedy.host_controlled, cid

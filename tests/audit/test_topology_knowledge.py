@@ -170,7 +170,7 @@ def test_gpu_named_from_the_data_when_pci_ids_is_older(tmp_path):
     from infergap.parsers.pci import system_pci_ids
 
     r = audit_files(HOSTS / "seed-8x-rtxpro6000" / "cmds" / "lspci.out")
-    names = {g["name"] for g in r.host["gpus"]}
+    names = {g.name for g in r.host.gpus}
     known = system_pci_ids().device_name(0x10DE, 0x2BB5)
     assert names == {f"NVIDIA {known}" if known else "NVIDIA RTX PRO 6000 Blackwell Server Edition"}
     f = one(r, "pci.unidentified")
@@ -214,8 +214,8 @@ def test_paste_of_another_host_is_audited_on_its_own():
         r = run_audit(snap)
     finally:
         snap.close()
-    assert "audited as its own host" in r.host["snapshot"]["label"]
-    assert [g["name"] for g in r.host["gpus"]] == ["NVIDIA GeForce RTX 5070"]
+    assert "audited as its own host" in r.host.snapshot.label
+    assert [g.name for g in r.host.gpus] == ["NVIDIA GeForce RTX 5070"]
     assert not r.get("gpu.present")
 
 
@@ -260,7 +260,7 @@ def test_nvswitch_named_from_the_data(tmp_path):
     r = audit_files(tmp_path / "lspci.txt")
     f = one(r, "pci.unidentified")
     assert "0000:05:00.0: NVSwitch" in f.title and "unknown device" not in f.details["devices"]["0000:05:00.0"]
-    assert {g["name"] for g in r.host["gpus"]} <= {"NVIDIA H200 SXM 141GB", "NVIDIA GH100 [H200 SXM 141GB]"}
+    assert {g.name for g in r.host.gpus} <= {"NVIDIA H200 SXM 141GB", "NVIDIA GH100 [H200 SXM 141GB]"}
 
 
 def test_pasted_lspci_without_ids(tmp_path):
@@ -268,7 +268,7 @@ def test_pasted_lspci_without_ids(tmp_path):
     (its first line): no ids, yet the GPU is found and named from lspci's own text."""
     (tmp_path / "lspci.txt").write_text("01:00.0 VGA compatible controller: NVIDIA Corporation AD102 [GeForce RTX 4090] (rev a1) (prog-if 00 [VGA controller])\n")
     r = audit_files(tmp_path / "lspci.txt")
-    assert [g["name"] for g in r.host["gpus"]] == ["NVIDIA AD102 [GeForce RTX 4090]"]
+    assert [g.name for g in r.host.gpus] == ["NVIDIA AD102 [GeForce RTX 4090]"]
     assert not r.get("gpu.present")
 
 

@@ -46,3 +46,16 @@ def test_no_engine_metrics_is_said_once_for_the_points_it_concerns():
     said = [ln for ln in text.splitlines() if ln.startswith("- ") and "no engine metrics" in ln and "knee" not in ln]
     assert len(said) == 1, said
     assert ", ".join(p.label for p in unknown) in text
+
+
+def test_retries_alone_are_not_headed_as_failed_requests():
+    """A real llama-server run whose requests all completed, some after a retry on a fresh
+    connection (the server closes kept-alive connections), is not headed FAILED REQUESTS; a run
+    with failed requests still is."""
+    clean = load_result(Path(__file__).resolve().parents[1] / "fixtures" / "real-gpu" / "h200-llama-process" / "q8" / "bench.json")
+    assert sum(p.failed for p in clean.points) == 0 and sum(p.retried for p in clean.points) > 0
+    text = to_text(clean, width=100)
+    assert text.startswith("CONNECTIONS (no request failed)\n- connections: ") and "FAILED REQUESTS" not in text
+    failed = load_result(Path(__file__).resolve().parents[1] / "fixtures" / "real-gpu" / "h200-llama-server" / "kv-refuse" / "bench.json")
+    assert sum(p.failed for p in failed.points) > 0
+    assert to_text(failed, width=100).startswith("FAILED REQUESTS\n")

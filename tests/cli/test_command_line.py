@@ -191,3 +191,12 @@ def test_help_shows_no_value_placeholder_on_flags():
         assert r.returncode == 0, (name, r.stderr)
         assert "<bool>" not in r.stdout and "list[Path]" not in r.stdout and "more_evidence" not in r.stdout, (name, r.stdout)
     assert "-e, --evidence FILE" in run_cli("plan", "--help", env={"COLUMNS": "200"}).stdout
+
+
+def test_compare_of_two_rooflines_says_what_compare_does(db):
+    """It answered with a Python module's name ('compared by infergap.fleet.compare')."""
+    for _ in range(2):
+        assert run_cli("roofline", "-m", "llama-3.1-8b", "--gpu", "h200", "--db", db).returncode == 0
+    r = run_cli("compare", "1", "2", "--db", db)
+    assert r.returncode == 2 and r.stderr.startswith("infergap: error: compare: roofline runs cannot be compared"), r.stderr
+    assert "infergap." not in r.stderr and "audits finding by finding" in r.stderr

@@ -138,7 +138,8 @@ def test_checks_roofline_and_fleet(db):
 def test_bench_summaries(path):
     """A bench's text report as ``bench`` writes it to a pipe (render, then fit), from real runs."""
     from infergap.bench.results import load_result
-    from infergap.cli import Fmt, render_report
+    from infergap.cli.base import render_report
+    from infergap.cli.options import Fmt
     from infergap.render.bench import to_text
 
     r = load_result(path)

@@ -72,9 +72,13 @@ def test_a_gpu_bound_against_a_host_without_gpus_says_so():
     from infergap.plan import build_plan
     from infergap.roofline import Parallel, Workload, bounds, load_hardware, load_model
 
-    audit = {"schema": "infergap.audit/1", "host": {"gpus": []},
-             "findings": [{"id": "gpu.present", "status": "not_applicable", "title": "No NVIDIA GPU",
-                           "evidence": [{"source": "files/sys/bus/pci/devices", "value": "no NVIDIA display-class function"}]}]}
+    from infergap.checks import not_applicable
+    from infergap.findings import Evidence
+    from infergap.synthesis import synthesize
+
+    none = not_applicable("gpu.present", "No NVIDIA GPU", "no GPU",
+                          evidence_=[Evidence(source="files/sys/bus/pci/devices", value="no NVIDIA display-class function")])
+    audit = synthesize([none], [], host={"gpus": []}).to_json()
     rl = bounds(load_model("llama-3.1-8b"), load_hardware("h200", 1), Parallel(tp=1), Workload(batches=[1, 8]))
     bench = constructed_bench([(1, 20.0, None), (8, 100.0, None)], gpus=0)
     summary = build_plan(audit=audit, roofline=rl, bench=bench).gap.summary

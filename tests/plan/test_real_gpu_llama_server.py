@@ -163,7 +163,7 @@ def test_the_gpu_vm_is_not_a_container():
         snap.close()
     det = a.get("container.detect")[0]
     assert det.status.value == "ok" and "/.dockerenv present" in json.dumps(a.to_json()["findings"])
-    assert a.host["container"] is None and a.host["virtualization"] == "hypervisor flag"
+    assert a.host.container is None and a.host.virtualization == "hypervisor flag"
 
 
 def test_requests_waiting_in_the_engine_mark_the_slots_saturated():

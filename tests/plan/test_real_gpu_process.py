@@ -15,7 +15,7 @@ from infergap.bench.results import BenchResult
 from infergap.parsers.llamacpp_log import parse_llamacpp_log
 from infergap.plan.build import build_plan
 from infergap.server import ServerConfig
-from infergap.snapshot.process import ProcessEvidence
+from infergap.parsers.process import ProcessEvidence
 
 D = Path(__file__).resolve().parents[1] / "fixtures" / "real-gpu" / "h200-llama-process"
 GENERIC = {"llamacpp.host_bound", "engine.host_overhead", "llamacpp.offload_all"}

@@ -20,7 +20,7 @@ def _json(name):
 
 def test_audit_of_the_gpu_host():
     a = AuditReport.model_validate(_json("audit.json"))
-    assert a.host["gpu_summary"] == "1 × NVIDIA H200"
+    assert a.host.gpu_summary == "1 × NVIDIA H200"
     assert all(i.error is None for i in a.investigators)
     assert a.get("pcie.max_read_request", "0000:00:06.0")[0].status.value == "ok"
 

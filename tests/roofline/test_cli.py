@@ -52,7 +52,7 @@ def test_markdown_and_output_file(tmp_path):
     assert r.exit_code == 0, r.output
     text = out.read_text()
     assert text.startswith("# Roofline: mixtral-8x7b on 2 × NVIDIA H100 SXM5 80GB, TP2")
-    assert "| batch | experts touched/layer |" in text
+    assert "| batch | experts touched per layer |" in text
 
 
 def test_precision_flags_change_bytes():
@@ -137,3 +137,27 @@ def test_a_per_gpu_figure_above_the_aggregate_says_why():
     doc = json.loads(run("--model", "glm-5", "--gpu", "h200", "--tp", "8", "-f", "json").stdout)
     per, agg = (next(b for b in doc["single_stream"] if b["name"] == n)["components_B"] for n in ("per_gpu", "aggregate"))
     assert per["indexer"] > agg["indexer"]  # the figures themselves are unchanged: only explained
+
+
+def test_piped_text_tables_fit_100_columns_one_line_per_row(tmp_path):
+    """Written to a file (or a pipe) the MoE batched-decode table, ten columns, is drawn within
+    the report's 100 columns: every row stays one line, instead of being wrapped as prose with
+    its last cells on a continuation line."""
+    out = tmp_path / "r.txt"
+    r = run("--model", "glm-5-nvfp4", "--gpu", "rtx-pro-6000-server", "--gpus", "8", "--tp", "8", "--output", str(out))
+    assert r.exit_code == 0, r.output
+    lines = out.read_text().splitlines()
+    assert max(len(x) for x in lines) <= 100
+    start = next(i for i, x in enumerate(lines) if x.startswith("Batched decode"))
+    table = lines[start + 1:lines.index("", start)]
+    rows = [x for x in table if x.startswith("│")]
+    assert [x.split("│")[1].strip() for x in rows] == ["1", "8", "32", "64", "128", "256"]
+    assert all(x.endswith("│") and x.count("│") == 11 for x in rows), rows
+    assert all(x[0] in "┏┃┡│└" for x in table), table
+
+
+def test_table_width_is_the_report_width():
+    from infergap.render.fit import WIDTH
+    from infergap.roofline.render import TABLE_WIDTH
+
+    assert TABLE_WIDTH == WIDTH

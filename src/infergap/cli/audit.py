@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
-from infergap.cli import Fmt, app, emit_report, fail, safe_echo
-from infergap.cli.options import db_option, format_option, output_option, snapshot_option, url_option
+from infergap.cli.base import app, emit_report, fail, safe_echo
+from infergap.cli.options import Fmt, db_option, format_option, output_option, snapshot_option, url_option
 
 
 class FailOn(str, Enum):
@@ -88,7 +88,7 @@ def audit(
         snap.close()
     emit_report("audit", fmt, output, json=lambda: render_json(report), md=lambda: render_md(report),
                 text=lambda **kw: render_text(report, **kw), payload=report.to_json,
-                host=None if snapshot is None and host else report.host, db=db, inputs=inputs)
+                host=None if snapshot is None and host else report.host.as_dict(), db=db, inputs=inputs)
     if server_cfg is not None and server_cfg.reachable is False:  # an input that could not be used: 2, after the report
         safe_echo(f"infergap: error: --url {server}: the server could not be reached; the report above has no server part", err=True)
         raise typer.Exit(2)

@@ -7,9 +7,9 @@ from typing import Optional
 
 import typer
 
-from infergap.cli import Fmt, app, render_report, write_report
 from infergap.cli import validate as v
-from infergap.cli.options import db_option, format_option, output_option, served_model_option, url_option
+from infergap.cli.base import app, render_report, write_report
+from infergap.cli.options import Fmt, db_option, format_option, output_option, served_model_option, url_option
 from infergap.errors import UserError
 
 #: Requests per trial at most: every prompt is built before the run starts.
@@ -191,7 +191,7 @@ def bench(
         write_report(render_all(result))
     else:
         typer.echo(f"wrote {output}", err=True)
-    from infergap.cli import optional_step, record
+    from infergap.cli.base import optional_step, record
 
     record("bench", result.to_json(), None, db)  # before the plot: an optional step cannot lose the run
     if plot is not None and result.points:

@@ -6,8 +6,8 @@ import json
 
 import typer
 
-from infergap.cli import Fmt, app, echo_fit
-from infergap.cli.options import format_option
+from infergap.cli.base import app, echo_fit
+from infergap.cli.options import Fmt, format_option
 
 
 @app.command("checks")

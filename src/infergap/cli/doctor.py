@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from infergap.cli import app, echo_fit, fail
 from infergap.cli import validate as v
+from infergap.cli.base import app, echo_fit, fail
 from infergap.cli.options import db_option, served_model_option, snapshot_option, url_option
 
 
@@ -27,7 +27,7 @@ def _record(files: dict[str, str], db: Path | None) -> None:
     """Keep the doctor's audit, roofline, bench and plan in the ledger, each as its own run."""
     import json
 
-    from infergap.cli import record
+    from infergap.cli.base import record
 
     for kind in ("audit", "roofline", "bench", "plan"):
         path = files.get(f"{kind}.json")
@@ -36,6 +36,16 @@ def _record(files: dict[str, str], db: Path | None) -> None:
                 record(kind, json.loads(open(path, encoding="utf-8").read()), None, db)
             except (OSError, ValueError):
                 continue
+
+
+def stage_lines(stage: str, msg: str) -> list[str]:
+    """The doctor's progress line ``"{stage}: {msg}"`` (stderr) as lines fitted to 100 columns by
+    :func:`infergap.render.fit.fit_text`: wrapped at spaces, continuations indented under the
+    message, quoted spans and URLs kept whole. Returns at least one line; the first starts with
+    ``stage``."""
+    from infergap.render.fit import fit_text
+
+    return fit_text(f"{stage}: {msg}").split("\n")
 
 
 def _unreachable(url: str, timeout_s: float = 5.0) -> str | None:
@@ -94,7 +104,10 @@ def doctor(
     err = safe_console(stderr=True, highlight=False, soft_wrap=True, markup=True)  # not cut at 80 columns; values escaped
 
     def progress(stage: str, msg: str) -> None:
-        err.print(f"[bold]{stage}[/]: {escape(msg)}")
+        first, *rest = stage_lines(stage, msg)
+        err.print(f"[bold]{escape(stage)}[/]{escape(first[len(stage):])}")
+        for line in rest:
+            err.print(escape(line))
 
     if more_evidence and not evidence:
         raise fail(f"unexpected argument {more_evidence[0]} (evidence files go after --evidence)")

@@ -7,8 +7,8 @@ from typing import Any
 
 import typer
 
-from infergap.cli import app, echo_fit
 from infergap.cli import validate as v
+from infergap.cli.base import app, echo_fit
 from infergap.cli.options import db_option, served_model_option, snapshot_option, url_option
 
 
@@ -24,8 +24,7 @@ def _audit_findings(snapshot: Path | None) -> tuple[list[Any], dict[str, Any], d
 
     with open_snapshot(str(snapshot) if snapshot else None) as snap:
         report = run_audit(snap)
-    doc = report.model_dump(mode="json")
-    return list(report.findings), doc.get("host") or {}, doc
+    return list(report.findings), report.host.as_dict(), report.to_json()  # the document `infergap audit` records
 
 
 def _check_only(only: set[str], findings: list[Any]) -> None:

@@ -12,12 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from infergap.cli import app, fail, render_report
 from infergap.cli import validate as v
-from infergap.cli import write_report
+from infergap.cli.base import app, fail, render_report, write_report
 from infergap.cli.options import db_option, format_option, output_option
 
 if TYPE_CHECKING:  # annotations only: no import at run time
+    from collections.abc import Callable, Iterable
+
+    from infergap.fleet.digest import NodeDigest
+    from infergap.fleet.runner import NodeIdentity, Payload
     from infergap.fleet.drift import FleetReport
 
 fleet_app = typer.Typer(name="fleet", help="Audit many nodes at once and find the ones that drifted from their peers.",
@@ -71,7 +74,7 @@ class _Ledger:
             typer.echo(f"infergap: warning: fleet run not recorded in the ledger: {e}", err=True)
             self.led = None
 
-    def node(self, d: Any, audit: dict[str, Any]) -> int | None:
+    def node(self, d: NodeDigest, audit: dict[str, Any]) -> int | None:
         if self.led is None:
             return None
         from infergap.ledger import LedgerError
@@ -160,7 +163,7 @@ def fleet_audit(
     ledger = _Ledger(db, record)
     interactive = sys.stderr.isatty()
 
-    def progress(d: Any) -> None:
+    def progress(d: NodeDigest) -> None:
         if d.state != "audited":
             typer.echo(f"infergap: node {d.node.name}: {d.state}: {d.error}", err=True)
 
@@ -187,7 +190,8 @@ def fleet_audit(
         raise typer.Exit(1)
 
 
-def _audit(items: Any, n_items: int | None, workers: int | None, ledger: _Ledger, progress: Any, interactive: bool) -> list[Any]:
+def _audit(items: Iterable[tuple[NodeIdentity, Payload]], n_items: int | None, workers: int | None, ledger: _Ledger,
+           progress: Callable[[NodeDigest], None], interactive: bool) -> list[NodeDigest]:
     """Audit the stream, with a progress bar on a terminal."""
     from infergap.fleet.runner import audit_stream
 
@@ -199,7 +203,7 @@ def _audit(items: Any, n_items: int | None, workers: int | None, ledger: _Ledger
                       console=Console(stderr=True), transient=True) as prog:
             task = prog.add_task("", total=n_items)
 
-            def progress_bar(d: Any) -> None:
+            def progress_bar(d: NodeDigest) -> None:
                 prog.update(task, advance=1)
                 progress(d)
 

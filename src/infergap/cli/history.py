@@ -6,9 +6,9 @@ from pathlib import Path
 
 import typer
 
-from infergap.cli import ListFmt, app, echo_fit, safe_echo
 from infergap.cli import validate as v
-from infergap.cli.options import db_option, format_option
+from infergap.cli.base import app, echo_fit, safe_echo
+from infergap.cli.options import ListFmt, db_option, format_option
 
 
 @app.command()

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
-from infergap.cli import Fmt, app, emit_report, fail
-from infergap.cli.options import db_option, format_option, output_option, url_option
+from infergap.cli.base import app, emit_report, fail
+from infergap.cli.options import Fmt, db_option, format_option, output_option, url_option
 
 
 def _elsewhere(host: dict | None, cfg: object, bench: object) -> str | None:
@@ -76,7 +76,7 @@ def plan(
               Stage(name="bench", status="given" if b else "missing", detail=str(bench) if bench else None),
               Stage(name="server", status=("given" if cfg.reachable is not False else "failed") if cfg else ("from log" if logs else "missing"),
                     detail=server or (", ".join(lab for lab, _ in logs) if logs else None))]
-    host = (a or {}).get("host") if isinstance(a, dict) else (a.host if a is not None else None)
+    host = a.host.as_dict() if a is not None else None
     if proc is not None:
         stages.append(Stage(name="process", status="ran", detail=f"pid {proc.pid}"))
     elsewhere = _elsewhere(host, cfg, b)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import typer
 
-from infergap.cli import Fmt, app, emit_report, fail
 from infergap.cli import validate as v
-from infergap.cli.options import db_option, format_option, output_option, snapshot_option
+from infergap.cli.base import app, emit_report, fail
+from infergap.cli.options import Fmt, db_option, format_option, output_option, snapshot_option
 
 
 class Ceiling(str, Enum):

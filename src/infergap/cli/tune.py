@@ -8,9 +8,9 @@ from pathlib import Path
 
 import typer
 
-from infergap.cli import Fmt, app, fail, fit_report, safe_echo, write_report
 from infergap.cli import validate as v
-from infergap.cli.options import db_option, format_option, output_option, url_option
+from infergap.cli.base import app, fail, fit_report, safe_echo, write_report
+from infergap.cli.options import Fmt, db_option, format_option, output_option, url_option
 
 #: Unmeasured requests before each level of each run: the server was just started (caches cold).
 WARMUP = 2

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from infergap.errors import UserError
 from infergap.facts.base import FactsBase, Value, memo
@@ -50,6 +50,8 @@ from infergap.snapshot.core import Snapshot
 #: NOT_SUPPORTED, UNKNOWN.
 NVML_P2P_STATUS = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DR", 5: "NS", 6: "U"}
 
+_T = TypeVar("_T")
+
 
 @dataclass
 class GpuFacts(NvsmiGpu):
@@ -77,7 +79,7 @@ class GpuDomain(FactsBase):
         """Parsed ``nvidia-smi -q -x`` (NvsmiLog) or None; a parse problem goes to :attr:`problems`."""
         return self._parsed_nvsmi("nvsmi_qx", parse_nvsmi_xml)
 
-    def _parsed_nvsmi(self, name: str, parse: Any) -> Any:
+    def _parsed_nvsmi(self, name: str, parse: Callable[[str], _T]) -> _T | None:
         """``parse`` of command ``name``'s output, or None when it did not run; an
         :class:`NvsmiParseError` is recorded in :attr:`problems` under the command's source."""
         r = self.cmd_ok(name)

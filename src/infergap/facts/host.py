@@ -13,19 +13,19 @@ from typing import Any
 from infergap.facts.base import FactsBase, Value, memo
 from infergap.parsers import host as hp
 from infergap.parsers.dmesg import parse_dmesg
+from infergap.parsers.engine_args import ParsedArgs, parse_argv
+from infergap.parsers.process import ProcessEvidence, parse_process_probe
 
 
 class HostDomain(FactsBase):
     """Kernel and process accessors of :class:`infergap.facts.Facts`."""
 
     @memo
-    def serving_processes(self) -> list[tuple[Any, Any]]:
+    def serving_processes(self) -> list[tuple[ProcessEvidence, ParsedArgs | None]]:
         """The serving processes the snapshot kept (``probes/process.json``), each as
-        (:class:`~infergap.snapshot.process.ProcessEvidence`, scrubbed; its command line parsed
+        (:class:`~infergap.parsers.process.ProcessEvidence`, scrubbed; its command line parsed
         with the engine's argument table, :class:`~infergap.parsers.engine_args.ParsedArgs`, or
         None for an engine without one); empty when absent."""
-        from infergap.parsers.engine_args import parse_argv, parse_process_probe
-
         procs, note = parse_process_probe(self.snap.probe("process"))
         if note and "malformed" in note:
             self.problems["probes/process.json"] = note

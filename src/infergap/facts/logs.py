@@ -178,7 +178,7 @@ class LogDomain:
                               lambda p=p: match_lines(p.iter_lines(), p.first_line)))
                 for p in self.all_parts()]
 
-    def signature_hits(self, part: Any) -> dict[str, SignatureHit]:
+    def signature_hits(self, part: EvidencePart) -> dict[str, SignatureHit]:
         """The failure signatures (``data/signatures.yaml``) matched in one evidence part, by
         signature id, scanned once per snapshot and part."""
         return memo_part(self.snap, ("sig", str(part.path), part.start, part.end), lambda: scan_lines(part.iter_lines()))

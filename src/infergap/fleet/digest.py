@@ -260,7 +260,7 @@ def digest(snap: Snapshot, node: NodeIdentity) -> tuple[NodeDigest, dict[str, An
     sev = report.summary.get("actionable_by_severity") or {}
     counts = {**{k: int(v) for k, v in sev.items()}, "unknown": report.summary["counts"].get("unknown", 0),
               "actionable": report.summary["counts"].get("actionable", 0)}
-    host = {k: v for k, v in report.host.items() if k != "snapshot"}
+    host = {k: v for k, v in report.host.as_dict().items() if k != "snapshot"}
     d = NodeDigest(node=node, hw=hardware(facts), host=host, versions=vers, checks=checks,
                    measures=measurements(report, subjects), counts=counts,
                    audit_duration_s=round(float(report.summary.get("duration_s") or 0.0), 4))

@@ -12,12 +12,15 @@ Reference figures:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from infergap import checks
 from infergap.findings import Finding, FixKind, Remedy, Severity, Status
 from infergap.gpudata import datasheet_bandwidth_TBps, pcie_link_GBps, sku
 from infergap.investigators.base import Context, evidence, finding, unknown
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from infergap.parsers.nvbandwidth import NvbandwidthRun
 
 NAME = "bandwidth"
 #: The check this investigator writes the measured device memory copy into, and the detail keys
@@ -60,7 +63,7 @@ def _pasted_runs(ctx: Context) -> list[Finding]:
     return out
 
 
-def _gpu_link(ctx: Context, run: Any, i: int) -> tuple[float | None, str]:
+def _gpu_link(ctx: Context, run: NvbandwidthRun, i: int) -> tuple[float | None, str]:
     """(GB/s per direction, how it is known) of the host link of device ``i`` of an nvbandwidth
     run: the GPU's maximum link from the host facts when its PCI address is among them, else the
     PCIe generation of its datasheet (x16, ``data/gpus.yaml``) by the name nvbandwidth printed."""

@@ -37,7 +37,7 @@ def _no_cpu_pm(ctx: Context, cid: str, what: str) -> Finding:
     if where:
         return finding(cid, Status.expected, f"No {what} exposed: the host runs in {where}",
                        evidence_=evidence(vm) if vm else evidence(*c.evidence),
-                       impact=f"{what.capitalize()} is managed by the hypervisor or host; inside {where} there is nothing to tune. Check the host if you own it.")
+                       impact=f"{what.capitalize()}: managed by the hypervisor or host; inside {where} there is nothing to tune. Check the host if you own it.")
     return not_applicable(cid, f"No {what} exposed", f"The kernel exposes no {what} (driver not loaded or disabled on the command line).")
 
 

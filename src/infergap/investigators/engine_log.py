@@ -19,6 +19,9 @@ from infergap.investigators.interconnect import allreduce_from_engine_log
 from infergap.parsers.engine_log import JUDGED_ARGS, EngineLogFacts
 
 NAME = "engine_log"
+#: Check ids other stages read from this module's findings (the plan: ``finding.<id>`` facts).
+MOE_CONFIG = "engine.moe_config"
+KV_PRESSURE = "engine.kv_pressure"
 
 
 def _next_pow2(n: int) -> int:
@@ -88,7 +91,7 @@ def _cuda_graph(label: str, f: EngineLogFacts) -> Finding | None:
 def _moe(label: str, f: EngineLogFacts) -> Finding | None:
     if not f.moe_default_count:
         return None
-    return finding("engine.moe_config", Status.actionable, subject=label, title="Fused-MoE kernels run with an untuned default config",
+    return finding(MOE_CONFIG, Status.actionable, subject=label, title="Fused-MoE kernels run with an untuned default config",
                    evidence_=[ev(label, f"Config file not found: {c}") for c in f.moe_default_configs[:4]] or [ev(label, "Using default MoE config. Performance might be sub-optimal!")],
                    expected_value="a tuned Triton MoE config for this GPU, expert count and dtype",
                    impact="The Triton MoE kernel falls back to generic tile sizes for this GPU and shape; tuned tables are often "
@@ -103,7 +106,7 @@ def _kv(label: str, f: EngineLogFacts) -> Finding | None:
     if f.retractions or f.preemptions:
         n = f.retractions + f.preemptions
         what = "retracted" if f.retractions else "preempted"
-        return finding("engine.kv_pressure", Status.actionable, subject=label, severity=Severity.P1,
+        return finding(KV_PRESSURE, Status.actionable, subject=label, severity=Severity.P1,
                        title=f"KV cache ran full: requests {what} {n} time(s)",
                        evidence_=[ev(label, f"KV cache pool is full. Retract requests. ×{f.retractions}" if f.retractions else f"preempted ×{f.preemptions}")]
                                 + ([ev(label, f"max token usage {f.max_token_usage:.2f}")] if f.max_token_usage is not None else []),
@@ -116,11 +119,11 @@ def _kv(label: str, f: EngineLogFacts) -> Finding | None:
                        details={"retractions": f.retractions, "retracted_reqs": f.retracted_reqs, "preemptions": f.preemptions,
                                 "kv_tokens": f.kv_tokens, "max_token_usage": f.max_token_usage})
     if f.max_token_usage is not None and f.max_token_usage >= 0.95:
-        return finding("engine.kv_pressure", Status.actionable, subject=label, severity=Severity.P2, title=f"KV cache usage reached {f.max_token_usage:.0%}",
+        return finding(KV_PRESSURE, Status.actionable, subject=label, severity=Severity.P2, title=f"KV cache usage reached {f.max_token_usage:.0%}",
                        evidence_=[ev(label, f"token usage: {f.max_token_usage:.2f}")],
                        impact="At full KV cache new requests queue and running ones may be retracted.")
     if f.decode_batches:
-        return finding("engine.kv_pressure", Status.ok, subject=label,
+        return finding(KV_PRESSURE, Status.ok, subject=label,
                        title="No KV-cache retractions or preemptions in the log",
                        evidence_=[ev(label, f"max token usage {f.max_token_usage:.2f}" if f.max_token_usage is not None else f"{f.decode_batches} decode batches")])
     return None

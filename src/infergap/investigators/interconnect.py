@@ -14,7 +14,7 @@ NVLink none / bridge groups / NVSwitch, PCI device ids) comes from ``data/gpus.y
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from infergap.checks import threshold as checks_threshold
 from infergap.findings import Action, Finding, FixKind, Remedy, Severity, Status, ev
@@ -22,10 +22,16 @@ from infergap.gpudata import Sku, device_name, sku
 from infergap.investigators.base import Context, evidence, finding, not_applicable, unknown
 
 if TYPE_CHECKING:  # annotations only: no import at run time
+    from infergap.evidence.recognize import EvidencePart
+    from infergap.evidence.signatures import Signature
     from infergap.facts import Facts
+    from infergap.parsers.cuda_samples import P2pBandwidthRun
+    from infergap.parsers.engine_log import EngineLogFacts
     from infergap.server import ServerConfig
 
 NAME = "interconnect"
+#: The NVLink check's id, read by the plan (``gpu.nvlink``: ok means linked).
+NVLINK_TOPOLOGY = "nvlink.topology"
 ASPEED = 0x1A03
 NVIDIA = 0x10DE
 PLX = 0x10B5
@@ -96,7 +102,7 @@ def _pcie_only(ctx: Context) -> bool:
 
 
 def _nvlink(ctx: Context) -> list[Finding]:
-    cid = "nvlink.topology"
+    cid = NVLINK_TOPOLOGY
     gpus = ctx.facts.gpus()
     if len(gpus) < 2:
         return [not_applicable(cid, "NVLink: one GPU, no peer", "With a single GPU there is no GPU-to-GPU link to check.",
@@ -207,7 +213,7 @@ def _p2p(ctx: Context) -> Finding | None:
                    remedy=Remedy(note="Check IOMMU mode, ACS on the bridges, and BIOS settings for PCIe peer-to-peer; DR means a driver registry key disabled it."))
 
 
-def _p2p_figures(run: Any) -> tuple[dict[str, float], dict[str, float], str]:
+def _p2p_figures(run: P2pBandwidthRun) -> tuple[dict[str, float], dict[str, float], str]:
     """(P2P enabled, P2P disabled, unit) of a run: the unidirectional bandwidth matrices, or the
     GPU latency matrices when the paste holds only those (``P2P=Enabled Latency (P2P Writes)``)."""
     on, off = run.uni(True), run.uni(False)
@@ -283,7 +289,7 @@ def _p2p_waived(ctx: Context) -> list[Finding]:
     return out
 
 
-def _capability_report(sig: Any) -> bool:
+def _capability_report(sig: Signature) -> bool:
     """Whether the entry reports what the GPUs can do (the answer of a P2P query pasted as a
     fragment: cudaDeviceCanAccessPeer, p2pBandwidthLatencyTest), not an engine failure: on GPUs
     that lack P2P by product design (data/gpus.yaml) that answer is expected."""
@@ -294,7 +300,7 @@ def _capability_report(sig: Any) -> bool:
 _GPU_NAME = re.compile(r"\b(NVIDIA (?:GeForce |RTX |Quadro |Tesla )?[A-Za-z0-9][\w -]{1,40}?)(?=,|\s{2}|\s*\(|\s*$)")
 
 
-def p2p_product_limit(sig: Any, part: Any) -> Finding | None:
+def p2p_product_limit(sig: Signature, part: EvidencePart) -> Finding | None:
     """``gpu.p2p`` expected when every GPU the part names lacks PCIe P2P by product design
     (``p2p: not_supported`` in data/gpus.yaml), for a signature entry that reports P2P capability;
     None otherwise, when a named GPU is unknown or has P2P, or when the part names none (the
@@ -449,7 +455,7 @@ def _custom_allreduce(ctx: Context) -> Finding | None:
                    impact="SGLang and vLLM keep their custom all-reduce for two PCIe GPUs when P2P works.", references=refs)
 
 
-def allreduce_from_engine_log(label: str, f: Any) -> Finding | None:
+def allreduce_from_engine_log(label: str, f: EngineLogFacts) -> Finding | None:
     """allreduce.custom from an SGLang or vLLM log (``f`` its :class:`~infergap.parsers.engine_log.EngineLogFacts`):
     disabled on more than two PCIe-only GPUs is the engines' design (expected); disabled because the
     P2P test failed is a host problem (P1); turned off by flag with TP > 1 is P2."""

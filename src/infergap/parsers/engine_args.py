@@ -218,24 +218,3 @@ def parse_argv(argv: list[str], env: dict[str, str] | None = None, engine: str |
         p.given[key] = name
     _apply_env(p, engine, env or {})
     return p
-
-
-def parse_process_probe(data: Any) -> tuple[list[Any], str | None]:
-    """The serving processes of a snapshot's ``probes/process.json``
-    (:func:`infergap.snapshot.process.process_probe`) as
-    :class:`~infergap.snapshot.process.ProcessEvidence`, and the probe's note; a malformed entry
-    is skipped and named in the note. ``([], None)`` when ``data`` is not such a probe."""
-    from pydantic import ValidationError
-
-    from infergap.snapshot.process import ProcessEvidence
-
-    if not isinstance(data, dict) or not isinstance(data.get("processes"), list):
-        return [], None
-    out, bad = [], 0
-    for item in data["processes"][:64]:
-        try:
-            out.append(ProcessEvidence.model_validate(item))
-        except ValidationError:
-            bad += 1
-    note = str(data.get("note") or "")[:500] + (f"; {bad} malformed entr{'y' if bad == 1 else 'ies'} skipped" if bad else "")
-    return out, note or None

@@ -26,6 +26,8 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, Field
 
 from infergap import __version__, shellcmd
+from infergap.findings import Status
+from infergap.guard import validate
 from infergap.plan.behaviour import from_behaviour
 from infergap.plan.catalog import TIER_ORDER, Lever, load_catalog
 from infergap.plan.conditions import Fact, evaluate
@@ -44,13 +46,14 @@ from infergap.plan.signals import (
     how_to_find,
 )
 
+from infergap.synthesis import AuditReport
+
 if TYPE_CHECKING:  # annotations only: no import at run time
     from infergap.bench.results import BenchResult, PointResult
     from infergap.parsers.engine_log import EngineLogFacts
     from infergap.roofline.bounds import RooflineResult
     from infergap.server import ServerConfig
-    from infergap.snapshot.process import ProcessEvidence
-    from infergap.synthesis import AuditReport
+    from infergap.parsers.process import ProcessEvidence
 
 SCHEMA = "infergap.plan/1"
 
@@ -317,25 +320,25 @@ def build_gap(roofline: dict[str, Any] | None, bench: BenchResult | None) -> Gap
 
 # -- host fixes ----------------------------------------------------------------------------------
 
-def build_host_fixes(audit: dict[str, Any] | None) -> list[HostFix]:
+def build_host_fixes(audit: AuditReport | None) -> list[HostFix]:
     """Actionable audit findings grouped by check id, runtime first, P0 first inside each kind."""
     groups: dict[str, HostFix] = {}
-    for f in (audit or {}).get("findings") or []:
-        if f.get("status") != "actionable" or f["id"].startswith(("engine.", "server.")):
+    for f in audit.findings if audit is not None else []:
+        if f.status != Status.actionable or f.id.startswith(("engine.", "server.")):
             continue  # the serving engine's own settings are levers, not host fixes
-        h = groups.get(f["id"])
-        rem = f.get("remedy") or {}
+        h = groups.get(f.id)
+        sev, kind = (f.severity.value if f.severity else None), (f.fix_kind.value if f.fix_kind else None)
         if h is None:
-            h = groups[f["id"]] = HostFix(id=f["id"], severity=f.get("severity"), fix_kind=f.get("fix_kind"), title=f["title"],
-                                          note=rem.get("note"))
-        elif _SEV_ORDER.get(f.get("severity"), 9) < _SEV_ORDER.get(h.severity, 9):
-            h.severity = f.get("severity")
-        if f.get("subject"):
-            h.subjects.append(f["subject"])
-        cmds = rem.get("commands") or rem.get("persist") or []
+            h = groups[f.id] = HostFix(id=f.id, severity=sev, fix_kind=kind, title=f.title,
+                                       note=f.remedy.note if f.remedy else None)
+        elif _SEV_ORDER.get(sev or "", 9) < _SEV_ORDER.get(h.severity or "", 9):
+            h.severity = sev
+        if f.subject:
+            h.subjects.append(f.subject)
+        cmds = (f.remedy.commands or f.remedy.persist) if f.remedy else []
         h.commands += [c for c in cmds if c not in h.commands]
-        h.revert += [c for c in rem.get("revert") or [] if c not in h.revert]
-        h.evidence += [f"{e['source']}: {e['value']}" for e in (f.get("evidence") or [])[:2] if f"{e['source']}: {e['value']}" not in h.evidence][:4]
+        h.revert += [c for c in (f.remedy.revert if f.remedy else []) if c not in h.revert]
+        h.evidence += [f"{e.source}: {e.value}" for e in f.evidence[:2] if f"{e.source}: {e.value}" not in h.evidence][:4]
     out = list(groups.values())
     for h in out:
         if len(h.subjects) > 1:
@@ -530,12 +533,12 @@ def _actions(lv: Lever, facts: dict[str, Fact], params: dict[str, Any]) -> list[
     return out
 
 
-def gather(audit: dict[str, Any] | None = None, roofline: dict[str, Any] | None = None, bench: BenchResult | None = None,
+def gather(audit: AuditReport | None = None, roofline: dict[str, Any] | None = None, bench: BenchResult | None = None,
            server: ServerConfig | None = None, log_configs: list[ServerConfig] | None = None,
            engine_logs: list[tuple[str, EngineLogFacts]] | None = None,
            process: ProcessEvidence | None = None, process_cpu: dict[str, Any] | None = None) -> dict[str, Fact]:
     """All facts from the given inputs. Precedence for a fact several inputs give: the serving
-    process (``process``, a :class:`~infergap.snapshot.process.ProcessEvidence`, with
+    process (``process``, a :class:`~infergap.parsers.process.ProcessEvidence`, with
     ``process_cpu``, its CPU use during the sweep), the live server, then engine logs, then the
     audit, then the roofline (which only assumes a TP). A GPU the server cannot see comes first
     in the returned order (from its log, its process or the sweep), then the bench's error facts; the behaviour facts
@@ -652,7 +655,8 @@ def build_plan(audit: AuditReport | dict[str, Any] | None = None, roofline: Roof
                experiments: list[dict[str, Any]] | None = None) -> Plan:
     """Synthesize the plan from any subset of the inputs.
 
-    ``audit``: an :class:`~infergap.synthesis.AuditReport` or its JSON dict (``infergap.audit/1``);
+    ``audit``: an :class:`~infergap.synthesis.AuditReport` or its JSON dict (``infergap.audit/1``,
+    validated into the report here, once: a bad one raises :class:`~infergap.errors.UserError`);
     ``roofline``: a :class:`~infergap.roofline.RooflineResult` or its JSON dict
     (``infergap.roofline/1``); ``bench``: a :class:`~infergap.bench.BenchResult`; ``server``: a
     :class:`~infergap.server.ServerConfig` (live); ``engine_logs``: (label, ``EngineLogFacts``)
@@ -662,12 +666,12 @@ def build_plan(audit: AuditReport | dict[str, Any] | None = None, roofline: Roof
     describes another machine than this one (a paste or snapshot of another host), so that the
     verify commands do not name a server on this machine as the one to re-measure
     (:func:`verify_url`); ``process``: the serving process read from this machine
-    (:class:`~infergap.snapshot.process.ProcessEvidence`) and ``process_cpu`` its CPU use during
+    (:class:`~infergap.parsers.process.ProcessEvidence`) and ``process_cpu`` its CPU use during
     the sweep (:func:`~infergap.snapshot.process.cpu_since`); ``experiments``: what ``infergap
     tune`` measured on the same host, engine version and model (:func:`apply_experiments`).
     Never raises for missing inputs: what they would have decided becomes an unknown.
     """
-    a = audit.to_json() if hasattr(audit, "to_json") and not isinstance(audit, dict) else audit
+    a = audit if audit is None or isinstance(audit, AuditReport) else validate(AuditReport, audit, "audit")
     r = roofline.to_json_dict() if hasattr(roofline, "to_json_dict") else roofline
     log_cfgs = []
     if engine_logs:

@@ -36,13 +36,12 @@ def _json(path: str | Path, schema: str, what: str) -> dict[str, Any]:
     return data
 
 
-def load_audit(path: str | Path) -> dict[str, Any]:
-    """An ``infergap audit --format json`` document (``infergap.audit/1``), checked against
-    :class:`infergap.synthesis.AuditReport` so a hand-edited or cut file is refused with one line
-    naming the file and the first bad field, instead of failing later inside the plan."""
-    data = _json(path, "infergap.audit/1", "audit")
-    validate(AuditReport, data, f"--audit {path}")
-    return data
+def load_audit(path: str | Path) -> AuditReport:
+    """An ``infergap audit --format json`` document (``infergap.audit/1``) as the
+    :class:`infergap.synthesis.AuditReport` it was written from, validated here once, so a
+    hand-edited or cut file is refused with one line naming the file and the first bad field,
+    instead of failing later inside the plan."""
+    return validate(AuditReport, _json(path, "infergap.audit/1", "audit"), f"--audit {path}")
 
 
 def load_roofline(path: str | Path) -> dict[str, Any]:

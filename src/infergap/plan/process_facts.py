@@ -1,4 +1,4 @@
-"""Facts from the serving process itself (:class:`~infergap.snapshot.process.ProcessEvidence`):
+"""Facts from the serving process itself (:class:`~infergap.parsers.process.ProcessEvidence`):
 its environment, its flags parsed with the engine's own argument table
 (:mod:`infergap.parsers.engine_args`), its threads' CPU use during the sweep, its GPU memory.
 
@@ -20,7 +20,7 @@ from infergap.plan.conditions import Fact
 from infergap.plan.signals import _put
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from infergap.snapshot.process import ProcessEvidence
+    from infergap.parsers.process import ProcessEvidence
 
 THREAD_SATURATED = 0.9
 SMALL_UBATCH = 128

@@ -24,14 +24,18 @@ from typing import TYPE_CHECKING, Any
 
 from infergap.bench.regimes import HOST_BOUND_GPU_PCT, KNEE_GAIN
 from infergap.gpudata import sm_of
+from infergap.findings import Finding, Status
 from infergap.investigators.bandwidth import MEASURED_GBPS, MEMORY_BANDWIDTH
+from infergap.investigators.engine_log import KV_PRESSURE, MOE_CONFIG
+from infergap.investigators.interconnect import NVLINK_TOPOLOGY
 from infergap.plan.conditions import Fact
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from infergap.bench.results import BenchResult, PointResult
     from infergap.parsers.engine_log import EngineLogFacts
     from infergap.server import ServerConfig
-    from infergap.snapshot.process import ProcessEvidence
+    from infergap.synthesis import AuditHost, AuditReport
+    from infergap.parsers.process import ProcessEvidence
 
 LATENCY_BOUND_EFF = 0.5
 COMM_BOUND_SHARE = 0.25
@@ -138,7 +142,7 @@ def fact_words(fact: str) -> str:
     return FACT_WORDS.get(fact) or fact.replace(".", " ").replace("_", " ")
 
 
-_STATUS_RANK = {"actionable": 0, "expected": 1, "unknown": 2, "ok": 3, "not_applicable": 4}
+_STATUS_RANK = {Status.actionable: 0, Status.expected: 1, Status.unknown: 2, Status.ok: 3, Status.not_applicable: 4}
 
 
 #: Fact-name prefix → (the input that would have established it, what to do when that input was
@@ -190,46 +194,53 @@ def _norm_kv(dt: str) -> str:
     return "fp8" if d in ("fp8",) else d
 
 
-def from_audit(facts: dict[str, Fact], audit: dict[str, Any]) -> None:
+def from_audit(facts: dict[str, Fact], audit: AuditReport) -> None:
     """GPU facts from the audit's host summary and interconnect findings; every finding's worst
-    status as ``finding.<id>``."""
-    host = audit.get("host") or {}
-    gpus = [g for g in host.get("gpus") or [] if g.get("name")]
-    if "gpus" in host:
-        _put(facts, "audit.gpus_found", len(gpus), "audit host.gpus")
-    if gpus and gpus[0].get("memory_total_B"):
-        _put(facts, "gpu.memory_B", gpus[0]["memory_total_B"], f"audit host.gpus: {gpus[0]['name']}")
-    if gpus:
-        _put(facts, "gpu.count", len(gpus), "audit host.gpus")
-        _put(facts, "gpu.name", gpus[0]["name"], "audit host.gpus")
-        sm = sm_of(gpus[0]["name"])
-        _put(facts, "gpu.sm", sm, f"compute capability of {gpus[0]['name']} (NVIDIA CUDA GPUs table)")
-        if gpus[0].get("memory_total_B"):
-            _put(facts, "gpu.memory_GB", round(gpus[0]["memory_total_B"] / 1e9, 1), "audit host.gpus")
-    worst: dict[str, dict[str, Any]] = {}
-    for f in audit.get("findings") or []:
-        cur = worst.get(f["id"])
-        if cur is None or _STATUS_RANK.get(f["status"], 9) < _STATUS_RANK.get(cur["status"], 9):
-            worst[f["id"]] = f
+    status as ``finding.<id>``. ``audit`` is the validated report (a JSON document is validated
+    by :func:`infergap.plan.build.build_plan` or :func:`infergap.plan.inputs.load_audit`); the
+    check ids and detail keys read here are the writing investigators' constants."""
+    _host_facts(facts, audit.host)
+    worst: dict[str, Finding] = {}
+    for f in audit.findings:
+        cur = worst.get(f.id)
+        if cur is None or _STATUS_RANK[f.status] < _STATUS_RANK[cur.status]:
+            worst[f.id] = f
     for fid, f in worst.items():
-        ev = (f.get("evidence") or [{}])[0].get("source")
-        _put(facts, f"finding.{fid}", f["status"], f"audit {fid}" + (f": {ev}" if ev else ""))
-    bw = [f["details"][MEASURED_GBPS] for f in audit.get("findings") or []
-          if f["id"] == MEMORY_BANDWIDTH and isinstance((f.get("details") or {}).get(MEASURED_GBPS), (int, float))]
+        ev = f.evidence[0].source if f.evidence else None
+        _put(facts, f"finding.{fid}", f.status.value, f"audit {fid}" + (f": {ev}" if ev else ""))
+    bw = [f.details[MEASURED_GBPS] for f in audit.findings
+          if f.id == MEMORY_BANDWIDTH and isinstance(f.details.get(MEASURED_GBPS), (int, float))]
     if bw:
         _put(facts, "gpu.measured_bw_GBps", round(min(bw), 1), f"audit {MEMORY_BANDWIDTH}: device-to-device copy {min(bw) / 1000:.2f} TB/s (slowest GPU)")
-    if "engine.moe_config" in worst:
-        _put(facts, "log.moe_default", worst["engine.moe_config"]["status"] == "actionable", "audit engine.moe_config")
-    if "engine.kv_pressure" in worst:
-        _put(facts, "load.kv_pressure", worst["engine.kv_pressure"]["status"] == "actionable", "audit engine.kv_pressure")
-    nv = worst.get("nvlink.topology")
+    if MOE_CONFIG in worst:
+        _put(facts, "log.moe_default", worst[MOE_CONFIG].status == Status.actionable, f"audit {MOE_CONFIG}")
+    if KV_PRESSURE in worst:
+        _put(facts, "load.kv_pressure", worst[KV_PRESSURE].status == Status.actionable, f"audit {KV_PRESSURE}")
+    nv = worst.get(NVLINK_TOPOLOGY)
     if nv is not None:
-        ev = (nv.get("evidence") or [{}])[0]
-        src = f"audit nvlink.topology: {ev.get('source', '')} {ev.get('value', '')}".strip()
-        if nv["status"] == "ok":
+        e = nv.evidence[0] if nv.evidence else None
+        src = f"audit {NVLINK_TOPOLOGY}: {e.source if e else ''} {e.value if e else ''}".strip()
+        if nv.status == Status.ok:
             _put(facts, "gpu.nvlink", True, src)
-        elif nv["status"] in ("expected", "actionable"):
+        elif nv.status in (Status.expected, Status.actionable):
             _put(facts, "gpu.nvlink", False, src)
+
+
+def _host_facts(facts: dict[str, Fact], host: AuditHost) -> None:
+    """GPU count, name, architecture and memory from the audit's host summary (the first GPU's)."""
+    gpus = [g for g in host.gpus if g.name]
+    if host.gpus_read:
+        _put(facts, "audit.gpus_found", len(gpus), "audit host.gpus")
+    if not gpus:
+        return
+    g = gpus[0]
+    if g.memory_total_B:
+        _put(facts, "gpu.memory_B", g.memory_total_B, f"audit host.gpus: {g.name}")
+    _put(facts, "gpu.count", len(gpus), "audit host.gpus")
+    _put(facts, "gpu.name", g.name, "audit host.gpus")
+    _put(facts, "gpu.sm", sm_of(g.name), f"compute capability of {g.name} (NVIDIA CUDA GPUs table)")
+    if g.memory_total_B:
+        _put(facts, "gpu.memory_GB", round(g.memory_total_B / 1e9, 1), "audit host.gpus")
 
 
 def from_roofline(facts: dict[str, Fact], rl: dict[str, Any]) -> None:
@@ -628,7 +639,7 @@ def _derive_llamacpp(facts: dict[str, Fact]) -> None:
     kv_slots(facts, v, wb)
 
 
-def kv_slots(facts: dict[str, Fact], v: dict[str, Any], wb: Any) -> None:
+def kv_slots(facts: dict[str, Fact], v: dict[str, Any], wb: float | None) -> None:
     """``server.kv_slots_max``: the slots the KV budget holds at the current per-slot context
     (``KV_USABLE`` × GPU memory − weights, over KV bytes per token × tokens per slot). The GPU
     memory is the one the audit found; without an audit's GPU list it is the roofline's GPU (named

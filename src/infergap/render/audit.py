@@ -14,7 +14,7 @@ from rich.text import Text
 
 from infergap.findings import Finding, Status
 from infergap.guard import PlainConsole, dumps, md_code, md_escape, safe_console
-from infergap.synthesis import AuditReport
+from infergap.synthesis import AuditHost, AuditReport
 
 SEV_STYLE = {"P0": "bold red", "P1": "yellow", "P2": "cyan"}
 
@@ -174,20 +174,20 @@ def _text_header(con: Any, r: AuditReport) -> None:
     """The text report's first lines: the snapshot's label and what the host is (GPUs, CPU,
     kernel, driver, container, VM)."""
     h = r.host
-    con.print(Text(f"infergap audit — {h['snapshot']['label']}", style="bold"))
+    con.print(Text(f"infergap audit — {h.snapshot.label if h.snapshot else ''}", style="bold"))
     con.print(host_line(h))
 
 
-def host_line(h: dict) -> str:
+def host_line(h: AuditHost) -> str:
     """What the host is, in one line (GPUs, CPU, kernel, driver, container, VM), leaving out what
     the input did not show (an evidence-only audit has no kernel: never the word "None")."""
-    desc = [h.get("gpu_summary") or "", h.get("cpu") or "", f"kernel {h.get('kernel')}" if h.get("kernel") else ""]
-    if h.get("driver"):
-        desc.append(f"driver {h['driver']}" + (f" / CUDA {h['cuda_driver']}" if h.get("cuda_driver") else ""))
-    if h.get("container"):
-        desc.append(f"inside {h['container']} container")
-    if h.get("virtualization"):
-        desc.append(f"VM ({h['virtualization']})")
+    desc = [h.gpu_summary or "", h.cpu or "", f"kernel {h.kernel}" if h.kernel else ""]
+    if h.driver:
+        desc.append(f"driver {h.driver}" + (f" / CUDA {h.cuda_driver}" if h.cuda_driver else ""))
+    if h.container:
+        desc.append(f"inside {h.container} container")
+    if h.virtualization:
+        desc.append(f"VM ({h.virtualization})")
     return " · ".join(d for d in desc if d)
 
 
@@ -229,7 +229,7 @@ _code = md_code
 def render_md(r: AuditReport) -> str:
     """The report as GitHub-flavoured Markdown."""
     h = r.host
-    lines = [f"# infergap audit — {md_escape(h['snapshot']['label'])}", "",
+    lines = [f"# infergap audit — {md_escape(h.snapshot.label if h.snapshot else '')}", "",
              md_escape(host_line(h)), "", f"**{summary_line(r)}**", ""]
     act = r.by_status(Status.actionable)
     if act:

@@ -154,6 +154,15 @@ def failure_summary(result: BenchResult) -> list[str]:
     return out
 
 
+def failure_heading(result: BenchResult) -> str:
+    """The heading of :func:`failure_summary`'s lines: ``FAILED REQUESTS`` when a request failed
+    or a point is over its failure budget, else ``CONNECTIONS (no request failed)``: a run whose
+    only note is the server's keep-alive behaviour and the retries it caused lost no request."""
+    if result.invalid_points or any(p.failed for p in result.points):
+        return "FAILED REQUESTS"
+    return "CONNECTIONS (no request failed)"
+
+
 def _load_words(st) -> str:
     """The load the settings asked for, in words (an SLO search names its mode and first load)."""
     if st.search:
@@ -296,7 +305,7 @@ def to_text(result: BenchResult, comparison: BenchComparison | None = None, widt
     con = safe_console(file=buf, width=width or 1000, force_terminal=False, no_color=True, soft_wrap=width is None)
     fails = failure_summary(result)
     if fails:
-        con.print("FAILED REQUESTS")
+        con.print(failure_heading(result))
         for n in fails:
             con.print(f"- {n}", highlight=False)
     for line in head_lines(result):

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from infergap.guard import dumps, md_code, md_escape, safe_console
 from infergap.plan import TIER_LABEL, Plan, PlanItem
+from infergap.plan.build import HostFix, Unknown
 
 
 
@@ -32,7 +33,7 @@ def _gain(x: PlanItem) -> str:
     return f"×{lo:g}–{hi:g} {x.metric}, about {x.effort_h:g} h of work to try"
 
 
-def _decides(u: Any, shown: int = 3) -> str:
+def _decides(u: Unknown, shown: int = 3) -> str:
     """What settling an unknown fact would decide, in the levers' titles: the first ``shown``,
     then how many more (the ids stay in the JSON's ``decides``)."""
     titles = u.decides_titles or u.decides
@@ -162,7 +163,7 @@ def _text_host_fixes(c: Any, plan: Plan) -> None:
         c.print("  none" + ("" if any(s.name == "audit" and s.status in ("given", "ran", "partial") for s in plan.stages) else " (no audit)"))
 
 
-def _md_host_fix(h: Any) -> str:
+def _md_host_fix(h: HostFix) -> str:
     return (f"- **{md_escape(h.severity)} {md_escape(h.fix_kind)}** {md_code(h.id)} — {md_escape(h.title)}"
             + (f"  \n  fix: {md_code(h.commands[0])}" if h.commands else "")
             + (f"  \n  revert: {md_code(h.revert[0])}" if h.revert else ""))

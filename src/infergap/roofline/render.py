@@ -12,6 +12,10 @@ from rich.text import Text
 from infergap.guard import md_escape, safe_console
 from infergap.roofline.bounds import RooflineResult
 
+#: Columns a table is drawn within: the width text reports are fitted to (infergap.render.fit.WIDTH,
+#: a layer above this one), so that fitting never wraps a table row as prose.
+TABLE_WIDTH = 100
+
 _GROUP_ORDER = ("attention", "indexer", "router", "dense_ffn", "shared_experts", "experts", "lm_head", "embedding", "kv_cache", "other")
 
 
@@ -119,7 +123,7 @@ def _tables(r: RooflineResult) -> list[tuple[str, list[str], list[list[str]]]]:
     out.append(
         (
             f"Batched decode, context {r.workload.context} (per TP group; tok/s counts {r.parallel['replicas']} replica(s))",
-            ["batch", *(["experts touched/layer"] if moe else []), "memory ms", "compute ms", "comm ms", "step ms", "tok/s", "tok/s per seq", "bound", "fits KV"],
+            ["batch", *(["experts touched per layer"] if moe else []), "memory ms", "compute ms", "comm ms", "step ms", "tok/s", "tok/s per seq", "bound", "fits KV"],
             rows,
         )
     )
@@ -196,7 +200,10 @@ def _details(r: RooflineResult) -> list[tuple[str, list[str]]]:
 
 def render_text(r: RooflineResult, *, color: bool = True, width: int | None = None) -> str:
     """The terminal report (rich tables); ``color=False`` for files. Lines are wrapped at
-    ``width`` columns when given (a terminal), never when ``None`` (a file or a pipe)."""
+    ``width`` columns when given (a terminal), never when ``None`` (a file or a pipe); tables are
+    drawn at most :data:`TABLE_WIDTH` (100) columns wide, or ``width`` when
+    narrower, their headers and cells wrapped inside the columns, so that the fitting of the
+    text report (:func:`infergap.cli.fit_report`) never splits a table row as prose."""
     buf = io.StringIO()
     con = safe_console(file=buf, width=width or 1000, force_terminal=color, color_system="standard" if color else None,
                        highlight=False, soft_wrap=width is None)
@@ -214,7 +221,7 @@ def render_text(r: RooflineResult, *, color: bool = True, width: int | None = No
         for row in rows:
             t.add_row(*row)
         con.print()
-        con.print(t)
+        con.print(t, width=min(width or TABLE_WIDTH, TABLE_WIDTH))  # a table fits the report: never wrapped as prose later
     for title, items in _details(r):
         con.print()
         con.print(Text(title, style="bold" if color else ""))

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from infergap.guard import secret_name
+from infergap.parsers.engine_args import engine_of
+from infergap.parsers.process import ProcessEvidence
 from infergap.snapshot.sources import ENV_PREFIXES as SNAPSHOT_ENV_PREFIXES
 from infergap.snapshot.sources import ENV_SECRET_WORDS
 
@@ -37,42 +37,6 @@ MAX_READ = 1 << 20
 MAX_PIDS = 65536
 LISTEN = "0A"
 SCRUBBED = "<scrubbed>"
-
-
-class ProcessEvidence(BaseModel):
-    """What the serving process runs with. Units: bytes, seconds, CPU numbers.
-
-    ``argv``: the command line, secrets replaced by ``<scrubbed>``; ``env``: the kept variables
-    (a variable set to the empty string is kept: ``CUDA_VISIBLE_DEVICES=`` hides every GPU);
-    ``threads``: thread count; ``thread_names``: comm → count; ``cpu_time_s``: user + system
-    time of the process; ``thread_cpu_s``: per-thread CPU seconds (tid → s) to compare across a
-    load; ``cpus_allowed``: the affinity list (``0-15``); ``cgroup``: limits read (``cpu.max``,
-    ``memory.max``, ``cpuset.cpus.effective``); ``gpu_memory_B``: GPU memory NVML attributes to
-    the process (None when NVML is absent or does not list it, with the reason in ``gpu_note``);
-    ``sources``: field → where it was read; ``problems``: what could not be read."""
-
-    model_config = ConfigDict(defer_build=True)  # schema built on first use, not at import (start time)
-
-    url: str
-    pid: int
-    port: int
-    exe: str | None = None
-    argv: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    threads: int | None = None
-    thread_names: dict[str, int] = Field(default_factory=dict)
-    cpu_time_s: float | None = None
-    thread_cpu_s: dict[str, float] = Field(default_factory=dict)
-    read_at: float | None = None
-    cpus_allowed: str | None = None
-    cpus_allowed_count: int | None = None
-    host_cpus: int | None = None
-    cgroup: dict[str, str] = Field(default_factory=dict)
-    gpu_memory_B: int | None = None
-    gpu_note: str | None = None
-    netns: str | None = None
-    sources: dict[str, str] = Field(default_factory=dict)
-    problems: list[str] = Field(default_factory=list)
 
 
 def _read(path: Path, limit: int = MAX_READ) -> bytes:
@@ -420,8 +384,6 @@ def known_servers(proc: Path = Path("/proc"), nvml: bool = True, deadline_s: flo
     """The processes of a known engine (llama.cpp's ``llama-server``, vLLM, SGLang:
     :func:`infergap.parsers.engine_args.engine_of`) that listen on a TCP port here, read
     (at most :data:`MAX_SERVERS`, the lowest port of each; the scan stops after ``deadline_s``)."""
-    from infergap.parsers.engine_args import engine_of
-
     socks = _listeners(proc)
     t0, found = time.monotonic(), {}
     for pid in _pids(proc):

@@ -272,7 +272,7 @@ SOURCES: tuple[Source, ...] = (
     Source("lscpu_json", "lscpu -J", _cmd("lscpu_json", "lscpu", "-J")),
     # the serving process (infergap collect --url, or every known engine listening): probes/process.json
     Source("process", "the serving process (command line, GPU/thread environment, threads, affinity, cgroup, GPU memory)",
-           serves="probe:process", parser=_P + "engine_args:parse_process_probe", facts=("serving_processes",)),
+           serves="probe:process", parser=_P + "process:parse_process_probe", facts=("serving_processes",)),
     Source("dmidecode", "dmidecode -t bios -t system", _cmd("dmidecode", "dmidecode", "-t", "bios", "-t", "system")),
     Source("systemd_detect_virt", "systemd-detect-virt", _cmd("systemd_detect_virt", "systemd-detect-virt")),
     Source("systemd_detect_virt_c", "systemd-detect-virt -c", _cmd("systemd_detect_virt_c", "systemd-detect-virt", "-c")),

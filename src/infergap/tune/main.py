@@ -8,12 +8,15 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from infergap.errors import UserError
 from infergap.tune.launch import Cancelled, Launch, Refused, Server, apply_change
 from infergap.tune.run import (LeverTry, Trial, Tuner, TuneResult, best_config, curve, lv_setting, now, plan_levers,
                                prepare_port, workload_key)
+
+if TYPE_CHECKING:  # annotations only: the bench is imported when a run starts
+    from infergap.bench.results import BenchSettings
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +122,7 @@ def _leave(tuner: Tuner, launch: Launch, opts: TuneOptions, result: TuneResult) 
     result.left_running = {"pid": srv.proc.pid, "command": launch.text(), "log": str(srv.log), "url": tuner.url}
 
 
-def run_tune(base: Launch, settings: Any, opts: TuneOptions, url: str | None = None) -> TuneResult:
+def run_tune(base: Launch, settings: BenchSettings, opts: TuneOptions, url: str | None = None) -> TuneResult:
     """Tune the server that ``base`` starts under the bench ``settings`` (trials=1 per run). Raises
     UserError before anything is measured (a busy port, a command that does not start); after
     that, never for a lever: its failure is its verdict."""
