@@ -250,6 +250,6 @@ def test_interrupted_at_a_prompt_leaves_a_revertable_journal(netns, sandbox, tmp
         run = led.latest(kind="fix")
         assert run.status == "interrupted"
         assert [(s["target"], s["status"]) for s in led.steps(run.id)] == [("sysctl:net.core.somaxconn", "applied")]
-    r = netns.infergap("fix", "--revert", "--db", str(sandbox["db"]))
+    r = netns.infergap("fix", "--revert", "--db", str(sandbox["db"]), env=sandbox["env"])
     assert r.returncode == 0, r.stdout + r.stderr
     assert netns.read("net.core.somaxconn") == som

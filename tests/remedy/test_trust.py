@@ -239,3 +239,27 @@ def test_the_reports_audit_writes_agree_with_their_actions(host):
     with_actions = [f for f in findings if f.remedy and f.remedy.actions]
     assert with_actions, "the fixture host has no finding with an executable action"
     check_report(findings, host)
+
+
+@root_only
+def test_revert_writes_in_the_environments_trees_never_in_those_the_journal_names(tmp_path):
+    paths = _tree(tmp_path, {"net.core.somaxconn": "4096"})
+    db = tmp_path / "db"
+    env = {"INFERGAP_PROC_SYS": str(paths.proc_sys), "INFERGAP_ETC": str(paths.etc), "INFERGAP_SYS": str(paths.sys)}
+    with Ledger(db) as led:
+        run = _apply(led, paths, "net.core.somaxconn", "8192", "4096", persist=True)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "sysctl.d").mkdir(parents=True)
+    con = sqlite3.connect(db)
+    with con:
+        (payload,) = con.execute("SELECT payload FROM runs WHERE id = ?", (run,)).fetchone()
+        doc = json.loads(payload)
+        doc["roots"]["etc"] = str(elsewhere)
+        con.execute("UPDATE runs SET payload = ? WHERE id = ?", (json.dumps(doc), run))
+        con.execute("UPDATE fix_steps SET target = ?, file_existed = 1, file_previous = ?, after = NULL "
+                    "WHERE run_id = ? AND step_kind = 'file'", (str(elsewhere / "sysctl.d/90-infergap.conf"), b"vm.swappiness = 1\n", run))
+    r = subprocess.run([sys.executable, "-m", "infergap", "fix", "--revert", str(run), "--db", str(db)], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(SRC), **env})
+    assert r.returncode == 2 and "journalled other trees" in r.stderr and "INFERGAP_ETC=" in r.stderr, r.stdout + r.stderr
+    assert not (elsewhere / "sysctl.d/90-infergap.conf").exists()
+    assert _read(paths, "net.core.somaxconn") == "8192"

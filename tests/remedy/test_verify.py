@@ -58,7 +58,7 @@ def test_verify_url_measures_before_and_after_and_records_both(netns, paced_serv
         assert (verify["before_run"], verify["after_run"]) == (benches[1].id, benches[0].id)
         assert {"point": "c=4", "metric": "output_throughput_tps"}.items() <= next(
             c for c in verify["significant_changes"] if c["metric"] == "output_throughput_tps").items()
-    r = netns.infergap("fix", "--revert", "--db", str(db))
+    r = netns.infergap("fix", "--revert", "--db", str(db), env={"INFERGAP_ETC": str(tmp_path / "etc")})
     assert r.returncode == 0 and netns.read("net.core.somaxconn") == som
 
 

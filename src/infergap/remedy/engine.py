@@ -444,10 +444,7 @@ def revert_run(ledger: Ledger, ref: str = "last", *, paths: SystemPaths | None =
         raise FixRefused(f"fix --revert must run as root (effective uid {os.geteuid()})")
     run = ledger.get(run_id)
     if paths is None:
-        roots = run.payload.get("roots") if isinstance(run.payload, dict) else None
-        # Revert acts on the trees the run changed, whatever the environment says now.
-        paths = SystemPaths(proc_sys=Path(roots["proc_sys"]), etc=Path(roots["etc"]), sys=Path(roots["sys"])) \
-            if roots else SystemPaths.from_env()
+        paths = _revert_paths(run_id, run.payload)
     already = run.status == "reverted"
     steps = ledger.steps(run_id)
     if already:
@@ -468,6 +465,22 @@ def revert_run(ledger: Ledger, ref: str = "last", *, paths: SystemPaths | None =
                            local_host(), status="ok" if ok else "failed", parent_id=run_id)
     ledger.update_run(run_id, status="reverted" if ok else "revert_failed")
     return RevertResult(run_id=run_id, revert_run_id=rev_id, already_reverted=False, ok=ok, steps=out, warnings=warnings)
+
+
+def _revert_paths(run_id: int, payload: Any) -> SystemPaths:
+    """The trees a revert writes: the environment's (``SystemPaths.from_env``), which must be the
+    ones the run journalled it changed. The journal is input: its ``roots`` never choose where a
+    root process writes; a run made under other ``INFERGAP_*`` roots is refused naming them."""
+    here = SystemPaths.from_env()
+    roots = payload.get("roots") if isinstance(payload, dict) else None
+    if not isinstance(roots, dict):
+        return here
+    names = {"proc_sys": "INFERGAP_PROC_SYS", "etc": "INFERGAP_ETC", "sys": "INFERGAP_SYS"}
+    differ = [f"{env}={str(roots.get(k))[:200]!r}" for k, env in names.items() if str(roots.get(k)) != str(getattr(here, k))]
+    if differ:
+        raise FixRefused(f"fix run {run_id} journalled other trees than this environment's ({', '.join(differ)}): "
+                         "set those variables to revert it there")
+    return here
 
 
 def _later_changes(ledger: Ledger, run_id: int, steps: list[dict[str, Any]]) -> list[str]:
