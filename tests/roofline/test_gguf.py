@@ -121,3 +121,9 @@ def test_a_gguf_name_resolves_to_its_model():
     assert builtin_name("llama-3.1-8b.gguf") == ("llama-3.1-8b", None)
     spec = load_model("/models/not-here/Meta-Llama-3.1-8B-Instruct-Q8_0.gguf")
     assert spec.name == "llama-3.1-8b" and spec.precision["dense_ffn"] == "q8_0" and "not on this machine" in spec.notes[-1]
+    # the type is the file name's, not a flag the user gave; a flag given beside it stays a flag
+    assert spec.precision_source.endswith("; the file name's type weights=q8_0") and "flags" not in spec.precision_source
+    kv = load_model("/models/not-here/Meta-Llama-3.1-8B-Instruct-Q8_0.gguf", {"kv": "fp8"})
+    assert kv.precision_source.endswith("; the file name's type weights=q8_0; flags kv=fp8")
+    flag = load_model("/models/not-here/Meta-Llama-3.1-8B-Instruct-Q8_0.gguf", {"weights": "q4_k"})
+    assert flag.precision_source.endswith("; flags weights=q4_k")

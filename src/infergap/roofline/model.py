@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 import json
 import logging
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -384,11 +385,21 @@ def load_model(name_or_path: str, overrides: dict[str, str] | None = None) -> Mo
             ov["weights"] = q
         spec = load_model(base, ov)
         w = ov.get("weights")
+        if q and w == q:  # the type came from the file name, not from a flag the user gave
+            spec.precision_source = _name_typed(spec.precision_source)
         spec.notes.append(f"{p.name} is not on this machine: the built-in {base}" + (f" with {w} weights" if w else "")
                           + (" (the file name's type)" if q and w == q else ""))
         return spec
     cfg, hf_quant, name, source = _resolve_source(name_or_path)
     return _build(cfg, hf_quant, name, source, overrides)
+
+
+def _name_typed(source: str) -> str:
+    """``precision_source`` of a GGUF name resolved to a built-in model whose weight type the file
+    name gave: ``...; flags weights=q4_k[, kv=fp8]`` becomes ``...; the file name's type
+    weights=q4_k[; flags kv=fp8]`` (no --weights flag was given)."""
+    return re.sub(r"flags weights=([^,;]+)(, )?",
+                  lambda m: f"the file name's type weights={m[1]}" + ("; flags " if m[2] else ""), source, count=1)
 
 
 def _is_gguf(p: Path) -> bool:
