@@ -296,3 +296,11 @@ def test_a_plan_of_a_live_audit_is_filed_under_this_machine(tmp_path):
     con.close()
     assert [k for k, _ in rows] == ["audit", "plan", "audit", "plan"], rows
     assert rows[0][1] == rows[1][1] == local_host().fingerprint and rows[2][1] == rows[3][1] != rows[0][1], rows
+
+
+def test_history_of_a_ledger_path_that_does_not_exist_says_so(tmp_path):
+    """A mistyped --db is not an empty ledger: history says no file is there (and creates none)."""
+    path = tmp_path / "typo" / "ledger.db"
+    r = _cli("history", "--db", str(path))
+    assert r.returncode == 0 and "no runs recorded" in r.stdout and f"no ledger at {path}" in r.stdout, r.stdout + r.stderr
+    assert not path.exists() and not path.parent.exists()

@@ -38,7 +38,8 @@ def history(
         safe_echo(json.dumps([r.summary() for r in runs], indent=1))
         return
     if not runs:
-        safe_echo("no runs recorded" + (" matching the filters" if kind or host else ""))
+        safe_echo("no runs recorded" + (" matching the filters" if kind or host else "")
+                  + (f" (no ledger at {db} yet: check --db)" if db is not None and not db.exists() else ""))
         return
     rows = [r.summary() for r in runs]
     # two lines a run, so that a row fits 100 columns: what it measured, then what it was about
