@@ -200,3 +200,17 @@ def test_a_malformed_url_is_one_line_before_any_request(command, url, problem):
     r = run_cli(command, "--url", url, timeout=60)
     shown = url.replace("\n", "\\n")
     assert r.returncode == 2 and r.stderr.strip() == f"infergap: error: --url {shown}: {problem}", r.stderr
+
+
+@pytest.mark.parametrize("kind,words", [("missing", ["cannot read"]), ("directory", ["cannot read"]),
+                                        ("empty", ["not an infergap.bench/1 result"]), ("binary", ["not UTF-8"])])
+def test_a_bench_baseline_that_cannot_be_used_is_named_as_the_option(kind, words, tmp_path):
+    p = tmp_path / kind
+    if kind == "directory":
+        p.mkdir()
+    elif kind == "empty":
+        p.write_bytes(b"")
+    elif kind == "binary":
+        p.write_bytes(bytes(range(128, 256)) * 8)
+    refused(run_cli("bench", "--url", "http://127.0.0.1:9", "--baseline", str(p), "--db", str(tmp_path / "l.db")),
+            f"--baseline {p}", *words)

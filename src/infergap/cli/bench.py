@@ -73,7 +73,10 @@ def _baseline(baseline: str, db: Path | None = None):
         return BenchResult.model_validate(run.payload)
     from infergap.bench import load_result
 
-    return load_result(Path(baseline))
+    try:
+        return load_result(Path(baseline))
+    except UserError as e:
+        raise UserError(f"--baseline {e}") from None
 
 
 def _load_tokenizer(path: str | None):
