@@ -268,15 +268,17 @@ def _notes(result: BenchResult) -> list[str]:
     return notes
 
 
-#: Columns of the two tables the sweep is split into on a terminal narrower than :data:`WIDE`.
-_SPLIT = (("point", "req/s", "out tok/s", "total tok/s", "failed", "retried", "trunc", "stability"),
+#: Columns of the three tables the sweep is split into below :data:`WIDE` columns: throughputs
+#: (each cell up to ~40 columns with its range and marker), outcome, latencies.
+_SPLIT = (("point", "req/s", "out tok/s", "total tok/s"),
+          ("point", "failed", "retried", "trunc", "stability"),
           ("point", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "ITL p50", "ITL p99"))
 #: Terminal width (columns) from which the sweep is one table.
 WIDE = 160
 
 
 def _tables(result: BenchResult, width: int | None) -> list[Table]:
-    """The sweep as one table, or as two (throughput and outcome; latencies) below :data:`WIDE`
+    """The sweep as one table, or as three (throughput; outcome; latencies) below :data:`WIDE`
     columns or when ``width`` is None (a file or a pipe: fitted to 100 columns), so that every
     cell shows whole at 100 columns (a cut "UNSTA…" hides the verdict):
     no borders, cells wrapped at spaces and folded, never cut with an ellipsis."""
