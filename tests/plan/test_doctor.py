@@ -110,6 +110,7 @@ def _same_stages_everywhere(stages: list[dict], stderr: str, out) -> None:
     from infergap.guard import md_escape
 
     md, report_md, html = ((out / n).read_text() for n in ("plan.md", "report.md", "report.html"))
+    stderr = re.sub(r"\n +", " ", stderr)  # a progress line wrapped at 100 columns, continued indented
     for s in stages:
         rest = (f" — {s['verdict']}" if s["verdict"] else "") + (f" ({s['detail']})" if s["detail"] else "")
         assert f"\n{s['name']}: {s['status']}{rest}\n" in f"\n{stderr}", s
