@@ -242,9 +242,9 @@ def _dcgm_bad(label: str, d, bad: list) -> list[Finding]:
                            evidence_=evidence(*ev), expected_value="Pass in every test",
                            impact="DCGM's diagnostic exercised the GPU and it did not pass: a GPU that fails its memory, PCIe or stress tests gives wrong "
                                   "results, errors or stalls under an inference load; the message says what failed.",
-                           remedy=Remedy(commands=["nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER -i " + (g if g != "all" else "<gpu>"),
-                                                   "dmesg | grep -E 'NVRM|Xid'", "drain the GPU, nvidia-smi -r (reset), then dcgmi diag -r 3 again"],
-                                         note="A failure that stays after a reset and a re-run is one for the vendor (RMA), with the dcgmi diag output and nvidia-bug-report.log."),
+                           remedy=checks.remedy("gpu.health", commands=[("error_state", {"gpu": g}) if g != "all" else ("error_state_all", {}),
+                                                                        "dmesg | grep -E 'NVRM|Xid'", "drain the GPU, nvidia-smi -r (reset), then dcgmi diag -r 3 again"],
+                                                note="A failure that stays after a reset and a re-run is one for the vendor (RMA), with the dcgmi diag output and nvidia-bug-report.log."),
                            references=["https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/dcgm-diagnostics.html"]))
     return out
 

@@ -26,7 +26,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # a quoted span: opening quote not glued to a word (so "NCCL's" opens nothing), closing one not
 # followed by a word character
 _QUOTED = re.compile(r"(?<![\w'`])'[^'\s][^'\n]*?'(?![\w])|`[^`\n]+`")
-_MARKER = re.compile(r"(?:\d+\.|[•?✓!*+~-]|\[[^\]]{1,40}\])\s+")
+_MARKER = re.compile(r"(?:\d{1,4}\.|[•?✓!*+~-]|\[[^\]]{1,40}\])\s+")
 _LABEL = re.compile(r"[A-Za-z][\w /()-]{0,22}:\s+")
 _GAP = re.compile(r"\S {2,}(?=\S)")
 
