@@ -49,7 +49,7 @@ def test_cpuidle_apply_and_revert_restore_each_cpu(tmp_path):
         assert res.changes[0].reason == "no persistent file for this action type"
         (step,) = led.steps(res.run_id)
         assert step["before"] == "cpu0=0 cpu1=1 cpu2=0 cpu3=0" and step["after"] == "cpu0=1 cpu1=1 cpu2=1 cpu3=1"
-        rev = revert_run(led, str(res.run_id))  # the run's own roots, from its journal
+        rev = revert_run(led, str(res.run_id), paths=paths)  # the trees it ran under (a journal never chooses them)
         assert rev.ok and [disable(c) for c in range(4)] == ["0", "1", "0", "0"]
         # C1 was never touched
         assert (sysroot / "devices/system/cpu/cpu0/cpuidle/state1/disable").read_text() == "0\n"
